@@ -1,0 +1,216 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Config is a bootstrap: the management servers to use and how the client
+// presents itself to them. Parse, Load and FromEnv return a validated Config;
+// one built in code should be checked with Validate before use. A Config is
+// not modified by this package after it is returned, and is safe for
+// concurrent reads.
+type Config struct {
+	// Servers are the top-level management servers, in order of priority:
+	// the first is used, later ones only as fallbacks. JSON: xds_servers.
+	// Required.
+	Servers []ServerConfig
+	// Node identifies this client to the servers. JSON: node.
+	Node Node
+	// Authorities maps an authority name, as used in xdstp:// resource
+	// names, to its config (gRFC A47). JSON: authorities.
+	Authorities map[string]Authority
+	// ClientDefaultListenerResourceNameTemplate makes the Listener name for
+	// a target without an authority; see ListenerResourceName. Parse sets
+	// "%s" when the JSON has none, and empty means "%s" here too.
+	// JSON: client_default_listener_resource_name_template.
+	ClientDefaultListenerResourceNameTemplate string
+	// ServerListenerResourceNameTemplate makes the Listener name of an xDS
+	// enabled gRPC server. It is kept for callers and not used by goxds.
+	// JSON: server_listener_resource_name_template.
+	ServerListenerResourceNameTemplate string
+	// CertificateProviders maps an instance name to a certificate provider
+	// plugin config. They are kept for callers and not interpreted.
+	// JSON: certificate_providers.
+	CertificateProviders map[string]CertificateProvider
+}
+
+// Authority is the config of one xDS authority (gRFC A47).
+type Authority struct {
+	// ClientListenerResourceNameTemplate makes the Listener name for a
+	// target that names this authority; see AuthorityListenerResourceName.
+	// When set it must start with "xdstp://<authority>/", the authority
+	// name percent-encoded. When empty, the gRFC A47 default
+	// "xdstp://<authority>/envoy.config.listener.v3.Listener/%s" applies.
+	// JSON: client_listener_resource_name_template.
+	ClientListenerResourceNameTemplate string
+	// Servers are the authority's management servers, in priority order.
+	// Empty means the top-level Config.Servers. JSON: xds_servers.
+	Servers []ServerConfig
+}
+
+// CertificateProvider is one entry of certificate_providers, kept as written.
+type CertificateProvider struct {
+	// PluginName names the plugin, e.g. "file_watcher". JSON: plugin_name.
+	PluginName string
+	// Config is the plugin's config, compacted JSON. JSON: config.
+	Config json.RawMessage
+}
+
+// Validate checks c as Parse checks a file. The error names the offending
+// field by its JSON path, e.g. "xds_servers[0].server_uri: must not be
+// empty", so that a Config built in code and one read from a file are
+// reported alike.
+func (c *Config) Validate() error {
+	if c == nil {
+		return fmt.Errorf("bootstrap: config is nil")
+	}
+	if err := c.validate(); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+func (c *Config) validate() error {
+	if len(c.Servers) == 0 {
+		return fieldErrorf("xds_servers", "must list at least one server")
+	}
+	if err := validateServers(c.Servers, "xds_servers"); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Authorities)) {
+		a := c.Authorities[name]
+		path := mapKey("authorities", name)
+		if t := a.ClientListenerResourceNameTemplate; t != "" {
+			prefix := authorityPrefix(name)
+			if !strings.HasPrefix(t, prefix) {
+				return fieldErrorf(member(path, "client_listener_resource_name_template"),
+					"%q must start with %q", t, prefix)
+			}
+		}
+		if err := validateServers(a.Servers, member(path, "xds_servers")); err != nil {
+			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.CertificateProviders)) {
+		cfg := c.CertificateProviders[name].Config
+		if len(cfg) > 0 && !json.Valid(cfg) {
+			return fieldErrorf(member(mapKey("certificate_providers", name), "config"), "not valid JSON")
+		}
+	}
+	return nil
+}
+
+func validateServers(servers []ServerConfig, path string) error {
+	for i, s := range servers {
+		if err := s.validate(index(path, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s ServerConfig) validate(path string) error {
+	if s.ServerURI == "" {
+		return fieldErrorf(member(path, "server_uri"), "must not be empty")
+	}
+	switch {
+	case !s.APIType.known():
+		return fieldErrorf(member(path, "api_type"), "unknown value %s (want one of %s)", s.APIType, apiTypeList())
+	case !s.APIType.supported():
+		return fieldErrorf(member(path, "api_type"), "%s is not supported yet (use %s or %s)",
+			s.APIType, APITypeAggregatedGRPC, APITypeAggregatedDeltaGRPC)
+	}
+	credsPath := member(path, "channel_creds")
+	i := s.selectedCreds()
+	if i < 0 {
+		return fieldErrorf(credsPath, "%s", noSupportedCreds(s.ChannelCreds))
+	}
+	if c := s.ChannelCreds[i]; c.Type == CredsTLS {
+		entry := index(credsPath, i)
+		t, err := c.tlsCreds(entry)
+		if err != nil {
+			return err
+		}
+		return t.validate(member(entry, "config"))
+	}
+	return nil
+}
+
+// ServersForAuthority returns the management servers of the named
+// authority: its own, or the top-level Servers if it lists none. ok is false
+// if c has no such authority. The slice is shared with c and must not be
+// modified.
+func (c *Config) ServersForAuthority(name string) (servers []ServerConfig, ok bool) {
+	a, ok := c.Authorities[name]
+	if !ok {
+		return nil, false
+	}
+	if len(a.Servers) == 0 {
+		return c.Servers, true
+	}
+	return a.Servers, true
+}
+
+// ListenerResourceName returns the name of the Listener to subscribe to for
+// a target that names no authority (the host and path of an "xds:///target"
+// URI), by expanding ClientDefaultListenerResourceNameTemplate as gRFC A47
+// says: each "%s" is replaced by target, percent-encoded except for "/" when
+// the template starts with "xdstp:". With the default template "%s" the
+// name is the target itself.
+func (c *Config) ListenerResourceName(target string) string {
+	t := c.ClientDefaultListenerResourceNameTemplate
+	if t == "" {
+		t = "%s"
+	}
+	return expandTemplate(t, target)
+}
+
+// AuthorityListenerResourceName is ListenerResourceName for a target that
+// names an authority ("xds://authority/target"): it expands the authority's
+// ClientListenerResourceNameTemplate, or the gRFC A47 default
+// "xdstp://<authority>/envoy.config.listener.v3.Listener/%s". ok is false if
+// c has no such authority.
+func (c *Config) AuthorityListenerResourceName(authority, target string) (name string, ok bool) {
+	a, ok := c.Authorities[authority]
+	if !ok {
+		return "", false
+	}
+	t := a.ClientListenerResourceNameTemplate
+	if t == "" {
+		t = authorityPrefix(authority) + "envoy.config.listener.v3.Listener/%s"
+	}
+	return expandTemplate(t, target), true
+}
+
+// authorityPrefix is how every xdstp name of the authority starts.
+func authorityPrefix(authority string) string {
+	return "xdstp://" + url.PathEscape(authority) + "/"
+}
+
+func expandTemplate(template, target string) string {
+	if !strings.Contains(template, "%s") {
+		return template
+	}
+	if strings.HasPrefix(template, "xdstp:") {
+		target = escapeSegments(target)
+	}
+	return strings.ReplaceAll(template, "%s", target)
+}
+
+// escapeSegments percent-encodes each "/"-separated segment of s for use in
+// a URI path, leaving the separators alone.
+func escapeSegments(s string) string {
+	var b strings.Builder
+	for i, seg := range strings.Split(s, "/") {
+		if i > 0 {
+			b.WriteByte('/')
+		}
+		b.WriteString(url.PathEscape(seg))
+	}
+	return b.String()
+}

@@ -1,0 +1,315 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+)
+
+// The environment variables FromEnv reads, as gRPC does.
+const (
+	// EnvFile names the environment variable holding the path of a
+	// bootstrap file. It takes precedence over EnvConfig.
+	EnvFile = "GRPC_XDS_BOOTSTRAP"
+	// EnvConfig names the environment variable holding the bootstrap JSON
+	// itself.
+	EnvConfig = "GRPC_XDS_BOOTSTRAP_CONFIG"
+)
+
+// ErrNoBootstrap is returned by FromEnv when neither EnvFile nor EnvConfig is
+// set.
+var ErrNoBootstrap = errors.New("bootstrap: neither " + EnvFile + " nor " + EnvConfig + " is set")
+
+// Parse decodes and validates a bootstrap JSON document. Unknown fields are
+// ignored. An error names the offending field by its JSON path, e.g.
+// "xds_servers[0].server_uri: must be a string, got number".
+func Parse(data []byte) (*Config, error) {
+	c, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	return c, nil
+}
+
+// Load reads and parses the bootstrap file at path. Its errors name path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %w", err)
+	}
+	c, err := parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// FromEnv loads the bootstrap the way gRPC finds it: from the file named by
+// GRPC_XDS_BOOTSTRAP if that is set, otherwise from the JSON in
+// GRPC_XDS_BOOTSTRAP_CONFIG. If neither is set (or both are empty) it returns
+// ErrNoBootstrap.
+func FromEnv() (*Config, error) {
+	if path := os.Getenv(EnvFile); path != "" {
+		return Load(path)
+	}
+	if data := os.Getenv(EnvConfig); data != "" {
+		c, err := parse([]byte(data))
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: %s: %w", EnvConfig, err)
+		}
+		return c, nil
+	}
+	return nil, ErrNoBootstrap
+}
+
+func parse(data []byte) (*Config, error) {
+	var doc json.RawMessage
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	top, err := asObject(doc, "")
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	if raw, ok := top.get("xds_servers"); ok {
+		if c.Servers, err = decodeServers(raw, "xds_servers"); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top.get("node"); ok {
+		if c.Node, err = decodeNode(raw, "node"); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top.get("authorities"); ok {
+		if c.Authorities, err = decodeAuthorities(raw, "authorities"); err != nil {
+			return nil, err
+		}
+	}
+	const defaultTemplate = "client_default_listener_resource_name_template"
+	if c.ClientDefaultListenerResourceNameTemplate, err = top.str(defaultTemplate, defaultTemplate); err != nil {
+		return nil, err
+	}
+	if c.ClientDefaultListenerResourceNameTemplate == "" {
+		c.ClientDefaultListenerResourceNameTemplate = "%s"
+	}
+	const serverTemplate = "server_listener_resource_name_template"
+	if c.ServerListenerResourceNameTemplate, err = top.str(serverTemplate, serverTemplate); err != nil {
+		return nil, err
+	}
+	if raw, ok := top.get("certificate_providers"); ok {
+		if c.CertificateProviders, err = decodeCertProviders(raw, "certificate_providers"); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func decodeServers(raw json.RawMessage, path string) ([]ServerConfig, error) {
+	elems, err := asArray(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	servers := make([]ServerConfig, len(elems))
+	for i, e := range elems {
+		if servers[i], err = decodeServer(e, index(path, i)); err != nil {
+			return nil, err
+		}
+	}
+	return servers, nil
+}
+
+func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
+	var s ServerConfig
+	o, err := asObject(raw, path)
+	if err != nil {
+		return s, err
+	}
+	if s.ServerURI, err = o.str("server_uri", member(path, "server_uri")); err != nil {
+		return s, err
+	}
+	if raw, ok := o.get("channel_creds"); ok {
+		if s.ChannelCreds, err = decodeCredsList(raw, member(path, "channel_creds")); err != nil {
+			return s, err
+		}
+	}
+	if raw, ok := o.get("server_features"); ok {
+		if s.ServerFeatures, err = asStrings(raw, member(path, "server_features")); err != nil {
+			return s, err
+		}
+	}
+	if raw, ok := o.get("api_type"); ok {
+		p := member(path, "api_type")
+		name, err := asString(raw, p)
+		if err != nil {
+			return s, err
+		}
+		t, ok := parseAPIType(name)
+		if !ok {
+			return s, fieldErrorf(p, "unknown value %q (want one of %s)", name, apiTypeList())
+		}
+		s.APIType = t
+	}
+	return s, nil
+}
+
+// decodeCredsList decodes channel_creds. Every entry keeps its type and raw
+// config; only the entry that will be used, if it is "tls", has its config
+// decoded, since gRPC does not look at the others either.
+func decodeCredsList(raw json.RawMessage, path string) ([]ChannelCreds, error) {
+	elems, err := asArray(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	creds := make([]ChannelCreds, len(elems))
+	for i, e := range elems {
+		p := index(path, i)
+		o, err := asObject(e, p)
+		if err != nil {
+			return nil, err
+		}
+		if creds[i].Type, err = o.str("type", member(p, "type")); err != nil {
+			return nil, err
+		}
+		if cfg, ok := o.get("config"); ok {
+			creds[i].Config = compact(cfg)
+		}
+	}
+	if i := selectCreds(creds); i >= 0 && creds[i].Type == CredsTLS {
+		if creds[i].TLS, err = decodeTLSCreds(creds[i].Config, member(index(path, i), "config")); err != nil {
+			return nil, err
+		}
+	}
+	return creds, nil
+}
+
+// decodeTLSCreds decodes the config of a "tls" entry; a missing config is an
+// empty one.
+func decodeTLSCreds(raw json.RawMessage, path string) (*TLSCreds, error) {
+	t := &TLSCreds{}
+	if len(raw) == 0 || kindOf(raw) == "null" {
+		return t, nil
+	}
+	o, err := asObject(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.strs(path, []stringField{
+		{"ca_certificate_file", &t.CACertificateFile},
+		{"certificate_file", &t.CertificateFile},
+		{"private_key_file", &t.PrivateKeyFile},
+	}); err != nil {
+		return nil, err
+	}
+	if raw, ok := o.get("refresh_interval"); ok {
+		p := member(path, "refresh_interval")
+		s, err := asString(raw, p)
+		if err != nil {
+			return nil, err
+		}
+		d := &durationpb.Duration{}
+		if protojson.Unmarshal(raw, d) != nil {
+			return nil, fieldErrorf(p, `invalid duration %q (want a string such as "600s")`, s)
+		}
+		t.RefreshInterval = d.AsDuration()
+	}
+	return t, nil
+}
+
+func decodeNode(raw json.RawMessage, path string) (Node, error) {
+	var n Node
+	o, err := asObject(raw, path)
+	if err != nil {
+		return n, err
+	}
+	if err := o.strs(path, []stringField{{"id", &n.ID}, {"cluster", &n.Cluster}}); err != nil {
+		return n, err
+	}
+	if raw, ok := o.get("locality"); ok {
+		lp := member(path, "locality")
+		lo, err := asObject(raw, lp)
+		if err != nil {
+			return n, err
+		}
+		if err := lo.strs(lp, []stringField{
+			{"region", &n.Locality.Region},
+			{"zone", &n.Locality.Zone},
+			{"sub_zone", &n.Locality.SubZone},
+		}); err != nil {
+			return n, err
+		}
+	}
+	if raw, ok := o.get("metadata"); ok {
+		mp := member(path, "metadata")
+		if k := kindOf(raw); k != "object" {
+			return n, fieldErrorf(mp, "must be a JSON object, got %s", k)
+		}
+		n.Metadata = &structpb.Struct{}
+		if err := protojson.Unmarshal(raw, n.Metadata); err != nil {
+			return n, fieldErrorf(mp, "%v", err)
+		}
+	}
+	// user_agent_name and user_agent_version are deliberately not read:
+	// the client always presents itself as goxds.
+	return n, nil
+}
+
+func decodeAuthorities(raw json.RawMessage, path string) (map[string]Authority, error) {
+	o, err := asObject(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Authority, len(o))
+	for _, name := range o.sortedKeys() {
+		p := mapKey(path, name)
+		ao, err := asObject(o[name], p)
+		if err != nil {
+			return nil, err
+		}
+		var a Authority
+		const template = "client_listener_resource_name_template"
+		if a.ClientListenerResourceNameTemplate, err = ao.str(template, member(p, template)); err != nil {
+			return nil, err
+		}
+		if raw, ok := ao.get("xds_servers"); ok {
+			if a.Servers, err = decodeServers(raw, member(p, "xds_servers")); err != nil {
+				return nil, err
+			}
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+func decodeCertProviders(raw json.RawMessage, path string) (map[string]CertificateProvider, error) {
+	o, err := asObject(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]CertificateProvider, len(o))
+	for _, name := range o.sortedKeys() {
+		p := mapKey(path, name)
+		po, err := asObject(o[name], p)
+		if err != nil {
+			return nil, err
+		}
+		var cp CertificateProvider
+		if cp.PluginName, err = po.str("plugin_name", member(p, "plugin_name")); err != nil {
+			return nil, err
+		}
+		if cfg, ok := po.get("config"); ok {
+			cp.Config = compact(cfg)
+		}
+		out[name] = cp
+	}
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package bootstrap
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Channel credential types this package can build transport credentials for.
+// Entries of any other type are kept but skipped when choosing credentials.
+const (
+	CredsInsecure = "insecure" // plaintext; no config
+	CredsTLS      = "tls"      // TLS, configured by a [TLSCreds] (gRFC A65)
+)
+
+// Server features the xDS client acts on. Others are kept in
+// [ServerConfig.ServerFeatures] and ignored.
+const (
+	// FeatureXDSV3 asks for the v3 transport protocol. goxds speaks only v3,
+	// so the feature changes nothing; it is listed because generators write it.
+	FeatureXDSV3 = "xds_v3"
+	// FeatureIgnoreResourceDeletion tells the client to keep a Listener or
+	// Cluster that the server stops sending instead of dropping it (gRFC A53).
+	FeatureIgnoreResourceDeletion = "ignore_resource_deletion"
+	// FeatureTrustedXDSServer marks the server as trusted to send fields
+	// that affect security (gRFC A81).
+	FeatureTrustedXDSServer = "trusted_xds_server"
+)
+
+// ServerConfig describes one management server: the JSON object found in
+// xds_servers and in an authority's xds_servers.
+type ServerConfig struct {
+	// ServerURI is the gRPC target of the server, e.g.
+	// "trafficdirector.googleapis.com:443". JSON: server_uri. Required.
+	ServerURI string
+	// ChannelCreds lists the credentials the server accepts, in order of
+	// preference; the first whose Type is CredsInsecure or CredsTLS is used
+	// (see SelectedCreds). JSON: channel_creds. At least one must be usable.
+	ChannelCreds []ChannelCreds
+	// ServerFeatures lists the features of the server, such as
+	// FeatureIgnoreResourceDeletion. Unknown ones are kept and ignored.
+	// JSON: server_features.
+	ServerFeatures []string
+	// APIType selects the protocol spoken to the server. The zero value is
+	// APITypeAggregatedGRPC. JSON: api_type (a goxds extension; see the
+	// package documentation).
+	APIType APIType
+}
+
+// ChannelCreds is one entry of a server's channel_creds list.
+type ChannelCreds struct {
+	// Type names the kind of credentials: CredsInsecure, CredsTLS, or a type
+	// this package does not support (such as "google_default"), which is
+	// skipped when choosing. JSON: type.
+	Type string
+	// Config is the entry's config as written in the JSON, compacted, or nil
+	// if it had none. It is kept for every type; for a "tls" entry it is read
+	// only when TLS is nil.
+	Config json.RawMessage
+	// TLS is the decoded config of a "tls" entry. Parse fills it for the
+	// entry it selects. When nil, a "tls" entry is configured by decoding
+	// Config, and an empty Config means system roots and no client
+	// certificate.
+	TLS *TLSCreds
+}
+
+// TLSCreds is the config of a "tls" channel_creds entry (gRFC A65). All
+// fields are optional: with none set, the server is verified against the
+// system roots and no client certificate is sent.
+type TLSCreds struct {
+	// CACertificateFile is a PEM file of roots to verify the server with,
+	// instead of the system roots. JSON: ca_certificate_file.
+	CACertificateFile string
+	// CertificateFile and PrivateKeyFile are the PEM client certificate
+	// chain and its key, for mutual TLS. Both or neither must be set.
+	// JSON: certificate_file, private_key_file.
+	CertificateFile string
+	PrivateKeyFile  string
+	// RefreshInterval is how often the files should be read again; zero
+	// means unset (gRPC's default is ten minutes). JSON: refresh_interval,
+	// a protobuf Duration string such as "600s". This package reads the
+	// files each time TransportCredentials is called and does not act on
+	// this value itself.
+	RefreshInterval time.Duration
+}
+
+// IgnoreResourceDeletion reports whether the server lists
+// FeatureIgnoreResourceDeletion.
+func (s ServerConfig) IgnoreResourceDeletion() bool {
+	return slices.Contains(s.ServerFeatures, FeatureIgnoreResourceDeletion)
+}
+
+// TrustedXDSServer reports whether the server lists FeatureTrustedXDSServer.
+func (s ServerConfig) TrustedXDSServer() bool {
+	return slices.Contains(s.ServerFeatures, FeatureTrustedXDSServer)
+}
+
+// SelectedCreds returns the first entry of ChannelCreds whose type this
+// package supports, or the zero ChannelCreds if there is none (which
+// Validate reports as an error).
+func (s ServerConfig) SelectedCreds() ChannelCreds {
+	if i := s.selectedCreds(); i >= 0 {
+		return s.ChannelCreds[i]
+	}
+	return ChannelCreds{}
+}
+
+// selectedCreds returns the index of the entry SelectedCreds returns, or -1.
+func (s ServerConfig) selectedCreds() int {
+	return selectCreds(s.ChannelCreds)
+}
+
+// selectCreds returns the index of the first entry of a supported type, or -1.
+func selectCreds(creds []ChannelCreds) int {
+	return slices.IndexFunc(creds, func(c ChannelCreds) bool {
+		return c.Type == CredsInsecure || c.Type == CredsTLS
+	})
+}
+
+// String describes the server for logs, e.g.
+// "xds.example.com:443 [creds=tls api_type=AGGREGATED_GRPC features=xds_v3]".
+// It names no files and no secrets.
+func (s ServerConfig) String() string {
+	creds := s.SelectedCreds().Type
+	if creds == "" {
+		creds = "none"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s [creds=%s api_type=%s", s.ServerURI, creds, s.APIType)
+	if len(s.ServerFeatures) > 0 {
+		fmt.Fprintf(&b, " features=%s", strings.Join(s.ServerFeatures, ","))
+	}
+	b.WriteString("]")
+	return b.String()
+}
+
+// Key returns a string that is equal for two servers exactly when one
+// connection can serve both: same URI, same selected credentials and
+// credential settings, same set of features (order and repeats do not
+// count) and same APIType. Entries of ChannelCreds after the selected one
+// play no part. Use it as a map key to share one transport per server.
+func (s ServerConfig) Key() string {
+	parts := []string{strconv.Quote(s.ServerURI)}
+	parts = append(parts, s.credsKey()...)
+	features := slices.Clone(s.ServerFeatures)
+	slices.Sort(features)
+	features = slices.Compact(features)
+	for i, f := range features {
+		features[i] = strconv.Quote(f)
+	}
+	parts = append(parts, "["+strings.Join(features, ",")+"]", s.APIType.String())
+	return strings.Join(parts, ";")
+}
+
+func (s ServerConfig) credsKey() []string {
+	i := s.selectedCreds()
+	if i < 0 {
+		return []string{"none"}
+	}
+	c := s.ChannelCreds[i]
+	if c.Type == CredsInsecure {
+		return []string{CredsInsecure}
+	}
+	t, err := c.tlsCreds("")
+	if err != nil {
+		// Only an invalid config gets here; keep the key distinct anyway.
+		return []string{CredsTLS, "invalid", strconv.Quote(string(compact(c.Config)))}
+	}
+	return []string{
+		CredsTLS,
+		strconv.Quote(t.CACertificateFile),
+		strconv.Quote(t.CertificateFile),
+		strconv.Quote(t.PrivateKeyFile),
+		t.RefreshInterval.String(),
+	}
+}
+
+// tlsCreds returns the settings of a "tls" entry: TLS when set, otherwise
+// Config decoded. path locates the entry in errors.
+func (c ChannelCreds) tlsCreds(path string) (TLSCreds, error) {
+	if c.TLS != nil {
+		return *c.TLS, nil
+	}
+	t, err := decodeTLSCreds(c.Config, member(path, "config"))
+	if err != nil {
+		return TLSCreds{}, err
+	}
+	return *t, nil
+}
