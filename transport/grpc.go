@@ -1,0 +1,121 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+
+	"github.com/goxds/xds/bootstrap"
+)
+
+// Options tune the gRPC transports a Builder makes. The zero value is
+// ready to use.
+type Options struct {
+	// Backoff paces stream restarts after failures. Zero: grpc's
+	// backoff.DefaultConfig (1 s growing by 1.6× to 120 s, ±20% jitter).
+	// It resets once a stream has delivered a response.
+	Backoff backoff.Config
+	// MinStreamInterval is the least time between the starts of two
+	// streams, even when the earlier one was healthy. Zero: 1 s.
+	MinStreamInterval time.Duration
+	// SilenceTimeout restarts a stream on which requests were sent but
+	// nothing at all came back within this time. Zero disables it, since a
+	// server with nothing to say may legitimately stay silent.
+	SilenceTimeout time.Duration
+	// MaxResponseBytes bounds the size of one response. Zero: 256 MiB,
+	// well above gRPC's 4 MiB default, which large deployments exceed.
+	MaxResponseBytes int
+	// DialOptions are added to the options used to dial the server, after
+	// the transport credentials from the bootstrap.
+	DialOptions []grpc.DialOption
+	// Logger receives the transport's logs. Nil: discard.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Backoff == (backoff.Config{}) {
+		o.Backoff = backoff.DefaultConfig
+	}
+	if o.MinStreamInterval == 0 {
+		o.MinStreamInterval = time.Second
+	}
+	if o.MaxResponseBytes == 0 {
+		o.MaxResponseBytes = 256 << 20
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o
+}
+
+// Builder makes the transport for one management server.
+type Builder interface {
+	// Build returns a transport to server that identifies itself with node
+	// and reports to h. It does not wait for the server: the stream starts
+	// once a name is wanted.
+	Build(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error)
+}
+
+// NewBuilder returns the Builder of gRPC ADS transports: SotW
+// (StreamAggregatedResources) or delta (DeltaAggregatedResources) as the
+// server's APIType says.
+func NewBuilder(opts Options) Builder {
+	return grpcBuilder{opts: opts.withDefaults()}
+}
+
+type grpcBuilder struct{ opts Options }
+
+func (b grpcBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
+	creds, err := server.TransportCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
+	}
+	dialOpts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(b.opts.MaxResponseBytes)),
+	}, b.opts.DialOptions...)
+	cc, err := grpc.NewClient(server.ServerURI, dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("xDS server %s: dial: %w", server.ServerURI, err)
+	}
+	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
+	var p protocol
+	switch server.APIType {
+	case bootstrap.APITypeAggregatedGRPC:
+		p = sotwProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error) {
+			return ads.StreamAggregatedResources(ctx)
+		}}
+	case bootstrap.APITypeAggregatedDeltaGRPC:
+		p = deltaProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse], error) {
+			return ads.DeltaAggregatedResources(ctx)
+		}}
+	default:
+		cc.Close()
+		return nil, fmt.Errorf("xDS server %s: api_type %v is not supported by this transport", server.ServerURI, server.APIType)
+	}
+	opts := b.opts
+	opts.Logger = opts.Logger.With("server", server.ServerURI, "protocol", server.APIType.String())
+	return &adsTransport{runner: newRunner(p, h, node, opts), cc: cc}, nil
+}
+
+// adsTransport is one ADS stream over one gRPC channel.
+type adsTransport struct {
+	runner *runner
+	cc     *grpc.ClientConn
+}
+
+func (t *adsTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
+	t.runner.updateSubscriptions(typeURL, add, remove)
+}
+
+func (t *adsTransport) Close() {
+	t.runner.stop()
+	t.cc.Close()
+}

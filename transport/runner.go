@@ -1,0 +1,337 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+// protocol is one wire variant (SotW or delta): how to open its stream and
+// how to turn a type's state into its next request.
+type protocol interface {
+	isDelta() bool
+	openStream(ctx context.Context) (wireStream, error)
+	// requestLocked builds the next request for ts (nil when there is
+	// nothing to send), the names it newly makes known to the server (nil
+	// when it changes no subscription), and the reply it carries, which the
+	// caller must close once sent or dropped.
+	requestLocked(ts *typeState, node *corev3.Node) (msg proto.Message, names []string, r *reply)
+	// recordReplyLocked updates ts after the client judged resp.
+	recordReplyLocked(ts *typeState, resp *Response, verdict error)
+}
+
+// wireStream moves the messages of one stream. The runner never calls send
+// concurrently with itself, nor recv.
+type wireStream interface {
+	send(proto.Message) error
+	recv() (*Response, error)
+}
+
+// errSilentServer ends a stream on which the server said nothing at all.
+var errSilentServer = errors.New("no response from the management server")
+
+// runner keeps one stream of one protocol alive for a set of types: it
+// starts the stream when the first name is wanted, restarts it with backoff
+// when it fails, and moves requests and responses. Each ADS transport has
+// one runner for all its types.
+type runner struct {
+	// Read-only after newRunner.
+	protocol protocol
+	handler  Handler
+	node     *corev3.Node
+	opts     Options
+	logger   *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{} // closed when run returns
+	wake   chan struct{} // capacity 1: "there may be something to send"
+
+	mu    sync.Mutex
+	types map[string]*typeState // guarded by mu
+	order []string              // type URLs in first-use order; guarded by mu
+}
+
+func newRunner(p protocol, h Handler, node *corev3.Node, opts Options) *runner {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runner{
+		protocol: p,
+		handler:  h,
+		node:     node,
+		opts:     opts,
+		logger:   opts.Logger,
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		types:    make(map[string]*typeState),
+	}
+	go r.run()
+	return r
+}
+
+func (r *runner) updateSubscriptions(typeURL string, add, remove []string) {
+	r.mu.Lock()
+	r.typeLocked(typeURL).updateLocked(add, remove)
+	r.mu.Unlock()
+	r.signal()
+}
+
+// stop ends the runner and waits for its goroutines.
+func (r *runner) stop() {
+	r.cancel()
+	<-r.done
+}
+
+func (r *runner) signal() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runner) typeLocked(typeURL string) *typeState {
+	ts, ok := r.types[typeURL]
+	if !ok {
+		ts = newTypeState(typeURL)
+		r.types[typeURL] = ts
+		r.order = append(r.order, typeURL)
+	}
+	return ts
+}
+
+func (r *runner) run() {
+	defer close(r.done)
+	failures := 0
+	var lastStart time.Time
+	for r.waitForInterest() {
+		delay := backoffDelay(r.opts.Backoff, failures)
+		if !lastStart.IsZero() {
+			// Even after a healthy stream, never start streams faster than
+			// this: a server that answers once and hangs up must not turn
+			// the client into a reconnect loop.
+			if gap := r.opts.MinStreamInterval - time.Since(lastStart); gap > delay {
+				delay = gap
+			}
+		}
+		if !r.sleep(delay) {
+			return
+		}
+		lastStart = time.Now()
+		healthy, err := r.runStream()
+		if r.ctx.Err() != nil {
+			return
+		}
+		if healthy {
+			failures = 0
+		} else {
+			failures++
+		}
+		r.logger.Warn("xDS stream ended", "err", err, "healthy", healthy)
+		r.handler.OnStreamError(err)
+	}
+}
+
+// waitForInterest blocks until some name is wanted; streams start lazily.
+func (r *runner) waitForInterest() bool {
+	for {
+		r.mu.Lock()
+		wanted := false
+		for _, ts := range r.types {
+			if len(ts.names) > 0 {
+				wanted = true
+				break
+			}
+		}
+		r.mu.Unlock()
+		if wanted {
+			return true
+		}
+		select {
+		case <-r.wake:
+		case <-r.ctx.Done():
+			return false
+		}
+	}
+}
+
+func (r *runner) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return r.ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.ctx.Done():
+		return false
+	}
+}
+
+// runStream runs one stream until it fails. healthy reports whether the
+// server answered at least once, which resets the backoff.
+func (r *runner) runStream() (healthy bool, err error) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	ws, err := r.protocol.openStream(ctx)
+	if err != nil {
+		return false, fmt.Errorf("start stream: %w", err)
+	}
+	r.resetTypesForStream()
+	r.logger.Debug("xDS stream started")
+
+	var answered atomic.Bool
+	recvDone := make(chan error, 1)
+	go func() { recvDone <- r.recvLoop(ctx, ws, &answered) }()
+	finish := func(err error) (bool, error) {
+		cancel()
+		if rerr := <-recvDone; err == nil {
+			err = rerr
+		}
+		return answered.Load(), err
+	}
+
+	var silence *time.Timer
+	var silenceC <-chan time.Time
+	defer func() {
+		if silence != nil {
+			silence.Stop()
+		}
+	}()
+	node := r.node // the first request on the stream carries the node
+	for {
+		sent, err := r.sendPending(ws, &node)
+		if err != nil {
+			return finish(fmt.Errorf("send request: %w", err))
+		}
+		if sent && silence == nil && r.opts.SilenceTimeout > 0 && !answered.Load() {
+			silence = time.NewTimer(r.opts.SilenceTimeout)
+			silenceC = silence.C
+		}
+		select {
+		case <-r.wake:
+		case err := <-recvDone:
+			if errors.Is(err, io.EOF) {
+				err = errors.New("stream closed by the management server")
+			}
+			return answered.Load(), err
+		case <-silenceC:
+			silenceC = nil
+			if !answered.Load() {
+				return finish(fmt.Errorf("%w within %v", errSilentServer, r.opts.SilenceTimeout))
+			}
+		case <-ctx.Done():
+			return finish(ctx.Err())
+		}
+	}
+}
+
+// resetTypesForStream forgets what the previous stream was told. For delta
+// it first asks the client what it holds, outside the lock, since the handler
+// takes locks of its own.
+func (r *runner) resetTypesForStream() {
+	r.mu.Lock()
+	urls := append([]string(nil), r.order...)
+	r.mu.Unlock()
+	held := make(map[string]map[string]string, len(urls))
+	if r.protocol.isDelta() {
+		for _, u := range urls {
+			held[u] = r.handler.ResourceVersions(u)
+		}
+	}
+	r.mu.Lock()
+	for _, u := range r.order {
+		r.types[u].resetForStreamLocked(held[u])
+	}
+	r.mu.Unlock()
+}
+
+type outgoing struct {
+	typeURL string
+	msg     proto.Message
+	names   []string
+	reply   *reply
+}
+
+// sendPending sends one request for each type with something to say.
+func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
+	var outs []outgoing
+	r.mu.Lock()
+	for _, u := range r.order {
+		msg, names, rep := r.protocol.requestLocked(r.types[u], *node)
+		if msg == nil {
+			if rep != nil {
+				close(rep.sent)
+			}
+			continue
+		}
+		*node = nil
+		outs = append(outs, outgoing{typeURL: u, msg: msg, names: names, reply: rep})
+	}
+	r.mu.Unlock()
+	for i, o := range outs {
+		if err := ws.send(o.msg); err != nil {
+			for _, rest := range outs[i:] {
+				if rest.reply != nil {
+					close(rest.reply.sent)
+				}
+			}
+			return false, err
+		}
+		if o.reply != nil {
+			close(o.reply.sent)
+		}
+		if r.logger.Enabled(context.Background(), slog.LevelDebug) {
+			r.logger.Debug("xDS request sent", "type", o.typeURL, "request", o.msg)
+		}
+		if o.names != nil {
+			r.handler.OnSubscriptionsSent(o.typeURL, o.names)
+		}
+	}
+	return len(outs) > 0, nil
+}
+
+// recvLoop hands each response to the handler, queues its ACK or NACK, and
+// reads the next one only after the reply is on the wire and the handler has
+// called done.
+func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.Bool) error {
+	for {
+		resp, err := ws.recv()
+		if err != nil {
+			return err
+		}
+		answered.Store(true)
+		applied := make(chan struct{})
+		var once sync.Once
+		verdict := r.handler.OnResponse(resp, func() { once.Do(func() { close(applied) }) })
+		if verdict != nil {
+			r.logger.Warn("NACK", "type", resp.TypeURL, "version", resp.Version, "nonce", resp.Nonce, "err", verdict)
+		}
+		rep := &reply{nonce: resp.Nonce, err: verdict, sent: make(chan struct{})}
+		r.mu.Lock()
+		ts := r.typeLocked(resp.TypeURL)
+		r.protocol.recordReplyLocked(ts, resp, verdict)
+		if ts.reply != nil {
+			close(ts.reply.sent)
+		}
+		ts.reply = rep
+		r.mu.Unlock()
+		r.signal()
+		for _, ch := range []chan struct{}{rep.sent, applied} {
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package transport
+
+import (
+	"context"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+// sotwProtocol speaks the state-of-the-world variant: every request names
+// every resource wanted, with the last accepted version and latest nonce.
+type sotwProtocol struct {
+	open func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error)
+}
+
+func (p sotwProtocol) isDelta() bool { return false }
+
+func (p sotwProtocol) openStream(ctx context.Context) (wireStream, error) {
+	s, err := p.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sotwStream{s}, nil
+}
+
+// requestLocked builds the next request for ts, or returns nil when there is
+// nothing to say. names is non-nil when the request changed subscriptions.
+func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg proto.Message, names []string, r *reply) {
+	r = ts.takeReplyLocked()
+	if !ts.subsChanged && r == nil {
+		return nil, nil, nil
+	}
+	if len(ts.names) == 0 && !ts.sentOnStream {
+		// Nothing was ever asked for on this stream; an empty list now would
+		// read as the legacy wildcard. Any owed reply cannot be sent either.
+		ts.subsChanged = false
+		return nil, nil, r
+	}
+	req := &discoveryv3.DiscoveryRequest{
+		Node:          node,
+		TypeUrl:       ts.typeURL,
+		VersionInfo:   ts.version,
+		ResourceNames: sortedKeys(ts.names),
+		ResponseNonce: ts.nonce,
+	}
+	if r != nil && r.err != nil {
+		req.ErrorDetail = errorDetail(r.err)
+	}
+	if ts.subsChanged {
+		names = req.ResourceNames
+		if names == nil {
+			names = []string{}
+		}
+	}
+	ts.subsChanged = false
+	ts.sentOnStream = true
+	return req, names, r
+}
+
+// recordReplyLocked stores the verdict on resp: the nonce becomes the latest
+// and, on ACK, the version the accepted one. They are updated only now, after
+// the response was applied, so that a subscription change sent meanwhile
+// does not look like an ACK of a response not yet judged.
+func (p sotwProtocol) recordReplyLocked(ts *typeState, resp *Response, err error) {
+	ts.nonce = resp.Nonce
+	if err == nil {
+		ts.version = resp.Version
+	}
+}
+
+type sotwStream struct {
+	s grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse]
+}
+
+func (s sotwStream) send(m proto.Message) error {
+	return s.s.Send(m.(*discoveryv3.DiscoveryRequest))
+}
+
+func (s sotwStream) recv() (*Response, error) {
+	m, err := s.s.Recv()
+	if err != nil {
+		return nil, err
+	}
+	return &Response{
+		TypeURL:        m.GetTypeUrl(),
+		Version:        m.GetVersionInfo(),
+		Nonce:          m.GetNonce(),
+		Resources:      m.GetResources(),
+		ResourceErrors: m.GetResourceErrors(),
+	}, nil
+}
+
+func errorDetail(err error) *statuspb.Status {
+	return &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+}

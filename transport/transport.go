@@ -1,0 +1,70 @@
+package transport
+
+import (
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// Transport carries the subscriptions of one client to one management server
+// and the server's responses back. It owns the wire state (versions, nonces,
+// what the server has been told) and nothing else: it knows no watchers and
+// no cache.
+type Transport interface {
+	// UpdateSubscriptions adds and removes resource names of interest for a
+	// type. It never blocks on the network. Changes made close together,
+	// for one or many types, go out as one request per type.
+	UpdateSubscriptions(typeURL string, add, remove []string)
+	// Close stops the transport. Once it returns, no goroutine of the
+	// transport is running and no Handler method will be called.
+	Close()
+}
+
+// Handler is told what a transport learns. The client implements it. Its
+// methods may be called concurrently from the transport's goroutines, but
+// never while the transport holds a lock, so they may call back into the
+// transport.
+type Handler interface {
+	// OnResponse hands over one response. The handler applies it and
+	// returns nil to ACK it, or an error to NACK it; the error's text is
+	// sent to the server as error_detail. The transport reads nothing more
+	// from the stream until done has been called, which is how a client
+	// makes a server wait while its watchers catch up.
+	OnResponse(r *Response, done func()) error
+	// OnSubscriptionsSent reports that a request naming these resources of
+	// typeURL is on a live stream, so the server now knows the client wants
+	// them. For SotW this is every name in the request; for delta the names
+	// newly subscribed. It is the moment to start does-not-exist timers.
+	OnSubscriptionsSent(typeURL string, names []string)
+	// OnStreamError reports that the stream failed or could not be started.
+	// The transport will retry with backoff by itself.
+	OnStreamError(err error)
+	// ResourceVersions returns the name and version of every resource of
+	// typeURL the client holds. A delta transport sends them as
+	// initial_resource_versions when it starts a new stream, so the server
+	// can skip what the client already has.
+	ResourceVersions(typeURL string) map[string]string
+}
+
+// Response is one DiscoveryResponse or DeltaDiscoveryResponse for one type.
+type Response struct {
+	// TypeURL is the response's type_url.
+	TypeURL string
+	// Version is version_info (SotW), or system_version_info (delta, for
+	// debugging only).
+	Version string
+	// Nonce is the response's nonce.
+	Nonce string
+	// Delta tells a delta response from a SotW one. A SotW response is the
+	// state of the world for its type, with the grouping rules of the type.
+	Delta bool
+	// Resources are the resources of a SotW response, plain or wrapped in
+	// discovery.v3.Resource.
+	Resources []*anypb.Any
+	// DeltaResources are the resources of a delta response.
+	DeltaResources []*discoveryv3.Resource
+	// Removed names the resources a delta response deletes
+	// (removed_resources and removed_resource_names together).
+	Removed []string
+	// ResourceErrors are per-resource errors the server reported.
+	ResourceErrors []*discoveryv3.ResourceError
+}
