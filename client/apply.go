@@ -1,0 +1,315 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
+)
+
+// maxNACKErrors bounds how many errors one NACK lists, so that a response of
+// a hundred thousand bad resources does not produce a NACK as large.
+const maxNACKErrors = 100
+
+// handleResponse applies one response and returns the verdict: nil to ACK,
+// the errors found to NACK. done goes on the callback queue behind the
+// notifications, so the transport reads on only once watchers have heard.
+func (c *Client) handleResponse(s *server, r *transport.Response, done func()) error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		done()
+		return nil
+	}
+	s.unreachable = nil
+	tc := c.cacheLocked(r.TypeURL)
+	if tc == nil {
+		c.mu.Unlock()
+		done()
+		return fmt.Errorf("resource type %q is not known to this client", r.TypeURL)
+	}
+	errs := c.applyLocked(s, tc, r)
+	c.cbs.schedule(done)
+	c.mu.Unlock()
+	return nackError(errs)
+}
+
+// received is one resource of a response, identified and, if it changed,
+// decoded.
+type received struct {
+	name      string
+	env       resources.Envelope
+	value     resources.Resource
+	err       error // decode or validation error
+	unchanged bool  // same bytes as last received: not decoded
+	ignored   bool  // nobody asked for it: not decoded
+}
+
+func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []error {
+	tc.gen++
+	gen := tc.gen
+	now := time.Now()
+	var errs []error
+	// nameless counts errors not attributable to any resource: a response
+	// with such an error cannot be trusted to list every resource, so it
+	// deletes nothing by omission.
+	nameless := 0
+	items := make([]received, 0, len(r.Resources)+len(r.DeltaResources))
+	// fresh counts the names with no cache entry yet, to find duplicates
+	// among them; names with entries are counted on the entry.
+	var fresh map[string]int
+
+	identify := func(env resources.Envelope, err error) {
+		if err == nil {
+			it := c.identifyLocked(s, tc, env)
+			if it.name != "" {
+				if e := tc.entries[it.name]; e != nil {
+					if e.seenGen == gen {
+						e.dupGen = gen
+					}
+					e.seenGen = gen
+				} else {
+					if fresh == nil {
+						fresh = make(map[string]int)
+					}
+					fresh[it.name]++
+				}
+				items = append(items, it)
+				return
+			}
+			err = it.err
+		}
+		errs = append(errs, err)
+		nameless++
+	}
+	for _, a := range r.Resources {
+		identify(resources.Unwrap(a))
+	}
+	for _, d := range r.DeltaResources {
+		identify(resources.FromResource(d))
+	}
+
+	version := func(it *received) string {
+		if r.Delta || (it.env.Wrapped && it.env.Version != "") {
+			return it.env.Version
+		}
+		return r.Version
+	}
+	reportedDup := make(map[string]bool)
+	for i := range items {
+		it := &items[i]
+		e := tc.entries[it.name]
+		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
+			if !reportedDup[it.name] {
+				reportedDup[it.name] = true
+				errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
+				if e != nil && e.srv == s {
+					c.markErrorLocked(tc, e, errors.New("named more than once in one response"), now)
+				}
+			}
+			continue
+		}
+		if e == nil {
+			if it.ignored || tc.wildcard == nil || tc.wildcard.srv != s {
+				continue // nobody asked for it
+			}
+			e = &entry{name: it.name, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
+			tc.entries[it.name] = e
+		}
+		if e.srv != s {
+			continue // asked of another server
+		}
+		switch {
+		case it.env.IsHeartbeat():
+			if !e.hasData() || it.env.Version != e.rcvVersion {
+				errs = append(errs, fmt.Errorf("resource %q: heartbeat (no body) for version %q, but the client holds %q", it.name, it.env.Version, e.rcvVersion))
+				continue
+			}
+			c.applyTTLLocked(tc, e, it.env)
+		case it.unchanged:
+			e.rcvVersion = version(it)
+			if e.rawErr != nil {
+				errs = append(errs, e.rawErr)
+			} else {
+				e.version = e.rcvVersion
+			}
+			c.applyTTLLocked(tc, e, it.env)
+		case it.err != nil:
+			errs = append(errs, it.err)
+			c.rejectLocked(tc, e, it, version(it), now)
+		default:
+			c.acceptLocked(tc, e, it, version(it), now)
+		}
+	}
+
+	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 {
+		c.deleteAbsentLocked(s, tc, gen, now)
+	}
+	for _, name := range r.Removed {
+		e := tc.entries[name]
+		if e == nil || e.srv != s {
+			continue
+		}
+		if e.seenGen == gen {
+			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
+			continue
+		}
+		c.deleteLocked(tc, e, "removed by the management server", now)
+	}
+	for _, re := range r.ResourceErrors {
+		name := re.GetResourceName().GetName()
+		e := tc.entries[name]
+		if e == nil || e.srv != s || e.seenGen == gen {
+			continue
+		}
+		detail := re.GetErrorDetail()
+		if codes.Code(detail.GetCode()) == codes.NotFound {
+			c.deleteLocked(tc, e, "management server reports it not found: "+detail.GetMessage(), now)
+			continue
+		}
+		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
+	}
+	return errs
+}
+
+// identifyLocked learns the name of a resource and decodes it unless its
+// bytes are those last received for that name, or nobody wants it.
+func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
+	it := received{name: env.Name, env: env}
+	if env.IsHeartbeat() {
+		if it.name == "" {
+			it.err = errors.New("heartbeat resource without a name")
+		}
+		return it
+	}
+	body := env.Body
+	if body.GetTypeUrl() != tc.typ.TypeURL() {
+		it.err = fmt.Errorf("resource %q: type_url %q in a response for %s", it.name, body.GetTypeUrl(), tc.typ.TypeURL())
+		return it
+	}
+	if e := tc.byRaw[string(body.GetValue())]; e != nil && (it.name == "" || it.name == e.name) {
+		it.name, it.unchanged = e.name, true
+		return it
+	}
+	if it.name != "" && !c.wantsLocked(s, tc, it.name) {
+		it.ignored = true
+		return it
+	}
+	name, v, err := tc.typ.Decode(body)
+	switch {
+	case it.name == "":
+		it.name = name
+	case name != "" && name != it.name:
+		err = fmt.Errorf("resource wrapped as %q is named %q", it.name, name)
+	}
+	it.value, it.err = v, err
+	if it.err != nil {
+		it.value = nil
+	}
+	return it
+}
+
+func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
+	if e := tc.entries[name]; e != nil {
+		return e.srv == s
+	}
+	return tc.wildcard != nil && tc.wildcard.srv == s
+}
+
+func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) {
+	e.stopDNETimer()
+	c.dropRawLocked(tc, e)
+	raw := string(it.env.Body.GetValue())
+	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
+	tc.byRaw[raw] = e
+	e.value, e.version, e.rcvVersion = it.value, version, version
+	e.status, e.lastErr, e.lastUpdated = StatusACKed, nil, now
+	c.applyTTLLocked(tc, e, it.env)
+	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
+}
+
+// rejectLocked records an invalid version of e. The last good value, if
+// any, stays in force.
+func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) {
+	if body := it.env.Body; body != nil && body.GetTypeUrl() == tc.typ.TypeURL() {
+		// Remember the bad bytes, so that a resend is rejected again
+		// without being decoded again.
+		c.dropRawLocked(tc, e)
+		e.raw = string(body.GetValue())
+		tc.byRaw[e.raw] = e
+	}
+	e.rawErr, e.rcvVersion = it.err, version
+	c.markErrorLocked(tc, e, it.err, now)
+}
+
+// markErrorLocked tells the watchers of e of an error with the resource
+// without changing what is cached.
+func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.Time) {
+	e.stopDNETimer()
+	e.status, e.lastErr, e.lastUpdated = StatusNACKed, cause, now
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
+	if e.value != nil {
+		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
+	} else {
+		c.notifyLocked(tc, e, notifyResourceError, nil, err, true)
+	}
+}
+
+// deleteAbsentLocked deletes what a SotW response of a whole-world type
+// (Listener, Cluster) no longer lists. A name never received is left to its
+// timer: the response may predate the request.
+func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now time.Time) {
+	for _, e := range tc.entries {
+		if e.srv != s || e.seenGen == gen || !e.hasData() {
+			continue
+		}
+		if s.cfg.IgnoreResourceDeletion() {
+			c.logger.Warn("server omitted a resource; keeping it (ignore_resource_deletion)",
+				"server", s.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name)
+			continue
+		}
+		c.deleteLocked(tc, e, "deleted by the management server", now)
+	}
+}
+
+// deleteLocked records that e does not exist and tells its watchers.
+func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.Time) {
+	had := e.hasData()
+	e.stopTimers()
+	c.dropRawLocked(tc, e)
+	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+	e.status, e.lastErr, e.lastUpdated = StatusDoesNotExist, nil, now
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
+	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
+	if len(e.watchers) == 0 {
+		c.forgetLocked(tc, e)
+	}
+}
+
+// nackError turns the errors of a response into the NACK's error_detail.
+func nackError(errs []error) error {
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d errors: ", len(errs))
+	for i, err := range errs {
+		if i == maxNACKErrors {
+			fmt.Fprintf(&b, "; and %d more", len(errs)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return errors.New(b.String())
+}

@@ -1,0 +1,184 @@
+package client
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/goxds/xds/resources"
+)
+
+// typeCache holds what the client knows of one resource type. Guarded by
+// Client.mu, like everything reachable from it.
+type typeCache struct {
+	typ     resources.AnyType
+	entries map[string]*entry
+	// byRaw finds an entry by the serialized bytes it last received, so an
+	// unchanged resource in a response is recognised without decoding it:
+	// SotW resends every Listener and Cluster in every response.
+	byRaw map[string]*entry
+	// wildcard is the "*" subscription of the type, nil if none.
+	wildcard *wildcardWatch
+	// gen numbers the responses applied, to mark the entries each one saw.
+	gen uint64
+}
+
+// wildcardWatch is the subscription to every resource of a type.
+type wildcardWatch struct {
+	srv      *server
+	watchers map[*watcher]struct{}
+}
+
+func (c *Client) cacheLocked(typeURL string) *typeCache {
+	tc := c.caches[typeURL]
+	if tc == nil {
+		typ, ok := c.types[typeURL]
+		if !ok {
+			return nil
+		}
+		tc = &typeCache{
+			typ:     typ,
+			entries: make(map[string]*entry),
+			byRaw:   make(map[string]*entry),
+		}
+		c.caches[typeURL] = tc
+	}
+	return tc
+}
+
+// Status is the state of a resource in the client's cache, as a status dump
+// reports it.
+type Status int
+
+const (
+	// StatusRequested: subscribed, nothing received yet.
+	StatusRequested Status = iota
+	// StatusDoesNotExist: the server does not have it (see ErrResourceNotFound).
+	StatusDoesNotExist
+	// StatusACKed: the last version received was valid and accepted.
+	StatusACKed
+	// StatusNACKed: the last version received was rejected; the last good
+	// version, if any, is still served.
+	StatusNACKed
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusRequested:
+		return "REQUESTED"
+	case StatusDoesNotExist:
+		return "DOES_NOT_EXIST"
+	case StatusACKed:
+		return "ACKED"
+	case StatusNACKed:
+		return "NACKED"
+	}
+	return "UNKNOWN"
+}
+
+// entry is one resource: its watchers, its last good value and its timers.
+type entry struct {
+	name     string
+	srv      *server
+	watchers map[*watcher]struct{} // named watchers; the wildcard's are on the typeCache
+
+	value   resources.Resource // last good value, nil if none
+	version string             // version of value
+	// valueRaw is the serialized value; raw the last bytes received,
+	// different from valueRaw when those were rejected, with rawErr.
+	valueRaw string
+	raw      string
+	rawErr   error
+	// rcvVersion is the version of the last resource received, valid or
+	// not: a heartbeat must name it.
+	rcvVersion  string
+	status      Status
+	lastErr     error // the reason of the last NACK
+	lastUpdated time.Time
+	seenGen     uint64 // typeCache.gen of the last response naming it
+	dupGen      uint64 // typeCache.gen of the last response naming it twice
+
+	// dneTimer runs while the name is on a live stream and nothing has
+	// arrived; ttlTimer while the held value has a TTL. The gen counters
+	// let a timer that fired after being replaced find out it is stale.
+	dneTimer *time.Timer
+	dneGen   uint64
+	ttlTimer *time.Timer
+	ttlGen   uint64
+}
+
+// hasData reports whether anything was received for the entry, valid or not.
+func (e *entry) hasData() bool { return e.value != nil || e.rawErr != nil }
+
+func (e *entry) stopTimers() {
+	e.stopDNETimer()
+	e.stopTTLTimer()
+}
+
+func (e *entry) stopDNETimer() {
+	if e.dneTimer != nil {
+		e.dneTimer.Stop()
+		e.dneTimer = nil
+	}
+	e.dneGen++
+}
+
+func (e *entry) stopTTLTimer() {
+	if e.ttlTimer != nil {
+		e.ttlTimer.Stop()
+		e.ttlTimer = nil
+	}
+	e.ttlGen++
+}
+
+// watcher is one watch, whatever the Go type its user sees.
+type watcher struct {
+	update   func(resources.Resource)
+	resErr   func(error)
+	ambErr   func(error)
+	canceled atomic.Bool
+}
+
+// notification kinds.
+const (
+	notifyUpdate = iota
+	notifyResourceError
+	notifyAmbientError
+)
+
+// notifyLocked queues one event for the named watchers of e and, if
+// wildcardToo, for the wildcard watchers of its type. Wildcard watchers
+// hear of resources they have seen (updates, rejections, deletions), not of
+// names others asked for that never arrived.
+func (c *Client) notifyLocked(tc *typeCache, e *entry, kind int, v resources.Resource, err error, wildcardToo bool) {
+	ws := make([]*watcher, 0, len(e.watchers))
+	for w := range e.watchers {
+		ws = append(ws, w)
+	}
+	if wildcardToo && tc.wildcard != nil && tc.wildcard.srv == e.srv {
+		for w := range tc.wildcard.watchers {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return
+	}
+	c.cbs.schedule(func() {
+		for _, w := range ws {
+			w.deliver(kind, v, err)
+		}
+	})
+}
+
+func (w *watcher) deliver(kind int, v resources.Resource, err error) {
+	if w.canceled.Load() {
+		return
+	}
+	switch kind {
+	case notifyUpdate:
+		w.update(v)
+	case notifyResourceError:
+		w.resErr(err)
+	case notifyAmbientError:
+		w.ambErr(err)
+	}
+}

@@ -1,0 +1,269 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
+)
+
+// DefaultWatchExpiry is how long a subscribed resource may take to arrive
+// before it is reported as not existing, as the xDS protocol recommends.
+const DefaultWatchExpiry = 15 * time.Second
+
+// Client features advertised in the node. Both spellings of the SotW
+// wrapper feature are sent: Envoy's documentation uses one, gRPC the other.
+var clientFeatures = []string{
+	"xds.config.supports-resource-ttl",
+	"xds.config.supports-resource-in-sotw",
+	"xds.config.resource-in-sotw",
+}
+
+// Options tune a Client. The zero value is ready to use.
+type Options struct {
+	// ResourceTypes are the types the client can watch and decode. Nil:
+	// every type in the resources registry when New is called.
+	ResourceTypes []resources.AnyType
+	// WatchExpiry is the does-not-exist timer: how long after a name was
+	// sent to the server the resource may take to arrive. Zero:
+	// DefaultWatchExpiry.
+	WatchExpiry time.Duration
+	// TransportBuilder makes the transport to each server. Nil: gRPC ADS
+	// transports from transport.NewBuilder(TransportOptions).
+	TransportBuilder transport.Builder
+	// TransportOptions configure the default TransportBuilder (backoff,
+	// stream pacing, dial options). Ignored with a TransportBuilder.
+	TransportOptions transport.Options
+	// Logger receives the client's logs. Nil: discard.
+	Logger *slog.Logger
+}
+
+// Client is an xDS client: it subscribes to the resources its watchers
+// want, caches them, and tells the watchers of every change. A Client is
+// safe for concurrent use. Create it with New and release it with Close.
+type Client struct {
+	// Read-only after New.
+	cfg     *bootstrap.Config
+	types   map[string]resources.AnyType
+	expiry  time.Duration
+	builder transport.Builder
+	node    *corev3.Node
+	logger  *slog.Logger
+	cbs     *serializer // runs every watcher callback
+
+	mu             sync.Mutex
+	closed         bool                               // guarded by mu
+	servers        map[string]*server                 // by ServerConfig.Key(); guarded by mu
+	caches         map[string]*typeCache              // by type URL; guarded by mu
+	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
+	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
+}
+
+// New returns a client for the servers and node in cfg. It validates cfg
+// and starts no stream: a server is contacted when the first resource it
+// serves is watched.
+func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
+	if cfg == nil {
+		return nil, errors.New("xds client: nil bootstrap config")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("xds client: %w", err)
+	}
+	types := opts.ResourceTypes
+	if types == nil {
+		types = resources.Registered()
+	}
+	c := &Client{
+		cfg:     cfg,
+		types:   make(map[string]resources.AnyType, len(types)),
+		expiry:  opts.WatchExpiry,
+		builder: opts.TransportBuilder,
+		node:    cfg.Node.Proto(clientFeatures),
+		logger:  opts.Logger,
+		servers: make(map[string]*server),
+		caches:  make(map[string]*typeCache),
+		pending: make(map[*server]map[string]*subsChange),
+	}
+	for _, t := range types {
+		c.types[t.TypeURL()] = t
+	}
+	if c.expiry <= 0 {
+		c.expiry = DefaultWatchExpiry
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.builder == nil {
+		topts := opts.TransportOptions
+		if topts.Logger == nil {
+			topts.Logger = c.logger
+		}
+		c.builder = transport.NewBuilder(topts)
+	}
+	c.cbs = newSerializer()
+	return c, nil
+}
+
+// Close stops every stream and timer. It returns once no goroutine of the
+// client is left and no watcher callback is running; no callback starts
+// afterwards. Close is idempotent. It must not be called from a watcher
+// callback, since it waits for callbacks to finish.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	servers := c.servers
+	c.servers = nil
+	for _, tc := range c.caches {
+		for _, e := range tc.entries {
+			e.stopTimers()
+		}
+	}
+	c.mu.Unlock()
+	for _, s := range servers {
+		s.transport.Close()
+	}
+	c.cbs.close()
+}
+
+// server is one management server and its transport. It is the
+// transport.Handler of that transport, so the client knows which server
+// each report comes from.
+type server struct {
+	c         *Client
+	cfg       bootstrap.ServerConfig // read-only
+	transport transport.Transport    // read-only after creation
+	// unreachable is the stream error reported since the last response,
+	// nil while the stream is healthy. Guarded by c.mu.
+	unreachable error
+}
+
+func (s *server) OnResponse(r *transport.Response, done func()) error {
+	return s.c.handleResponse(s, r, done)
+}
+
+func (s *server) OnSubscriptionsSent(typeURL string, names []string) {
+	s.c.handleSubscriptionsSent(s, typeURL, names)
+}
+
+func (s *server) OnStreamError(err error) { s.c.handleStreamError(s, err) }
+
+func (s *server) ResourceVersions(typeURL string) map[string]string {
+	return s.c.resourceVersions(s, typeURL)
+}
+
+// serverForLocked returns the server that serves name: the servers of the
+// authority of an xdstp name, else the top-level servers. The first server
+// of the list is used.
+func (c *Client) serverForLocked(name string) (*server, error) {
+	servers := c.cfg.Servers
+	if rest, ok := strings.CutPrefix(name, "xdstp://"); ok {
+		authority, _, _ := strings.Cut(rest, "/")
+		s, ok := c.cfg.ServersForAuthority(authority)
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrUnknownAuthority, authority)
+		}
+		servers = s
+	}
+	cfg := servers[0]
+	key := cfg.Key()
+	if s, ok := c.servers[key]; ok {
+		return s, nil
+	}
+	s := &server{c: c, cfg: cfg}
+	t, err := c.builder.Build(cfg, c.node, s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrServerUnavailable, err)
+	}
+	s.transport = t
+	c.servers[key] = s
+	return s, nil
+}
+
+// subsChange is a subscription change for one type of one server, not yet
+// handed to its transport.
+type subsChange struct {
+	add, remove map[string]struct{}
+}
+
+// subscribeLocked and unsubscribeLocked record a change for the next flush.
+// Flushes run on the callback serializer, after every callback queued before
+// them: the names that the callbacks for one response subscribe to go out
+// together, as one request per type, however many callbacks there were.
+func (c *Client) subscribeLocked(s *server, typeURL, name string) {
+	ch := c.changeLocked(s, typeURL)
+	if _, ok := ch.remove[name]; ok {
+		delete(ch.remove, name)
+		return
+	}
+	ch.add[name] = struct{}{}
+}
+
+func (c *Client) unsubscribeLocked(s *server, typeURL, name string) {
+	ch := c.changeLocked(s, typeURL)
+	if _, ok := ch.add[name]; ok {
+		delete(ch.add, name)
+		return
+	}
+	ch.remove[name] = struct{}{}
+}
+
+func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
+	byType := c.pending[s]
+	if byType == nil {
+		byType = make(map[string]*subsChange)
+		c.pending[s] = byType
+	}
+	ch := byType[typeURL]
+	if ch == nil {
+		ch = &subsChange{add: make(map[string]struct{}), remove: make(map[string]struct{})}
+		byType[typeURL] = ch
+	}
+	if !c.flushScheduled {
+		c.flushScheduled = true
+		c.cbs.schedule(c.flush)
+	}
+	return ch
+}
+
+func (c *Client) flush() {
+	c.mu.Lock()
+	pending := c.pending
+	c.pending = make(map[*server]map[string]*subsChange)
+	c.flushScheduled = false
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return
+	}
+	for s, byType := range pending {
+		for typeURL, ch := range byType {
+			if len(ch.add)+len(ch.remove) > 0 {
+				s.transport.UpdateSubscriptions(typeURL, keys(ch.add), keys(ch.remove))
+			}
+		}
+	}
+}
+
+func keys(m map[string]struct{}) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

@@ -1,0 +1,65 @@
+package client
+
+import (
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// ResourceStatus is what the client knows of one resource, for status
+// dumps (see Client.Dump).
+type ResourceStatus struct {
+	TypeURL string
+	Name    string
+	// Server is the server_uri of the server the resource comes from.
+	Server string
+	Status Status
+	// Version is the version of the value held ("" if none).
+	Version string
+	// Value is the serialized value held, nil if none.
+	Value *anypb.Any
+	// Err is why the last version received was rejected (StatusNACKed).
+	Err error
+	// Rejected is the serialized rejected version, when it was readable.
+	Rejected *anypb.Any
+	// LastUpdated is when the status last changed.
+	LastUpdated time.Time
+	// Watchers counts the named watchers of the resource.
+	Watchers int
+}
+
+// Dump reports every resource in the cache, sorted by type URL and name.
+func (c *Client) Dump() []ResourceStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []ResourceStatus
+	for typeURL, tc := range c.caches {
+		for _, e := range tc.entries {
+			st := ResourceStatus{
+				TypeURL:     typeURL,
+				Name:        e.name,
+				Server:      e.srv.cfg.ServerURI,
+				Status:      e.status,
+				Version:     e.version,
+				Err:         e.lastErr,
+				LastUpdated: e.lastUpdated,
+				Watchers:    len(e.watchers),
+			}
+			if e.value != nil {
+				st.Value = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.valueRaw)}
+			}
+			if e.rawErr != nil && e.raw != "" && e.raw != e.valueRaw {
+				st.Rejected = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.raw)}
+			}
+			out = append(out, st)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].TypeURL != out[j].TypeURL {
+			return out[i].TypeURL < out[j].TypeURL
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,50 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors given to watchers wrap one of these; match them with errors.Is.
+var (
+	// ErrResourceNotFound: the server does not have the resource. It never
+	// arrived before the does-not-exist timer fired, the server deleted it,
+	// or its TTL expired.
+	ErrResourceNotFound = errors.New("resource does not exist")
+	// ErrResourceInvalid: the server sent the resource, but it failed to
+	// decode or validate, and was NACKed.
+	ErrResourceInvalid = errors.New("resource rejected")
+	// ErrServerUnavailable: the stream to the management server failed.
+	ErrServerUnavailable = errors.New("management server unavailable")
+	// ErrUnknownAuthority: an xdstp name names an authority the bootstrap
+	// does not list.
+	ErrUnknownAuthority = errors.New("authority not in bootstrap")
+	// ErrClosed: the client was closed.
+	ErrClosed = errors.New("xDS client closed")
+)
+
+// Error is what a watcher is told: which resource, and what went wrong.
+// Use errors.As to read the resource; errors.Is to match the cause.
+type Error struct {
+	// TypeURL and Name identify the resource.
+	TypeURL string
+	Name    string
+	// Err wraps one of the Err* sentinels, with detail.
+	Err error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("%s %q: %v", shortTypeName(e.TypeURL), e.Name, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+func shortTypeName(typeURL string) string {
+	for i := len(typeURL) - 1; i >= 0; i-- {
+		if typeURL[i] == '.' || typeURL[i] == '/' {
+			return typeURL[i+1:]
+		}
+	}
+	return typeURL
+}

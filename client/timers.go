@@ -1,0 +1,133 @@
+package client
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/goxds/xds/resources"
+)
+
+// handleSubscriptionsSent starts the does-not-exist timer of every name
+// just sent on a live stream that has no data and no timer yet. Timers stop
+// when the stream fails and start again here once the name is sent anew.
+func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	tc := c.caches[typeURL]
+	if tc == nil {
+		return
+	}
+	for _, name := range names {
+		e := tc.entries[name]
+		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || e.hasData() || len(e.watchers) == 0 {
+			continue
+		}
+		gen := e.dneGen
+		e.dneTimer = time.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+	}
+}
+
+func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || e.dneGen != gen || tc.entries[e.name] != e {
+		return
+	}
+	e.dneTimer = nil
+	e.status, e.lastUpdated = StatusDoesNotExist, time.Now()
+	c.logger.Info("resource does not exist: not received in time",
+		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name, "timeout", c.expiry)
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
+		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, c.expiry)}
+	c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
+}
+
+// applyTTLLocked (re)starts the TTL timer of e if env carries a TTL, and
+// stops it if not: a resource sent without a TTL no longer expires.
+func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope) {
+	e.stopTTLTimer()
+	if !env.HasTTL {
+		return
+	}
+	gen := e.ttlGen
+	e.ttlTimer = time.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
+}
+
+// ttlExpired removes a resource whose TTL ran out. It runs whether or not
+// the server is reachable: expiry while the server is gone is what TTLs are
+// for.
+func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || e.ttlGen != gen || tc.entries[e.name] != e {
+		return
+	}
+	e.ttlTimer = nil
+	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name)
+	c.deleteLocked(tc, e, "TTL expired", time.Now())
+}
+
+// handleStreamError suspends the does-not-exist timers of the server's
+// names, and tells watchers, once until the server answers again, that it
+// is unreachable: those holding data keep it (an ambient error), those
+// still waiting learn they cannot get it for now (a resource error).
+func (c *Client) handleStreamError(s *server, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	first := s.unreachable == nil
+	s.unreachable = cause
+	for _, tc := range c.caches {
+		for _, e := range tc.entries {
+			if e.srv != s {
+				continue
+			}
+			e.stopDNETimer()
+			if !first {
+				continue
+			}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			switch {
+			case e.value != nil:
+				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
+			case e.status == StatusRequested && !e.hasData():
+				c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
+			}
+		}
+		if ww := tc.wildcard; first && ww != nil && ww.srv == s {
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			ws := make([]*watcher, 0, len(ww.watchers))
+			for w := range ww.watchers {
+				ws = append(ws, w)
+			}
+			c.cbs.schedule(func() {
+				for _, w := range ws {
+					w.deliver(notifyAmbientError, nil, err)
+				}
+			})
+		}
+	}
+}
+
+// resourceVersions lists what the client holds of a type from a server, for
+// a delta stream's initial_resource_versions.
+func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	tc := c.caches[typeURL]
+	if tc == nil {
+		return nil
+	}
+	out := make(map[string]string)
+	for name, e := range tc.entries {
+		if e.srv == s && e.value != nil {
+			out[name] = e.version
+		}
+	}
+	return out
+}

@@ -1,0 +1,236 @@
+package client
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/goxds/xds/resources"
+)
+
+// Watcher receives the events of one watch.
+//
+// All callbacks of all watchers of a Client run one at a time, in order, on
+// a goroutine of the client, never while the client holds a lock: a callback
+// may watch and cancel freely. A callback should return promptly: the
+// client reads the next response from the server only once the callbacks
+// for the previous one have returned. Values passed to Update are shared
+// with other watchers and must not be modified.
+type Watcher[T resources.Resource] interface {
+	// Update delivers a new valid version of the resource. For a wildcard
+	// watch it is called for each resource of the type.
+	Update(value T)
+	// ResourceError reports that the resource cannot be used: it does not
+	// exist (ErrResourceNotFound: never sent, deleted, or TTL expired), it
+	// was rejected and no good version is held (ErrResourceInvalid), or the
+	// server is unreachable and nothing is cached (ErrServerUnavailable).
+	// The error is an *Error naming the resource.
+	ResourceError(err error)
+	// AmbientError reports trouble that leaves the last good value in
+	// force: a rejected update, or a lost stream.
+	AmbientError(err error)
+}
+
+// WatcherFuncs adapts functions to a Watcher. Nil functions ignore their
+// events.
+type WatcherFuncs[T resources.Resource] struct {
+	OnUpdate        func(T)
+	OnResourceError func(error)
+	OnAmbientError  func(error)
+}
+
+// Update implements Watcher.
+func (f WatcherFuncs[T]) Update(v T) {
+	if f.OnUpdate != nil {
+		f.OnUpdate(v)
+	}
+}
+
+// ResourceError implements Watcher.
+func (f WatcherFuncs[T]) ResourceError(err error) {
+	if f.OnResourceError != nil {
+		f.OnResourceError(err)
+	}
+}
+
+// AmbientError implements Watcher.
+func (f WatcherFuncs[T]) AmbientError(err error) {
+	if f.OnAmbientError != nil {
+		f.OnAmbientError(err)
+	}
+}
+
+// Watch starts watching the resource of typ named name ("*" for every
+// resource of a type that supports wildcard). It never blocks on the
+// network. If the resource is cached, w gets it at once. The returned
+// cancel is idempotent and may be called from a callback; once it returns,
+// no callback of w starts. The last cancel of a name unsubscribes from it.
+func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string, w Watcher[T]) (cancel func()) {
+	return c.watch(typ.TypeURL(), name, &watcher{
+		update: func(v resources.Resource) {
+			t, ok := v.(T)
+			if !ok {
+				w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
+					Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
+				return
+			}
+			w.Update(t)
+		},
+		resErr: w.ResourceError,
+		ambErr: w.AmbientError,
+	})
+}
+
+// WatchResource is Watch for a type known only by its URL, with values seen
+// as resources.Resource.
+func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
+	return c.watch(typeURL, name, &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError})
+}
+
+func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func() {}
+	}
+	fail := func(err error) func() {
+		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, &Error{TypeURL: typeURL, Name: name, Err: err}) })
+		return func() { w.canceled.Store(true) }
+	}
+	tc := c.cacheLocked(typeURL)
+	if tc == nil {
+		return fail(fmt.Errorf("%w: resource type %s is not known to this client", ErrResourceInvalid, typeURL))
+	}
+	if name == resources.Wildcard {
+		if !tc.typ.SupportsWildcard() {
+			return fail(fmt.Errorf("%w: %s does not support wildcard subscriptions", ErrResourceInvalid, tc.typ.TypeName()))
+		}
+		return c.watchWildcardLocked(tc, w)
+	}
+	s, err := c.serverForLocked(name)
+	if err != nil {
+		return fail(err)
+	}
+	e := tc.entries[name]
+	if e == nil {
+		e = &entry{name: name, srv: s, watchers: make(map[*watcher]struct{})}
+		tc.entries[name] = e
+	}
+	if len(e.watchers) == 0 {
+		// The first watcher of a name subscribes to it, even if the entry
+		// is already cached through the wildcard.
+		c.subscribeLocked(s, typeURL, name)
+	}
+	e.watchers[w] = struct{}{}
+	c.replayLocked(tc, e, w)
+	return sync.OnceFunc(func() {
+		w.canceled.Store(true)
+		c.unwatch(tc, e, w)
+	})
+}
+
+// replayLocked tells a new watcher what is already known of e.
+func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
+	mkErr := func(err error) error { return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: err} }
+	switch {
+	case e.value != nil:
+		v := e.value
+		c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+		if e.rawErr != nil {
+			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
+		}
+	case e.status == StatusDoesNotExist:
+		err := mkErr(ErrResourceNotFound)
+		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
+	case e.rawErr != nil:
+		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
+	case e.srv.unreachable != nil:
+		err := mkErr(fmt.Errorf("%w: %v", ErrServerUnavailable, e.srv.unreachable))
+		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
+	}
+}
+
+func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if _, ok := e.watchers[w]; !ok {
+		return
+	}
+	delete(e.watchers, w)
+	if len(e.watchers) > 0 {
+		return
+	}
+	c.unsubscribeLocked(e.srv, tc.typ.TypeURL(), e.name)
+	if tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() {
+		// Still wanted through the wildcard. In delta the server answers
+		// the unsubscription by resending it or removing it.
+		e.stopDNETimer()
+		return
+	}
+	c.forgetLocked(tc, e)
+}
+
+// forgetLocked drops an entry from the cache.
+func (c *Client) forgetLocked(tc *typeCache, e *entry) {
+	e.stopTimers()
+	if tc.entries[e.name] == e {
+		delete(tc.entries, e.name)
+	}
+	c.dropRawLocked(tc, e)
+}
+
+func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
+	if e.raw != "" && tc.byRaw[e.raw] == e {
+		delete(tc.byRaw, e.raw)
+	}
+	e.raw = ""
+}
+
+func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
+	if tc.wildcard == nil {
+		s, err := c.serverForLocked(resources.Wildcard)
+		if err != nil {
+			c.cbs.schedule(func() {
+				w.deliver(notifyResourceError, nil, &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: err})
+			})
+			return func() { w.canceled.Store(true) }
+		}
+		tc.wildcard = &wildcardWatch{srv: s, watchers: make(map[*watcher]struct{})}
+		c.subscribeLocked(s, tc.typ.TypeURL(), resources.Wildcard)
+	}
+	ww := tc.wildcard
+	ww.watchers[w] = struct{}{}
+	for _, e := range tc.entries {
+		if e.srv == ww.srv && e.value != nil {
+			v := e.value
+			c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+		}
+	}
+	return sync.OnceFunc(func() {
+		w.canceled.Store(true)
+		c.unwatchWildcard(tc, ww, w)
+	})
+}
+
+func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || tc.wildcard != ww {
+		return
+	}
+	delete(ww.watchers, w)
+	if len(ww.watchers) > 0 {
+		return
+	}
+	tc.wildcard = nil
+	c.unsubscribeLocked(ww.srv, tc.typ.TypeURL(), resources.Wildcard)
+	for _, e := range tc.entries {
+		if e.srv == ww.srv && len(e.watchers) == 0 {
+			c.forgetLocked(tc, e)
+		}
+	}
+}
