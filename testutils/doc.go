@@ -1,0 +1,66 @@
+// Package testutils helps test xDS clients, goxds's own and its users': two
+// in-process ADS servers, builders for the resources they serve, and a
+// bootstrap writer. It stands on its own and imports no other goxds package.
+//
+// # Management server
+//
+// [ManagementServer] is go-control-plane's real xDS server and caches on a
+// free port of 127.0.0.1, serving SotW and delta ADS. [ManagementServer.Update]
+// sets, in one call, every resource a node sees:
+//
+//	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+//	...
+//	defer ms.Stop()
+//	err = ms.Update(ctx, "node-1", testutils.DefaultResources(testutils.ResourceParams{
+//		ListenerName: "svc", Ports: []uint32{port},
+//	}))
+//
+// Where go-control-plane behaves in ways that get in a client test's way, the
+// server departs from it, and says so:
+//
+//   - Its snapshot cache runs with ads=false. In ADS mode it answers a SotW
+//     request only once the request names every resource of the type in the
+//     snapshot, so a client asking for a subset gets nothing and its
+//     does-not-exist timer fires.
+//   - A SotW request naming "*" explicitly gets every resource; go-control-plane
+//     filters the answer by the literal name "*" and sends nothing.
+//   - After a SotW NACK the server waits for the next change instead of
+//     resending the rejected resources at once (both go-control-plane caches
+//     do, the linear one after a NACK of its first response, so a client that
+//     keeps rejecting them NACKs in a tight loop).
+//   - Update gives a new version only to the types that changed.
+//
+// Behaviour kept as go-control-plane has it, which tests must allow for:
+//
+//   - A SotW request whose response_nonce is not the latest one of its type
+//     is ignored entirely, subscription changes included.
+//   - A delta subscription to a name the server does not have gets no
+//     response at all, not a removed_resources entry; a client has to rely on
+//     its does-not-exist timer, as in SotW.
+//   - Delta responses never carry TTLs, and heartbeats are SotW only. A SotW
+//     heartbeat holds only the resources that have a TTL, even for listeners
+//     and clusters, so a client must not read it as the full state of the
+//     world and delete the others.
+//   - A stream's first delta request with no names is a legacy wildcard.
+//
+// # Fake server
+//
+// [FakeServer] serves both ADS RPCs with no logic of its own: it records every
+// request and sends exactly what the test gives it, so a test reads like the
+// exchange it checks:
+//
+//	req, err := fs.NextRequest(ctx)
+//	err = fs.Send(testutils.SotWResponse(typeURL, "1", "nonce-1", testutils.Cluster("c", "")))
+//	ack, err := fs.NextRequest(ctx)
+//	// ack.GetResponseNonce() == "nonce-1"
+//
+// Every wait takes a context and ends with it; nothing in this package sleeps.
+//
+// # Resources and bootstrap
+//
+// The builders ([Listener], [RouteConfig], [Cluster], [Endpoints], ...) make
+// resources that pass gRPC's client-side validation (gRFC A27, A28): config
+// sources are ADS, and the router filter is the last HTTP filter.
+// [BootstrapJSON] writes a gRFC A27 bootstrap with insecure credentials and the
+// goxds "api_type" field that picks SotW or delta per server.
+package testutils
