@@ -147,7 +147,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 		}
 	}
 
-	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 {
+	// A SotW response made only of heartbeats refreshes TTLs; it is not a
+	// state of the world (go-control-plane sends such responses with just
+	// the resources that have a TTL).
+	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) {
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
@@ -175,6 +178,15 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
 	}
 	return errs
+}
+
+func allHeartbeats(items []received) bool {
+	for i := range items {
+		if !items[i].env.IsHeartbeat() {
+			return false
+		}
+	}
+	return len(items) > 0
 }
 
 // identifyLocked learns the name of a resource and decodes it unless its

@@ -183,3 +183,24 @@ func TestHeartbeatRefreshesTTLOnly(t *testing.T) {
 	}
 	w["L1"].wantError(t, "resource-error", ErrResourceNotFound)
 }
+
+// A SotW response of heartbeats only is a TTL refresh, not the state of the
+// world: the Listeners it does not mention are not deleted.
+func TestSotWHeartbeatOnlyResponseDeletesNothing(t *testing.T) {
+	h := newHarness(t, nil, Options{})
+	w := h.watchAll(wholeWorldType, "L1", "L2")
+	err := h.sotw(resources.ListenerTypeURL, "1", mustAny(wrapped("L1", "1", time.Hour, lis("L1", "a"))), lis("L2", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].next(t)
+	w["L2"].next(t)
+	if err := h.sotw(resources.ListenerTypeURL, "1", mustAny(wrapped("L1", "1", time.Hour, nil))); err != nil {
+		t.Fatalf("heartbeat NACKed: %v", err)
+	}
+	w["L1"].none(t)
+	w["L2"].none(t)
+	if st, _ := h.status(resources.ListenerTypeURL, "L2"); st.Status != StatusACKed {
+		t.Fatalf("L2 status %v after a heartbeat-only response, want ACKED", st.Status)
+	}
+}

@@ -1,0 +1,67 @@
+// Package client is the xDS client: it subscribes to the resources its
+// watchers want, caches them, judges every response (ACK or NACK), and tells
+// watchers of every change.
+//
+// # Using it
+//
+// Create a [Client] from a bootstrap configuration and watch resources by
+// type and name:
+//
+//	cfg, err := bootstrap.FromEnv()
+//	...
+//	c, err := client.New(cfg, client.Options{})
+//	...
+//	defer c.Close()
+//	cancel := client.Watch(c, resources.ClusterType, "my-cluster", client.WatcherFuncs[*resources.Cluster]{
+//		OnUpdate: func(c *resources.Cluster) { ... },
+//	})
+//	defer cancel()
+//
+// A server is contacted when the first resource it serves is watched: the
+// top-level servers of the bootstrap, or for xdstp:// names the servers of
+// the name's authority. Whether the stream is state of the world or delta is
+// the server's api_type in the bootstrap; the watch API is the same.
+//
+// # What watchers are told
+//
+// [Watcher.Update] brings each new valid version. [Watcher.ResourceError]
+// says the resource cannot be used: it does not exist
+// ([ErrResourceNotFound]: not received within [Options].WatchExpiry of being
+// requested, deleted by the server, or its TTL expired), it was rejected and
+// no good version is held ([ErrResourceInvalid]), or the server cannot be
+// reached and nothing is cached ([ErrServerUnavailable]).
+// [Watcher.AmbientError] reports trouble that leaves the last good value in
+// force: a rejected update, a lost stream (told once per outage). Errors are
+// *[Error] values naming the resource; match causes with errors.Is.
+//
+// # Guarantees
+//
+//   - Callbacks of all watchers of a client run one at a time, in order, on
+//     one goroutine, never while the client holds a lock: they may watch and
+//     cancel. The next response is read only once they have returned.
+//   - A new watcher of a cached resource gets it at once. Many watchers of
+//     one name share one subscription and one decode.
+//   - An invalid resource never replaces a good one; the response is NACKed
+//     with every error found, and its valid resources still apply.
+//   - A resource whose bytes did not change is neither decoded nor delivered
+//     again (SotW resends every Listener and Cluster in every response).
+//   - Subscriptions made by the callbacks for one response reach the server
+//     as one request per type.
+//   - No goroutine of the client outlives [Client.Close].
+//
+// # Rules applied to responses
+//
+// For Listener and Cluster (whole-world types), a SotW response lists every
+// resource: one received before and now missing is deleted, unless the
+// server has the ignore_resource_deletion feature. A name never received is
+// left to its does-not-exist timer. For other types absence means nothing.
+// Delta responses delete only what removed_resources names. Resources
+// nobody asked for are ignored (and not decoded when their name is known
+// without decoding). A name twice in one response, a body whose type_url
+// does not match, or one that fails to decode or validate makes the
+// response a NACK. Resources wrapped in discovery.v3.Resource may carry a
+// TTL: when it expires the resource is removed, with the server reachable or
+// not; a wrapper without a body (a heartbeat) only refreshes the TTL.
+//
+// [Client.Dump] reports the state of every resource for status pages.
+package client
