@@ -1,0 +1,9 @@
+package resources
+
+// The four built-in types register themselves, so a client resolves
+// ListenerTypeURL and the rest through Lookup without further set-up.
+func init() {
+	for _, t := range []AnyType{ListenerType, RouteConfigType, ClusterType, EndpointsType} {
+		mustRegister(t)
+	}
+}

@@ -1,0 +1,332 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// ClusterType is the built-in CDS type: Cluster resources, decoded into
+// *Cluster. Every SotW response carries all clusters, and the wildcard may
+// be used.
+var ClusterType = NewType(TypeOptions[*Cluster]{
+	TypeURL:                    ClusterTypeURL,
+	AllResourcesRequiredInSotW: true,
+	SupportsWildcard:           true,
+	Decode:                     decodeCluster,
+})
+
+const (
+	aggregateClusterTypeName = "envoy.clusters.aggregate"
+	aggregateConfigName      = "envoy.extensions.clusters.aggregate.v3.ClusterConfig"
+	upstreamTLSName          = "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
+
+	// defaultMaxRequests is the circuit breakers' max_requests default.
+	defaultMaxRequests = 1024
+)
+
+// ClusterKind says how a cluster finds its endpoints.
+type ClusterKind int
+
+const (
+	// ClusterKindEDS clusters get endpoints over EDS (see EDSServiceName).
+	ClusterKindEDS ClusterKind = iota
+	// ClusterKindLogicalDNS clusters resolve DNSHost.
+	ClusterKindLogicalDNS
+	// ClusterKindAggregate clusters are a priority list of other clusters.
+	ClusterKindAggregate
+)
+
+func (k ClusterKind) String() string {
+	switch k {
+	case ClusterKindEDS:
+		return "EDS"
+	case ClusterKindLogicalDNS:
+		return "LOGICAL_DNS"
+	case ClusterKindAggregate:
+		return "AGGREGATE"
+	}
+	return "ClusterKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Cluster is a validated Cluster. Like every decoded value it is immutable
+// and shared: callers must not modify it.
+type Cluster struct {
+	// Name is the resource name.
+	Name string
+	// Kind says which of the fields below describe the endpoints.
+	Kind ClusterKind
+	// ServiceName is eds_cluster_config.service_name as received (may be
+	// empty); the EDSServiceName method gives the name to fetch. (A field
+	// cannot share the method's name.)
+	ServiceName string
+	// DNSHost and DNSPort are the single address of a LOGICAL_DNS cluster.
+	DNSHost string
+	DNSPort uint32
+	// AggregateChildren are an aggregate cluster's clusters in priority
+	// order (never empty).
+	AggregateChildren []string
+	// LBPolicy is the load balancing policy.
+	LBPolicy LBPolicy
+	// MaxRequests is circuit_breakers' max_requests for priority DEFAULT,
+	// 1024 when unset.
+	MaxRequests uint32
+	// TLS is the transport socket's UpstreamTlsContext, nil for plaintext.
+	TLS *tlsv3.UpstreamTlsContext
+	// LRSServerSelf reports that load is to be reported to the management
+	// server that sent the cluster (lrs_server: self).
+	LRSServerSelf bool
+	// OutlierDetection is the validated outlier_detection, nil when unset.
+	OutlierDetection *clusterv3.OutlierDetection
+	// Raw is the message as received.
+	Raw *clusterv3.Cluster
+}
+
+// ResourceName implements Resource.
+func (c *Cluster) ResourceName() string {
+	if c == nil {
+		return ""
+	}
+	return c.Name
+}
+
+// Proto implements Resource; it returns Raw.
+func (c *Cluster) Proto() proto.Message { return c.Raw }
+
+// EDSServiceName returns the name of the ClusterLoadAssignment an EDS
+// cluster's endpoints come from: service_name, or the cluster's name when
+// that is empty.
+func (c *Cluster) EDSServiceName() string {
+	if c.ServiceName != "" {
+		return c.ServiceName
+	}
+	return c.Name
+}
+
+func decodeCluster(body *anypb.Any) (string, *Cluster, error) {
+	m := new(clusterv3.Cluster)
+	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
+		return "", nil, fmt.Errorf("unmarshal Cluster: %v", err)
+	}
+	name := m.GetName()
+	if name == "" {
+		return "", nil, fieldErrorf("name", "must not be empty")
+	}
+	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, Raw: m}
+	if err := c.init(m); err != nil {
+		return name, nil, err
+	}
+	return name, c, nil
+}
+
+func (c *Cluster) init(m *clusterv3.Cluster) error {
+	if err := c.setDiscovery(m); err != nil {
+		return err
+	}
+	lb, err := lbPolicyOf(m)
+	if err != nil {
+		return err
+	}
+	c.LBPolicy = lb
+	for _, t := range m.GetCircuitBreakers().GetThresholds() {
+		if t.GetPriority() != corev3.RoutingPriority_DEFAULT {
+			continue
+		}
+		if mr := t.GetMaxRequests(); mr != nil {
+			c.MaxRequests = mr.GetValue()
+		}
+		break
+	}
+	if err := c.setTransportSocket(m); err != nil {
+		return err
+	}
+	if lrs := m.GetLrsServer(); lrs != nil {
+		if k := configSourceKind(lrs); k != "self" {
+			return fieldErrorf("lrs_server", "unsupported config source %q (want self)", k)
+		}
+		c.LRSServerSelf = true
+	}
+	if od := m.GetOutlierDetection(); od != nil {
+		if err := checkOutlierDetection(od); err != nil {
+			return at("outlier_detection", err)
+		}
+		c.OutlierDetection = od
+	}
+	return nil
+}
+
+func (c *Cluster) setDiscovery(m *clusterv3.Cluster) error {
+	switch d := m.GetClusterDiscoveryType().(type) {
+	case *clusterv3.Cluster_ClusterType:
+		return c.setAggregate(d.ClusterType)
+	case *clusterv3.Cluster_Type, nil: // unset is STATIC, the enum's zero
+		switch t := m.GetType(); t {
+		case clusterv3.Cluster_EDS:
+			return c.setEDS(m)
+		case clusterv3.Cluster_LOGICAL_DNS:
+			return c.setLogicalDNS(m)
+		default:
+			return fieldErrorf("type", "%v is not supported (want EDS, LOGICAL_DNS or an aggregate cluster_type)", t)
+		}
+	default:
+		return fmt.Errorf("unsupported cluster discovery type %T", d)
+	}
+}
+
+func (c *Cluster) setEDS(m *clusterv3.Cluster) error {
+	c.Kind = ClusterKindEDS
+	eds := m.GetEdsClusterConfig()
+	if eds == nil {
+		return fieldErrorf("eds_cluster_config", "missing")
+	}
+	if err := checkConfigSource(eds.GetEdsConfig()); err != nil {
+		return at("eds_cluster_config.eds_config", err)
+	}
+	c.ServiceName = eds.GetServiceName()
+	// An xdstp: name is a full resource URL of the Cluster; the matching
+	// ClusterLoadAssignment must be named explicitly (gRFC A47).
+	if c.ServiceName == "" && strings.HasPrefix(c.Name, "xdstp:") {
+		return fieldErrorf("eds_cluster_config.service_name", "must be set for a cluster with an xdstp: name")
+	}
+	return nil
+}
+
+func (c *Cluster) setLogicalDNS(m *clusterv3.Cluster) error {
+	c.Kind = ClusterKindLogicalDNS
+	la := m.GetLoadAssignment()
+	if la == nil {
+		return fieldErrorf("load_assignment", "missing (a LOGICAL_DNS cluster needs one)")
+	}
+	if n := len(la.GetEndpoints()); n != 1 {
+		return fieldErrorf("load_assignment.endpoints", "want exactly one locality, got %d", n)
+	}
+	lbes := la.GetEndpoints()[0].GetLbEndpoints()
+	if n := len(lbes); n != 1 {
+		return fieldErrorf("load_assignment.endpoints[0].lb_endpoints", "want exactly one endpoint, got %d", n)
+	}
+	const path = "load_assignment.endpoints[0].lb_endpoints[0].endpoint"
+	ep := lbes[0].GetEndpoint()
+	if ep == nil {
+		return fieldErrorf(path, "missing")
+	}
+	sa := ep.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return fieldErrorf(path+".address", "want a socket_address")
+	}
+	if sa.GetResolverName() != "" {
+		return fieldErrorf(path+".address.socket_address.resolver_name", "custom resolvers are not supported")
+	}
+	if sa.GetAddress() == "" {
+		return fieldErrorf(path+".address.socket_address.address", "must not be empty")
+	}
+	port, err := socketPort(sa)
+	if err != nil {
+		return at(path+".address.socket_address", err)
+	}
+	c.DNSHost, c.DNSPort = sa.GetAddress(), port
+	return nil
+}
+
+func (c *Cluster) setAggregate(ct *clusterv3.Cluster_CustomClusterType) error {
+	if ct.GetName() != aggregateClusterTypeName {
+		return fieldErrorf("cluster_type.name", "%q is not supported (want %s)", ct.GetName(), aggregateClusterTypeName)
+	}
+	tc := ct.GetTypedConfig()
+	if !anyIs(tc, aggregateConfigName) {
+		return fieldErrorf("cluster_type.typed_config", "holds %s, want %s", anyName(tc), aggregateConfigName)
+	}
+	cfg := new(aggregatev3.ClusterConfig)
+	if err := proto.Unmarshal(tc.GetValue(), cfg); err != nil {
+		return fieldErrorf("cluster_type.typed_config", "unmarshal ClusterConfig: %v", err)
+	}
+	children := cfg.GetClusters()
+	if len(children) == 0 {
+		return fieldErrorf("cluster_type.typed_config.clusters", "must not be empty")
+	}
+	for i, child := range children {
+		switch child {
+		case "":
+			return fieldErrorf(index("cluster_type.typed_config.clusters", i), "must not be empty")
+		case c.Name:
+			return fieldErrorf(index("cluster_type.typed_config.clusters", i), "aggregate cluster %q lists itself", child)
+		}
+	}
+	c.Kind, c.AggregateChildren = ClusterKindAggregate, children
+	return nil
+}
+
+func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
+	if n := len(m.GetTransportSocketMatches()); n != 0 {
+		return fieldErrorf("transport_socket_matches", "not supported (got %d)", n)
+	}
+	ts := m.GetTransportSocket()
+	if ts == nil {
+		return nil
+	}
+	tc := ts.GetTypedConfig()
+	if !anyIs(tc, upstreamTLSName) {
+		return fieldErrorf("transport_socket.typed_config", "holds %s, want %s", anyName(tc), upstreamTLSName)
+	}
+	tls := new(tlsv3.UpstreamTlsContext)
+	if err := proto.Unmarshal(tc.GetValue(), tls); err != nil {
+		return fieldErrorf("transport_socket.typed_config", "unmarshal UpstreamTlsContext: %v", err)
+	}
+	c.TLS = tls
+	return nil
+}
+
+// checkOutlierDetection applies gRFC A50's rules: durations valid and not
+// negative, percentages at most 100.
+func checkOutlierDetection(od *clusterv3.OutlierDetection) error {
+	for _, d := range []struct {
+		field string
+		value *durationpb.Duration
+	}{
+		{"interval", od.GetInterval()},
+		{"base_ejection_time", od.GetBaseEjectionTime()},
+		{"max_ejection_time", od.GetMaxEjectionTime()},
+	} {
+		if _, err := optionalDuration(d.value); err != nil {
+			return at(d.field, err)
+		}
+	}
+	for _, p := range []struct {
+		field string
+		value *wrapperspb.UInt32Value
+	}{
+		{"max_ejection_percent", od.GetMaxEjectionPercent()},
+		{"enforcing_success_rate", od.GetEnforcingSuccessRate()},
+		{"failure_percentage_threshold", od.GetFailurePercentageThreshold()},
+		{"enforcing_failure_percentage", od.GetEnforcingFailurePercentage()},
+	} {
+		if v := p.value.GetValue(); v > 100 {
+			return fieldErrorf(p.field, "must be at most 100, got %d", v)
+		}
+	}
+	return nil
+}
+
+// socketPort returns a socket address's port_value, which must be a TCP
+// port (1 to 65535); named ports are not supported.
+func socketPort(sa *corev3.SocketAddress) (uint32, error) {
+	switch p := sa.GetPortSpecifier().(type) {
+	case *corev3.SocketAddress_PortValue:
+		if p.PortValue == 0 || p.PortValue > 65535 {
+			return 0, fieldErrorf("port_value", "%d is not a valid port", p.PortValue)
+		}
+		return p.PortValue, nil
+	case *corev3.SocketAddress_NamedPort:
+		return 0, fieldErrorf("named_port", "not supported (use port_value)")
+	}
+	return 0, errors.New("no port")
+}

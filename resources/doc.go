@@ -1,0 +1,60 @@
+// Package resources turns the resources an xDS management server sends into
+// validated, immutable Go values.
+//
+// # Types
+//
+// A resource type is a value, not an interface to implement: a [Type]
+// built with [NewType] from a type URL, two protocol flags and a decoder.
+// The decoder gets one resource body (a google.protobuf.Any), unmarshals
+// it, validates it and returns the resource name and a Go value that
+// implements [Resource]. It returns the name even when validation fails,
+// so that the client can tell the watchers of that one resource and NACK
+// the response with a message naming it. Every *Type[T] is also an
+// [AnyType], the form the client uses when it does not care about T.
+//
+// # The registry
+//
+// The client finds the type of a type URL in a registry. [Register] adds a
+// type and refuses a second one for the same URL; [Replace] overrides one
+// on purpose; [Lookup] and [Registered] read it. The built-in types below
+// register themselves when the package is loaded. Register your own types
+// before creating a client, typically from an init function.
+//
+// # Envelopes
+//
+// Delta responses always, and SotW responses optionally, carry each
+// resource in a discovery.v3.Resource wrapper with its name, version and
+// TTL. [Unwrap] (for an Any from a SotW response) and [FromResource] (for
+// a delta response's Resource) return an [Envelope]; its Body is what a
+// decoder gets. An envelope without a body is a TTL heartbeat.
+//
+// # Built-in types
+//
+// [ListenerType], [RouteConfigType], [ClusterType] and [EndpointsType]
+// decode the four resources of the LDS→RDS→CDS→EDS tree into [*Listener],
+// [*RouteConfig], [*Cluster] and [*Endpoints]. They apply the client-side
+// validation rules of gRPC's xDS support (gRFC A27, A28 and their
+// successors), and leave to the caller what depends on the features it has:
+// unknown HTTP filters, route actions other than forwarding and query
+// parameter matchers are kept, not rejected. A resource that breaks a rule
+// fails to decode with an error that wraps a [*FieldError] naming the
+// offending field, for example
+//
+//	RouteConfiguration "r": virtual_hosts[0].routes[2].match: no path specifier
+//
+// Each value keeps the message it came from in its Raw field for the
+// fields it does not model; values, and the messages they point to, are
+// shared by every watcher and must not be modified.
+//
+// Helpers answer the questions a client asks of the values:
+// [FindVirtualHost] picks the virtual host for an authority,
+// [Route.MatchPath] and the header matchers match a request, and
+// [RouteConfig.ClusterNames] and [Route.ClusterNames] list the clusters to
+// fetch next.
+//
+// # Adding a type
+//
+// Write a Go type that implements [Resource], a decoder, and register the
+// type: see the example of an SDS Secret type. Nothing panics on input a
+// server sends; a decoder should keep that promise too.
+package resources

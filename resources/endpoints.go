@@ -1,0 +1,382 @@
+package resources
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// EndpointsType is the built-in EDS type: ClusterLoadAssignment resources,
+// decoded into *Endpoints.
+var EndpointsType = NewType(TypeOptions[*Endpoints]{
+	TypeURL: EndpointsTypeURL,
+	Decode:  decodeEndpoints,
+})
+
+// Endpoints is a validated ClusterLoadAssignment. Like every decoded value
+// it is immutable and shared: callers must not modify it.
+type Endpoints struct {
+	// Name is the resource name, the assignment's cluster_name.
+	Name string
+	// Localities are the localities with a weight above 0, in the order
+	// received; those without a weight are left out, as gRPC does. Their
+	// priorities run from 0 without gaps.
+	Localities []Locality
+	// Drops are policy.drop_overloads in order.
+	Drops []DropOverload
+	// Raw is the message as received.
+	Raw *endpointv3.ClusterLoadAssignment
+}
+
+// DropOverload is one category of requests to drop.
+type DropOverload struct {
+	Category string
+	// PerMillion is the share of requests to drop, 0 to 1,000,000.
+	PerMillion uint32
+}
+
+// LocalityID identifies a locality.
+type LocalityID struct {
+	Region, Zone, SubZone string
+}
+
+func (id LocalityID) String() string {
+	return fmt.Sprintf("{region=%q zone=%q sub_zone=%q}", id.Region, id.Zone, id.SubZone)
+}
+
+// Locality is one locality's endpoints at one priority.
+type Locality struct {
+	ID LocalityID
+	// Weight is the locality's load_balancing_weight, above 0.
+	Weight uint32
+	// Priority is 0 for the highest priority.
+	Priority  uint32
+	Endpoints []Endpoint
+}
+
+// Endpoint is one backend.
+type Endpoint struct {
+	// Addresses are "host:port" strings (net.JoinHostPort): the address
+	// first, then additional_addresses. Hosts are IP addresses (IPv6 in
+	// canonical form) or host names; ports are 1 to 65535. No address
+	// appears twice in an assignment.
+	Addresses []string
+	// Hostname is the endpoint's hostname field, used for logs and
+	// authority rewriting, not for connecting.
+	Hostname     string
+	HealthStatus HealthStatus
+	// Weight is load_balancing_weight, 1 when unset, never 0.
+	Weight uint32
+	// Metadata is the endpoint's metadata as received, nil when unset.
+	Metadata *corev3.Metadata
+}
+
+// HealthStatus is an endpoint's health as the management server sees it.
+type HealthStatus int
+
+// The values are those of envoy.config.core.v3.HealthStatus; any other
+// value received is HealthStatusUnknown.
+const (
+	HealthStatusUnknown HealthStatus = iota
+	HealthStatusHealthy
+	HealthStatusUnhealthy
+	HealthStatusDraining
+	HealthStatusTimeout
+	HealthStatusDegraded
+)
+
+func (h HealthStatus) String() string {
+	switch h {
+	case HealthStatusUnknown:
+		return "UNKNOWN"
+	case HealthStatusHealthy:
+		return "HEALTHY"
+	case HealthStatusUnhealthy:
+		return "UNHEALTHY"
+	case HealthStatusDraining:
+		return "DRAINING"
+	case HealthStatusTimeout:
+		return "TIMEOUT"
+	case HealthStatusDegraded:
+		return "DEGRADED"
+	}
+	return "HealthStatus(" + strconv.Itoa(int(h)) + ")"
+}
+
+func healthStatusOf(s corev3.HealthStatus) HealthStatus {
+	if s < 0 || s > corev3.HealthStatus_DEGRADED {
+		return HealthStatusUnknown
+	}
+	return HealthStatus(s)
+}
+
+// ResourceName implements Resource.
+func (e *Endpoints) ResourceName() string {
+	if e == nil {
+		return ""
+	}
+	return e.Name
+}
+
+// Proto implements Resource; it returns Raw.
+func (e *Endpoints) Proto() proto.Message { return e.Raw }
+
+func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
+	m := new(endpointv3.ClusterLoadAssignment)
+	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
+		return "", nil, fmt.Errorf("unmarshal ClusterLoadAssignment: %v", err)
+	}
+	name := m.GetClusterName()
+	if name == "" {
+		return "", nil, fieldErrorf("cluster_name", "must not be empty")
+	}
+	e, err := newEndpoints(m)
+	if err != nil {
+		return name, nil, err
+	}
+	return name, e, nil
+}
+
+type localityKey struct {
+	priority uint32
+	id       LocalityID
+}
+
+// endpointsBuilder holds the state of one decode: the backing arrays every
+// locality's slices are cut from, and what must be unique.
+type endpointsBuilder struct {
+	endpoints  []Endpoint
+	addrs      []string
+	seenAddrs  map[string]struct{}
+	seenLocs   map[localityKey]struct{}
+	prioWeight []uint64 // sum of locality weights per priority < len
+	prioTooBig bool     // some priority >= number of localities: a gap
+}
+
+func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
+	e := &Endpoints{Name: m.GetClusterName(), Raw: m}
+	if err := e.setDrops(m.GetPolicy().GetDropOverloads()); err != nil {
+		return nil, err
+	}
+	// Count first so that every slice is one exact allocation.
+	var nLoc, nEp, nAddr int
+	for _, l := range m.GetEndpoints() {
+		if l.GetLoadBalancingWeight().GetValue() == 0 {
+			continue
+		}
+		nLoc++
+		for _, lbe := range l.GetLbEndpoints() {
+			nEp++
+			nAddr += 1 + len(lbe.GetEndpoint().GetAdditionalAddresses())
+		}
+	}
+	b := endpointsBuilder{
+		endpoints:  make([]Endpoint, 0, nEp),
+		addrs:      make([]string, 0, nAddr),
+		seenAddrs:  make(map[string]struct{}, nAddr),
+		seenLocs:   make(map[localityKey]struct{}, nLoc),
+		prioWeight: make([]uint64, nLoc),
+	}
+	e.Localities = make([]Locality, 0, nLoc)
+	for i, l := range m.GetEndpoints() {
+		weight := l.GetLoadBalancingWeight().GetValue()
+		if weight == 0 {
+			continue
+		}
+		loc, err := b.locality(l, weight)
+		if err != nil {
+			return nil, at(index("endpoints", i), err)
+		}
+		e.Localities = append(e.Localities, loc)
+	}
+	return e, b.checkPriorities()
+}
+
+func (e *Endpoints) setDrops(in []*endpointv3.ClusterLoadAssignment_Policy_DropOverload) error {
+	if len(in) == 0 {
+		return nil
+	}
+	e.Drops = make([]DropOverload, len(in))
+	for i, d := range in {
+		path := index("policy.drop_overloads", i)
+		if d.GetCategory() == "" {
+			return fieldErrorf(path+".category", "must not be empty")
+		}
+		pm, err := perMillion(d.GetDropPercentage())
+		if err != nil {
+			return at(path+".drop_percentage", err)
+		}
+		e.Drops[i] = DropOverload{Category: d.GetCategory(), PerMillion: pm}
+	}
+	return nil
+}
+
+func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32) (Locality, error) {
+	lp := l.GetLocality()
+	if lp == nil {
+		return Locality{}, fieldErrorf("locality", "missing")
+	}
+	loc := Locality{
+		ID:       LocalityID{Region: lp.GetRegion(), Zone: lp.GetZone(), SubZone: lp.GetSubZone()},
+		Weight:   weight,
+		Priority: l.GetPriority(),
+	}
+	key := localityKey{loc.Priority, loc.ID}
+	if _, dup := b.seenLocs[key]; dup {
+		return Locality{}, fieldErrorf("locality", "duplicate locality %v at priority %d", loc.ID, loc.Priority)
+	}
+	b.seenLocs[key] = struct{}{}
+	if int64(loc.Priority) >= int64(len(b.prioWeight)) {
+		b.prioTooBig = true
+	} else {
+		b.prioWeight[loc.Priority] += uint64(weight)
+		if b.prioWeight[loc.Priority] > math.MaxUint32 {
+			return Locality{}, fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
+		}
+	}
+	start := len(b.endpoints)
+	var sum uint64
+	for j, lbe := range l.GetLbEndpoints() {
+		ep, err := b.endpoint(lbe)
+		if err != nil {
+			return Locality{}, at(index("lb_endpoints", j), err)
+		}
+		sum += uint64(ep.Weight)
+		if sum > math.MaxUint32 {
+			return Locality{}, fieldErrorf(index("lb_endpoints", j)+".load_balancing_weight", "sum of endpoint weights in the locality exceeds %d", uint32(math.MaxUint32))
+		}
+		b.endpoints = append(b.endpoints, ep)
+	}
+	loc.Endpoints = b.endpoints[start:len(b.endpoints):len(b.endpoints)]
+	return loc, nil
+}
+
+func (b *endpointsBuilder) endpoint(lbe *endpointv3.LbEndpoint) (Endpoint, error) {
+	ep := Endpoint{Weight: 1, HealthStatus: healthStatusOf(lbe.GetHealthStatus()), Metadata: lbe.GetMetadata()}
+	if w := lbe.GetLoadBalancingWeight(); w != nil {
+		if w.GetValue() == 0 {
+			return Endpoint{}, fieldErrorf("load_balancing_weight", "must be above 0")
+		}
+		ep.Weight = w.GetValue()
+	}
+	p := lbe.GetEndpoint()
+	if p == nil {
+		if _, named := lbe.GetHostIdentifier().(*endpointv3.LbEndpoint_EndpointName); named {
+			return Endpoint{}, fieldErrorf("endpoint_name", "not supported (use endpoint)")
+		}
+		return Endpoint{}, fieldErrorf("endpoint", "missing")
+	}
+	ep.Hostname = p.GetHostname()
+	start := len(b.addrs)
+	if err := b.addAddress(p.GetAddress()); err != nil {
+		return Endpoint{}, at("endpoint.address", err)
+	}
+	for k, extra := range p.GetAdditionalAddresses() {
+		if err := b.addAddress(extra.GetAddress()); err != nil {
+			return Endpoint{}, at(index("endpoint.additional_addresses", k)+".address", err)
+		}
+	}
+	ep.Addresses = b.addrs[start:len(b.addrs):len(b.addrs)]
+	return ep, nil
+}
+
+func (b *endpointsBuilder) addAddress(a *corev3.Address) error {
+	hostPort, err := socketAddressString(a)
+	if err != nil {
+		return err
+	}
+	if _, dup := b.seenAddrs[hostPort]; dup {
+		return fmt.Errorf("duplicate address %s in the assignment", hostPort)
+	}
+	b.seenAddrs[hostPort] = struct{}{}
+	b.addrs = append(b.addrs, hostPort)
+	return nil
+}
+
+// checkPriorities reports a gap in the priorities: an unused priority
+// below a used one. A priority at or above the number of localities means
+// some lower one is unused, so the table only covers those below.
+func (b *endpointsBuilder) checkPriorities() error {
+	missing := -1
+	for p, w := range b.prioWeight {
+		switch {
+		case w == 0 && missing < 0:
+			missing = p
+		case w != 0 && missing >= 0:
+			return priorityGap(missing)
+		}
+	}
+	if b.prioTooBig {
+		if missing < 0 { // cannot happen; never accept a gap regardless
+			missing = len(b.prioWeight)
+		}
+		return priorityGap(missing)
+	}
+	return nil
+}
+
+func priorityGap(p int) error {
+	return fieldErrorf("endpoints", "priorities must run from 0 without gaps: priority %d is missing", p)
+}
+
+// socketAddressString validates a socket address and returns it as
+// "host:port".
+func socketAddressString(a *corev3.Address) (string, error) {
+	sa := a.GetSocketAddress()
+	if sa == nil {
+		if a == nil {
+			return "", fmt.Errorf("missing")
+		}
+		return "", fmt.Errorf("want a socket_address, got %T", a.GetAddress())
+	}
+	host := sa.GetAddress()
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if !ip.Is4() {
+			host = ip.String() // one spelling per IPv6 address
+		}
+	} else if !validHostname(host) {
+		return "", fieldErrorf("socket_address.address", "%q is neither an IP address nor a host name", host)
+	}
+	port, err := socketPort(sa)
+	if err != nil {
+		return "", at("socket_address", err)
+	}
+	return net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)), nil
+}
+
+// validHostname reports whether h is a DNS name: dot-separated labels of 1
+// to 63 letters, digits, '-' or '_', at most 253 characters, optionally
+// ending with a dot.
+func validHostname(h string) bool {
+	if n := len(h); n > 0 && h[n-1] == '.' {
+		h = h[:n-1]
+	}
+	if len(h) == 0 || len(h) > 253 {
+		return false
+	}
+	label := 0
+	for i := 0; i < len(h); i++ {
+		switch c := h[i]; {
+		case c == '.':
+			if label == 0 {
+				return false
+			}
+			label = 0
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_':
+			label++
+			if label > 63 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return label > 0
+}

@@ -1,0 +1,331 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// The fuzz targets feed arbitrary bytes to each decoder as the value of an
+// Any of the right type. Decoding must never panic, and whatever decodes
+// must satisfy the rules the decoder promises. Seed corpora live in
+// testdata/fuzz/<target>/.
+
+func FuzzDecodeListener(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, l, err := ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
+		if err != nil {
+			return
+		}
+		if name == "" || name != l.Name || name != l.Raw.GetName() || l.HTTPConnectionManager == nil {
+			t.Fatalf("name %q, value %q, raw %q", name, l.Name, l.Raw.GetName())
+		}
+		if (l.RouteConfigName == "") == (l.InlineRouteConfig == nil) {
+			t.Fatalf("want exactly one of RouteConfigName %q and an inline route config", l.RouteConfigName)
+		}
+		if l.MaxStreamDuration < 0 {
+			t.Fatalf("negative MaxStreamDuration %v", l.MaxStreamDuration)
+		}
+		n := len(l.HTTPFilters)
+		if n == 0 || !anyIs(l.HTTPFilters[n-1].Config, routerName) {
+			t.Fatalf("router is not the last filter: %+v", l.HTTPFilters)
+		}
+		seen := map[string]bool{}
+		for i, f := range l.HTTPFilters {
+			if f.Name == "" || seen[f.Name] || (i < n-1 && anyIs(f.Config, routerName)) {
+				t.Fatalf("bad filter %d: %+v", i, f)
+			}
+			seen[f.Name] = true
+		}
+		if l.InlineRouteConfig != nil {
+			checkRouteConfig(t, l.InlineRouteConfig)
+		}
+	})
+}
+
+func FuzzDecodeRouteConfig(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, rc, err := RouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL, Value: b})
+		if err != nil {
+			return
+		}
+		if name == "" || name != rc.Name || name != rc.Raw.GetName() {
+			t.Fatalf("name %q, value %q, raw %q", name, rc.Name, rc.Raw.GetName())
+		}
+		checkRouteConfig(t, rc)
+	})
+}
+
+// checkRouteConfig asserts what a decoded route configuration promises, and
+// runs the matchers, which must not panic either.
+func checkRouteConfig(t *testing.T, rc *RouteConfig) {
+	t.Helper()
+	names := rc.ClusterNames()
+	if !sort.StringsAreSorted(names) {
+		t.Fatalf("ClusterNames not sorted: %v", names)
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i] == names[i-1] {
+			t.Fatalf("ClusterNames has %q twice", names[i])
+		}
+	}
+	for _, vh := range rc.VirtualHosts {
+		if len(vh.Domains) == 0 {
+			t.Fatal("virtual host without domains")
+		}
+		for _, d := range vh.Domains {
+			if validateDomain(d) != nil {
+				t.Fatalf("invalid domain %q accepted", d)
+			}
+			if kindOfDomain(d) == domainExact && FindVirtualHost([]*VirtualHost{vh}, d) != vh {
+				t.Fatalf("exact domain %q does not find its own virtual host", d)
+			}
+		}
+		for _, r := range vh.Routes {
+			checkRoute(t, r)
+		}
+	}
+	FindVirtualHost(rc.VirtualHosts, "Fuzz.Example.com:443")
+}
+
+func checkRoute(t *testing.T, r *Route) {
+	t.Helper()
+	if r.RuntimeFraction < -1 || r.RuntimeFraction > 1000000 {
+		t.Fatalf("RuntimeFraction %d out of range", r.RuntimeFraction)
+	}
+	if r.PathMatch == PathMatchRegex && r.Regex == nil {
+		t.Fatal("regex route without a regex")
+	}
+	r.MatchPath("/pkg.Service/Method")
+	for _, h := range r.Headers {
+		h.Match("value", true)
+		h.Match("", false)
+	}
+	for _, q := range r.QueryParameters {
+		q.Match("v", true)
+	}
+	if r.Action != RouteActionRoute {
+		return
+	}
+	if len(r.ClusterNames()) == 0 {
+		t.Fatal("forwarding route without clusters")
+	}
+	var sum uint64
+	for _, wc := range r.WeightedClusters {
+		if wc.Weight == 0 || wc.Name == "" {
+			t.Fatalf("bad weighted cluster %+v", wc)
+		}
+		sum += uint64(wc.Weight)
+	}
+	if sum > math.MaxUint32 {
+		t.Fatalf("weights sum to %d", sum)
+	}
+	for _, h := range r.HashPolicies {
+		if h.Kind == HashPolicyHeader && h.HeaderName == "" {
+			t.Fatal("header hash policy without a header")
+		}
+	}
+	if (r.Timeout != nil && *r.Timeout < 0) || (r.MaxStreamDuration != nil && *r.MaxStreamDuration < 0) ||
+		(r.GRPCTimeoutHeaderMax != nil && *r.GRPCTimeoutHeaderMax < 0) {
+		t.Fatal("negative route duration")
+	}
+}
+
+func FuzzDecodeCluster(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, c, err := ClusterType.DecodeTyped(&anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
+		if err != nil {
+			return
+		}
+		if name == "" || name != c.Name || name != c.Raw.GetName() {
+			t.Fatalf("name %q, value %q, raw %q", name, c.Name, c.Raw.GetName())
+		}
+		switch c.Kind {
+		case ClusterKindEDS:
+			if c.EDSServiceName() == "" {
+				t.Fatal("EDS cluster without a service name")
+			}
+		case ClusterKindLogicalDNS:
+			if c.DNSHost == "" || c.DNSPort == 0 || c.DNSPort > 65535 {
+				t.Fatalf("LOGICAL_DNS cluster with %q:%d", c.DNSHost, c.DNSPort)
+			}
+		case ClusterKindAggregate:
+			if len(c.AggregateChildren) == 0 {
+				t.Fatal("aggregate cluster without children")
+			}
+		default:
+			t.Fatalf("unknown kind %v", c.Kind)
+		}
+		switch p := c.LBPolicy; p.Kind {
+		case LBRingHash:
+			if p.MinRingSize > p.MaxRingSize || p.MaxRingSize > MaxRingSizeLimit {
+				t.Fatalf("ring sizes %d..%d", p.MinRingSize, p.MaxRingSize)
+			}
+		case LBLeastRequest:
+			if p.ChoiceCount < 2 {
+				t.Fatalf("choice count %d", p.ChoiceCount)
+			}
+		}
+	})
+}
+
+func FuzzDecodeEndpoints(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		name, e, err := EndpointsType.DecodeTyped(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
+		if err != nil {
+			return
+		}
+		if name == "" || name != e.Name || name != e.Raw.GetClusterName() {
+			t.Fatalf("name %q, value %q, raw %q", name, e.Name, e.Raw.GetClusterName())
+		}
+		addrs := map[string]bool{}
+		prios := map[uint32]bool{}
+		for _, l := range e.Localities {
+			if l.Weight == 0 {
+				t.Fatal("locality of weight 0 kept")
+			}
+			prios[l.Priority] = true
+			for _, ep := range l.Endpoints {
+				if ep.Weight == 0 || len(ep.Addresses) == 0 {
+					t.Fatalf("bad endpoint %+v", ep)
+				}
+				for _, a := range ep.Addresses {
+					if addrs[a] {
+						t.Fatalf("address %s twice", a)
+					}
+					addrs[a] = true
+					if _, _, err := net.SplitHostPort(a); err != nil {
+						t.Fatalf("address %q: %v", a, err)
+					}
+				}
+			}
+		}
+		for p := range prios {
+			if p >= uint32(len(prios)) {
+				t.Fatalf("priorities %v have a gap", prios)
+			}
+		}
+		for _, d := range e.Drops {
+			if d.PerMillion > 1000000 || d.Category == "" {
+				t.Fatalf("bad drop %+v", d)
+			}
+		}
+	})
+}
+
+func FuzzUnwrap(f *testing.F) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		env, err := Unwrap(&anypb.Any{TypeUrl: WrapperTypeURL, Value: b})
+		if err != nil {
+			return
+		}
+		if !env.Wrapped {
+			t.Fatal("a wrapper came out unwrapped")
+		}
+		if env.HasTTL != (env.TTL > 0) {
+			t.Fatalf("HasTTL %v with TTL %v", env.HasTTL, env.TTL)
+		}
+		if env.IsHeartbeat() != (env.Body == nil) {
+			t.Fatal("IsHeartbeat disagrees with Body")
+		}
+		if env.Body == nil {
+			return
+		}
+		if env.Body.GetTypeUrl() == WrapperTypeURL {
+			t.Fatal("nested wrapper accepted")
+		}
+		if typ, ok := Lookup(env.Body.GetTypeUrl()); ok {
+			name, v, err := typ.Decode(env.Body)
+			if err == nil && name != v.ResourceName() {
+				t.Fatalf("decoded name %q, value name %q", name, v.ResourceName())
+			}
+		}
+	})
+}
+
+// TestSeedCorporaDecode keeps the checked-in seeds valid resources, so the
+// fuzzers start from inputs that reach past the first error.
+func TestSeedCorporaDecode(t *testing.T) {
+	decoders := map[string]func(b []byte) error{
+		"FuzzDecodeListener":    func(b []byte) error { return decodeErr(ListenerType, ListenerTypeURL, b) },
+		"FuzzDecodeRouteConfig": func(b []byte) error { return decodeErr(RouteConfigType, RouteConfigTypeURL, b) },
+		"FuzzDecodeCluster":     func(b []byte) error { return decodeErr(ClusterType, ClusterTypeURL, b) },
+		"FuzzDecodeEndpoints":   func(b []byte) error { return decodeErr(EndpointsType, EndpointsTypeURL, b) },
+		"FuzzUnwrap": func(b []byte) error {
+			env, err := Unwrap(&anypb.Any{TypeUrl: WrapperTypeURL, Value: b})
+			if err != nil || env.Body == nil {
+				return err
+			}
+			typ, ok := Lookup(env.Body.GetTypeUrl())
+			if !ok {
+				return fmt.Errorf("no type for %s", env.Body.GetTypeUrl())
+			}
+			_, _, err = typ.Decode(env.Body)
+			return err
+		},
+	}
+	for target, decode := range decoders {
+		files, err := filepath.Glob(filepath.Join("testdata", "fuzz", target, "*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seeds := 0
+		for _, file := range files {
+			b, err := readSeed(file)
+			if err != nil {
+				t.Errorf("%s: %v", file, err)
+				continue
+			}
+			if isHex(filepath.Base(file)) {
+				// A crasher kept by the fuzzer: it need not be valid,
+				// only not panic, which running the target checks.
+				continue
+			}
+			seeds++
+			if err := decode(b); err != nil {
+				t.Errorf("%s: %v", file, err)
+			}
+		}
+		if seeds < 3 {
+			t.Errorf("%s: %d named seeds, want at least 3", target, seeds)
+		}
+	}
+}
+
+func isHex(s string) bool {
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+func decodeErr[T Resource](typ *Type[T], url string, b []byte) error {
+	_, _, err := typ.DecodeTyped(&anypb.Any{TypeUrl: url, Value: b})
+	return err
+}
+
+// readSeed reads a corpus file holding one []byte value.
+func readSeed(file string) ([]byte, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	header, rest, _ := strings.Cut(string(data), "\n")
+	lit, ok := strings.CutPrefix(strings.TrimSpace(rest), "[]byte(")
+	if header != "go test fuzz v1" || !ok || !strings.HasSuffix(lit, ")") {
+		return nil, errors.New("not a one-[]byte corpus file")
+	}
+	s, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+	return []byte(s), err
+}

@@ -1,0 +1,436 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// PathMatchKind says how a Route matches the request path.
+type PathMatchKind int
+
+const (
+	// PathMatchPrefix matches paths starting with Route.Prefix.
+	PathMatchPrefix PathMatchKind = iota
+	// PathMatchExact matches the path Route.Path.
+	PathMatchExact
+	// PathMatchRegex matches paths Route.Regex matches in full.
+	PathMatchRegex
+)
+
+func (k PathMatchKind) String() string {
+	switch k {
+	case PathMatchPrefix:
+		return "prefix"
+	case PathMatchExact:
+		return "path"
+	case PathMatchRegex:
+		return "safe_regex"
+	}
+	return "PathMatchKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// RouteActionKind says what a matching Route does. Only RouteActionRoute
+// forwards a request to clusters; a gRPC client fails RPCs that match a
+// route of any other kind.
+type RouteActionKind int
+
+const (
+	// RouteActionUnsupported is an action this library does not model
+	// (filter_action, or none).
+	RouteActionUnsupported RouteActionKind = iota
+	// RouteActionRoute forwards to Cluster or WeightedClusters.
+	RouteActionRoute
+	// RouteActionNonForwarding is non_forwarding_action (server side).
+	RouteActionNonForwarding
+	// RouteActionDirectResponse is direct_response.
+	RouteActionDirectResponse
+	// RouteActionRedirect is redirect.
+	RouteActionRedirect
+)
+
+func (k RouteActionKind) String() string {
+	switch k {
+	case RouteActionUnsupported:
+		return "unsupported"
+	case RouteActionRoute:
+		return "route"
+	case RouteActionNonForwarding:
+		return "non_forwarding_action"
+	case RouteActionDirectResponse:
+		return "direct_response"
+	case RouteActionRedirect:
+		return "redirect"
+	}
+	return "RouteActionKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Route is one validated route of a virtual host. Like every decoded value
+// it is immutable and shared: callers must not modify it.
+type Route struct {
+	// Name is the route's optional name.
+	Name string
+
+	// PathMatch says which of Prefix, Path and Regex applies.
+	PathMatch PathMatchKind
+	// Prefix is the path prefix of a PathMatchPrefix route ("" matches all).
+	Prefix string
+	// Path is the path of a PathMatchExact route.
+	Path string
+	// Regex is the path regex of a PathMatchRegex route, anchored at both
+	// ends so that it must match the whole path.
+	Regex *regexp.Regexp
+	// CaseInsensitive is the inverse of match.case_sensitive (default
+	// true); it applies to Prefix and Path, never to Regex.
+	CaseInsensitive bool
+	// Headers must all match.
+	Headers []HeaderMatcher
+	// QueryParameters must all match. gRPC requests have no query string,
+	// so for a gRPC client a route with any of these never matches.
+	QueryParameters []QueryParameterMatcher
+	// RuntimeFraction is the share of requests the route matches, in
+	// parts per million (0 to 1,000,000), from runtime_fraction's
+	// default_value; -1 when the route has no runtime_fraction.
+	RuntimeFraction int32
+
+	// Action is what the route does; the fields below are for
+	// RouteActionRoute only.
+	Action RouteActionKind
+	// Cluster is the single target cluster, or "" with WeightedClusters.
+	Cluster string
+	// WeightedClusters are the targets of a weighted_clusters action:
+	// entries with weight 0 are dropped, the rest sum to at most 2^32-1.
+	WeightedClusters []WeightedCluster
+	// HashPolicies are the supported hash policies, in order. Unsupported
+	// ones (cookie, query parameter, other filter state keys) are left out.
+	HashPolicies []HashPolicy
+	// Timeout is route.timeout; nil when unset.
+	Timeout *time.Duration
+	// MaxStreamDuration is max_stream_duration.max_stream_duration; nil
+	// when unset, so the listener's value applies. Zero means no limit.
+	MaxStreamDuration *time.Duration
+	// GRPCTimeoutHeaderMax is max_stream_duration.grpc_timeout_header_max;
+	// nil when unset. gRPC prefers it to MaxStreamDuration.
+	GRPCTimeoutHeaderMax *time.Duration
+	// RetryPolicy is the route action's retry_policy, nil when unset.
+	RetryPolicy *routev3.RetryPolicy
+
+	// Raw is the route as received.
+	Raw *routev3.Route
+}
+
+// WeightedCluster is one target of a weighted_clusters action.
+type WeightedCluster struct {
+	Name   string
+	Weight uint32
+}
+
+// HashPolicyKind says what a HashPolicy hashes.
+type HashPolicyKind int
+
+const (
+	// HashPolicyHeader hashes a request header.
+	HashPolicyHeader HashPolicyKind = iota
+	// HashPolicyChannelID hashes the client channel's identity (filter
+	// state key io.grpc.channel_id).
+	HashPolicyChannelID
+	// HashPolicySourceIP hashes the source IP (connection_properties).
+	HashPolicySourceIP
+)
+
+func (k HashPolicyKind) String() string {
+	switch k {
+	case HashPolicyHeader:
+		return "header"
+	case HashPolicyChannelID:
+		return "channel_id"
+	case HashPolicySourceIP:
+		return "source_ip"
+	}
+	return "HashPolicyKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// HashPolicy is one supported hash policy of a route action.
+type HashPolicy struct {
+	Kind HashPolicyKind
+	// HeaderName is the header to hash (HashPolicyHeader), lower-cased.
+	HeaderName string
+	// RegexRewrite, if not nil, rewrites the header value before hashing:
+	// every match is replaced by RegexSubstitution, which is kept as
+	// configured (RE2 style, \1 for a capture group; Go's Regexp.Expand
+	// spells that ${1}).
+	RegexRewrite      *regexp.Regexp
+	RegexSubstitution string
+	// Terminal stops hash computation at this policy if it yields a hash.
+	Terminal bool
+}
+
+// channelIDFilterStateKey is the one filter_state key gRPC hashes on.
+const channelIDFilterStateKey = "io.grpc.channel_id"
+
+// MatchPath reports whether path satisfies the route's path matcher. It
+// does not look at headers, query parameters or the runtime fraction.
+func (r *Route) MatchPath(path string) bool {
+	switch r.PathMatch {
+	case PathMatchPrefix:
+		if r.CaseInsensitive {
+			return hasPrefixFoldASCII(path, r.Prefix)
+		}
+		return strings.HasPrefix(path, r.Prefix)
+	case PathMatchExact:
+		if r.CaseInsensitive {
+			return equalFoldASCII(path, r.Path)
+		}
+		return path == r.Path
+	case PathMatchRegex:
+		return r.Regex != nil && r.Regex.MatchString(path)
+	}
+	return false
+}
+
+// ClusterNames returns every cluster the route can send a request to,
+// without duplicates, in the order the route names them; nil unless the
+// route's action is RouteActionRoute.
+func (r *Route) ClusterNames() []string {
+	if r.Action != RouteActionRoute {
+		return nil
+	}
+	if r.Cluster != "" {
+		return []string{r.Cluster}
+	}
+	out := make([]string, 0, len(r.WeightedClusters))
+	for _, wc := range r.WeightedClusters {
+		if !containsString(out, wc.Name) {
+			out = append(out, wc.Name)
+		}
+	}
+	return out
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// init fills the zero Route r from p.
+func (r *Route) init(p *routev3.Route) error {
+	r.Name, r.RuntimeFraction, r.Raw = p.GetName(), -1, p
+	if err := r.setMatch(p.GetMatch()); err != nil {
+		return at("match", err)
+	}
+	switch a := p.GetAction().(type) {
+	case *routev3.Route_Route:
+		r.Action = RouteActionRoute
+		if err := r.setRouteAction(a.Route); err != nil {
+			return at("route", err)
+		}
+	case *routev3.Route_NonForwardingAction:
+		r.Action = RouteActionNonForwarding
+	case *routev3.Route_DirectResponse:
+		r.Action = RouteActionDirectResponse
+	case *routev3.Route_Redirect:
+		r.Action = RouteActionRedirect
+	default:
+		r.Action = RouteActionUnsupported
+	}
+	return nil
+}
+
+func (r *Route) setMatch(m *routev3.RouteMatch) error {
+	if m == nil {
+		return errors.New("missing")
+	}
+	switch ps := m.GetPathSpecifier().(type) {
+	case *routev3.RouteMatch_Prefix:
+		r.PathMatch, r.Prefix = PathMatchPrefix, ps.Prefix
+	case *routev3.RouteMatch_Path:
+		r.PathMatch, r.Path = PathMatchExact, ps.Path
+	case *routev3.RouteMatch_SafeRegex:
+		re, err := compileFullMatch(ps.SafeRegex.GetRegex())
+		if err != nil {
+			return at("safe_regex", err)
+		}
+		r.PathMatch, r.Regex = PathMatchRegex, re
+	case *routev3.RouteMatch_PathSeparatedPrefix:
+		return fieldErrorf("path_separated_prefix", "not supported (use prefix, path or safe_regex)")
+	case *routev3.RouteMatch_PathMatchPolicy:
+		return fieldErrorf("path_match_policy", "not supported (use prefix, path or safe_regex)")
+	case *routev3.RouteMatch_ConnectMatcher_:
+		return fieldErrorf("connect_matcher", "not supported (use prefix, path or safe_regex)")
+	case nil:
+		return errors.New("no path specifier")
+	default:
+		return fmt.Errorf("unsupported path specifier %T", ps)
+	}
+	if cs := m.GetCaseSensitive(); cs != nil {
+		r.CaseInsensitive = !cs.GetValue()
+	}
+	if hs := m.GetHeaders(); len(hs) > 0 {
+		r.Headers = make([]HeaderMatcher, len(hs))
+		for i, h := range hs {
+			hm, err := newHeaderMatcher(h)
+			if err != nil {
+				return at(index("headers", i), err)
+			}
+			r.Headers[i] = hm
+		}
+	}
+	if qs := m.GetQueryParameters(); len(qs) > 0 {
+		r.QueryParameters = make([]QueryParameterMatcher, len(qs))
+		for i, q := range qs {
+			qm, err := newQueryParameterMatcher(q)
+			if err != nil {
+				return at(index("query_parameters", i), err)
+			}
+			r.QueryParameters[i] = qm
+		}
+	}
+	if rf := m.GetRuntimeFraction(); rf != nil {
+		pm, err := perMillion(rf.GetDefaultValue())
+		if err != nil {
+			return at("runtime_fraction.default_value", err)
+		}
+		r.RuntimeFraction = int32(pm)
+	}
+	return nil
+}
+
+// perMillion normalises a FractionalPercent to parts per million, capped at
+// one million (a numerator above its denominator means "always").
+func perMillion(f *typev3.FractionalPercent) (uint32, error) {
+	var scale uint64
+	switch d := f.GetDenominator(); d {
+	case typev3.FractionalPercent_HUNDRED:
+		scale = 10000
+	case typev3.FractionalPercent_TEN_THOUSAND:
+		scale = 100
+	case typev3.FractionalPercent_MILLION:
+		scale = 1
+	default:
+		return 0, fmt.Errorf("unknown denominator %d", int32(d))
+	}
+	n := uint64(f.GetNumerator()) * scale
+	if n > 1000000 {
+		n = 1000000
+	}
+	return uint32(n), nil
+}
+
+func (r *Route) setRouteAction(a *routev3.RouteAction) error {
+	switch cs := a.GetClusterSpecifier().(type) {
+	case *routev3.RouteAction_Cluster:
+		if cs.Cluster == "" {
+			return fieldErrorf("cluster", "must not be empty")
+		}
+		r.Cluster = cs.Cluster
+	case *routev3.RouteAction_WeightedClusters:
+		wcs, err := weightedClusters(cs.WeightedClusters.GetClusters())
+		if err != nil {
+			return at("weighted_clusters", err)
+		}
+		r.WeightedClusters = wcs
+	case *routev3.RouteAction_ClusterHeader:
+		return fieldErrorf("cluster_header", "not supported")
+	case *routev3.RouteAction_ClusterSpecifierPlugin:
+		return fieldErrorf("cluster_specifier_plugin", "not supported")
+	case *routev3.RouteAction_InlineClusterSpecifierPlugin:
+		return fieldErrorf("inline_cluster_specifier_plugin", "not supported")
+	case nil:
+		return errors.New("no cluster specifier (want cluster or weighted_clusters)")
+	default:
+		return fmt.Errorf("unsupported cluster specifier %T", cs)
+	}
+	var err error
+	if r.Timeout, err = optionalDuration(a.GetTimeout()); err != nil {
+		return at("timeout", err)
+	}
+	msd := a.GetMaxStreamDuration()
+	if r.MaxStreamDuration, err = optionalDuration(msd.GetMaxStreamDuration()); err != nil {
+		return at("max_stream_duration.max_stream_duration", err)
+	}
+	if r.GRPCTimeoutHeaderMax, err = optionalDuration(msd.GetGrpcTimeoutHeaderMax()); err != nil {
+		return at("max_stream_duration.grpc_timeout_header_max", err)
+	}
+	if r.HashPolicies, err = hashPolicies(a.GetHashPolicy()); err != nil {
+		return err
+	}
+	r.RetryPolicy = a.GetRetryPolicy()
+	return nil
+}
+
+func weightedClusters(in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCluster, error) {
+	out := make([]WeightedCluster, 0, len(in))
+	var total uint64
+	for i, c := range in {
+		w := c.GetWeight().GetValue()
+		if w == 0 {
+			continue
+		}
+		if c.GetName() == "" {
+			if c.GetClusterHeader() != "" {
+				return nil, fieldErrorf(index("clusters", i)+".cluster_header", "not supported")
+			}
+			return nil, fieldErrorf(index("clusters", i)+".name", "must not be empty")
+		}
+		total += uint64(w)
+		if total > math.MaxUint32 {
+			return nil, fieldErrorf("clusters", "total weight exceeds %d", uint32(math.MaxUint32))
+		}
+		out = append(out, WeightedCluster{Name: c.GetName(), Weight: w})
+	}
+	if total == 0 {
+		return nil, fieldErrorf("clusters", "no cluster with a weight above 0")
+	}
+	return out, nil
+}
+
+func hashPolicies(in []*routev3.RouteAction_HashPolicy) ([]HashPolicy, error) {
+	var out []HashPolicy
+	for i, p := range in {
+		hp := HashPolicy{Terminal: p.GetTerminal()}
+		switch spec := p.GetPolicySpecifier().(type) {
+		case *routev3.RouteAction_HashPolicy_Header_:
+			hp.Kind = HashPolicyHeader
+			hp.HeaderName = toLowerASCII(spec.Header.GetHeaderName())
+			if hp.HeaderName == "" {
+				return nil, fieldErrorf(index("hash_policy", i)+".header.header_name", "must not be empty")
+			}
+			if rr := spec.Header.GetRegexRewrite(); rr != nil {
+				pattern := rr.GetPattern().GetRegex()
+				re, err := regexp.Compile(pattern)
+				if err != nil {
+					return nil, fieldErrorf(index("hash_policy", i)+".header.regex_rewrite.pattern", "invalid regex %q: %v", pattern, err)
+				}
+				hp.RegexRewrite, hp.RegexSubstitution = re, rr.GetSubstitution()
+			}
+		case *routev3.RouteAction_HashPolicy_FilterState_:
+			if spec.FilterState.GetKey() != channelIDFilterStateKey {
+				continue
+			}
+			hp.Kind = HashPolicyChannelID
+		case *routev3.RouteAction_HashPolicy_ConnectionProperties_:
+			if !spec.ConnectionProperties.GetSourceIp() {
+				continue
+			}
+			hp.Kind = HashPolicySourceIP
+		default:
+			continue
+		}
+		if out == nil {
+			out = make([]HashPolicy, 0, len(in)-i)
+		}
+		out = append(out, hp)
+	}
+	return out, nil
+}

@@ -1,0 +1,146 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// RouteConfigType is the built-in RDS type: RouteConfiguration resources,
+// decoded into *RouteConfig.
+var RouteConfigType = NewType(TypeOptions[*RouteConfig]{
+	TypeURL: RouteConfigTypeURL,
+	Decode:  decodeRouteConfig,
+})
+
+// RouteConfig is a validated RouteConfiguration. Like every decoded value it
+// is immutable and shared: callers must not modify it.
+type RouteConfig struct {
+	// Name is the resource name. A route configuration inlined in a
+	// Listener may have none.
+	Name string
+	// VirtualHosts are in the order received; pick one for a request's
+	// authority with FindVirtualHost.
+	VirtualHosts []*VirtualHost
+	// Raw is the message as received, for fields not modelled here.
+	Raw *routev3.RouteConfiguration
+}
+
+// VirtualHost is one validated virtual host of a RouteConfig.
+type VirtualHost struct {
+	// Name is the virtual host's name.
+	Name string
+	// Domains are the host patterns the virtual host serves, as
+	// configured; each is valid (see FindVirtualHost).
+	Domains []string
+	// Routes are tried in order; the first match wins.
+	Routes []*Route
+	// RetryPolicy is the virtual host's retry_policy, nil when unset. A
+	// route's own policy replaces it.
+	RetryPolicy *routev3.RetryPolicy
+	// Raw is the virtual host as received.
+	Raw *routev3.VirtualHost
+}
+
+// ResourceName implements Resource.
+func (rc *RouteConfig) ResourceName() string {
+	if rc == nil {
+		return ""
+	}
+	return rc.Name
+}
+
+// Proto implements Resource; it returns Raw.
+func (rc *RouteConfig) Proto() proto.Message { return rc.Raw }
+
+// ClusterNames returns every cluster some route of some virtual host can
+// send a request to, sorted and without duplicates.
+func (rc *RouteConfig) ClusterNames() []string {
+	seen := make(map[string]struct{})
+	for _, vh := range rc.VirtualHosts {
+		for _, r := range vh.Routes {
+			if r.Action != RouteActionRoute {
+				continue
+			}
+			if r.Cluster != "" {
+				seen[r.Cluster] = struct{}{}
+			}
+			for _, wc := range r.WeightedClusters {
+				seen[wc.Name] = struct{}{}
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for name := range seen {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
+	m := new(routev3.RouteConfiguration)
+	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
+		return "", nil, fmt.Errorf("unmarshal RouteConfiguration: %v", err)
+	}
+	if m.GetName() == "" {
+		return "", nil, fieldErrorf("name", "must not be empty")
+	}
+	rc, err := newRouteConfig(m)
+	if err != nil {
+		return m.GetName(), nil, err
+	}
+	return m.GetName(), rc, nil
+}
+
+// newRouteConfig validates a RouteConfiguration, either a resource of its
+// own or one inlined in a Listener.
+func newRouteConfig(m *routev3.RouteConfiguration) (*RouteConfig, error) {
+	rc := &RouteConfig{Name: m.GetName(), Raw: m}
+	vhs := m.GetVirtualHosts()
+	rc.VirtualHosts = make([]*VirtualHost, len(vhs))
+	for i, p := range vhs {
+		vh, err := newVirtualHost(p)
+		if err != nil {
+			return nil, at(index("virtual_hosts", i), err)
+		}
+		rc.VirtualHosts[i] = vh
+	}
+	return rc, nil
+}
+
+func newVirtualHost(p *routev3.VirtualHost) (*VirtualHost, error) {
+	if p == nil {
+		return nil, errors.New("missing")
+	}
+	vh := &VirtualHost{
+		Name:        p.GetName(),
+		Domains:     p.GetDomains(),
+		RetryPolicy: p.GetRetryPolicy(),
+		Raw:         p,
+	}
+	if len(vh.Domains) == 0 {
+		return nil, fieldErrorf("domains", "must not be empty")
+	}
+	for i, d := range vh.Domains {
+		if err := validateDomain(d); err != nil {
+			return nil, at(index("domains", i), err)
+		}
+	}
+	routes := p.GetRoutes()
+	// One allocation for all routes of the virtual host.
+	backing := make([]Route, len(routes))
+	vh.Routes = make([]*Route, len(routes))
+	for i, rp := range routes {
+		r := &backing[i]
+		if err := r.init(rp); err != nil {
+			return nil, at(index("routes", i), err)
+		}
+		vh.Routes[i] = r
+	}
+	return vh, nil
+}
