@@ -114,37 +114,20 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 			}
 			continue
 		}
-		if e == nil {
-			if it.ignored || tc.wildcard == nil || tc.wildcard.srv != s {
-				continue // nobody asked for it
-			}
+		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
 			e = &entry{name: it.name, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
 		}
-		if e.srv != s {
-			continue // asked of another server
+		if e == nil {
+			c.applyToAliasesLocked(s, tc, nil, it, version(it), gen, now)
+			continue
 		}
-		switch {
-		case it.env.IsHeartbeat():
-			if !e.hasData() || it.env.Version != e.rcvVersion {
-				errs = append(errs, fmt.Errorf("resource %q: heartbeat (no body) for version %q, but the client holds %q", it.name, it.env.Version, e.rcvVersion))
-				continue
+		if e.srv == s {
+			if err := c.applyItemLocked(tc, e, it, version(it), now); err != nil {
+				errs = append(errs, err)
 			}
-			c.applyTTLLocked(tc, e, it.env)
-		case it.unchanged:
-			e.rcvVersion = version(it)
-			if e.rawErr != nil {
-				errs = append(errs, e.rawErr)
-			} else {
-				e.version = e.rcvVersion
-			}
-			c.applyTTLLocked(tc, e, it.env)
-		case it.err != nil:
-			errs = append(errs, it.err)
-			c.rejectLocked(tc, e, it, version(it), now)
-		default:
-			c.acceptLocked(tc, e, it, version(it), now)
 		}
+		c.applyToAliasesLocked(s, tc, e, it, version(it), gen, now)
 	}
 
 	// A SotW response made only of heartbeats refreshes TTLs; it is not a
@@ -154,6 +137,11 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
+		for ae := range tc.aliasesOf[name] {
+			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
+				c.deleteLocked(tc, ae, "removed by the management server", now)
+			}
+		}
 		e := tc.entries[name]
 		if e == nil || e.srv != s {
 			continue
@@ -189,6 +177,61 @@ func allHeartbeats(items []received) bool {
 	return len(items) > 0
 }
 
+// applyItemLocked applies one received resource to the entry it names and
+// returns the error to NACK with, if any.
+func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) error {
+	switch {
+	case it.env.IsHeartbeat():
+		if !e.hasData() || it.env.Version != e.rcvVersion {
+			return fmt.Errorf("resource %q: heartbeat (no body) for version %q, but the client holds %q", it.name, it.env.Version, e.rcvVersion)
+		}
+		c.applyTTLLocked(tc, e, it.env)
+	case it.unchanged:
+		e.rcvVersion = version
+		if e.rawErr != nil {
+			return e.rawErr
+		}
+		e.version = version
+		c.applyTTLLocked(tc, e, it.env)
+	case it.err != nil:
+		c.rejectLocked(tc, e, it, version, now)
+		return it.err
+	default:
+		c.acceptLocked(tc, e, it, version, now)
+	}
+	return nil
+}
+
+// applyToAliasesLocked applies a delta resource to the subscriptions made
+// under its aliases (VHDS subscribes by alias: "route-config/domain"). The
+// entry keyed by the alias tracks its canonical name, so that removing the
+// canonical name removes it too. Errors were counted for the canonical name
+// already.
+func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry, it *received, version string, gen uint64, now time.Time) {
+	for _, alias := range it.env.Aliases {
+		ae := tc.entries[alias]
+		if alias == it.name || ae == nil || ae.srv != s || ae.seenGen == gen {
+			continue
+		}
+		ae.seenGen = gen
+		tc.trackAlias(it.name, ae)
+		ait := *it
+		ait.name = alias
+		if it.err == nil && !it.env.IsHeartbeat() {
+			// Judge "unchanged" by what the alias entry holds; a value
+			// skipped as unchanged for the canonical entry is that entry's.
+			ait.unchanged = ae.raw == string(it.env.Body.GetValue())
+			if !ait.unchanged && ait.value == nil && canonical != nil {
+				ait.value = canonical.value
+			}
+			if !ait.unchanged && ait.value == nil {
+				continue
+			}
+		}
+		_ = c.applyItemLocked(tc, ae, &ait, version, now)
+	}
+}
+
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
@@ -208,7 +251,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.name, it.unchanged = e.name, true
 		return it
 	}
-	if it.name != "" && !c.wantsLocked(s, tc, it.name) {
+	if it.name != "" && !c.wantsLocked(s, tc, it.name) && !c.wantsAnyLocked(s, tc, env.Aliases) {
 		it.ignored = true
 		return it
 	}
@@ -231,6 +274,15 @@ func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
 		return e.srv == s
 	}
 	return tc.wildcard != nil && tc.wildcard.srv == s
+}
+
+func (c *Client) wantsAnyLocked(s *server, tc *typeCache, names []string) bool {
+	for _, n := range names {
+		if e := tc.entries[n]; e != nil && e.srv == s {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) {

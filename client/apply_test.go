@@ -335,3 +335,32 @@ var errTest = errorString("bad resource")
 type errorString string
 
 func (e errorString) Error() string { return string(e) }
+
+// Delta resources carry aliases; a subscription made under an alias (VHDS
+// subscribes as "route-config/domain") gets the resource, and loses it when
+// the canonical name is removed.
+func TestDeltaAliasesResolveToTheirSubscription(t *testing.T) {
+	h := newHarness(t, nil, Options{})
+	w := h.watchAll(partialType, "rc/foo.com")
+	aliased := func(payload string) *discoveryv3.Resource {
+		r := wrapped("rc/vh1", "v-"+payload, 0, rc("rc/vh1", payload))
+		r.Aliases = []string{"rc/foo.com"}
+		return r
+	}
+	if err := h.delta(resources.RouteConfigTypeURL, nil, aliased("a")); err != nil {
+		t.Fatal(err)
+	}
+	w["rc/foo.com"].wantUpdate(t, "rc/vh1", "a")
+	if err := h.delta(resources.RouteConfigTypeURL, nil, aliased("a")); err != nil {
+		t.Fatal(err)
+	}
+	w["rc/foo.com"].none(t) // same bytes: not delivered again
+	if err := h.delta(resources.RouteConfigTypeURL, nil, aliased("b")); err != nil {
+		t.Fatal(err)
+	}
+	w["rc/foo.com"].wantUpdate(t, "rc/vh1", "b")
+	if err := h.delta(resources.RouteConfigTypeURL, []string{"rc/vh1"}); err != nil {
+		t.Fatal(err)
+	}
+	w["rc/foo.com"].wantError(t, "resource-error", ErrResourceNotFound)
+}

@@ -20,6 +20,39 @@ type typeCache struct {
 	wildcard *wildcardWatch
 	// gen numbers the responses applied, to mark the entries each one saw.
 	gen uint64
+	// aliasesOf maps a canonical resource name to the entries subscribed
+	// under one of its aliases (delta, VHDS).
+	aliasesOf map[string]map[*entry]struct{}
+}
+
+func (tc *typeCache) trackAlias(canonical string, ae *entry) {
+	if ae.canonical == canonical {
+		return
+	}
+	tc.untrackAlias(ae)
+	if tc.aliasesOf == nil {
+		tc.aliasesOf = make(map[string]map[*entry]struct{})
+	}
+	set := tc.aliasesOf[canonical]
+	if set == nil {
+		set = make(map[*entry]struct{})
+		tc.aliasesOf[canonical] = set
+	}
+	set[ae] = struct{}{}
+	ae.canonical = canonical
+}
+
+func (tc *typeCache) untrackAlias(ae *entry) {
+	if ae.canonical == "" {
+		return
+	}
+	if set := tc.aliasesOf[ae.canonical]; set != nil {
+		delete(set, ae)
+		if len(set) == 0 {
+			delete(tc.aliasesOf, ae.canonical)
+		}
+	}
+	ae.canonical = ""
 }
 
 // wildcardWatch is the subscription to every resource of a type.
@@ -96,6 +129,9 @@ type entry struct {
 	lastUpdated time.Time
 	seenGen     uint64 // typeCache.gen of the last response naming it
 	dupGen      uint64 // typeCache.gen of the last response naming it twice
+	// canonical is the name of the resource this entry received under one
+	// of its aliases; "" for entries keyed by their own name.
+	canonical string
 
 	// dneTimer runs while the name is on a live stream and nothing has
 	// arrived; ttlTimer while the held value has a TTL. The gen counters

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/resources"
 )
 
@@ -110,6 +111,10 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 	if err != nil {
 		return fail(err)
 	}
+	if tc.typ.DeltaOnly() && !isDelta(s.cfg.APIType) {
+		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
+			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, s.cfg.APIType))
+	}
 	e := tc.entries[name]
 	if e == nil {
 		e = &entry{name: name, srv: s, watchers: make(map[*watcher]struct{})}
@@ -126,6 +131,10 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		w.canceled.Store(true)
 		c.unwatch(tc, e, w)
 	})
+}
+
+func isDelta(t bootstrap.APIType) bool {
+	return t == bootstrap.APITypeAggregatedDeltaGRPC || t == bootstrap.APITypeDeltaGRPC
 }
 
 // replayLocked tells a new watcher what is already known of e.
@@ -177,6 +186,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 // forgetLocked drops an entry from the cache.
 func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	e.stopTimers()
+	tc.untrackAlias(e)
 	if tc.entries[e.name] == e {
 		delete(tc.entries, e.name)
 	}

@@ -274,6 +274,16 @@ func TestWatchErrors(t *testing.T) {
 			w.wantError(t, "resource-error", tc.want)
 		})
 	}
+	t.Run("delta-only type on a SotW server", func(t *testing.T) {
+		deltaOnly := resources.NewType(resources.TypeOptions[*testValue]{
+			TypeURL: resources.VirtualHostTypeURL, DeltaOnly: true,
+			Decode: func(*anypb.Any) (string, *testValue, error) { return "", nil, errTest },
+		})
+		h := newHarness(t, nil, Options{ResourceTypes: []resources.AnyType{deltaOnly}})
+		w := newRecorder()
+		Watch(h.c, deltaOnly, "rc/foo.com", w)
+		w.wantError(t, "resource-error", ErrResourceInvalid)
+	})
 	t.Run("type not known to the client", func(t *testing.T) {
 		w := newRecorder()
 		h.c.WatchResource(resources.ClusterTypeURL, "c", WatcherFuncs[resources.Resource]{

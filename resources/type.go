@@ -33,6 +33,9 @@ type AnyType interface {
 	AllResourcesRequiredInSotW() bool
 	// SupportsWildcard reports whether the wildcard name "*" may be used.
 	SupportsWildcard() bool
+	// DeltaOnly reports whether the type can only be fetched over the
+	// delta protocol (VHDS).
+	DeltaOnly() bool
 	// Decode decodes and validates one resource body (already unwrapped
 	// from discovery.v3.Resource; see Unwrap). It returns the resource name
 	// whenever it can be read, even if validation fails, so that the error
@@ -57,6 +60,8 @@ type TypeOptions[T Resource] struct {
 	AllResourcesRequiredInSotW bool
 	// SupportsWildcard: see AnyType.
 	SupportsWildcard bool
+	// DeltaOnly: see AnyType.
+	DeltaOnly bool
 	// Decode decodes and validates one resource. Required.
 	Decode DecodeFunc[T]
 }
@@ -68,6 +73,7 @@ type Type[T Resource] struct {
 	name             string
 	allRequired      bool
 	supportsWildcard bool
+	deltaOnly        bool
 	decode           DecodeFunc[T]
 }
 
@@ -86,6 +92,7 @@ func NewType[T Resource](opts TypeOptions[T]) *Type[T] {
 		name:             name,
 		allRequired:      opts.AllResourcesRequiredInSotW,
 		supportsWildcard: opts.SupportsWildcard,
+		deltaOnly:        opts.DeltaOnly,
 		decode:           opts.Decode,
 	}
 }
@@ -101,6 +108,9 @@ func (t *Type[T]) AllResourcesRequiredInSotW() bool { return t.allRequired }
 
 // SupportsWildcard implements AnyType.
 func (t *Type[T]) SupportsWildcard() bool { return t.supportsWildcard }
+
+// DeltaOnly implements AnyType.
+func (t *Type[T]) DeltaOnly() bool { return t.deltaOnly }
 
 // Decode implements AnyType. A body whose type URL is not this type's is
 // rejected before the decoder sees it.
