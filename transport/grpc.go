@@ -29,6 +29,12 @@ type Options struct {
 	// nothing at all came back within this time. Zero disables it, since a
 	// server with nothing to say may legitimately stay silent.
 	SilenceTimeout time.Duration
+	// NACKBackoff paces the NACKs of a server that keeps resending a
+	// response the client rejected (same version, same errors): the n-th
+	// repeat is held for the n-th delay of this backoff before the NACK is
+	// sent. Zero: 100 ms doubling to 30 s, ±20% jitter. A changed response,
+	// or an ACK, resets it.
+	NACKBackoff backoff.Config
 	// MaxResponseBytes bounds the size of one response. Zero: 256 MiB,
 	// well above gRPC's 4 MiB default, which large deployments exceed.
 	MaxResponseBytes int
@@ -42,6 +48,9 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	if o.Backoff == (backoff.Config{}) {
 		o.Backoff = backoff.DefaultConfig
+	}
+	if o.NACKBackoff == (backoff.Config{}) {
+		o.NACKBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxDelay: 30 * time.Second}
 	}
 	if o.MinStreamInterval == 0 {
 		o.MinStreamInterval = time.Second

@@ -46,10 +46,10 @@ type handler struct {
 	streamErrs chan error
 
 	mu       sync.Mutex
-	verdict  func(*transport.Response) error       // nil: ACK everything
-	hold     chan func()                           // non-nil: done funcs are handed here instead of called
-	versions map[string]map[string]string          // what ResourceVersions returns
-	askedFor []string                              // type URLs ResourceVersions was asked about
+	verdict  func(*transport.Response) error // nil: ACK everything
+	hold     chan func()                     // non-nil: done funcs are handed here instead of called
+	versions map[string]map[string]string    // what ResourceVersions returns
+	askedFor []string                        // type URLs ResourceVersions was asked about
 }
 
 type sentNames struct {

@@ -2,6 +2,7 @@ package transport_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,45 @@ func TestUnreachableServerReportsErrors(t *testing.T) {
 		if err := e.h.nextStreamErr(t); err == nil || errors.Is(err, nil) {
 			t.Fatal("nil stream error")
 		}
+	}
+}
+
+// A server that keeps resending a response the client rejects gets its
+// NACKs later and later: every response still gets its reply, but a NACK
+// loop cannot spin.
+func TestRepeatedNACKsArePaced(t *testing.T) {
+	opts := fastOptions
+	opts.NACKBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 2, MaxDelay: 10 * time.Second}
+	e := newEnv(t, sotw, opts, nil)
+	e.h.setVerdict(func(*transport.Response) error { return errRejected })
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	e.next()
+	var sentAt, nackedAt []time.Time
+	for i := range 4 {
+		sentAt = append(sentAt, time.Now())
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v1", fmt.Sprint("n", i)))
+		r := e.next()
+		nackedAt = append(nackedAt, time.Now())
+		if r.GetErrorDetail() == nil || r.ResponseNonce != fmt.Sprint("n", i) {
+			t.Fatalf("reply %d is %v, want a NACK of n%d", i, r, i)
+		}
+	}
+	// The first NACK is immediate; repeats are held ~100, 200, 400 ms.
+	for i, min := range []time.Duration{0, 100, 200, 400} {
+		held := nackedAt[i].Sub(sentAt[i])
+		if held < min*time.Millisecond*9/10 {
+			t.Errorf("NACK %d held %v, want at least %vms", i, held, min)
+		}
+	}
+	// A different response is judged afresh, and replied to at once.
+	e.h.setVerdict(nil)
+	start := time.Now()
+	e.fs.Send(testutils.SotWResponse(ldsURL, "v2", "n9"))
+	if r := e.next(); r.GetErrorDetail() != nil || r.VersionInfo != "v2" {
+		t.Fatalf("reply %v, want an ACK of v2", r)
+	}
+	// Had the pacing carried over, this reply would be held 800 ms.
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("ACK after a NACK run took %v: the NACK pacing leaked into it", d)
 	}
 }

@@ -163,16 +163,20 @@ func (r *runner) waitForInterest() bool {
 	}
 }
 
-func (r *runner) sleep(d time.Duration) bool {
+func (r *runner) sleep(d time.Duration) bool { return sleepCtx(r.ctx, d) }
+
+// sleepCtx waits d, or less if ctx ends first; it reports whether ctx is
+// still live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
-		return r.ctx.Err() == nil
+		return ctx.Err() == nil
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
 		return true
-	case <-r.ctx.Done():
+	case <-ctx.Done():
 		return false
 	}
 }
@@ -319,6 +323,18 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		rep := &reply{nonce: resp.Nonce, err: verdict, sent: make(chan struct{})}
 		r.mu.Lock()
 		ts := r.typeLocked(resp.TypeURL)
+		hold := ts.nackDelayLocked(r.opts.NACKBackoff, resp.Version, verdict)
+		r.mu.Unlock()
+		if hold > 0 {
+			// The server keeps resending what was rejected. Each NACK is
+			// still sent, but later and later, so a NACK loop costs neither
+			// side much.
+			r.logger.Debug("holding a repeated NACK", "type", resp.TypeURL, "version", resp.Version, "hold", hold)
+			if !sleepCtx(ctx, hold) {
+				return ctx.Err()
+			}
+		}
+		r.mu.Lock()
 		r.protocol.recordReplyLocked(ts, resp, verdict)
 		if ts.reply != nil {
 			close(ts.reply.sent)

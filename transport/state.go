@@ -1,6 +1,11 @@
 package transport
 
-import "sort"
+import (
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/backoff"
+)
 
 // typeState is the wire state of one resource type on one transport: the
 // logical sub-stream of that type. It is guarded by the runner's mutex.
@@ -31,6 +36,29 @@ type typeState struct {
 
 	// reply is the ACK or NACK owed for the latest response.
 	reply *reply
+
+	// lastNACK and nackRepeats spot a server resending a response the
+	// client rejected, so the identical NACKs can be paced (see
+	// Options.NACKBackoff). They survive stream restarts.
+	lastNACK    string
+	nackRepeats int
+}
+
+// nackDelayLocked records a verdict on a response of this type and returns
+// how long to hold its reply: zero, unless it repeats the previous NACK for
+// the same version, in which case the hold grows with each repeat.
+func (ts *typeState) nackDelayLocked(cfg backoff.Config, version string, verdict error) time.Duration {
+	if verdict == nil {
+		ts.lastNACK, ts.nackRepeats = "", 0
+		return 0
+	}
+	key := version + "\x00" + verdict.Error()
+	if key != ts.lastNACK {
+		ts.lastNACK, ts.nackRepeats = key, 0
+		return 0
+	}
+	ts.nackRepeats++
+	return backoffDelay(cfg, ts.nackRepeats)
 }
 
 // reply is an ACK (err == nil) or NACK owed to the server for a response.
