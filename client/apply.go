@@ -26,16 +26,23 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		done()
 		return nil
 	}
-	s.unreachable = nil
+	s.unreachable, s.responded = nil, true
+	nowConnected := !s.connected
+	s.connected = true
 	tc := c.cacheLocked(r.TypeURL)
+	var errs []error
+	valid := 0
 	if tc == nil {
-		c.mu.Unlock()
-		done()
-		return fmt.Errorf("resource type %q is not known to this client", r.TypeURL)
+		errs = []error{fmt.Errorf("resource type %q is not known to this client", r.TypeURL)}
+	} else {
+		errs, valid = c.applyLocked(s, tc, r)
 	}
-	errs := c.applyLocked(s, tc, r)
 	c.cbs.schedule(done)
 	c.mu.Unlock()
+	if nowConnected {
+		c.metrics.Connected(s.cfg.ServerURI, true)
+	}
+	c.metrics.ResourceUpdates(s.cfg.ServerURI, r.TypeURL, valid, len(errs))
 	return nackError(errs)
 }
 
@@ -50,11 +57,12 @@ type received struct {
 	ignored   bool  // nobody asked for it: not decoded
 }
 
-func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []error {
+// applyLocked applies a response to the cache of its type and returns the
+// errors found, and how many resources were valid.
+func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (errs []error, valid int) {
 	tc.gen++
 	gen := tc.gen
 	now := time.Now()
-	var errs []error
 	// nameless counts errors not attributable to any resource: a response
 	// with such an error cannot be trusted to list every resource, so it
 	// deletes nothing by omission.
@@ -125,6 +133,8 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 		if e.srv == s {
 			if err := c.applyItemLocked(tc, e, it, version(it), now); err != nil {
 				errs = append(errs, err)
+			} else {
+				valid++
 			}
 		}
 		c.applyToAliasesLocked(s, tc, e, it, version(it), gen, now)
@@ -165,7 +175,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) []
 		}
 		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
 	}
-	return errs
+	return errs, valid
 }
 
 func allHeartbeats(items []received) bool {

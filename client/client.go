@@ -45,6 +45,8 @@ type Options struct {
 	TransportOptions transport.Options
 	// Logger receives the client's logs. Nil: discard.
 	Logger *slog.Logger
+	// Metrics receives the client's measurements. Nil: none.
+	Metrics Metrics
 }
 
 // Client is an xDS client: it subscribes to the resources its watchers
@@ -58,6 +60,7 @@ type Client struct {
 	builder transport.Builder
 	node    *corev3.Node
 	logger  *slog.Logger
+	metrics Metrics
 	cbs     *serializer // runs every watcher callback
 
 	mu             sync.Mutex
@@ -89,6 +92,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		builder: opts.TransportBuilder,
 		node:    cfg.Node.Proto(clientFeatures),
 		logger:  opts.Logger,
+		metrics: opts.Metrics,
 		servers: make(map[string]*server),
 		caches:  make(map[string]*typeCache),
 		pending: make(map[*server]map[string]*subsChange),
@@ -98,6 +102,9 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	}
 	if c.expiry <= 0 {
 		c.expiry = DefaultWatchExpiry
+	}
+	if c.metrics == nil {
+		c.metrics = noMetrics{}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -145,9 +152,16 @@ type server struct {
 	c         *Client
 	cfg       bootstrap.ServerConfig // read-only
 	transport transport.Transport    // read-only after creation
-	// unreachable is the stream error reported since the last response,
-	// nil while the stream is healthy. Guarded by c.mu.
+	// unreachable is the error of the last failed stream, from when a
+	// stream fails without a response until the next response: the server
+	// is unhealthy. Guarded by c.mu.
 	unreachable error
+	// responded tells whether the current stream has delivered a
+	// response; each stream ends in exactly one OnStreamError, which resets
+	// it. Guarded by c.mu.
+	responded bool
+	// connected is what Metrics.Connected last said. Guarded by c.mu.
+	connected bool
 }
 
 func (s *server) OnResponse(r *transport.Response, done func()) error {

@@ -31,8 +31,17 @@
 // no good version is held ([ErrResourceInvalid]), or the server cannot be
 // reached and nothing is cached ([ErrServerUnavailable]).
 // [Watcher.AmbientError] reports trouble that leaves the last good value in
-// force: a rejected update, a lost stream (told once per outage). Errors are
-// *[Error] values naming the resource; match causes with errors.Is.
+// force: a rejected update, or the server becoming unreachable. Following
+// gRFC A57, a stream that ends after delivering responses is routine (the
+// client reconnects, and nobody is told); a stream that fails without a
+// response makes the server unhealthy, which watchers are told once per
+// outage. Errors are *[Error] values naming the resource; match causes with
+// errors.Is.
+//
+// # Metrics
+//
+// [Options].Metrics receives the counters and the connected gauge of gRFC
+// A78; [Client.ResourceCounts] gives its resources-per-cache-state gauge.
 //
 // # Guarantees
 //

@@ -71,17 +71,29 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 }
 
 // handleStreamError suspends the does-not-exist timers of the server's
-// names, and tells watchers, once until the server answers again, that it
-// is unreachable: those holding data keep it (an ambient error), those
-// still waiting learn they cannot get it for now (a resource error).
+// names, to restart once they are sent on a new stream. A stream that ends
+// after delivering responses is routine (servers restart, proxies cut idle
+// streams): the transport reconnects and nobody is told. A stream that fails
+// without a response makes the server unhealthy (gRFC A57): watchers are
+// told once, until it answers again. Those holding data keep it (an ambient
+// error); those still waiting learn they cannot get it for now (a resource
+// error).
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
-	first := s.unreachable == nil
-	s.unreachable = cause
+	hadResponse := s.responded
+	s.responded = false
+	first := !hadResponse && s.unreachable == nil
+	if !hadResponse {
+		s.unreachable = cause
+	}
+	wasConnected := s.connected
+	if first {
+		s.connected = false
+	}
 	for _, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.srv != s {
@@ -110,6 +122,14 @@ func (c *Client) handleStreamError(s *server, cause error) {
 					w.deliver(notifyAmbientError, nil, err)
 				}
 			})
+		}
+	}
+	c.mu.Unlock()
+	if first {
+		c.logger.Warn("management server unavailable", "server", s.cfg.ServerURI, "err", cause)
+		c.metrics.ServerFailure(s.cfg.ServerURI)
+		if wasConnected {
+			c.metrics.Connected(s.cfg.ServerURI, false)
 		}
 	}
 }

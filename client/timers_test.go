@@ -82,6 +82,9 @@ func TestDoesNotExistTimerSuspendedWhileStreamDown(t *testing.T) {
 	w["L1"].wantError(t, "resource-error", ErrResourceNotFound)
 }
 
+// A stream that ends after responses is routine and told to nobody; a
+// stream that fails without one makes the server unhealthy (gRFC A57), which
+// watchers hear once, keeping their data.
 func TestStreamErrorIsAmbientAndToldOnce(t *testing.T) {
 	h := newHarness(t, nil, Options{})
 	w := h.watchAll(wholeWorldType, "L1")
@@ -89,8 +92,11 @@ func TestStreamErrorIsAmbientAndToldOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w["L1"].next(t)
-	h.transport().handler.OnStreamError(errors.New("reset 1"))
-	h.transport().handler.OnStreamError(errors.New("reset 2"))
+	h.transport().handler.OnStreamError(errors.New("healthy stream reset"))
+	h.sync()
+	w["L1"].none(t)
+	h.transport().handler.OnStreamError(errors.New("connection refused 1"))
+	h.transport().handler.OnStreamError(errors.New("connection refused 2"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 	h.sync()
 	w["L1"].none(t)
@@ -101,11 +107,12 @@ func TestStreamErrorIsAmbientAndToldOnce(t *testing.T) {
 	nw := newRecorder()
 	Watch(h.c, wholeWorldType, "L1", nw)
 	nw.wantUpdate(t, "L1", "a")
-	// After the server answers again, a new failure is told again.
+	// After the server answers again, a new outage is told again.
 	if err := h.sotw(resources.ListenerTypeURL, "2", lis("L1", "a")); err != nil {
 		t.Fatal(err)
 	}
-	h.transport().handler.OnStreamError(errors.New("reset 3"))
+	h.transport().handler.OnStreamError(errors.New("healthy stream reset"))
+	h.transport().handler.OnStreamError(errors.New("connection refused 3"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 }
 
@@ -126,6 +133,7 @@ func TestTTLExpiryRemovesResource(t *testing.T) {
 	}
 	w["L1"].wantUpdate(t, "L1", "a")
 	// Expiry works with the server gone: that is what TTLs are for.
+	h.transport().handler.OnStreamError(errors.New("stream reset"))
 	h.transport().handler.OnStreamError(errors.New("server gone"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 	xe := w["L1"].wantError(t, "resource-error", ErrResourceNotFound)

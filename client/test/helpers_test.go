@@ -1,0 +1,350 @@
+// Package test holds the client's black-box suites: protocol tests that
+// drive the real client (client.New, the built-in resource types, the gRPC
+// transport) against testutils.FakeServer and assert the exact requests on
+// the wire, and end-to-end tests against go-control-plane's server
+// (testutils.ManagementServer), run alike over SotW and delta.
+//
+// Tests never sleep. They wait, with a deadline, for an event: a request on
+// the wire, a watcher callback, a server hook. A test that checks that
+// nothing happened first waits for an event proving the client is past the
+// point where it would have happened (see barrier).
+package test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/transport"
+)
+
+// Every test must leave no goroutine behind: Close stops them all.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	nodeID = "node-1"
+	// timeout bounds every wait; a test that hits it has failed.
+	timeout = 10 * time.Second
+	// noExpiry is a does-not-exist timeout no test waits for, so that the
+	// timer never interferes with a test about something else.
+	noExpiry = time.Hour
+)
+
+// Type URLs, short.
+const (
+	ldsURL = resources.ListenerTypeURL
+	rdsURL = resources.RouteConfigTypeURL
+	cdsURL = resources.ClusterTypeURL
+	edsURL = resources.EndpointsTypeURL
+)
+
+// fastTransport makes reconnection quick: a lost stream is back within a few
+// milliseconds.
+var fastTransport = transport.Options{
+	Backoff:           backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 50 * time.Millisecond},
+	MinStreamInterval: time.Millisecond,
+}
+
+// clientFeatures are the client features the node must advertise
+// (PROTOCOL.md, "Node identification and client features").
+var clientFeatures = []string{
+	"xds.config.supports-resource-ttl",
+	"xds.config.supports-resource-in-sotw",
+	"xds.config.resource-in-sotw",
+}
+
+// wantNode is the node the first request of every stream must carry.
+var wantNode = bootstrap.Node{ID: nodeID}.Proto(clientFeatures)
+
+// protocol is one ADS variant, for suites that run on both.
+type protocol struct {
+	name    string
+	apiType string // for testutils.BootstrapJSON
+	delta   bool
+}
+
+var (
+	sotw      = protocol{name: "sotw", apiType: testutils.APITypeSotW}
+	delta     = protocol{name: "delta", apiType: testutils.APITypeDelta, delta: true}
+	protocols = []protocol{sotw, delta}
+)
+
+// config is what newClient needs beyond the server address.
+type config struct {
+	expiry   time.Duration // WatchExpiry; 0 means noExpiry
+	features []string      // server_features of the server
+}
+
+// newClient returns a client of the server at addr, speaking p, built from
+// bootstrap JSON as a user's would be. It is closed when the test ends.
+func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client {
+	t.Helper()
+	b, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
+		ServerURI:      addr,
+		APIType:        p.apiType,
+		ServerFeatures: cfg.features,
+		NodeID:         nodeID,
+	}))
+	if err != nil {
+		t.Fatalf("bootstrap: %v", err)
+	}
+	expiry := cfg.expiry
+	if expiry == 0 {
+		expiry = noExpiry
+	}
+	c, err := client.New(b, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport})
+	if err != nil {
+		t.Fatalf("client.New: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// barrier waits until every watcher callback the client has queued so far
+// has run. Callbacks run in order on one goroutine, and a watch of a type
+// the client does not know is answered through the same queue at once.
+//
+// It proves nothing about a response the client has not finished applying:
+// call it once the reply (ACK or NACK) to that response is seen on the
+// wire, since the client gives its verdict only after queueing the
+// response's notifications.
+func barrier(t *testing.T, c *client.Client) {
+	t.Helper()
+	done := make(chan struct{})
+	c.WatchResource("type.googleapis.com/goxds.test.Barrier", "barrier", client.WatcherFuncs[resources.Resource]{
+		OnResourceError: func(error) { close(done) },
+	})
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		t.Fatal("watcher callbacks are stuck")
+	}
+}
+
+// event is one callback a recorder received.
+type event[T resources.Resource] struct {
+	kind  string // "update", "resource-error" or "ambient-error"
+	value T
+	err   error
+	at    time.Time
+}
+
+func (e event[T]) String() string {
+	if e.kind == "update" {
+		return fmt.Sprintf("update(%s)", e.value.ResourceName())
+	}
+	return fmt.Sprintf("%s(%v)", e.kind, e.err)
+}
+
+// recorder is a Watcher that queues every callback.
+type recorder[T resources.Resource] struct {
+	events chan event[T]
+}
+
+func newRecorder[T resources.Resource]() *recorder[T] {
+	return &recorder[T]{events: make(chan event[T], 1000)}
+}
+
+func (r *recorder[T]) Update(v T) {
+	r.events <- event[T]{kind: "update", value: v, at: time.Now()}
+}
+
+func (r *recorder[T]) ResourceError(err error) {
+	r.events <- event[T]{kind: "resource-error", err: err, at: time.Now()}
+}
+
+func (r *recorder[T]) AmbientError(err error) {
+	r.events <- event[T]{kind: "ambient-error", err: err, at: time.Now()}
+}
+
+func (r *recorder[T]) next(t *testing.T) event[T] {
+	t.Helper()
+	select {
+	case e := <-r.events:
+		return e
+	case <-time.After(timeout):
+		t.Fatal("no watcher event")
+	}
+	return event[T]{}
+}
+
+// wantUpdate waits for the next event and checks it delivers name.
+func (r *recorder[T]) wantUpdate(t *testing.T, name string) T {
+	t.Helper()
+	e := r.next(t)
+	if e.kind != "update" || e.value.ResourceName() != name {
+		t.Fatalf("got %v, want update(%s)", e, name)
+	}
+	return e.value
+}
+
+// wantError waits for the next event and checks it is an error of kind
+// wrapping target, for the resource name.
+func (r *recorder[T]) wantError(t *testing.T, kind string, target error, name string) event[T] {
+	t.Helper()
+	e := r.next(t)
+	if e.kind != kind || !errors.Is(e.err, target) {
+		t.Fatalf("got %v, want %s(%v)", e, kind, target)
+	}
+	var xe *client.Error
+	if !errors.As(e.err, &xe) || xe.Name != name {
+		t.Fatalf("error %v does not name %q", e.err, name)
+	}
+	return e
+}
+
+func (r *recorder[T]) wantNotFound(t *testing.T, name string) event[T] {
+	t.Helper()
+	return r.wantError(t, "resource-error", client.ErrResourceNotFound, name)
+}
+
+// none checks that no event is queued. Call it after barrier.
+func (r *recorder[T]) none(t *testing.T) {
+	t.Helper()
+	select {
+	case e := <-r.events:
+		t.Fatalf("unexpected watcher event %v", e)
+	default:
+	}
+}
+
+// fakeEnv is a client talking to a scriptable fake server.
+type fakeEnv struct {
+	t  *testing.T
+	fs *testutils.FakeServer
+	c  *client.Client
+}
+
+func newFakeEnv(t *testing.T, p protocol, cfg config) *fakeEnv {
+	t.Helper()
+	fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Stop)
+	c := newClient(t, fs.Address(), p, cfg) // closed before fs stops
+	return &fakeEnv{t: t, fs: fs, c: c}
+}
+
+// req waits for the next SotW request.
+func (e *fakeEnv) req() *discoveryv3.DiscoveryRequest {
+	e.t.Helper()
+	r, err := e.fs.NextRequest(testContext(e.t))
+	if err != nil {
+		e.t.Fatalf("waiting for a request: %v", err)
+	}
+	return r
+}
+
+// deltaReq waits for the next delta request.
+func (e *fakeEnv) deltaReq() *discoveryv3.DeltaDiscoveryRequest {
+	e.t.Helper()
+	r, err := e.fs.NextDeltaRequest(testContext(e.t))
+	if err != nil {
+		e.t.Fatalf("waiting for a delta request: %v", err)
+	}
+	return r
+}
+
+func (e *fakeEnv) send(resp *discoveryv3.DiscoveryResponse) {
+	e.t.Helper()
+	if err := e.fs.Send(resp); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *fakeEnv) sendDelta(resp *discoveryv3.DeltaDiscoveryResponse) {
+	e.t.Helper()
+	if err := e.fs.SendDelta(resp); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// nextStream waits for the next stream the client opens.
+func (e *fakeEnv) nextStream() *testutils.FakeStream {
+	e.t.Helper()
+	st, err := e.fs.NextStream(testContext(e.t))
+	if err != nil {
+		e.t.Fatalf("waiting for a stream: %v", err)
+	}
+	return st
+}
+
+// wantReq checks that got is exactly want.
+func wantReq(t *testing.T, got, want proto.Message) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Fatalf("request differs (-want +got):\n%s", diff)
+	}
+}
+
+// wantNACK checks that got is want plus an error_detail, with a code other
+// than OK, whose message holds every one of mentions: a NACK must say what
+// was wrong.
+func wantNACK(t *testing.T, got, want proto.Message, mentions ...string) {
+	t.Helper()
+	stripped := proto.Clone(got)
+	var detail *statuspb.Status
+	switch s := stripped.(type) {
+	case *discoveryv3.DiscoveryRequest:
+		detail, s.ErrorDetail = s.ErrorDetail, nil
+	case *discoveryv3.DeltaDiscoveryRequest:
+		detail, s.ErrorDetail = s.ErrorDetail, nil
+	default:
+		t.Fatalf("wantNACK of a %T", got)
+	}
+	if detail == nil {
+		t.Fatalf("request %v has no error_detail, want a NACK", got)
+	}
+	if codes.Code(detail.GetCode()) == codes.OK {
+		t.Errorf("NACK error_detail has code OK")
+	}
+	for _, m := range mentions {
+		if !strings.Contains(detail.GetMessage(), m) {
+			t.Errorf("NACK error_detail %q does not mention %q", detail.GetMessage(), m)
+		}
+	}
+	wantReq(t, stripped, want)
+}
+
+// sotwResp is a SotW response of typeURL at version with nonce "n"+version.
+func sotwResp(typeURL, version string, msgs ...proto.Message) *discoveryv3.DiscoveryResponse {
+	return testutils.SotWResponse(typeURL, version, "n"+version, msgs...)
+}
+
+// res wraps msg as a delta resource at version.
+func res(name, version string, msg proto.Message) *discoveryv3.Resource {
+	return testutils.WrapResource(name, version, 0, msg)
+}
+
+// status returns what the client's dump says of one resource.
+func status(c *client.Client, typeURL, name string) (client.ResourceStatus, bool) {
+	for _, st := range c.Dump() {
+		if st.TypeURL == typeURL && st.Name == name {
+			return st, true
+		}
+	}
+	return client.ResourceStatus{}, false
+}
