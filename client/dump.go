@@ -4,6 +4,8 @@ import (
 	"sort"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -21,13 +23,18 @@ type ResourceStatus struct {
 	Value *anypb.Any
 	// Err is why the last version received was rejected (StatusNACKed).
 	Err error
-	// Rejected is the serialized rejected version, when it was readable.
-	Rejected *anypb.Any
+	// Rejected is the serialized rejected version, when it was readable,
+	// and RejectedVersion its version.
+	Rejected        *anypb.Any
+	RejectedVersion string
 	// LastUpdated is when the status last changed.
 	LastUpdated time.Time
 	// Watchers counts the named watchers of the resource.
 	Watchers int
 }
+
+// Node returns the node the client identifies itself with.
+func (c *Client) Node() *corev3.Node { return proto.Clone(c.node).(*corev3.Node) }
 
 // Dump reports every resource in the cache, sorted by type URL and name.
 func (c *Client) Dump() []ResourceStatus {
@@ -48,6 +55,9 @@ func (c *Client) Dump() []ResourceStatus {
 			}
 			if e.value != nil {
 				st.Value = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.valueRaw)}
+			}
+			if e.status == StatusNACKed {
+				st.RejectedVersion = e.rcvVersion
 			}
 			if e.rawErr != nil && e.raw != "" && e.raw != e.valueRaw {
 				st.Rejected = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.raw)}

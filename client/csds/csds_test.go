@@ -1,0 +1,123 @@
+package csds_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/client/csds"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestCSDSReportsEveryState(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: fs.Address(), NodeID: "csds-node"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	events := make(chan string, 10)
+	for _, name := range []string{"good", "bad", "missing"} {
+		client.WatchListener(c, name, client.WatcherFuncs[*resources.Listener]{
+			OnUpdate:        func(*resources.Listener) { events <- name },
+			OnResourceError: func(error) { events <- name },
+		})
+	}
+	for names := 0; names < 3; {
+		req, err := fs.NextRequest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = len(req.ResourceNames)
+	}
+	bad := testutils.Listener("bad", "")
+	if err := fs.Send(testutils.SotWResponse(resources.ListenerTypeURL, "v1", "n1", testutils.Listener("good", "route"), bad)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		select {
+		case <-events:
+		case <-ctx.Done():
+			t.Fatal("watchers not told")
+		}
+	}
+
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	csds.Register(s, c)
+	go s.Serve(lis)
+	defer s.Stop()
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := statusv3.NewClientStatusDiscoveryServiceClient(cc).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Config) != 1 || resp.Config[0].GetNode().GetId() != "csds-node" {
+		t.Fatalf("configs %v, want one for node csds-node", resp.Config)
+	}
+	got := map[string]*statusv3.ClientConfig_GenericXdsConfig{}
+	for _, g := range resp.Config[0].GenericXdsConfigs {
+		got[g.Name] = g
+	}
+	if g := got["good"]; g.GetClientStatus() != adminv3.ClientResourceStatus_ACKED || g.GetVersionInfo() != "v1" || g.GetXdsConfig() == nil || g.GetLastUpdated() == nil {
+		t.Errorf("good: %v, want ACKED v1 with its config", g)
+	}
+	if g := got["bad"]; g.GetClientStatus() != adminv3.ClientResourceStatus_NACKED || g.GetErrorState().GetDetails() == "" ||
+		g.GetErrorState().GetVersionInfo() != "v1" || g.GetErrorState().GetFailedConfiguration() == nil || g.GetXdsConfig() != nil {
+		t.Errorf("bad: %v, want NACKED with error state and the rejected config", g)
+	}
+	if g := got["missing"]; g.GetClientStatus() != adminv3.ClientResourceStatus_REQUESTED {
+		t.Errorf("missing: %v, want REQUESTED", g)
+	}
+
+	// The streaming method answers each request; contents can be left out.
+	stream, err := statusv3.NewClientStatusDiscoveryServiceClient(cc).StreamClientStatus(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&statusv3.ClientStatusRequest{ExcludeResourceContents: true}); err != nil {
+		t.Fatal(err)
+	}
+	sresp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range sresp.Config[0].GenericXdsConfigs {
+		if g.XdsConfig != nil || g.GetErrorState().GetFailedConfiguration() != nil {
+			t.Errorf("%s carries contents despite exclude_resource_contents", g.Name)
+		}
+	}
+	stream.CloseSend()
+	if _, err := stream.Recv(); err == nil {
+		t.Error("stream not closed after CloseSend")
+	}
+}
