@@ -192,8 +192,11 @@ func allHeartbeats(items []received) bool {
 func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) error {
 	switch {
 	case it.env.IsHeartbeat():
-		if !e.hasData() || it.env.Version != e.rcvVersion {
-			return fmt.Errorf("resource %q: heartbeat (no body) for version %q, but the client holds %q", it.name, it.env.Version, e.rcvVersion)
+		// version, not the wrapper's: a SotW wrapper may leave its version
+		// out (go-control-plane's heartbeats do), and the resource's
+		// version is then the response's version_info.
+		if !e.hasData() || version != e.rcvVersion {
+			return fmt.Errorf("resource %q: heartbeat (no body) for version %q, but the client holds %q", it.name, version, e.rcvVersion)
 		}
 		c.applyTTLLocked(tc, e, it.env)
 	case it.unchanged:

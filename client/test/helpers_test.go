@@ -14,6 +14,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
@@ -55,11 +58,17 @@ const (
 )
 
 // fastTransport makes reconnection quick: a lost stream is back within a few
-// milliseconds.
+// milliseconds, and gRPC redials a lost connection as fast.
 var fastTransport = transport.Options{
-	Backoff:           backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 50 * time.Millisecond},
+	Backoff:           fastBackoff,
 	MinStreamInterval: time.Millisecond,
+	DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           fastBackoff,
+		MinConnectTimeout: time.Second,
+	})},
 }
+
+var fastBackoff = backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 50 * time.Millisecond}
 
 // clientFeatures are the client features the node must advertise
 // (PROTOCOL.md, "Node identification and client features").
@@ -89,18 +98,16 @@ var (
 type config struct {
 	expiry   time.Duration // WatchExpiry; 0 means noExpiry
 	features []string      // server_features of the server
+	// authorities maps authority names to the address of their server,
+	// which speaks the same protocol.
+	authorities map[string]string
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
 // bootstrap JSON as a user's would be. It is closed when the test ends.
 func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client {
 	t.Helper()
-	b, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
-		ServerURI:      addr,
-		APIType:        p.apiType,
-		ServerFeatures: cfg.features,
-		NodeID:         nodeID,
-	}))
+	b, err := bootstrapFor(addr, p, cfg)
 	if err != nil {
 		t.Fatalf("bootstrap: %v", err)
 	}
@@ -108,12 +115,40 @@ func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client
 	if expiry == 0 {
 		expiry = noExpiry
 	}
-	c, err := client.New(b, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport})
+	c, err := client.New(b, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()})
 	if err != nil {
 		t.Fatalf("client.New: %v", err)
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// bootstrapFor parses the bootstrap JSON of a client of the server at addr.
+func bootstrapFor(addr string, p protocol, cfg config) (*bootstrap.Config, error) {
+	opts := testutils.BootstrapOptions{
+		ServerURI:      addr,
+		APIType:        p.apiType,
+		ServerFeatures: cfg.features,
+		NodeID:         nodeID,
+	}
+	for name, addr := range cfg.authorities {
+		if opts.Authorities == nil {
+			opts.Authorities = make(map[string]testutils.BootstrapAuthority)
+		}
+		opts.Authorities[name] = testutils.BootstrapAuthority{
+			Servers: []testutils.BootstrapServer{{URI: addr, APIType: p.apiType}},
+		}
+	}
+	return bootstrap.Parse(testutils.BootstrapJSON(opts))
+}
+
+// testLogger logs the client to stderr when XDS_TEST_LOG is set, for
+// debugging a failing test; otherwise nothing.
+func testLogger() *slog.Logger {
+	if os.Getenv("XDS_TEST_LOG") == "" {
+		return nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 func testContext(t *testing.T) context.Context {
@@ -190,10 +225,33 @@ func (r *recorder[T]) next(t *testing.T) event[T] {
 	return event[T]{}
 }
 
+// nextPastOutage is next, skipping reports that the server is unavailable:
+// a test that restarts a server may or may not see one, depending on
+// whether the client tried to reconnect before the new server was up.
+func (r *recorder[T]) nextPastOutage(t *testing.T) event[T] {
+	t.Helper()
+	for {
+		e := r.next(t)
+		if e.kind == "update" || !errors.Is(e.err, client.ErrServerUnavailable) {
+			return e
+		}
+	}
+}
+
 // wantUpdate waits for the next event and checks it delivers name.
 func (r *recorder[T]) wantUpdate(t *testing.T, name string) T {
 	t.Helper()
-	e := r.next(t)
+	return r.checkUpdate(t, r.next(t), name)
+}
+
+// wantUpdatePastOutage is wantUpdate after a server restart.
+func (r *recorder[T]) wantUpdatePastOutage(t *testing.T, name string) T {
+	t.Helper()
+	return r.checkUpdate(t, r.nextPastOutage(t), name)
+}
+
+func (r *recorder[T]) checkUpdate(t *testing.T, e event[T], name string) T {
+	t.Helper()
 	if e.kind != "update" || e.value.ResourceName() != name {
 		t.Fatalf("got %v, want update(%s)", e, name)
 	}
@@ -227,6 +285,21 @@ func (r *recorder[T]) none(t *testing.T) {
 	case e := <-r.events:
 		t.Fatalf("unexpected watcher event %v", e)
 	default:
+	}
+}
+
+// nonePastOutage is none, but for reports that the server is unavailable.
+func (r *recorder[T]) nonePastOutage(t *testing.T) {
+	t.Helper()
+	for {
+		select {
+		case e := <-r.events:
+			if e.kind == "update" || !errors.Is(e.err, client.ErrServerUnavailable) {
+				t.Fatalf("unexpected watcher event %v", e)
+			}
+		default:
+			return
+		}
 	}
 }
 
@@ -327,6 +400,32 @@ func wantNACK(t *testing.T, got, want proto.Message, mentions ...string) {
 		}
 	}
 	wantReq(t, stripped, want)
+}
+
+// reply waits for the next request of p's kind: an ACK or NACK, or a
+// subscription change.
+func (e *fakeEnv) reply(p protocol) {
+	e.t.Helper()
+	if p.delta {
+		e.deltaReq()
+	} else {
+		e.req()
+	}
+}
+
+// respond sends rs as one response of typeURL in p's form: a delta
+// response, or a SotW response (version "v"+nonce) of wrapped resources.
+func (e *fakeEnv) respond(p protocol, typeURL, nonce string, rs ...*discoveryv3.Resource) {
+	e.t.Helper()
+	if p.delta {
+		e.sendDelta(testutils.DeltaResponse(typeURL, nonce, nil, rs...))
+		return
+	}
+	resp := &discoveryv3.DiscoveryResponse{TypeUrl: typeURL, VersionInfo: "v" + nonce, Nonce: nonce}
+	for _, r := range rs {
+		resp.Resources = append(resp.Resources, testutils.MarshalAny(r))
+	}
+	e.send(resp)
 }
 
 // sotwResp is a SotW response of typeURL at version with nonce "n"+version.

@@ -1,0 +1,218 @@
+package client
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
+)
+
+// lastSeen is a watcher that remembers only what it was told last.
+type lastSeen struct {
+	mu       sync.Mutex
+	value    *testValue // last update
+	lastKind string
+	canceled bool
+}
+
+func (l *lastSeen) Update(v *testValue) {
+	l.mu.Lock()
+	l.value, l.lastKind = v, "update"
+	l.mu.Unlock()
+}
+
+func (l *lastSeen) ResourceError(error) {
+	l.mu.Lock()
+	l.lastKind = "resource-error"
+	l.mu.Unlock()
+}
+
+func (l *lastSeen) AmbientError(error) {}
+
+// fuzzWatch is one open watch of the fuzz driver.
+type fuzzWatch struct {
+	typeURL, name string
+	w             *lastSeen
+	cancel        func()
+}
+
+// FuzzResponseHandling drives a client with random operations: watches,
+// cancels, SotW and delta responses of valid, invalid, garbage, duplicate,
+// wrapped and heartbeat resources, removals, stream errors, requests sent.
+// The client must never panic or hang, and after every step every open
+// watch must agree with the cache: a watcher whose resource has a value saw
+// that very value last; one whose resource was lost was told so.
+func FuzzResponseHandling(f *testing.F) {
+	f.Add([]byte{0, 0, 3, 2, 0, 1, 3, 1, 2, 6, 3, 0})
+	f.Add([]byte{1, 1, 4, 3, 1, 2, 3, 5, 1, 2, 1, 3, 7, 6, 6})
+	f.Add([]byte{8, 0, 0, 3, 3, 0, 1, 2, 3, 3, 2, 2, 2, 2, 0})
+	f.Add([]byte{0, 1, 5, 0, 2, 1, 4, 5, 0, 0, 3, 2, 9, 0, 5, 0, 1, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		h := newHarness(t, nil, Options{WatchExpiry: time.Hour})
+		var watches []*fuzzWatch
+		version := 0
+		next := func() byte {
+			if len(ops) == 0 {
+				return 0
+			}
+			b := ops[0]
+			ops = ops[1:]
+			return b
+		}
+		pick := func(kinds ...string) string { return kinds[int(next())%len(kinds)] }
+		resource := func(typeURL string, wrap bool) *anypb.Any {
+			name := pick("A", "B", "C")
+			payload := pick("1", "2", "invalid")
+			var body *anypb.Any
+			switch next() % 8 {
+			case 0:
+				return &anypb.Any{TypeUrl: typeURL, Value: []byte{0xff, next()}} // garbage
+			case 1:
+				if typeURL == resources.ListenerTypeURL {
+					body = rc(name, payload) // a body of the other type
+				} else {
+					body = lis(name, payload)
+				}
+			default:
+				if typeURL == resources.ListenerTypeURL {
+					body = lis(name, payload)
+				} else {
+					body = rc(name, payload)
+				}
+			}
+			if !wrap && next()%3 != 0 {
+				return body
+			}
+			r := wrapped(name, fmt.Sprint(version), time.Duration(next()%2)*time.Hour, body)
+			if next()%5 == 0 {
+				r.Resource = nil // heartbeat
+			}
+			return mustAny(r)
+		}
+		for len(ops) > 0 {
+			typ, typeURL := wholeWorldType, resources.ListenerTypeURL
+			if next()%2 == 1 {
+				typ, typeURL = partialType, resources.RouteConfigTypeURL
+			}
+			op := next() % 10
+			if op >= 3 && !h.hasTransport() {
+				continue // nothing was watched yet: there is no stream to speak on
+			}
+			switch op {
+			case 0, 1: // watch
+				name := pick("A", "B", "C", "*")
+				if name == "*" && typ == partialType {
+					name = "A"
+				}
+				fw := &fuzzWatch{typeURL: typeURL, name: name, w: &lastSeen{}}
+				fw.cancel = Watch(h.c, typ, name, fw.w)
+				watches = append(watches, fw)
+			case 2: // cancel
+				if len(watches) > 0 {
+					i := int(next()) % len(watches)
+					watches[i].cancel()
+					watches[i].w.mu.Lock()
+					watches[i].w.canceled = true
+					watches[i].w.mu.Unlock()
+					watches = append(watches[:i], watches[i+1:]...)
+				}
+			case 3, 4: // SotW response
+				version++
+				var res []*anypb.Any
+				for range int(next() % 5) {
+					res = append(res, resource(typeURL, false))
+				}
+				h.respond(&transport.Response{TypeURL: typeURL, Version: fmt.Sprint(version), Nonce: "n", Resources: res})
+			case 5, 6: // delta response
+				version++
+				var res []*discoveryv3.Resource
+				for range int(next() % 4) {
+					a := resource(typeURL, true)
+					var r discoveryv3.Resource
+					if err := a.UnmarshalTo(&r); err != nil {
+						continue
+					}
+					res = append(res, &r)
+				}
+				var removed []string
+				for range int(next() % 3) {
+					removed = append(removed, pick("A", "B", "C"))
+				}
+				h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed})
+			case 7:
+				h.transport().handler.OnStreamError(fmt.Errorf("stream %d failed", version))
+			case 8:
+				h.sent(typeURL, "A", "B", "C")
+			case 9:
+				h.transport().handler.ResourceVersions(typeURL)
+			}
+			h.sync()
+			checkWatchesAgreeWithCache(t, h, watches)
+		}
+	})
+}
+
+// hasTransport tells, without waiting, whether the client built its
+// transport yet.
+func (h *harness) hasTransport() bool {
+	if h.ft != nil {
+		return true
+	}
+	select {
+	case h.ft = <-h.builder.built:
+		return true
+	default:
+		return false
+	}
+}
+
+func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) {
+	t.Helper()
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	for _, tc := range h.c.caches {
+		for name, e := range tc.entries {
+			if e.status == StatusACKed && e.value == nil {
+				t.Fatalf("%s is ACKED without a value", name)
+			}
+			if e.status == StatusDoesNotExist && (e.value != nil || e.rawErr != nil) {
+				t.Fatalf("%s does not exist yet holds data", name)
+			}
+			if e.raw != "" && tc.byRaw[e.raw] != e {
+				t.Fatalf("%s: its bytes do not lead back to it", name)
+			}
+		}
+		for raw, e := range tc.byRaw {
+			if tc.entries[e.name] != e || e.raw != raw {
+				t.Fatalf("byRaw holds a stale entry for %s", e.name)
+			}
+		}
+	}
+	for _, fw := range watches {
+		if fw.name == "*" {
+			continue
+		}
+		tc := h.c.caches[fw.typeURL]
+		if tc == nil {
+			continue
+		}
+		e := tc.entries[fw.name]
+		fw.w.mu.Lock()
+		value, kind := fw.w.value, fw.w.lastKind
+		fw.w.mu.Unlock()
+		switch {
+		case e == nil:
+			t.Fatalf("%s is watched but not in the cache", fw.name)
+		case e.value != nil && value != e.value.(*testValue):
+			t.Fatalf("%s: the watcher's last value is not the cached one", fw.name)
+		case e.value == nil && kind == "update":
+			t.Fatalf("%s: the cache lost the value but the watcher was not told", fw.name)
+		}
+	}
+}

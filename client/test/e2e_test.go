@@ -1,0 +1,371 @@
+package test
+
+import (
+	"slices"
+	"sync"
+	"testing"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
+)
+
+// One behaviour suite against go-control-plane's real server, run on every
+// variant: SotW and delta, each from the snapshot cache and from the linear
+// cache. Where the protocols must differ (SotW cannot delete a
+// ClusterLoadAssignment), the test says so.
+
+type variant struct {
+	name   string
+	p      protocol
+	linear bool
+}
+
+var variants = []variant{
+	{"sotw", sotw, false},
+	{"sotw-linear", sotw, true},
+	{"delta", delta, false},
+	{"delta-linear", delta, true},
+}
+
+// forEachVariant runs f as a parallel subtest per variant.
+func forEachVariant(t *testing.T, f func(t *testing.T, v variant)) {
+	t.Parallel()
+	for _, v := range variants {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, v)
+		})
+	}
+}
+
+// e2eEnv is a client of a go-control-plane management server.
+type e2eEnv struct {
+	t    *testing.T
+	v    variant
+	opts testutils.ManagementServerOptions
+	ms   *testutils.ManagementServer
+	c    *client.Client
+}
+
+func newE2E(t *testing.T, v variant, cfg config, opts testutils.ManagementServerOptions, rs testutils.Resources) *e2eEnv {
+	t.Helper()
+	opts.Linear = v.linear
+	e := &e2eEnv{t: t, v: v, opts: opts}
+	e.start(rs)
+	e.c = newClient(t, e.ms.Address(), v.p, cfg)
+	return e
+}
+
+// start starts the server (at opts.Address, once known) serving rs.
+func (e *e2eEnv) start(rs testutils.Resources) {
+	e.t.Helper()
+	ms, err := testutils.StartManagementServer(e.opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(ms.Stop)
+	e.ms = ms
+	e.opts.Address = ms.Address()
+	e.update(rs)
+}
+
+func (e *e2eEnv) update(rs testutils.Resources) {
+	e.t.Helper()
+	if err := e.ms.Update(testContext(e.t), nodeID, rs); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// restart stops the server and starts a new one at its address serving rs.
+func (e *e2eEnv) restart(rs testutils.Resources) {
+	e.t.Helper()
+	e.ms.Stop()
+	e.start(rs)
+}
+
+// tree is the watchers of one LDS→RDS→CDS→EDS tree.
+type tree struct {
+	l *recorder[*resources.Listener]
+	r *recorder[*resources.RouteConfig]
+	c *recorder[*resources.Cluster]
+	e *recorder[*resources.Endpoints]
+}
+
+// watchTree watches the listener "svc", its route "svc-route", the cluster
+// and the endpoints "svc-cluster", as DefaultResources names them.
+func watchTree(c *client.Client) tree {
+	t := tree{newRecorder[*resources.Listener](), newRecorder[*resources.RouteConfig](),
+		newRecorder[*resources.Cluster](), newRecorder[*resources.Endpoints]()}
+	client.WatchListener(c, "svc", t.l)
+	client.WatchRouteConfig(c, "svc-route", t.r)
+	client.WatchCluster(c, "svc-cluster", t.c)
+	client.WatchEndpoints(c, "svc-cluster", t.e)
+	return t
+}
+
+func (tr tree) none(t *testing.T) {
+	t.Helper()
+	tr.l.none(t)
+	tr.r.none(t)
+	tr.c.none(t)
+	tr.e.none(t)
+}
+
+func svc(ports ...uint32) testutils.Resources {
+	return testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", Ports: ports})
+}
+
+// addresses lists the endpoint addresses of an assignment.
+func addresses(e *resources.Endpoints) []string {
+	var out []string
+	for _, l := range e.Localities {
+		for _, ep := range l.Endpoints {
+			out = append(out, ep.Addresses...)
+		}
+	}
+	return out
+}
+
+func wantAddresses(t *testing.T, e *resources.Endpoints, want ...string) {
+	t.Helper()
+	if got := addresses(e); !slices.Equal(got, want) {
+		t.Fatalf("endpoints %q are at %q, want %q", e.Name, got, want)
+	}
+}
+
+func TestE2EWatchAllFourTypes(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		if l := tr.l.wantUpdate(t, "svc"); l.RouteConfigName != "svc-route" {
+			t.Errorf("listener routes to %q, want svc-route", l.RouteConfigName)
+		}
+		if r := tr.r.wantUpdate(t, "svc-route"); !slices.Equal(r.ClusterNames(), []string{"svc-cluster"}) {
+			t.Errorf("route sends to %q, want svc-cluster", r.ClusterNames())
+		}
+		if c := tr.c.wantUpdate(t, "svc-cluster"); c.Kind != resources.ClusterKindEDS || c.EDSServiceName() != "svc-cluster" {
+			t.Errorf("cluster is %v with EDS name %q, want EDS svc-cluster", c.Kind, c.EDSServiceName())
+		}
+		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		for _, st := range e.c.Dump() {
+			if st.Status != client.StatusACKed {
+				t.Errorf("%s %s is %v, want ACKED", st.TypeURL, st.Name, st.Status)
+			}
+		}
+	})
+}
+
+// An update reaches the watchers of what changed, and only those.
+func TestE2EUpdate(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		tr.r.wantUpdate(t, "svc-route")
+		tr.c.wantUpdate(t, "svc-cluster")
+		tr.e.wantUpdate(t, "svc-cluster")
+
+		e.update(svc(1002, 1003))
+		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1002", "127.0.0.1:1003")
+		rs := svc(1002, 1003)
+		rs.Clusters[0] = testutils.Cluster("svc-cluster", "svc-eds")
+		e.update(rs)
+		if c := tr.c.wantUpdate(t, "svc-cluster"); c.EDSServiceName() != "svc-eds" {
+			t.Fatalf("cluster EDS name %q, want svc-eds", c.EDSServiceName())
+		}
+		barrier(t, e.c)
+		tr.none(t)
+	})
+}
+
+// A deleted Listener or Cluster is reported as not existing on every
+// variant. A deleted ClusterLoadAssignment is reported over delta only:
+// SotW has no way to say so, and leaves it to the Cluster's deletion.
+func TestE2EDelete(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		tr.r.wantUpdate(t, "svc-route")
+		tr.c.wantUpdate(t, "svc-cluster")
+		tr.e.wantUpdate(t, "svc-cluster")
+
+		rs := svc(1001)
+		rs.Clusters, rs.Endpoints = nil, nil
+		e.update(rs)
+		tr.c.wantNotFound(t, "svc-cluster")
+		if v.p.delta {
+			tr.e.wantNotFound(t, "svc-cluster")
+		}
+		rs.Listeners = nil
+		e.update(rs)
+		tr.l.wantNotFound(t, "svc")
+		barrier(t, e.c)
+		tr.none(t)
+		if st, _ := status(e.c, edsURL, "svc-cluster"); v.p.delta != (st.Status == client.StatusDoesNotExist) {
+			t.Fatalf("endpoints are %v after their deletion over %s", st.Status, v.p.name)
+		}
+
+		// They may come back.
+		e.update(svc(1001))
+		tr.l.wantUpdate(t, "svc")
+		tr.c.wantUpdate(t, "svc-cluster")
+		if v.p.delta {
+			tr.e.wantUpdate(t, "svc-cluster")
+		}
+	})
+}
+
+// A name the server does not have is reported missing by the timer (on
+// delta, go-control-plane does not answer it at all), and delivered when it
+// appears.
+func TestE2EDoesNotExist(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{expiry: expiry}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		wl := newRecorder[*resources.Listener]()
+		wc := newRecorder[*resources.Cluster]()
+		client.WatchListener(e.c, "other", wl)
+		client.WatchCluster(e.c, "other", wc)
+		wl.wantNotFound(t, "other")
+		wc.wantNotFound(t, "other")
+		rs := svc(1001)
+		rs.Listeners = append(rs.Listeners, testutils.Listener("other", "svc-route"))
+		rs.Clusters = append(rs.Clusters, testutils.Cluster("other", "svc-cluster"))
+		e.update(rs)
+		wl.wantUpdate(t, "other")
+		wc.wantUpdate(t, "other")
+	})
+}
+
+// The server restarts with changed resources: the client reconnects,
+// resubscribes, and converges on the new state.
+func TestE2EServerRestartWithChangedResources(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		tr.r.wantUpdate(t, "svc-route")
+		tr.c.wantUpdate(t, "svc-cluster")
+		tr.e.wantUpdate(t, "svc-cluster")
+		other := newRecorder[*resources.Cluster]()
+		client.WatchCluster(e.c, "other", other)
+
+		// The route now sends to "other", the old cluster is gone, and the
+		// endpoints moved.
+		rs := svc(2002)
+		rs.Routes[0] = testutils.RouteConfig("svc-route", "*", "other")
+		rs.Clusters[0] = testutils.Cluster("other", "svc-cluster")
+		e.restart(rs)
+
+		if r := tr.r.wantUpdatePastOutage(t, "svc-route"); !slices.Equal(r.ClusterNames(), []string{"other"}) {
+			t.Fatalf("route sends to %q after the restart, want other", r.ClusterNames())
+		}
+		if ev := tr.c.nextPastOutage(t); ev.kind != "resource-error" || !isNotFound(ev.err) {
+			t.Fatalf("svc-cluster got %v after the restart, want its deletion", ev)
+		}
+		other.wantUpdatePastOutage(t, "other")
+		wantAddresses(t, tr.e.wantUpdatePastOutage(t, "svc-cluster"), "127.0.0.1:2002")
+		// The listener did not change: it is not delivered again.
+		barrier(t, e.c)
+		tr.l.nonePastOutage(t)
+	})
+}
+
+// 100 watchers of one name, started at once: one subscription, one value
+// for each, and one unsubscription once all have gone.
+func TestE2EConcurrentWatchersOfOneName(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		const n = 100
+		recs := make([]*recorder[*resources.Cluster], n)
+		cancels := make([]func(), n)
+		var wg sync.WaitGroup
+		for i := range n {
+			recs[i] = newRecorder[*resources.Cluster]()
+			wg.Go(func() { cancels[i] = client.WatchCluster(e.c, "svc-cluster", recs[i]) })
+		}
+		wg.Wait()
+		for _, r := range recs {
+			r.wantUpdate(t, "svc-cluster")
+		}
+		barrier(t, e.c)
+		for _, r := range recs {
+			r.none(t)
+		}
+		if st, _ := status(e.c, cdsURL, "svc-cluster"); st.Watchers != n {
+			t.Fatalf("%d watchers, want %d", st.Watchers, n)
+		}
+		for _, cancel := range cancels {
+			wg.Go(cancel)
+		}
+		wg.Wait()
+		if d := e.c.Dump(); len(d) != 0 {
+			t.Fatalf("cache holds %v after every watcher left", d)
+		}
+	})
+}
+
+// After a reconnect, unchanged resources are not delivered again on any
+// variant; over delta they are not even sent again: the client's
+// initial_resource_versions let the server skip them.
+func TestE2EReconnectWithoutRedownload(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		sent := make(chan []string, 100)
+		opts := testutils.ManagementServerOptions{
+			OnDeltaResponse: func(_ int64, _ *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse) {
+				var names []string
+				for _, r := range resp.GetResources() {
+					names = append(names, r.GetName())
+				}
+				sent <- names
+			},
+		}
+		rs := testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: []string{"a", "b", "c"}, Ports: []uint32{1001}})
+		e := newE2E(t, v, config{}, opts, rs)
+		watched := map[string]*recorder[*resources.Cluster]{}
+		for _, name := range []string{"a", "b", "c"} {
+			watched[name] = newRecorder[*resources.Cluster]()
+			client.WatchCluster(e.c, name, watched[name])
+		}
+		for name, w := range watched {
+			w.wantUpdate(t, name)
+		}
+		drain(sent)
+
+		// Same resources but cluster b, which changed.
+		rs.Clusters[1] = testutils.LogicalDNSCluster("b", "b.example.com", 443)
+		e.restart(rs)
+		if c := watched["b"].wantUpdatePastOutage(t, "b"); c.Kind != resources.ClusterKindLogicalDNS {
+			t.Fatalf("b is %v after the restart, want LOGICAL_DNS", c.Kind)
+		}
+		barrier(t, e.c)
+		watched["a"].nonePastOutage(t)
+		watched["c"].nonePastOutage(t)
+		if !v.p.delta {
+			return
+		}
+		// The server has answered the new stream's subscription: b, and
+		// nothing else.
+		if got := drain(sent); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("after the reconnect the server sent %q, want only the changed [b]", got)
+		}
+	})
+}
+
+// drain returns the names sent so far, flattened.
+func drain(sent chan []string) []string {
+	var out []string
+	for {
+		select {
+		case names := <-sent:
+			out = append(out, names...)
+		default:
+			return out
+		}
+	}
+}
