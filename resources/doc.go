@@ -52,9 +52,21 @@
 // [RouteConfig.ClusterNames] and [Route.ClusterNames] list the clusters to
 // fetch next.
 //
+// The other resource types of the protocol are built in too, with Envoy's
+// rules where gRPC has none. [SecretType] (SDS) decodes a [*Secret]: a TLS
+// certificate, a validation context, session ticket keys or a generic
+// secret. Its [DataSource] values never print their contents, so a private
+// key stays out of logs and errors. [RuntimeType] (RTDS) decodes a
+// [*Runtime] layer, in which [Runtime.LookupBool], [Runtime.LookupNumber]
+// and [Runtime.LookupString] read a dotted key as Envoy does.
+// [ScopedRouteConfigType] (SRDS) decodes a [*ScopedRouteConfig], whose
+// inline route configuration follows the RouteConfiguration rules.
+// [VirtualHostType] (VHDS, delta only) decodes a [*VirtualHostResource],
+// whose [*VirtualHost] is validated as in a route configuration.
+//
 // # Adding a type
 //
 // Write a Go type that implements [Resource], a decoder, and register the
-// type: see the example of an SDS Secret type. Nothing panics on input a
-// server sends; a decoder should keep that promise too.
+// type: see the example of an ECDS extension config type. Nothing panics
+// on input a server sends; a decoder should keep that promise too.
 package resources

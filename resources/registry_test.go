@@ -14,6 +14,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -54,19 +55,24 @@ func TestBuiltinsRegistered(t *testing.T) {
 		url, name   string
 		allRequired bool
 		wildcard    bool
+		deltaOnly   bool
 		msg         proto.Message
 	}{
-		{ListenerType, ListenerTypeURL, "Listener", true, true, &listenerv3.Listener{}},
-		{RouteConfigType, RouteConfigTypeURL, "RouteConfiguration", false, false, &routev3.RouteConfiguration{}},
-		{ClusterType, ClusterTypeURL, "Cluster", true, true, &clusterv3.Cluster{}},
-		{EndpointsType, EndpointsTypeURL, "ClusterLoadAssignment", false, false, &endpointv3.ClusterLoadAssignment{}},
+		{ListenerType, ListenerTypeURL, "Listener", true, true, false, &listenerv3.Listener{}},
+		{RouteConfigType, RouteConfigTypeURL, "RouteConfiguration", false, false, false, &routev3.RouteConfiguration{}},
+		{ClusterType, ClusterTypeURL, "Cluster", true, true, false, &clusterv3.Cluster{}},
+		{EndpointsType, EndpointsTypeURL, "ClusterLoadAssignment", false, false, false, &endpointv3.ClusterLoadAssignment{}},
+		{SecretType, SecretTypeURL, "Secret", false, false, false, &tlsv3.Secret{}},
+		{RuntimeType, RuntimeTypeURL, "Runtime", false, false, false, &runtimev3.Runtime{}},
+		{ScopedRouteConfigType, ScopedRouteConfigTypeURL, "ScopedRouteConfiguration", false, false, false, &routev3.ScopedRouteConfiguration{}},
+		{VirtualHostType, VirtualHostTypeURL, "VirtualHost", false, false, true, &routev3.VirtualHost{}},
 	}
 	for _, tt := range tests {
 		got, ok := Lookup(tt.url)
 		if !ok || got != tt.typ {
 			t.Errorf("Lookup(%s) = %v, %v; want the built-in type", tt.url, got, ok)
 		}
-		if tt.typ.TypeURL() != tt.url || tt.typ.TypeName() != tt.name ||
+		if tt.typ.TypeURL() != tt.url || tt.typ.TypeName() != tt.name || tt.typ.DeltaOnly() != tt.deltaOnly ||
 			tt.typ.AllResourcesRequiredInSotW() != tt.allRequired || tt.typ.SupportsWildcard() != tt.wildcard {
 			t.Errorf("%s: flags or names wrong", tt.url)
 		}
@@ -143,7 +149,10 @@ func TestRegistered(t *testing.T) {
 	if !sort.StringsAreSorted(urls) {
 		t.Errorf("Registered is not sorted by type URL: %v", urls)
 	}
-	for _, want := range []string{"type.googleapis.com/aaa.First", "type.googleapis.com/zzz.Last", ListenerTypeURL, RouteConfigTypeURL, ClusterTypeURL, EndpointsTypeURL} {
+	for _, want := range []string{
+		"type.googleapis.com/aaa.First", "type.googleapis.com/zzz.Last", ListenerTypeURL, RouteConfigTypeURL, ClusterTypeURL,
+		EndpointsTypeURL, SecretTypeURL, RuntimeTypeURL, ScopedRouteConfigTypeURL, VirtualHostTypeURL,
+	} {
 		if i := sort.SearchStrings(urls, want); i == len(urls) || urls[i] != want {
 			t.Errorf("Registered lacks %s: %v", want, urls)
 		}
@@ -176,7 +185,10 @@ func TestNewTypeDefaultsAndPanics(t *testing.T) {
 }
 
 func TestDecodeNilBody(t *testing.T) {
-	for _, typ := range []AnyType{ListenerType, RouteConfigType, ClusterType, EndpointsType} {
+	for _, typ := range []AnyType{
+		ListenerType, RouteConfigType, ClusterType, EndpointsType,
+		SecretType, RuntimeType, ScopedRouteConfigType, VirtualHostType,
+	} {
 		if _, v, err := typ.Decode(nil); err == nil || v != nil {
 			t.Errorf("%s.Decode(nil) = %v, %v", typ.TypeName(), v, err)
 		}
