@@ -135,6 +135,10 @@ func TestReconnectResendsEverySubscription(t *testing.T) {
 			}
 			want[edsURL] = []string{"E1"}
 
+			// ADS: one stream carries every type.
+			if n := e.fs.StreamCount(); n != 1 {
+				t.Fatalf("%d streams for four types, want one", n)
+			}
 			first.Cut(grpcstatus.Error(codes.Unavailable, "going away"))
 			got := firstRequests(t, e.nextStream(), len(want))
 			for typeURL, names := range want {

@@ -95,8 +95,9 @@ func TestSotWSubscriptionAddAndRemove(t *testing.T) {
 	cancel2 := client.WatchListener(e.c, "L2", newRecorder[*resources.Listener]())
 	wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, VersionInfo: "1", ResourceNames: []string{"L1", "L2"}, ResponseNonce: "n1"})
 
-	// A second watcher of L2 shares the subscription: its cancel sends
-	// nothing, so the next request seen is the one for L1's cancel.
+	// Second watchers of L1 and L2 share the subscriptions: they come and
+	// go without a request, so the next one is the ACK of version 2, still
+	// naming both.
 	cancel2b := client.WatchListener(e.c, "L2", newRecorder[*resources.Listener]())
 	cancel2b()
 	cancel1 := client.WatchListener(e.c, "L1", w1) // L1 has two watchers now

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -15,8 +16,27 @@ import (
 // protocols. Where a test must show that the timer did NOT fire, a resource
 // with a longer TTL serves as the clock: its expiry is an event that proves
 // enough time has passed, and callbacks run in order.
+//
+// Such a test assumes the machine keeps up: that the test answers the
+// client well within the timeout. It measures whether that held, and a
+// scenario whose assumption failed (a starved process under -race) is run
+// again rather than read as a verdict.
 
 const expiry = 150 * time.Millisecond
+
+// retryTiming runs scenario until it reports that its timing assumptions
+// held, at most three times. A scenario fails t only for outcomes that are
+// wrong whatever the timing.
+func retryTiming(t *testing.T, scenario func(t *testing.T) (assumptionsHeld bool)) {
+	t.Helper()
+	for i := range 3 {
+		if scenario(t) {
+			return
+		}
+		t.Logf("attempt %d: the machine was too slow for the scenario's timing", i+1)
+	}
+	t.Skip("the machine was too slow for this scenario's timing, three times")
+}
 
 func startFake(t *testing.T, addr string) *testutils.FakeServer {
 	t.Helper()
@@ -32,9 +52,8 @@ func cluster(name, version string, ttl time.Duration) *discoveryv3.Resource {
 	return testutils.WrapResource(name, version, ttl, testutils.Cluster(name, ""))
 }
 
-// The timer runs from the request: the resource is reported missing
-// WatchExpiry after the server got the name, and is still delivered if it
-// shows up later.
+// The resource is reported missing no sooner than WatchExpiry after it was
+// asked for, and is still delivered if it shows up later.
 func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 	t.Parallel()
 	for _, p := range protocols {
@@ -42,12 +61,12 @@ func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 			t.Parallel()
 			e := newFakeEnv(t, p, config{expiry: expiry})
 			w := newRecorder[*resources.Cluster]()
+			asked := time.Now()
 			client.WatchCluster(e.c, "C1", w)
 			e.reply(p)
-			asked := e.fs.Requests()[0].Received
 			ev := w.wantNotFound(t, "C1")
-			if d := ev.at.Sub(asked); d < expiry*9/10 {
-				t.Fatalf("reported missing %v after the request, before the %v expiry", d, expiry)
+			if d := ev.at.Sub(asked); d < expiry {
+				t.Fatalf("reported missing %v after the watch, before the %v expiry", d, expiry)
 			}
 			if st, _ := status(e.c, cdsURL, "C1"); st.Status != client.StatusDoesNotExist {
 				t.Fatalf("dump says %v, want DOES_NOT_EXIST", st.Status)
@@ -65,20 +84,31 @@ func TestDoesNotExistTimerStopsOnArrival(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			e := newFakeEnv(t, p, config{expiry: expiry})
-			w := newRecorder[*resources.Cluster]()
-			clock := newRecorder[*resources.Cluster]()
-			client.WatchCluster(e.c, "C1", w)
-			e.reply(p)
-			client.WatchCluster(e.c, "clock", clock)
-			e.reply(p)
-			e.respond(p, cdsURL, "1", cluster("C1", "1", 0), cluster("clock", "1", 3*expiry))
-			e.reply(p)
-			w.wantUpdate(t, "C1")
-			clock.wantUpdate(t, "clock")
-			clock.wantNotFound(t, "clock") // 3×expiry later
-			barrier(t, e.c)
-			w.none(t)
+			retryTiming(t, func(t *testing.T) bool {
+				e := newFakeEnv(t, p, config{expiry: expiry})
+				w := newRecorder[*resources.Cluster]()
+				clock := newRecorder[*resources.Cluster]()
+				client.WatchCluster(e.c, "clock", clock)
+				e.reply(p)
+				asked := time.Now()
+				client.WatchCluster(e.c, "C1", w)
+				e.reply(p)
+				e.respond(p, cdsURL, "1", cluster("C1", "1", 0), cluster("clock", "1", 3*expiry))
+				e.reply(p)
+				// The ACK is read after the client applied the response.
+				applied := lastReceived(e.fs)
+				if ev := w.next(t); ev.kind != "update" {
+					if applied.Sub(asked) < expiry {
+						t.Fatalf("got %v, want C1, which arrived within the expiry", ev)
+					}
+					return false
+				}
+				clock.wantUpdate(t, "clock")
+				clock.wantNotFound(t, "clock") // 3×expiry after it arrived
+				barrier(t, e.c)
+				w.none(t)
+				return true
+			})
 		})
 	}
 }
@@ -91,55 +121,56 @@ func TestDoesNotExistTimerSuspendedWhileServerGone(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			e := newFakeEnv(t, p, config{expiry: expiry})
-			w := newRecorder[*resources.Cluster]()
-			clock := newRecorder[*resources.Cluster]()
-			client.WatchCluster(e.c, "clock", clock)
-			e.reply(p)
-			client.WatchCluster(e.c, "C1", w) // its timer starts now
-			e.reply(p)
-			e.respond(p, cdsURL, "1", cluster("clock", "1", 3*expiry))
-			e.reply(p)
-			clock.wantUpdate(t, "clock")
-			addr := e.fs.Address()
-			e.fs.Stop()
+			retryTiming(t, func(t *testing.T) bool {
+				e := newFakeEnv(t, p, config{expiry: expiry})
+				w := newRecorder[*resources.Cluster]()
+				clock := newRecorder[*resources.Cluster]()
+				client.WatchCluster(e.c, "clock", clock)
+				e.reply(p)
+				clockSent := time.Now()
+				e.respond(p, cdsURL, "1", cluster("clock", "1", 3*expiry))
+				e.reply(p)
+				clock.wantUpdate(t, "clock")
+				asked := time.Now()
+				client.WatchCluster(e.c, "C1", w) // its timer starts now
+				e.reply(p)
+				addr := e.fs.Address()
+				e.fs.Stop()
+				// The timer, had it run on, would fire before the clock
+				// expires, if the test kept up.
+				kept := time.Since(asked) < expiry*2/3 && asked.Sub(clockSent) < expiry*2/3
 
-			// The clock expires 3×expiry later. Meanwhile C1 hears only that
-			// the server is unreachable, once reconnecting has failed.
-			w.wantError(t, "resource-error", client.ErrServerUnavailable, "C1")
-			for ev := clock.next(t); ev.kind != "resource-error"; ev = clock.next(t) {
-				if ev.kind != "ambient-error" {
-					t.Fatalf("clock got %v, want its server's failure then its expiry", ev)
+				// Meanwhile C1 hears only that the server is unreachable,
+				// once reconnecting has failed.
+				if ev := w.next(t); !isUnavailable(ev) {
+					if kept {
+						t.Fatalf("C1 got %v during the outage, want only the server's failure", ev)
+					}
+					return false
 				}
-			}
-			barrier(t, e.c)
-			w.none(t)
-
-			fs := startFake(t, addr)
-			var resent time.Time
-			for resent.IsZero() {
-				if p.delta {
-					r, err := fs.NextDeltaRequest(testContext(t))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if contains(r.ResourceNamesSubscribe, "C1") {
-						resent = fs.Requests()[len(fs.Requests())-1].Received
-					}
-				} else {
-					r, err := fs.NextRequest(testContext(t))
-					if err != nil {
-						t.Fatal(err)
-					}
-					if r.TypeUrl == cdsURL {
-						resent = fs.Requests()[len(fs.Requests())-1].Received
+				for ev := clock.next(t); ev.kind != "resource-error" || isUnavailable(ev); ev = clock.next(t) {
+					if ev.kind != "ambient-error" {
+						t.Fatalf("clock got %v, want its server's failure then its expiry", ev)
 					}
 				}
-			}
-			ev := w.wantNotFound(t, "C1")
-			if d := ev.at.Sub(resent); d < expiry/2 {
-				t.Fatalf("reported missing %v after the name was sent again: the timer did not start afresh", d)
-			}
+				barrier(t, e.c)
+				if len(w.events) > 0 && !kept {
+					return false
+				}
+				w.none(t)
+
+				restarted := time.Now()
+				fs := startFake(t, addr)
+				if ev := w.nextPastOutage(t); ev.kind != "resource-error" || !isNotFound(ev.err) {
+					t.Fatalf("C1 got %v after the restart, want it reported missing", ev)
+				} else if d := ev.at.Sub(restarted); d < expiry {
+					t.Fatalf("reported missing %v after the server came back: the timer did not start afresh", d)
+				}
+				if fs.StreamCount() == 0 {
+					t.Fatal("C1 reported missing without reaching the new server")
+				}
+				return true
+			})
 		})
 	}
 }
@@ -171,7 +202,9 @@ func TestDoesNotExistTimerWaitsForAStream(t *testing.T) {
 			clock.wantUpdate(t, clockName)
 			clock.wantNotFound(t, clockName)
 			barrier(t, c)
-			w.none(t)
+			// A connection attempt may have timed out meanwhile: that is
+			// an outage, not a missing resource.
+			w.nonePastOutage(t)
 			if main.StreamCount() != 0 {
 				t.Fatalf("%d streams reached the black-holed server", main.StreamCount())
 			}
@@ -180,8 +213,9 @@ func TestDoesNotExistTimerWaitsForAStream(t *testing.T) {
 			// started; the client reconnects, the name goes out, and the
 			// timer runs.
 			main.SetBlackhole(false)
-			w.wantError(t, "resource-error", client.ErrServerUnavailable, "C1")
-			w.wantNotFound(t, "C1")
+			if ev := w.nextPastOutage(t); ev.kind != "resource-error" || !isNotFound(ev.err) {
+				t.Fatalf("C1 got %v once the server answered, want it reported missing", ev)
+			}
 			if main.StreamCount() == 0 {
 				t.Fatal("C1 reported missing without ever reaching the server")
 			}
@@ -189,11 +223,12 @@ func TestDoesNotExistTimerWaitsForAStream(t *testing.T) {
 	}
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+// lastReceived is when the server read its latest request.
+func lastReceived(fs *testutils.FakeServer) time.Time {
+	reqs := fs.Requests()
+	return reqs[len(reqs)-1].Received
+}
+
+func isUnavailable[T resources.Resource](ev event[T]) bool {
+	return ev.kind != "update" && errors.Is(ev.err, client.ErrServerUnavailable)
 }

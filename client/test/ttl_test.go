@@ -2,6 +2,7 @@ package test
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,38 +63,48 @@ func TestTTLResetAndRemoved(t *testing.T) {
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			e := newFakeEnv(t, p, config{})
-			recs := map[string]*recorder[*resources.Cluster]{}
-			for _, name := range []string{"plain-later", "heartbeat", "clock"} {
-				recs[name] = newRecorder[*resources.Cluster]()
-				client.WatchCluster(e.c, name, recs[name])
-				e.reply(p)
-			}
-			e.respond(p, cdsURL, "1", cluster("plain-later", "1", ttl), cluster("heartbeat", "1", ttl), cluster("clock", "1", 3*ttl))
-			e.reply(p)
-			for name, w := range recs {
-				w.wantUpdate(t, name)
-			}
-			// Resent without a TTL; refreshed by a heartbeat with a longer
-			// one; the clock as it was (SotW must list every cluster).
-			e.respond(p, cdsURL, "2",
-				testutils.WrapResource("plain-later", "1", 0, testutils.Cluster("plain-later", "")),
-				testutils.WrapResource("heartbeat", "1", time.Hour, nil),
-				cluster("clock", "1", 3*ttl))
-			ack := e.fs.Requests()
-			e.reply(p)
-			if last := e.fs.Requests()[len(ack)]; last.SotW.GetErrorDetail() != nil || last.Delta.GetErrorDetail() != nil {
-				t.Fatalf("heartbeat response NACKed: %v", last)
-			}
-			recs["clock"].wantNotFound(t, "clock")
-			barrier(t, e.c)
-			recs["plain-later"].none(t)
-			recs["heartbeat"].none(t)
-			for _, name := range []string{"plain-later", "heartbeat"} {
-				if st, _ := status(e.c, cdsURL, name); st.Status != client.StatusACKed || st.Value == nil {
-					t.Errorf("%s: dump %+v, want still ACKED", name, st)
+			retryTiming(t, func(t *testing.T) bool {
+				e := newFakeEnv(t, p, config{})
+				recs := map[string]*recorder[*resources.Cluster]{}
+				for _, name := range []string{"plain-later", "heartbeat", "clock"} {
+					recs[name] = newRecorder[*resources.Cluster]()
+					client.WatchCluster(e.c, name, recs[name])
+					e.reply(p)
 				}
-			}
+				firstSent := time.Now()
+				e.respond(p, cdsURL, "1", cluster("plain-later", "1", ttl), cluster("heartbeat", "1", ttl), cluster("clock", "1", 3*ttl))
+				e.reply(p)
+				// Resent without a TTL; refreshed by a heartbeat with a
+				// longer one; the clock as it was (SotW lists every cluster).
+				e.respond(p, cdsURL, "2",
+					testutils.WrapResource("plain-later", "1", 0, testutils.Cluster("plain-later", "")),
+					testutils.WrapResource("heartbeat", "1", time.Hour, nil),
+					cluster("clock", "1", 3*ttl))
+				e.reply(p)
+				reqs := e.fs.Requests()
+				ack := reqs[len(reqs)-1]
+				// Had the test been slow, the first TTLs could have run out
+				// before the second response: then nothing below is proven.
+				if ack.Received.Sub(firstSent) > ttl*2/3 {
+					return false
+				}
+				if ack.SotW.GetErrorDetail() != nil || ack.Delta.GetErrorDetail() != nil {
+					t.Fatalf("the response with a heartbeat was NACKed: %v", ack)
+				}
+				for name, w := range recs {
+					w.wantUpdate(t, name)
+				}
+				recs["clock"].wantNotFound(t, "clock")
+				barrier(t, e.c)
+				recs["plain-later"].none(t)
+				recs["heartbeat"].none(t)
+				for _, name := range []string{"plain-later", "heartbeat"} {
+					if st, _ := status(e.c, cdsURL, name); st.Status != client.StatusACKed || st.Value == nil {
+						t.Errorf("%s: dump %+v, want still ACKED", name, st)
+					}
+				}
+				return true
+			})
 		})
 	}
 }
@@ -118,22 +129,38 @@ func TestSotWHeartbeatWithoutWrapperVersionIsACKed(t *testing.T) {
 }
 
 // go-control-plane's heartbeating snapshot cache (SotW): heartbeats keep a
-// TTL'd cluster alive for several TTLs, are ACKed, are not updates, and do not
-// delete the clusters they leave out (they hold only those with a TTL).
+// TTL'd cluster alive for several TTLs, are ACKed, are not updates, and do
+// not delete the clusters they leave out (they hold only those with a TTL).
 // When the server stops, the TTL'd cluster expires and the other stays.
+//
+// go-control-plane answers the ACK of a heartbeat with a full response
+// (the heartbeat's resources replace what it thinks the client has), so A
+// arrives every few tens of milliseconds, with or without a body. On a
+// starved machine the server may still go quiet for longer than the TTL;
+// A's expiry is then legitimate, and the test says so instead of failing.
 func TestTTLHeartbeatsFromManagementServer(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
+	var sentA []time.Time // when the server sent A, heartbeat or not
 	heartbeats := make(chan time.Time, 1000)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
 		HeartbeatInterval: hbTTL / 10,
 		OnStreamResponse: func(_ int64, _ *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse) {
-			if resp.GetTypeUrl() != cdsURL || len(resp.GetResources()) != 1 {
+			if resp.GetTypeUrl() != cdsURL {
 				return
 			}
-			if env, err := resources.Unwrap(resp.GetResources()[0]); err == nil && env.IsHeartbeat() {
-				select {
-				case heartbeats <- time.Now():
-				default:
+			now := time.Now()
+			for _, a := range resp.GetResources() {
+				if env, err := resources.Unwrap(a); err == nil && env.Name == "A" {
+					mu.Lock()
+					sentA = append(sentA, now)
+					mu.Unlock()
+					if env.IsHeartbeat() {
+						select {
+						case heartbeats <- now:
+						default:
+						}
+					}
 				}
 			}
 		},
@@ -164,21 +191,43 @@ func TestTTLHeartbeatsFromManagementServer(t *testing.T) {
 		}
 	}
 	barrier(t, c)
-	wa.none(t)
-	wb.none(t)
-	if n := ms.Counters().NACKs; n != 0 {
-		t.Fatalf("the client NACKed %d responses; heartbeats must be ACKed", n)
+	wb.none(t) // never deleted by a heartbeat that leaves it out
+	mu.Lock()
+	times := append([]time.Time(nil), sentA...)
+	mu.Unlock()
+	if quiet := longestGap(append(times, time.Now())); quiet > hbTTL*2/3 {
+		t.Logf("the server was quiet for %v, near the %v TTL: not checking that A stayed", quiet, hbTTL)
+		for len(wa.events) > 0 {
+			<-wa.events
+		}
+	} else {
+		wa.none(t) // heartbeats are not updates, and A did not expire
+		if n := ms.Counters().NACKs; n != 0 {
+			t.Fatalf("the client NACKed %d responses; heartbeats must be ACKed", n)
+		}
 	}
 
+	if st, _ := status(c, cdsURL, "A"); st.Value == nil {
+		return // expired in a quiet spell, and not sent again yet
+	}
 	ms.Stop()
-	for ev := wa.next(t); ev.kind != "resource-error"; ev = wa.next(t) {
-		if ev.kind != "ambient-error" {
-			t.Fatalf("A got %v, want its server's failure then its expiry", ev)
+	for ev := wa.next(t); ev.kind != "resource-error" || isUnavailable(ev); ev = wa.next(t) {
+		if ev.kind == "update" {
+			t.Fatalf("A got %v after the server stopped, want its expiry", ev)
 		}
 	}
 	if st, _ := status(c, cdsURL, "B"); st.Status != client.StatusACKed {
 		t.Fatalf("B, which has no TTL, is %v after the server stopped, want kept ACKED", st.Status)
 	}
+}
+
+// longestGap is the longest time between consecutive times of ts.
+func longestGap(ts []time.Time) time.Duration {
+	var longest time.Duration
+	for i := 1; i < len(ts); i++ {
+		longest = max(longest, ts[i].Sub(ts[i-1]))
+	}
+	return longest
 }
 
 func isNotFound(err error) bool { return errors.Is(err, client.ErrResourceNotFound) }
