@@ -1,0 +1,71 @@
+// Package watchers follows whole configuration trees for a service: what it
+// wants is not four kinds of callbacks but "the listener, its routes, every
+// cluster those routes can send to, and their endpoints, complete and
+// consistent, and again whenever any of it changes".
+//
+// # The config tree
+//
+// [WatchConfigTree] watches a Listener and everything below it, the way
+// gRPC's xDS resolver does (gRFC A74), and hands a [TreeWatcher] one
+// [Snapshot] at a time:
+//
+//	cancel := watchers.WatchConfigTree(c, "my-service", watchers.TreeOptions{}, watchers.TreeWatcherFuncs{
+//		OnUpdate: func(s *watchers.Snapshot) {
+//			for name, cc := range s.Clusters { ... }
+//		},
+//		OnResourceError: func(err error) { ... }, // no usable tree at all
+//	})
+//	defer cancel()
+//
+// A snapshot holds the Listener, its RouteConfiguration (from RDS or
+// inline), the virtual host chosen for [TreeOptions].Authority, and for
+// every cluster a route of that virtual host can send to, each branch of
+// weighted clusters included, a [ClusterConfig]: the Cluster with its
+// endpoints (EDS) or its host:port (LOGICAL_DNS). An aggregate cluster
+// lists its leaf clusters in priority order, each once, and each leaf has
+// its own entry.
+//
+// # When a snapshot is delivered
+//
+//   - Only when every part is resolved or known to be in error. A cluster
+//     that does not exist (not received within the client's WatchExpiry,
+//     deleted, or rejected) is in the snapshot with its Err set; it never
+//     stalls the tree and is never just absent. The listener or route
+//     configuration itself being unusable, or no virtual host matching,
+//     is reported to [TreeWatcher.ResourceError] instead.
+//   - Make-before-break: when the listener moves to another route
+//     configuration, a route to another cluster, or a cluster to other
+//     endpoints or children, the snapshot in force stays current until the
+//     new parts have arrived or failed. No snapshot mixes a new route with
+//     clusters it cannot resolve yet, and the subscriptions of the old
+//     parts are kept until the new snapshot is out.
+//   - Only when something in it changed. Parts that did not change keep
+//     their pointers: the client hands out a new value only when a
+//     resource really changed, and an unchanged [ClusterConfig] is the same
+//     pointer in the next snapshot.
+//
+// # Aggregate clusters
+//
+// Aggregate clusters are followed to their leaves, depth first in priority
+// order, a leaf reached twice (a diamond) keeping its first place. A cycle
+// is reported as [ErrAggregateCycle] on the clusters that form or reach
+// it, and a route's cluster whose tree is more than [MaxAggregateDepth]
+// clusters deep as [ErrAggregateTooDeep]; nothing past that depth is
+// watched.
+//
+// # Subscriptions
+//
+// The tree watches, through the client, exactly what it needs plus, during
+// a change, what the snapshot in force uses; everything else is dropped,
+// so the client unsubscribes from it. Watches started while handling one
+// response reach the server together, one request per type, so a route
+// configuration naming a thousand clusters costs one CDS and then one EDS
+// request, not a thousand. Cancelling the tree drops every watch it holds.
+//
+// # Concurrency
+//
+// The TreeWatcher is called from the client's callbacks: serialized with
+// every watcher of the same client, on one goroutine, never under a lock.
+// It may call the cancel function of the tree (from any goroutine, and
+// from its own callbacks) and watch or cancel other resources.
+package watchers

@@ -1,0 +1,133 @@
+package watchers
+
+import (
+	"errors"
+	"sync"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+)
+
+// Errors a tree reports on its own account, beside the client's errors
+// (client.ErrResourceNotFound and the rest) that it passes on. Match them
+// with errors.Is.
+var (
+	// ErrNoVirtualHost: the route configuration has no virtual host whose
+	// domains match TreeOptions.Authority. It comes to
+	// TreeWatcher.ResourceError, since no route can be chosen.
+	ErrNoVirtualHost = errors.New("no virtual host matches the authority")
+	// ErrAggregateCycle: an aggregate cluster reaches itself through its
+	// children. It is the ClusterConfig.Err of every aggregate cluster on
+	// the cycle and of those that lead to it.
+	ErrAggregateCycle = errors.New("aggregate clusters form a cycle")
+	// ErrAggregateTooDeep: aggregate clusters below a route's cluster are
+	// nested more than MaxAggregateDepth deep. It is the ClusterConfig.Err
+	// of the route's cluster.
+	ErrAggregateTooDeep = errors.New("aggregate clusters nested too deep")
+)
+
+// MaxAggregateDepth is how many clusters deep the tree below a route's
+// cluster may be: the route's cluster counts as 1, so a route may reach 15
+// levels of aggregate clusters above a leaf. gRPC's xDS resolver has the
+// same limit. It keeps a bad configuration from making the client watch an
+// unbounded chain of clusters, one response at a time.
+const MaxAggregateDepth = 16
+
+// TreeOptions tune WatchConfigTree. The zero value is ready to use.
+type TreeOptions struct {
+	// Authority picks the virtual host of the route configuration (see
+	// resources.FindVirtualHost), as a request's :authority would. "" means
+	// the listener name, which is what a gRPC channel uses for a target
+	// like "xds:///my-service".
+	Authority string
+}
+
+// TreeWatcher receives the events of WatchConfigTree.
+//
+// Its methods are called one at a time, in order, on the client's callback
+// goroutine, serialized with every other watcher of the same client and
+// never with a lock held: they may watch, cancel (this tree included) and
+// read the client, but must not call client.Client.Close, which waits for
+// callbacks to finish. They should return promptly: the client reads the
+// next response only once they have.
+type TreeWatcher interface {
+	// Update delivers a new snapshot: complete, consistent, and different
+	// from the previous one. It stays current until the next Update or
+	// ResourceError. The snapshot and everything it points to are shared
+	// and must not be modified.
+	Update(s *Snapshot)
+	// ResourceError reports that the tree as a whole cannot be used: the
+	// listener or its route configuration does not exist, was rejected
+	// with nothing good held, or the server could not be reached before it
+	// arrived (the error wraps the client's error, e.g.
+	// client.ErrResourceNotFound); or no virtual host matches the
+	// authority (ErrNoVirtualHost). The last snapshot is no longer current.
+	// A missing or broken cluster is not reported here but in its
+	// ClusterConfig.Err.
+	ResourceError(err error)
+	// AmbientError reports trouble that leaves the last snapshot current:
+	// a rejected update of a resource in the tree, or a lost connection to
+	// the management server (reported once per outage).
+	AmbientError(err error)
+}
+
+// TreeWatcherFuncs adapts functions to a TreeWatcher. Nil functions ignore
+// their events.
+type TreeWatcherFuncs struct {
+	OnUpdate        func(*Snapshot) // TreeWatcher.Update
+	OnResourceError func(error)     // TreeWatcher.ResourceError
+	OnAmbientError  func(error)     // TreeWatcher.AmbientError
+}
+
+// Update implements TreeWatcher.
+func (f TreeWatcherFuncs) Update(s *Snapshot) {
+	if f.OnUpdate != nil {
+		f.OnUpdate(s)
+	}
+}
+
+// ResourceError implements TreeWatcher.
+func (f TreeWatcherFuncs) ResourceError(err error) {
+	if f.OnResourceError != nil {
+		f.OnResourceError(err)
+	}
+}
+
+// AmbientError implements TreeWatcher.
+func (f TreeWatcherFuncs) AmbientError(err error) {
+	if f.OnAmbientError != nil {
+		f.OnAmbientError(err)
+	}
+}
+
+// WatchConfigTree watches the Listener named listenerName and everything
+// it leads to: its RouteConfiguration (over RDS, or inline), the virtual
+// host for opts.Authority, every cluster a route of that virtual host can
+// send to (aggregate clusters followed to their leaves) and the endpoints
+// of each EDS cluster. w gets a Snapshot each time the whole tree is
+// resolved and something in it changed; see the package documentation for
+// the rules.
+//
+// It never blocks on the network. The returned cancel is idempotent and
+// may be called from any goroutine, w's callbacks included; it drops every
+// watch the tree holds, and once it returns no callback of w starts.
+func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) (cancel func()) {
+	t := &tree{
+		c:         c,
+		authority: opts.Authority,
+		w:         w,
+		routes:    make(map[string]*watch[*resources.RouteConfig]),
+		clusters:  make(map[string]*watch[*resources.Cluster]),
+		endpoints: make(map[string]*watch[*resources.Endpoints]),
+		outage:    make(map[any]bool),
+	}
+	if t.authority == "" {
+		t.authority = listenerName
+	}
+	// Held while the first watch starts, so that its first callback, which
+	// may run at once on the client's goroutine, finds the tree complete.
+	t.mu.Lock()
+	t.listener = startWatch(t, resources.ListenerType, listenerName, t.listenerChangedLocked)
+	t.mu.Unlock()
+	return sync.OnceFunc(t.cancel)
+}
