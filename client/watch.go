@@ -64,7 +64,9 @@ func (f WatcherFuncs[T]) AmbientError(err error) {
 // resource of a type that supports wildcard). It never blocks on the
 // network. If the resource is cached, w gets it at once. The returned
 // cancel is idempotent and may be called from a callback; once it returns,
-// no callback of w starts. The last cancel of a name unsubscribes from it.
+// no callback of w starts, though one that had already started on the
+// callback goroutine when cancel was called from another goroutine may still
+// be running. The last cancel of a name unsubscribes from it.
 func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string, w Watcher[T]) (cancel func()) {
 	return c.watch(typ.TypeURL(), name, &watcher{
 		update: func(v resources.Resource) {

@@ -206,21 +206,14 @@ func (r *Route) ClusterNames() []string {
 		return []string{r.Cluster}
 	}
 	out := make([]string, 0, len(r.WeightedClusters))
+	seen := make(map[string]struct{}, len(r.WeightedClusters))
 	for _, wc := range r.WeightedClusters {
-		if !containsString(out, wc.Name) {
+		if _, dup := seen[wc.Name]; !dup {
+			seen[wc.Name] = struct{}{}
 			out = append(out, wc.Name)
 		}
 	}
 	return out
-}
-
-func containsString(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // init fills the zero Route r from p.
