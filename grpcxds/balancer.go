@@ -1,0 +1,338 @@
+package grpcxds
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
+)
+
+// BalancerName is the name the goxds balancer is registered under with
+// gRPC (balancer.Register, when this package is imported), and the one the
+// resolver's service config selects. The prefix keeps it apart from every
+// policy gRPC itself registers.
+const BalancerName = "goxds_experimental"
+
+// DefaultFailoverTimeout is how long a priority may stay connecting before
+// the balancer tries the next one, as in gRPC's priority policy.
+const DefaultFailoverTimeout = 10 * time.Second
+
+func init() { balancer.Register(balancerBuilder{}) }
+
+// lbConfigJSON is the balancer's config in the service config.
+type lbConfigJSON struct {
+	// FailoverTimeout is a Go duration ("10s"); "" means the default.
+	FailoverTimeout string `json:"failoverTimeout,omitempty"`
+}
+
+// lbConfig is the parsed lbConfigJSON.
+type lbConfig struct {
+	serviceconfig.LoadBalancingConfig
+	failoverTimeout time.Duration
+}
+
+type balancerBuilder struct{}
+
+func (balancerBuilder) Name() string { return BalancerName }
+
+func (balancerBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
+	return &xdsBalancer{
+		cc:              cc,
+		channelID:       rand.Uint64(),
+		failoverTimeout: DefaultFailoverTimeout,
+		clusters:        make(map[string]*clusterLB),
+		conns:           make(map[string]*endpointConn),
+		dns:             make(map[string]*dnsWatch),
+		inflight:        make(map[string]*atomic.Int64),
+		dirty:           make(map[*clusterLB]struct{}),
+	}
+}
+
+func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
+	var in lbConfigJSON
+	if err := json.Unmarshal(js, &in); err != nil {
+		return nil, fmt.Errorf("%s config: %v", BalancerName, err)
+	}
+	cfg := &lbConfig{failoverTimeout: DefaultFailoverTimeout}
+	if in.FailoverTimeout != "" {
+		d, err := time.ParseDuration(in.FailoverTimeout)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s config: failoverTimeout %q: want a positive duration", BalancerName, in.FailoverTimeout)
+		}
+		cfg.failoverTimeout = d
+	}
+	return cfg, nil
+}
+
+// xdsBalancer is the goxds balancer of one channel. It holds a clusterLB
+// for every cluster the routes of the snapshot send to, and one SubConn per
+// endpoint address list, shared by all of them.
+//
+// gRPC calls the Balancer methods and the SubConn state listeners one at a
+// time, but DNS resolutions and failover timers arrive on goroutines of
+// their own, so all state is guarded by mu. Every entry point ends with
+// finishAndUnlock, which rebuilds what changed, publishes the picker,
+// and starts or stops DNS resolvers once mu is released (a resolver may
+// report from inside Build, and Close waits for one that is reporting).
+// Pickers never take mu: each holds an immutable view.
+type xdsBalancer struct {
+	// Read-only after Build.
+	cc        balancer.ClientConn
+	channelID uint64 // what the channel_id hash policy hashes
+
+	mu              sync.Mutex
+	closed          bool
+	failoverTimeout time.Duration
+	// snap is the snapshot in force; nil before the first one and while
+	// the configuration is unusable, failErr then saying why (a status
+	// error, or any other error for RPCs to wait on if wait-for-ready).
+	snap    *watchers.Snapshot
+	failErr error
+	// clusters are the clusters routes send to, by name.
+	clusters map[string]*clusterLB
+	// conns are the endpoints of those clusters, by address list: one
+	// SubConn each, however many clusters and priorities share it.
+	conns map[string]*endpointConn
+	// dns are the LOGICAL_DNS resolutions, by host:port.
+	dns map[string]*dnsWatch
+	// inflight counts the requests in flight per leaf cluster, for its
+	// circuit breaker; the counters outlive pickers.
+	inflight map[string]*atomic.Int64
+	// dirty are the clusters whose priority and picker must be chosen
+	// again; republish is set when the route picker must be rebuilt even
+	// if no cluster is dirty.
+	dirty     map[*clusterLB]struct{}
+	republish bool
+}
+
+// UpdateClientConnState implements balancer.Balancer: a new snapshot.
+func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
+	snap, ok := SnapshotFromState(s.ResolverState)
+	b.mu.Lock()
+	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
+		b.failoverTimeout = cfg.failoverTimeout
+	}
+	if !ok {
+		var err error = configErrorFromState(s.ResolverState)
+		if err == nil {
+			err = fmt.Errorf("the %s balancer needs the goxds resolver: the resolver state carries no goxds snapshot", BalancerName)
+		}
+		b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+		b.finishAndUnlock()
+		if _, isErr := err.(*ConfigError); isErr {
+			return nil
+		}
+		return balancer.ErrBadResolverState
+	}
+	b.snap, b.failErr, b.republish = snap, nil, true
+	roots := routeClusters(snap.VirtualHost)
+	for name, cl := range b.clusters {
+		if _, ok := roots[name]; !ok {
+			b.dropClusterLocked(cl)
+		}
+	}
+	for name := range roots {
+		cl := b.clusters[name]
+		if cl == nil {
+			cl = newClusterLB(name)
+			b.clusters[name] = cl
+		}
+		b.refreshClusterLocked(cl, false)
+	}
+	b.pruneCountersLocked()
+	b.finishAndUnlock()
+	return nil
+}
+
+// routeClusters returns the clusters the routes of vh can send to.
+func routeClusters(vh *resources.VirtualHost) map[string]struct{} {
+	out := make(map[string]struct{})
+	if vh == nil {
+		return out
+	}
+	for _, r := range vh.Routes {
+		if r.Action != resources.RouteActionRoute {
+			continue
+		}
+		if r.Cluster != "" {
+			out[r.Cluster] = struct{}{}
+		}
+		for _, wc := range r.WeightedClusters {
+			out[wc.Name] = struct{}{}
+		}
+	}
+	return out
+}
+
+// ResolverError implements balancer.Balancer. The goxds resolver hands
+// configuration errors over in the resolver state, so this error is
+// gRPC's own: as with gRPC's policies, a configuration in force stays, and
+// without one RPCs fail with err (wait-for-ready ones wait).
+func (b *xdsBalancer) ResolverError(err error) {
+	b.mu.Lock()
+	if b.snap == nil {
+		b.failErr, b.republish = err, true
+	}
+	b.finishAndUnlock()
+}
+
+// dropConfigLocked forgets the snapshot and every cluster: the picker
+// fails RPCs with err.
+func (b *xdsBalancer) dropConfigLocked(err error) {
+	b.snap, b.failErr, b.republish = nil, err, true
+	for _, cl := range b.clusters {
+		b.dropClusterLocked(cl)
+	}
+	b.pruneCountersLocked()
+}
+
+// UpdateSubConnState implements balancer.Balancer. It is not called: every
+// SubConn has a state listener.
+func (b *xdsBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConnState) {
+	logger.Errorf("%s: UpdateSubConnState(%v, %v) called; SubConns have state listeners", BalancerName, sc, s.ConnectivityState)
+}
+
+// ExitIdle implements balancer.Balancer: endpoints in use that went idle
+// connect again. (They are reconnected as soon as they go idle anyway.)
+func (b *xdsBalancer) ExitIdle() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.conns {
+		if c.wantedBy > 0 && c.sc != nil && c.raw == connectivity.Idle {
+			c.sc.Connect()
+		}
+	}
+}
+
+// Close implements balancer.Balancer: every SubConn is shut down, every
+// timer stopped and every DNS resolver closed before it returns.
+func (b *xdsBalancer) Close() {
+	b.mu.Lock()
+	b.closed = true
+	for _, cl := range b.clusters {
+		cl.stopTimer()
+	}
+	for _, c := range b.conns {
+		c.shutdown()
+	}
+	var resolvers []resolver.Resolver
+	for _, w := range b.dns {
+		w.stopped = true
+		if w.r != nil {
+			resolvers = append(resolvers, w.r)
+		}
+	}
+	b.clusters, b.conns, b.dns = nil, nil, nil
+	b.mu.Unlock()
+	for _, r := range resolvers {
+		r.Close()
+	}
+}
+
+// finishAndUnlock chooses the priority and picker of every dirty cluster,
+// publishes a new picker if anything changed, shuts down the SubConns no
+// cluster uses any more, and unlocks mu; then it stops and starts DNS
+// resolvers.
+func (b *xdsBalancer) finishAndUnlock() {
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	for len(b.dirty) > 0 {
+		for cl := range b.dirty {
+			delete(b.dirty, cl)
+			b.pickPriorityLocked(cl)
+			b.republish = true
+		}
+	}
+	if b.republish {
+		b.republish = false
+		b.publishLocked()
+	}
+	// After publishing: no picker in force hands out what is shut down.
+	for key, c := range b.conns {
+		if len(c.users) == 0 {
+			c.shutdown()
+			delete(b.conns, key)
+		}
+	}
+	start, stop := b.dnsChangesLocked()
+	b.mu.Unlock()
+	for _, r := range stop {
+		r.Close()
+	}
+	for _, w := range start {
+		b.startDNS(w)
+	}
+}
+
+// publishLocked hands gRPC a picker for the state in force.
+func (b *xdsBalancer) publishLocked() {
+	switch {
+	case b.snap == nil && b.failErr != nil:
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: connectivity.TransientFailure,
+			Picker:            errorPicker{b.failErr},
+		})
+		return
+	case b.snap == nil:
+		b.cc.UpdateState(balancer.State{
+			ConnectivityState: connectivity.Connecting,
+			Picker:            errorPicker{balancer.ErrNoSubConnAvailable},
+		})
+		return
+	}
+	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID}
+	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
+		rp.routes = vh.Routes
+	}
+	state := connectivity.TransientFailure
+	for name, cl := range b.clusters {
+		rp.clusters[name] = cl.picker
+		switch {
+		case cl.state == connectivity.Ready:
+			state = connectivity.Ready
+		case cl.state == connectivity.Connecting && state != connectivity.Ready:
+			state = connectivity.Connecting
+		}
+	}
+	rp.init()
+	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
+}
+
+// counterLocked returns the in-flight counter of a leaf cluster.
+func (b *xdsBalancer) counterLocked(leaf string) *atomic.Int64 {
+	c := b.inflight[leaf]
+	if c == nil {
+		c = new(atomic.Int64)
+		b.inflight[leaf] = c
+	}
+	return c
+}
+
+// pruneCountersLocked forgets the counters of leaves no cluster uses.
+func (b *xdsBalancer) pruneCountersLocked() {
+	used := make(map[string]bool)
+	for _, cl := range b.clusters {
+		for _, p := range cl.prios {
+			used[p.leaf] = true
+		}
+	}
+	for leaf := range b.inflight {
+		if !used[leaf] {
+			delete(b.inflight, leaf)
+		}
+	}
+}

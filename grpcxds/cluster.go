@@ -1,0 +1,402 @@
+package grpcxds
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
+)
+
+// clusterLB balances one cluster that routes send to. Its priorities are
+// those of its endpoints, or for an aggregate cluster those of each leaf in
+// turn (gRFC A37): the first leaf's priorities, then the second's, and so
+// on. A LOGICAL_DNS leaf is one priority of one endpoint. Guarded by
+// xdsBalancer.mu.
+type clusterLB struct {
+	name string
+	// inputs are the ClusterConfigs the priorities were built from: the
+	// cluster's, then each leaf's. The snapshot keeps the pointer of an
+	// unchanged ClusterConfig, so equal inputs mean nothing to rebuild.
+	inputs []*watchers.ClusterConfig
+	// dnsUsed are the DNS resolutions of its LOGICAL_DNS leaves.
+	dnsUsed []*dnsWatch
+	// prios are the priorities, highest first. err says why there are
+	// none; leafErrs why leaves contribute none.
+	prios    []*priority
+	err      error
+	leafErrs []string
+
+	// Priority selection (pickPriorityLocked).
+	// wanted are the endpoints of every priority tried, up to the one in
+	// use: those the cluster keeps connected.
+	wanted map[*endpointConn]struct{}
+	// timedOut are the priorities whose failover timer fired while they
+	// were connecting; a priority leaves it by becoming ready.
+	timedOut map[int]bool
+	// timer is the failover timer of priority timerPrio, nil if none runs.
+	timer     *time.Timer
+	timerPrio int
+	// state and picker are the outcome, for the route picker.
+	state  connectivity.State
+	picker clusterPicker
+}
+
+// priority is one priority of a cluster: localities with their healthy
+// endpoints, and what the leaf cluster it comes from says about them.
+type priority struct {
+	leaf        string
+	policy      resources.LBPolicy
+	drops       []resources.DropOverload
+	maxRequests uint32
+	inflight    *atomic.Int64 // the leaf's circuit breaker count
+	localities  []locality
+	// pending: a DNS name not resolved yet; the priority counts as
+	// connecting.
+	pending bool
+	// ring is the ring of a ring_hash priority, built on first use.
+	ring []ringEntry
+}
+
+type locality struct {
+	weight    uint32
+	endpoints []weightedConn
+}
+
+type weightedConn struct {
+	conn   *endpointConn
+	weight uint32
+}
+
+func newClusterLB(name string) *clusterLB {
+	return &clusterLB{
+		name:     name,
+		wanted:   make(map[*endpointConn]struct{}),
+		timedOut: make(map[int]bool),
+		state:    connectivity.Connecting,
+		picker:   queuePicker{},
+	}
+}
+
+// inputsOf returns the ClusterConfigs a cluster's priorities are made of.
+func inputsOf(snap *watchers.Snapshot, name string) []*watchers.ClusterConfig {
+	root := snap.Clusters[name]
+	in := []*watchers.ClusterConfig{root}
+	if root != nil && root.Err == nil && root.Cluster != nil && root.Cluster.Kind == resources.ClusterKindAggregate {
+		for _, leaf := range root.Leaves {
+			in = append(in, snap.Clusters[leaf])
+		}
+	}
+	return in
+}
+
+// refreshClusterLocked rebuilds cl's priorities if its part of the
+// snapshot changed, or always with force (a DNS resolution changed).
+func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
+	if b.snap == nil {
+		return
+	}
+	inputs := inputsOf(b.snap, cl.name)
+	if !force && slices.Equal(inputs, cl.inputs) {
+		return
+	}
+	cl.inputs = inputs
+	old := cl.conns()
+	oldDNS := cl.dnsUsed
+	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed = nil, nil, nil, nil
+	root := inputs[0]
+	switch {
+	case root == nil: // the snapshot promises otherwise
+		cl.err = fmt.Errorf("cluster %q is not in the xDS configuration", cl.name)
+	case root.Err != nil:
+		cl.err = about(cl.name, root.Err)
+	case len(inputs) == 1:
+		b.addLeafLocked(cl, root)
+	default:
+		for i, leaf := range inputs[1:] {
+			if leaf == nil {
+				cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q is not in the xDS configuration", root.Leaves[i]))
+				continue
+			}
+			b.addLeafLocked(cl, leaf)
+		}
+	}
+	if cl.err == nil && len(cl.prios) == 0 {
+		cl.err = fmt.Errorf("cluster %q has no endpoints", cl.name)
+		if len(cl.leafErrs) > 0 {
+			cl.err = fmt.Errorf("cluster %q has no usable endpoints: %s", cl.name, strings.Join(cl.leafErrs, "; "))
+		}
+	}
+	now := cl.conns()
+	for c := range now {
+		c.users[cl] = struct{}{}
+	}
+	for c := range old {
+		if _, ok := now[c]; !ok {
+			delete(c.users, cl)
+		}
+	}
+	for _, w := range cl.dnsUsed {
+		w.users[cl] = struct{}{}
+	}
+	for _, w := range oldDNS {
+		if !slices.Contains(cl.dnsUsed, w) {
+			delete(w.users, cl)
+		}
+	}
+	b.dirty[cl] = struct{}{}
+}
+
+// addLeafLocked appends the priorities of one leaf cluster.
+func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig) {
+	if leaf.Err != nil {
+		cl.leafErrs = append(cl.leafErrs, about(leaf.Name, leaf.Err).Error())
+		return
+	}
+	c := leaf.Cluster
+	if c == nil || (c.Kind == resources.ClusterKindEDS && leaf.Endpoints == nil) { // the snapshot promises otherwise
+		cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q is incomplete in the xDS configuration", leaf.Name))
+		return
+	}
+	base := priority{
+		leaf:        leaf.Name,
+		policy:      c.LBPolicy,
+		maxRequests: c.MaxRequests,
+		inflight:    b.counterLocked(leaf.Name),
+	}
+	switch c.Kind {
+	case resources.ClusterKindEDS:
+		b.addEDSLocked(cl, base, leaf.Endpoints)
+	case resources.ClusterKindLogicalDNS:
+		w := b.dnsWatchLocked(leaf.DNSAddress)
+		cl.dnsUsed = append(cl.dnsUsed, w)
+		p := base
+		switch {
+		case len(w.addrs) > 0:
+			conn := b.connLocked(w.addrs, w)
+			p.localities = []locality{{weight: 1, endpoints: []weightedConn{{conn, 1}}}}
+		case w.err != nil:
+			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
+			return
+		default:
+			p.pending = true
+		}
+		cl.prios = append(cl.prios, &p)
+	default:
+		cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: kind %v cannot be a leaf", leaf.Name, c.Kind))
+	}
+}
+
+// addEDSLocked appends the priorities of an EDS leaf: its localities by
+// priority, with only the HEALTHY and UNKNOWN endpoints, and its drops.
+func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.Endpoints) {
+	var n int
+	for _, loc := range eps.Localities {
+		n = max(n, int(loc.Priority)+1)
+	}
+	prios := make([]*priority, n)
+	for i := range prios {
+		p := base
+		p.drops = eps.Drops
+		prios[i] = &p
+	}
+	for _, loc := range eps.Localities {
+		l := locality{weight: loc.Weight}
+		for _, ep := range loc.Endpoints {
+			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
+				continue
+			}
+			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(ep.Addresses, nil), ep.Weight})
+		}
+		if len(l.endpoints) > 0 {
+			p := prios[loc.Priority]
+			p.localities = append(p.localities, l)
+		}
+	}
+	cl.prios = append(cl.prios, prios...)
+}
+
+// conns returns every endpoint of cl's priorities.
+func (cl *clusterLB) conns() map[*endpointConn]struct{} {
+	out := make(map[*endpointConn]struct{})
+	for _, p := range cl.prios {
+		for _, l := range p.localities {
+			for _, e := range l.endpoints {
+				out[e.conn] = struct{}{}
+			}
+		}
+	}
+	return out
+}
+
+// dropClusterLocked forgets a cluster the routes no longer name.
+func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
+	cl.stopTimer()
+	for c := range cl.wanted {
+		c.unwant()
+	}
+	for c := range cl.conns() {
+		delete(c.users, cl)
+	}
+	for _, w := range cl.dnsUsed {
+		delete(w.users, cl)
+	}
+	delete(b.clusters, cl.name)
+	delete(b.dirty, cl)
+}
+
+func (cl *clusterLB) stopTimer() {
+	if cl.timer != nil {
+		cl.timer.Stop()
+		cl.timer = nil
+	}
+}
+
+// pickPriorityLocked chooses the priority cl uses and builds its picker.
+// Priorities are tried from the highest: the first with a ready endpoint
+// is used; one still connecting is waited for, until its failover timer
+// fires; one whose endpoints all fail, or that has none, is passed over.
+// Every priority tried is kept connected, so that traffic moves back up as
+// soon as a higher priority has a ready endpoint again.
+func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
+	if cl.err != nil {
+		b.setWantedLocked(cl, nil)
+		cl.stopTimer()
+		cl.state, cl.picker = connectivity.TransientFailure, errorPicker{cl.err}
+		return
+	}
+	wanted := make(map[*endpointConn]struct{})
+	chosen, fallback := -1, -1
+	state := connectivity.TransientFailure
+	var lastErr error
+	for i, p := range cl.prios {
+		ps, err := p.state(wanted)
+		if err != nil {
+			lastErr = err
+		}
+		if ps == connectivity.Ready {
+			chosen, state = i, ps
+			delete(cl.timedOut, i)
+			break
+		}
+		if ps == connectivity.Connecting {
+			if !cl.timedOut[i] {
+				chosen, state = i, ps
+				break
+			}
+			if fallback < 0 {
+				fallback = i
+			}
+		}
+	}
+	if chosen < 0 && fallback >= 0 {
+		// Every priority failed or timed out, some still connecting: wait
+		// for the highest of those.
+		chosen, state = fallback, connectivity.Connecting
+	}
+	b.setWantedLocked(cl, wanted)
+	if state == connectivity.Connecting && !cl.timedOut[chosen] {
+		b.armFailoverLocked(cl, chosen)
+	} else {
+		cl.stopTimer()
+	}
+	cl.state = state
+	switch {
+	case chosen < 0:
+		msg := fmt.Sprintf("cluster %q: no priority has a usable endpoint", cl.name)
+		if lastErr != nil {
+			msg += ": last error: " + lastErr.Error()
+		}
+		if len(cl.leafErrs) > 0 {
+			msg += "; " + strings.Join(cl.leafErrs, "; ")
+		}
+		cl.picker = errorPicker{errors.New(msg)}
+	default:
+		cl.picker = cl.prios[chosen].picker(state)
+	}
+}
+
+// state sums up the endpoints of p, marking each wanted: READY if one is
+// ready, CONNECTING if one may yet be (or the DNS name is not resolved
+// yet), else TRANSIENT_FAILURE with the last error.
+func (p *priority) state(wanted map[*endpointConn]struct{}) (connectivity.State, error) {
+	if p.pending {
+		return connectivity.Connecting, nil
+	}
+	state := connectivity.TransientFailure
+	err := errors.New("no healthy endpoints")
+	for _, l := range p.localities {
+		for _, e := range l.endpoints {
+			wanted[e.conn] = struct{}{}
+			switch {
+			case e.conn.state == connectivity.Ready:
+				state = connectivity.Ready
+			case e.conn.usable() && state != connectivity.Ready:
+				state = connectivity.Connecting
+			case !e.conn.usable() && e.conn.err != nil:
+				err = e.conn.err
+			}
+		}
+	}
+	if state != connectivity.TransientFailure {
+		err = nil
+	}
+	return state, err
+}
+
+// setWantedLocked makes wanted the endpoints cl keeps connected.
+func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpointConn]struct{}) {
+	for c := range cl.wanted {
+		if _, ok := wanted[c]; !ok {
+			c.unwant()
+		}
+	}
+	for c := range wanted {
+		if _, ok := cl.wanted[c]; !ok {
+			c.want()
+		}
+	}
+	if wanted == nil {
+		wanted = make(map[*endpointConn]struct{})
+	}
+	cl.wanted = wanted
+}
+
+// armFailoverLocked starts the failover timer of priority prio unless it
+// runs already: if the priority is still connecting when it fires, the
+// next one is tried.
+func (b *xdsBalancer) armFailoverLocked(cl *clusterLB, prio int) {
+	if cl.timer != nil && cl.timerPrio == prio {
+		return
+	}
+	cl.stopTimer()
+	var t *time.Timer
+	t = time.AfterFunc(b.failoverTimeout, func() {
+		b.mu.Lock()
+		if b.closed || cl.timer != t {
+			b.mu.Unlock()
+			return
+		}
+		cl.timer = nil
+		cl.timedOut[prio] = true
+		b.dirty[cl] = struct{}{}
+		b.finishAndUnlock()
+	})
+	cl.timer, cl.timerPrio = t, prio
+}
+
+// about returns err as said of cluster name: prefixed with the name, unless
+// it names the cluster already (the client's errors do).
+func about(name string, err error) error {
+	if strings.Contains(err.Error(), strconv.Quote(name)) {
+		return err
+	}
+	return fmt.Errorf("cluster %q: %w", name, err)
+}

@@ -1,0 +1,145 @@
+package grpcxds
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+)
+
+// endpointConn is one endpoint of the balancer: an address list (one
+// address, or an EDS endpoint's additional addresses, or everything a
+// LOGICAL_DNS name resolved to) and the SubConn to it, shared by every
+// cluster and priority that lists the same addresses. An EDS update that
+// keeps an endpoint keeps its endpointConn, and so its connection.
+//
+// Fields are guarded by xdsBalancer.mu, but for inflight.
+type endpointConn struct {
+	b     *xdsBalancer
+	key   string // the addresses joined by ","; the key in xdsBalancer.conns
+	addrs []resolver.Address
+	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
+	// resolve again when the endpoint fails; nil for EDS endpoints.
+	dns *dnsWatch
+	// users are the clusters whose priorities list the endpoint; none,
+	// and the SubConn is shut down.
+	users map[*clusterLB]struct{}
+	// wantedBy counts the clusters that want the endpoint connected: it is
+	// in a priority they use or are trying. Created lazily, the SubConn
+	// exists once some cluster wanted it; it is reconnected whenever it
+	// goes idle while wanted.
+	wantedBy int
+	sc       balancer.SubConn
+	removed  bool
+	// raw is the state the SubConn last reported. state is what the
+	// balancer goes by: TRANSIENT_FAILURE sticks until READY, so an
+	// endpoint that keeps failing does not look like one connecting each
+	// time it retries. err is the last connection error.
+	raw   connectivity.State
+	state connectivity.State
+	err   error
+	// inflight counts the RPCs on the endpoint, for least_request.
+	inflight atomic.Int64
+}
+
+// connLocked returns the endpoint of the given addresses, creating it
+// (without a SubConn) if it is new.
+func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch) *endpointConn {
+	key := strings.Join(addrs, ",")
+	if c := b.conns[key]; c != nil {
+		return c
+	}
+	c := &endpointConn{
+		b:     b,
+		key:   key,
+		dns:   dns,
+		users: make(map[*clusterLB]struct{}),
+		raw:   connectivity.Idle,
+		state: connectivity.Idle,
+	}
+	c.addrs = make([]resolver.Address, len(addrs))
+	for i, a := range addrs {
+		c.addrs[i] = resolver.Address{Addr: a}
+	}
+	b.conns[key] = c
+	return c
+}
+
+// want marks the endpoint wanted by one more cluster, creating its SubConn
+// if needed and connecting it if idle.
+func (c *endpointConn) want() {
+	c.wantedBy++
+	if c.sc == nil && !c.removed {
+		sc, err := c.b.cc.NewSubConn(c.addrs, balancer.NewSubConnOptions{StateListener: c.onState})
+		if err != nil {
+			c.state, c.err = connectivity.TransientFailure, err
+			c.markUsersDirty()
+			return
+		}
+		c.sc = sc
+	}
+	if c.sc != nil && c.raw == connectivity.Idle {
+		c.sc.Connect()
+	}
+}
+
+// unwant undoes want. The SubConn stays, connected or not, as long as some
+// cluster lists the endpoint: if a higher priority fails again, it is
+// still warm.
+func (c *endpointConn) unwant() { c.wantedBy-- }
+
+// shutdown closes the SubConn. gRPC lets the RPCs on it finish.
+func (c *endpointConn) shutdown() {
+	c.removed = true
+	if c.sc != nil {
+		c.sc.Shutdown()
+	}
+}
+
+// onState is the SubConn's state listener.
+func (c *endpointConn) onState(s balancer.SubConnState) {
+	b := c.b
+	b.mu.Lock()
+	if b.closed || c.removed || s.ConnectivityState == connectivity.Shutdown {
+		b.mu.Unlock()
+		return
+	}
+	oldState, oldErr := c.state, c.err
+	c.raw = s.ConnectivityState
+	switch c.raw {
+	case connectivity.Ready:
+		c.state, c.err = connectivity.Ready, nil
+	case connectivity.TransientFailure:
+		c.state, c.err = connectivity.TransientFailure, s.ConnectionError
+		if c.dns != nil && c.dns.r != nil {
+			c.dns.r.ResolveNow(resolver.ResolveNowOptions{})
+		}
+	case connectivity.Idle:
+		if c.wantedBy > 0 {
+			c.sc.Connect()
+		}
+		if c.state != connectivity.TransientFailure {
+			c.state = connectivity.Idle
+		}
+	case connectivity.Connecting:
+		if c.state != connectivity.TransientFailure {
+			c.state = connectivity.Connecting
+		}
+	}
+	if c.state != oldState || c.err != oldErr {
+		c.markUsersDirty()
+	}
+	b.finishAndUnlock()
+}
+
+func (c *endpointConn) markUsersDirty() {
+	for cl := range c.users {
+		c.b.dirty[cl] = struct{}{}
+	}
+}
+
+// usable reports whether the endpoint may yet become ready without a
+// change of configuration: it is not failing.
+func (c *endpointConn) usable() bool { return c.state != connectivity.TransientFailure }

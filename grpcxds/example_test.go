@@ -1,0 +1,79 @@
+package grpcxds_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/grpcxds"
+	"github.com/goxds/xds/testutils"
+)
+
+// hello is a greeter backend for the example.
+type hello string
+
+func (h hello) SayHello(_ context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	return wrapperspb.String(fmt.Sprintf("hello %s, from %s", in.GetValue(), h)), nil
+}
+
+// Route a channel by an xDS management server. An in-process management
+// server stands in for a real one here; with a real one, NewBuilder with
+// zero Options reads the bootstrap from GRPC_XDS_BOOTSTRAP.
+func ExampleNewBuilder() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// A backend on a free port.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	srv.RegisterService(&greeterDesc, hello("backend-1"))
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	// The management server sends listener "greeter" to that backend.
+	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer ms.Stop()
+	err = ms.Update(ctx, "example-node", testutils.DefaultResources(testutils.ResourceParams{
+		ListenerName: "greeter",
+		Ports:        []uint32{uint32(lis.Addr().(*net.TCPAddr).Port)},
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: "example-node"}))
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg})
+	if err != nil {
+		log.Fatal(err)
+	}
+	conn, err := grpc.NewClient("goxds:///greeter", grpc.WithResolvers(b),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+
+	reply := new(wrapperspb.StringValue)
+	err = conn.Invoke(ctx, "/goxds.test.Greeter/SayHello", wrapperspb.String("gopher"), reply, grpc.WaitForReady(true))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(reply.GetValue())
+	// Output: hello gopher, from backend-1
+}

@@ -1,0 +1,283 @@
+package grpcxds
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/grpclog"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/watchers"
+)
+
+var logger = grpclog.Component("goxds")
+
+// DefaultScheme is the target scheme of a Builder whose Options leave
+// Scheme empty: targets read "goxds:///my-listener". It is not gRPC's own
+// "xds", so that both resolvers can serve one program.
+const DefaultScheme = "goxds"
+
+// Options configure NewBuilder. The zero value reads the bootstrap from the
+// environment (GRPC_XDS_BOOTSTRAP or GRPC_XDS_BOOTSTRAP_CONFIG) and serves
+// DefaultScheme.
+type Options struct {
+	// Scheme is the target scheme the Builder serves, in lower case. "":
+	// DefaultScheme.
+	Scheme string
+	// Client, if set, is the xDS client every channel of the Builder
+	// watches through. It is shared, not owned: the caller closes it after
+	// the channels. Nil: the Builder creates a client from Bootstrap when
+	// the first channel starts, shares it between its channels, and closes
+	// it when the last one closes.
+	Client *client.Client
+	// Bootstrap names the management servers for a client the Builder
+	// creates, and holds the listener name templates (gRFC A47) used with
+	// Client too. Nil: bootstrap.FromEnv, unless Client is set, in which
+	// case a target's listener name is the target itself.
+	Bootstrap *bootstrap.Config
+	// ClientOptions tune a client the Builder creates; unused with Client.
+	ClientOptions client.Options
+	// FailoverTimeout is how long the balancer waits for a priority that is
+	// still connecting before it tries the next one (gRFC A56's failover
+	// timer). Zero: DefaultFailoverTimeout.
+	FailoverTimeout time.Duration
+}
+
+// Builder is a resolver.Builder for targets that name an xDS listener:
+// "goxds:///my-listener", or "goxds://authority/name" for a listener of a
+// bootstrap authority. Each channel built with it watches the listener's
+// config tree and routes with the goxds balancer. Pass it to
+// grpc.NewClient with grpc.WithResolvers, or register it with
+// resolver.Register. A Builder is safe for concurrent use.
+type Builder struct {
+	// Read-only after NewBuilder.
+	scheme     string
+	cfg        *bootstrap.Config // nil: targets are listener names as they are
+	shared     *client.Client    // the Options.Client, or nil
+	clientOpts client.Options
+	scJSON     string // the service config every channel gets
+
+	// A client the Builder created, counted by the resolvers using it.
+	mu    sync.Mutex
+	owned *client.Client // guarded by mu
+	refs  int            // guarded by mu
+}
+
+// NewBuilder returns a Builder for opts. It fails if the scheme is not a
+// valid lower-case URI scheme, or if no client is given and no valid
+// bootstrap can be had.
+func NewBuilder(opts Options) (*Builder, error) {
+	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions}
+	if b.scheme == "" {
+		b.scheme = DefaultScheme
+	}
+	if !validScheme(b.scheme) {
+		return nil, fmt.Errorf("grpcxds: scheme %q: want a letter, then lower-case letters, digits, '+', '-' or '.'", b.scheme)
+	}
+	if opts.FailoverTimeout < 0 {
+		return nil, fmt.Errorf("grpcxds: FailoverTimeout %v is negative", opts.FailoverTimeout)
+	}
+	switch {
+	case b.cfg != nil:
+		if err := b.cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("grpcxds: %w", err)
+		}
+	case b.shared == nil:
+		cfg, err := bootstrap.FromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
+		}
+		b.cfg = cfg
+	}
+	var lb lbConfigJSON
+	if opts.FailoverTimeout > 0 {
+		lb.FailoverTimeout = opts.FailoverTimeout.String()
+	}
+	sc, err := json.Marshal(map[string]any{"loadBalancingConfig": []map[string]lbConfigJSON{{BalancerName: lb}}})
+	if err != nil { // only strings: cannot happen
+		return nil, fmt.Errorf("grpcxds: service config: %v", err)
+	}
+	b.scJSON = string(sc)
+	return b, nil
+}
+
+func validScheme(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// Scheme implements resolver.Builder.
+func (b *Builder) Scheme() string { return b.scheme }
+
+// Build implements resolver.Builder: it starts watching the config tree of
+// the listener target names, and returns at once. The listener is the
+// target's path with the bootstrap's client_default_listener_resource_name_template
+// applied, or, for a target with an authority, that authority's template.
+// The virtual host is chosen for the channel's authority (the target's
+// path unless grpc.WithAuthority says otherwise).
+func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	name, err := b.listenerName(target)
+	if err != nil {
+		return nil, err
+	}
+	sc := cc.ParseServiceConfig(b.scJSON)
+	if sc.Err != nil {
+		return nil, fmt.Errorf("grpcxds: the goxds service config: %v", sc.Err)
+	}
+	c, release, err := b.acquireClient()
+	if err != nil {
+		return nil, err
+	}
+	authority := opts.Authority
+	if authority == "" {
+		authority = target.Endpoint()
+	}
+	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release}
+	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
+	return r, nil
+}
+
+// listenerName maps a target to the Listener to watch.
+func (b *Builder) listenerName(target resolver.Target) (string, error) {
+	endpoint := target.Endpoint()
+	if endpoint == "" {
+		return "", fmt.Errorf("grpcxds: target %q names no listener (want %s:///listener-name)", target.String(), b.scheme)
+	}
+	if authority := target.URL.Host; authority != "" {
+		if b.cfg == nil {
+			return "", fmt.Errorf("grpcxds: target %q names authority %q, but the Builder has no bootstrap", target.String(), authority)
+		}
+		name, ok := b.cfg.AuthorityListenerResourceName(authority, endpoint)
+		if !ok {
+			return "", fmt.Errorf("grpcxds: target %q: authority %q is not in the bootstrap", target.String(), authority)
+		}
+		return name, nil
+	}
+	if b.cfg == nil {
+		return endpoint, nil
+	}
+	return b.cfg.ListenerResourceName(endpoint), nil
+}
+
+// acquireClient returns the client for a new resolver and what the
+// resolver calls when it is done with it.
+func (b *Builder) acquireClient() (*client.Client, func(), error) {
+	if b.shared != nil {
+		return b.shared, func() {}, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.owned == nil {
+		c, err := client.New(b.cfg, b.clientOpts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("grpcxds: %w", err)
+		}
+		b.owned = c
+	}
+	b.refs++
+	c := b.owned
+	return c, sync.OnceFunc(func() {
+		b.mu.Lock()
+		b.refs--
+		last := b.refs == 0 && b.owned == c
+		if last {
+			b.owned = nil
+		}
+		b.mu.Unlock()
+		if last {
+			// Outside mu: Close waits for the client's callbacks, and a
+			// callback of another resolver may be starting a channel.
+			c.Close()
+		}
+	}), nil
+}
+
+// xdsResolver is one channel's resolver: a config tree watch whose events
+// become the channel's resolver state. The tree calls it on the client's
+// callback goroutine, one event at a time.
+type xdsResolver struct {
+	// Read-only after Build.
+	cc       resolver.ClientConn
+	listener string
+	sc       *serviceconfig.ParseResult
+	cancel   func() // of the tree watch; set right after the watch starts
+	release  func()
+}
+
+// Update implements watchers.TreeWatcher: the snapshot becomes the
+// channel's state. gRPC hands it to the balancer before returning.
+func (r *xdsResolver) Update(s *watchers.Snapshot) {
+	if err := r.cc.UpdateState(stateOf(s, r.sc)); err != nil {
+		logger.Warningf("listener %q: the channel did not take the new configuration: %v", r.listener, err)
+	}
+}
+
+// ResourceError implements watchers.TreeWatcher: the tree is unusable
+// (the listener or its route configuration missing or rejected, or no
+// virtual host), so the channel fails its RPCs with err until the next
+// Update. The error goes to the balancer in the resolver state rather than
+// as a resolver error (ReportError): gRPC would hold wait-for-ready RPCs on
+// a resolver error until their deadline, and before the first snapshot it
+// would not even run the goxds balancer.
+func (r *xdsResolver) ResourceError(err error) {
+	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, Err: err}, r.sc)); err != nil {
+		logger.Warningf("listener %q: the channel did not take the configuration error: %v", r.listener, err)
+	}
+}
+
+// AmbientError implements watchers.TreeWatcher: the configuration in force
+// stays, so only the log hears of it.
+func (r *xdsResolver) AmbientError(err error) {
+	logger.Warningf("listener %q: keeping the configuration in force: %v", r.listener, err)
+}
+
+// ResolveNow implements resolver.Resolver. The management server pushes
+// every change, so there is nothing to ask for.
+func (r *xdsResolver) ResolveNow(resolver.ResolveNowOptions) {}
+
+// Close implements resolver.Resolver: it stops the tree watch and releases
+// the client.
+func (r *xdsResolver) Close() {
+	r.cancel()
+	r.release()
+}
+
+// ConfigError is what a channel's RPCs fail with while the config tree of
+// its listener cannot be used: status UNAVAILABLE with this error's text,
+// wait-for-ready RPCs included, until the tree is usable again. The
+// resolver hands it to the balancer in the resolver state, in place of a
+// snapshot. Err wraps the cause: client.ErrResourceNotFound,
+// client.ErrResourceInvalid, client.ErrServerUnavailable, or
+// watchers.ErrNoVirtualHost.
+type ConfigError struct {
+	// Listener is the name of the Listener resource watched.
+	Listener string
+	// Err is the tree's error.
+	Err error
+}
+
+// Error names the listener and says what is wrong with its tree.
+func (e *ConfigError) Error() string {
+	msg := e.Err.Error()
+	// The client's errors already name the listener.
+	if !strings.Contains(msg, e.Listener) {
+		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
+	}
+	return "goxds: no usable xDS configuration: " + msg
+}
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }

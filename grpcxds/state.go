@@ -1,0 +1,111 @@
+package grpcxds
+
+import (
+	"google.golang.org/grpc/attributes"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
+)
+
+// What the resolver hands the channel rides in resolver.State: the
+// snapshot in State.Attributes, which is all the balancer reads, and every
+// endpoint of every EDS cluster in State.Endpoints, each with an
+// EndpointInfo, for whoever inspects the state (channelz, a custom
+// balancer, a test).
+
+// snapshotKey is the State.Attributes key of the snapshot.
+type snapshotKey struct{}
+
+// configErrorKey is the State.Attributes key of a *ConfigError, which
+// stands in for the snapshot while the tree is unusable.
+type configErrorKey struct{}
+
+// endpointInfoKey is the Endpoint.Attributes key of an EndpointInfo.
+type endpointInfoKey struct{}
+
+// SnapshotFromState returns the config tree snapshot the goxds resolver put
+// into s, and false if s did not come from it.
+func SnapshotFromState(s resolver.State) (*watchers.Snapshot, bool) {
+	snap, ok := s.Attributes.Value(snapshotKey{}).(*watchers.Snapshot)
+	return snap, ok && snap != nil
+}
+
+// withSnapshot returns the attributes that carry snap.
+func withSnapshot(snap *watchers.Snapshot) *attributes.Attributes {
+	return attributes.New(snapshotKey{}, snap)
+}
+
+// configErrorFromState returns the ConfigError the resolver put into s in
+// place of a snapshot, or nil.
+func configErrorFromState(s resolver.State) *ConfigError {
+	err, _ := s.Attributes.Value(configErrorKey{}).(*ConfigError)
+	return err
+}
+
+// errorState is the resolver.State for an unusable tree: the service
+// config, so that the goxds balancer runs, and the error it fails RPCs
+// with.
+func errorState(err *ConfigError, sc *serviceconfig.ParseResult) resolver.State {
+	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err)}
+}
+
+// EndpointInfo is what the goxds resolver says about one endpoint of
+// resolver.State.Endpoints: the cluster it belongs to and its place in that
+// cluster's ClusterLoadAssignment. An endpoint that serves several clusters
+// appears once per cluster.
+type EndpointInfo struct {
+	// Cluster is the EDS cluster's name (its key in Snapshot.Clusters).
+	Cluster string
+	// Locality and Priority place the endpoint; Priority 0 is the highest.
+	Locality resources.LocalityID
+	Priority uint32
+	// LocalityWeight is the locality's load_balancing_weight, Weight the
+	// endpoint's own (1 when unset).
+	LocalityWeight uint32
+	Weight         uint32
+	// Health is the endpoint's health as the management server sees it. The
+	// goxds balancer sends traffic only to HEALTHY and UNKNOWN endpoints.
+	Health resources.HealthStatus
+}
+
+// EndpointInfoFromEndpoint returns the EndpointInfo the goxds resolver
+// attached to ep, and false if it attached none.
+func EndpointInfoFromEndpoint(ep resolver.Endpoint) (EndpointInfo, bool) {
+	info, ok := ep.Attributes.Value(endpointInfoKey{}).(EndpointInfo)
+	return info, ok
+}
+
+// stateOf is the resolver.State for a snapshot: the snapshot itself, the
+// endpoints of its EDS clusters, and the service config selecting the goxds
+// balancer. Clusters are visited in no particular order; the balancer does
+// not rely on State.Endpoints.
+func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult) resolver.State {
+	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap)}
+	for name, cc := range snap.Clusters {
+		if cc.Endpoints == nil {
+			continue
+		}
+		for _, loc := range cc.Endpoints.Localities {
+			for _, ep := range loc.Endpoints {
+				addrs := make([]resolver.Address, len(ep.Addresses))
+				for i, a := range ep.Addresses {
+					addrs[i] = resolver.Address{Addr: a}
+				}
+				s.Endpoints = append(s.Endpoints, resolver.Endpoint{
+					Addresses: addrs,
+					Attributes: attributes.New(endpointInfoKey{}, EndpointInfo{
+						Cluster:        name,
+						Locality:       loc.ID,
+						Priority:       loc.Priority,
+						LocalityWeight: loc.Weight,
+						Weight:         ep.Weight,
+						Health:         ep.HealthStatus,
+					}),
+				})
+			}
+		}
+	}
+	return s
+}
