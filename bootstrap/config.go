@@ -118,12 +118,14 @@ func (s ServerConfig) validate(path string) error {
 	if s.ServerURI == "" {
 		return fieldErrorf(member(path, "server_uri"), "must not be empty")
 	}
-	switch {
-	case !s.APIType.known():
+	if !s.APIType.known() {
 		return fieldErrorf(member(path, "api_type"), "unknown value %s (want one of %s)", s.APIType, apiTypeList())
-	case !s.APIType.supported():
-		return fieldErrorf(member(path, "api_type"), "%s is not supported yet (use %s or %s)",
-			s.APIType, APITypeAggregatedGRPC, APITypeAggregatedDeltaGRPC)
+	}
+	if err := s.validateSource(path); err != nil {
+		return err
+	}
+	if s.APIType == APITypeFilesystem {
+		return nil // files need no credentials; any listed are ignored
 	}
 	credsPath := member(path, "channel_creds")
 	i := s.selectedCreds()

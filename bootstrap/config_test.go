@@ -43,8 +43,8 @@ func TestValidateGoConfig(t *testing.T) {
 			"xds_servers[1].server_uri: must not be empty"},
 		{"no creds", func(c *bootstrap.Config) { c.Servers[0].ChannelCreds = nil },
 			"xds_servers[0].channel_creds: must list at least one of"},
-		{"reserved api type", func(c *bootstrap.Config) { c.Servers[0].APIType = bootstrap.APITypeGRPC },
-			"xds_servers[0].api_type: GRPC is not supported yet"},
+		{"per-type sotw", func(c *bootstrap.Config) { c.Servers[0].APIType = bootstrap.APITypeGRPC }, ""},
+		{"per-type delta", func(c *bootstrap.Config) { c.Servers[0].APIType = bootstrap.APITypeDeltaGRPC }, ""},
 		{"out of range api type", func(c *bootstrap.Config) { c.Servers[0].APIType = 42 },
 			"xds_servers[0].api_type: unknown value APIType(42)"},
 		{"tls key without cert", func(c *bootstrap.Config) {

@@ -90,3 +90,30 @@ func noSupportedCreds(creds []ChannelCreds) string {
 	}
 	return fmt.Sprintf("no supported type in %q (supported: %q, %q)", types, CredsInsecure, CredsTLS)
 }
+
+// TLSConfig builds the TLS client config of the selected channel_creds
+// entry, for transports that are not gRPC (REST over https): nil for
+// "insecure"; for "tls", what TransportCredentials would use. The files are
+// read on every call.
+func (s ServerConfig) TLSConfig() (*tls.Config, error) {
+	i := s.selectedCreds()
+	if i < 0 {
+		return nil, fmt.Errorf("bootstrap: server %q: channel_creds: %s", s.ServerURI, noSupportedCreds(s.ChannelCreds))
+	}
+	c := s.ChannelCreds[i]
+	if c.Type == CredsInsecure {
+		return nil, nil
+	}
+	path := index("channel_creds", i)
+	t, err := c.tlsCreds(path)
+	if err == nil {
+		err = t.validate(member(path, "config"))
+	}
+	if err == nil {
+		var cfg *tls.Config
+		if cfg, err = t.clientConfig(); err == nil {
+			return cfg, nil
+		}
+	}
+	return nil, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
+}

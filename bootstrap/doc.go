@@ -49,12 +49,58 @@
 // node.user_agent_name and node.user_agent_version are ignored: goxds always
 // sends [UserAgentName] and [Version] (see [Node.Proto]).
 //
-// # The api_type field
+// # The api_type field and its companions
 //
-// "api_type" in a server object is a goxds extension: it chooses the protocol,
-// named as in Envoy's ApiConfigSource.ApiType. "AGGREGATED_GRPC" (the default)
-// is state-of-the-world ADS and "AGGREGATED_DELTA_GRPC" is incremental (delta)
-// ADS. "GRPC", "DELTA_GRPC" and "REST" are reserved and rejected for now.
-// grpc-go ignores the field, so a file that sets it still works with gRPC,
-// which speaks state-of-the-world ADS to the same server.
+// "api_type" in a server object is a goxds extension: it chooses the
+// protocol, named as in Envoy's ApiConfigSource.ApiType:
+//
+//   - "AGGREGATED_GRPC" (the default): state-of-the-world ADS, one stream for
+//     every type.
+//   - "AGGREGATED_DELTA_GRPC": incremental (delta) ADS.
+//   - "GRPC", "DELTA_GRPC": SotW or delta on one stream per type
+//     (ListenerDiscoveryService.StreamListeners, ...), for control planes
+//     that serve no ADS.
+//   - "REST": REST-JSON polling; server_uri is the base URL (http:// with
+//     "insecure" channel_creds, https:// with "tls").
+//   - "FILESYSTEM" (a goxds name): files on disk, no server at all.
+//
+// grpc-go ignores the field and speaks state-of-the-world ADS, so a file
+// meant for gRPC too should leave it at an ADS value. Four more goxds fields
+// go with it:
+//
+//	{
+//	  "server_uri": "xds.example.com:443", "channel_creds": [{"type": "tls"}],
+//	  "api_type": "AGGREGATED_GRPC",
+//	  "api_type_per_type": {"type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment": "DELTA_GRPC"}
+//	}
+//
+// "api_type_per_type" overrides the api_type of some types, by type URL, on
+// a gRPC server: above, endpoints come on their own delta stream and
+// everything else over SotW ADS. Only the four gRPC values may appear.
+//
+//	{
+//	  "server_uri": "/etc/xds",
+//	  "api_type": "FILESYSTEM",
+//	  "resource_files": {
+//	    "type.googleapis.com/envoy.config.listener.v3.Listener": "listeners.yaml",
+//	    "type.googleapis.com/envoy.config.cluster.v3.Cluster": "clusters.json"
+//	  },
+//	  "refresh_delay": "2s"
+//	}
+//
+// A FILESYSTEM server's server_uri is a directory (a path, or a file:// URI
+// of an absolute path); a relative path is relative to the bootstrap file
+// when the bootstrap is read with [Load] (or GRPC_XDS_BOOTSTRAP), else to
+// the working directory. "resource_files" names the file of each type,
+// relative to that directory unless absolute; each holds a DiscoveryResponse
+// (binary protobuf, JSON, YAML or proto text). channel_creds are not needed,
+// and ignored if present.
+//
+// "refresh_delay" (a Duration string) is, for REST, the pause before asking
+// again after an answer that changed nothing (HTTP 304), and for
+// FILESYSTEM, how often files are looked at when the system cannot report
+// changes; default [DefaultRefreshDelay]. "request_timeout" bounds one REST
+// poll, the time a long-polling server holds it included; default
+// [DefaultRequestTimeout]. Each field is an error on a server whose
+// api_type it does not apply to.
 package bootstrap

@@ -43,12 +43,15 @@ func FuzzParse(f *testing.F) {
 // parse, and that the broken ones fail, so the seeds stay what they claim.
 func TestSeedCorpus(t *testing.T) {
 	want := map[string]string{ // file → "" if valid, else part of the error
-		"traffic_director":  "",
-		"istio_agent":       "",
-		"mtls_delta":        "",
-		"federation":        "",
-		"reserved_api_type": "xds_servers[0].api_type: DELTA_GRPC is not supported yet",
-		"wrong_types":       "xds_servers[0].server_uri: must be a string, got number",
+		"traffic_director": "",
+		"istio_agent":      "",
+		"mtls_delta":       "",
+		"federation":       "",
+		"per_type_delta":   "",
+		"filesystem":       "",
+		"rest":             "",
+		"bad_per_type":     `xds_servers[0].api_type_per_type["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]: REST cannot be mixed with gRPC`,
+		"wrong_types":      "xds_servers[0].server_uri: must be a string, got number",
 	}
 	for name, wantErr := range want {
 		t.Run(name, func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -37,6 +38,8 @@ func Parse(data []byte) (*Config, error) {
 }
 
 // Load reads and parses the bootstrap file at path. Its errors name path.
+// The directory of a FILESYSTEM server given as a relative path is taken
+// relative to the directory of the bootstrap file.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -46,6 +49,7 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %s: %w", path, err)
 	}
+	c.resolveFilesystemDirs(filepath.Dir(path))
 	return c, nil
 }
 
@@ -158,6 +162,9 @@ func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
 			return s, fieldErrorf(p, "unknown value %q (want one of %s)", name, apiTypeList())
 		}
 		s.APIType = t
+	}
+	if err := decodeSourceFields(o, path, &s); err != nil {
+		return s, err
 	}
 	return s, nil
 }

@@ -48,6 +48,27 @@ type ServerConfig struct {
 	// APITypeAggregatedGRPC. JSON: api_type (a goxds extension; see the
 	// package documentation).
 	APIType APIType
+	// APITypePerType overrides APIType for some resource types, keyed by
+	// type URL: a gRPC server may serve, say, endpoints on their own delta
+	// stream (APITypeDeltaGRPC) and everything else over ADS. Only for a
+	// gRPC APIType, and only gRPC values. JSON: api_type_per_type (goxds).
+	APITypePerType map[string]APIType
+	// ResourceFiles names, for an APITypeFilesystem server, the file that
+	// holds each type's DiscoveryResponse, keyed by type URL. A relative
+	// path is relative to the directory ServerURI names. Required for
+	// APITypeFilesystem, and only for it. JSON: resource_files (goxds).
+	ResourceFiles map[string]string
+	// RefreshDelay is, for APITypeREST, how long to wait before polling
+	// again after an answer that changed nothing (HTTP 304); for
+	// APITypeFilesystem, how often to look at the files when the file
+	// system cannot report changes. Zero: DefaultRefreshDelay. JSON:
+	// refresh_delay, a Duration string such as "1s" (goxds).
+	RefreshDelay time.Duration
+	// RequestTimeout bounds one REST request, the time a server holds a
+	// long poll included; a request that times out counts as a failure.
+	// Zero: DefaultRequestTimeout. APITypeREST only. JSON: request_timeout
+	// (goxds).
+	RequestTimeout time.Duration
 }
 
 // ChannelCreds is one entry of a server's channel_creds list.
@@ -129,7 +150,7 @@ func (s ServerConfig) String() string {
 		creds = "none"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s [creds=%s api_type=%s", s.ServerURI, creds, s.APIType)
+	fmt.Fprintf(&b, "%s [creds=%s api_type=%s%s", s.ServerURI, creds, s.APIType, s.describeSource())
 	if len(s.ServerFeatures) > 0 {
 		fmt.Fprintf(&b, " features=%s", strings.Join(s.ServerFeatures, ","))
 	}
@@ -140,7 +161,8 @@ func (s ServerConfig) String() string {
 // Key returns a string that is equal for two servers exactly when one
 // connection can serve both: same URI, same selected credentials and
 // credential settings, same set of features (order and repeats do not
-// count) and same APIType. Entries of ChannelCreds after the selected one
+// count), same APIType and same settings of the API types (per-type
+// overrides, files, refresh delay, request timeout). Entries of ChannelCreds after the selected one
 // play no part. Use it as a map key to share one transport per server.
 func (s ServerConfig) Key() string {
 	parts := []string{strconv.Quote(s.ServerURI)}
@@ -152,6 +174,7 @@ func (s ServerConfig) Key() string {
 		features[i] = strconv.Quote(f)
 	}
 	parts = append(parts, "["+strings.Join(features, ",")+"]", s.APIType.String())
+	parts = append(parts, s.sourceKey()...)
 	return strings.Join(parts, ";")
 }
 

@@ -3,13 +3,21 @@ package testutils
 import (
 	"encoding/json"
 	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // Values of a server's "api_type", the goxds extension to the gRFC A27
-// bootstrap that picks the ADS variant spoken to that server.
+// bootstrap that picks the protocol spoken to that server.
 const (
-	APITypeSotW  = "AGGREGATED_GRPC"
-	APITypeDelta = "AGGREGATED_DELTA_GRPC"
+	APITypeSotW         = "AGGREGATED_GRPC"       // SotW ADS
+	APITypeDelta        = "AGGREGATED_DELTA_GRPC" // delta ADS
+	APITypeSotWPerType  = "GRPC"                  // SotW, one stream per type
+	APITypeDeltaPerType = "DELTA_GRPC"            // delta, one stream per type
+	APITypeREST         = "REST"                  // REST-JSON polling; the URI is http://
+	APITypeFilesystem   = "FILESYSTEM"            // files; the URI is a directory
 )
 
 // BootstrapOptions describes the bootstrap BootstrapJSON writes. Every server
@@ -22,6 +30,12 @@ type BootstrapOptions struct {
 	ServerURI      string
 	APIType        string
 	ServerFeatures []string
+	// APITypePerType, ResourceFiles and RefreshDelay are the first
+	// server's "api_type_per_type", "resource_files" and "refresh_delay";
+	// nil or zero omits them.
+	APITypePerType map[string]string
+	ResourceFiles  map[string]string
+	RefreshDelay   time.Duration
 	// FallbackServers follow the first server in "xds_servers", in priority
 	// order (gRFC A71).
 	FallbackServers []BootstrapServer
@@ -37,8 +51,11 @@ type BootstrapOptions struct {
 // BootstrapServer is one entry of an "xds_servers" list.
 type BootstrapServer struct {
 	URI            string
-	APIType        string   // "" omits "api_type"
-	ServerFeatures []string // nil omits "server_features"
+	APIType        string            // "" omits "api_type"
+	ServerFeatures []string          // nil omits "server_features"
+	APITypePerType map[string]string // nil omits "api_type_per_type"
+	ResourceFiles  map[string]string // nil omits "resource_files"
+	RefreshDelay   time.Duration     // 0 omits "refresh_delay"
 }
 
 // BootstrapAuthority is one entry of "authorities".
@@ -60,10 +77,13 @@ type (
 		DefaultTemplate string                   `json:"client_default_listener_resource_name_template,omitempty"`
 	}
 	serverJSON struct {
-		ServerURI      string      `json:"server_uri"`
-		ChannelCreds   []credsJSON `json:"channel_creds"`
-		ServerFeatures []string    `json:"server_features,omitempty"`
-		APIType        string      `json:"api_type,omitempty"`
+		ServerURI      string            `json:"server_uri"`
+		ChannelCreds   []credsJSON       `json:"channel_creds"`
+		ServerFeatures []string          `json:"server_features,omitempty"`
+		APIType        string            `json:"api_type,omitempty"`
+		APITypePerType map[string]string `json:"api_type_per_type,omitempty"`
+		ResourceFiles  map[string]string `json:"resource_files,omitempty"`
+		RefreshDelay   string            `json:"refresh_delay,omitempty"`
 	}
 	credsJSON struct {
 		Type string `json:"type"`
@@ -90,6 +110,9 @@ func BootstrapJSON(opts BootstrapOptions) []byte {
 			URI:            opts.ServerURI,
 			APIType:        opts.APIType,
 			ServerFeatures: opts.ServerFeatures,
+			APITypePerType: opts.APITypePerType,
+			ResourceFiles:  opts.ResourceFiles,
+			RefreshDelay:   opts.RefreshDelay,
 		}))
 	}
 	b.XDSServers = append(b.XDSServers, serversJSON(opts.FallbackServers)...)
@@ -121,10 +144,17 @@ func serversJSON(servers []BootstrapServer) []serverJSON {
 }
 
 func serverJSONOf(s BootstrapServer) serverJSON {
-	return serverJSON{
+	out := serverJSON{
 		ServerURI:      s.URI,
 		ChannelCreds:   []credsJSON{{Type: "insecure"}},
 		ServerFeatures: s.ServerFeatures,
 		APIType:        s.APIType,
+		APITypePerType: s.APITypePerType,
+		ResourceFiles:  s.ResourceFiles,
 	}
+	if s.RefreshDelay != 0 {
+		b, _ := protojson.Marshal(durationpb.New(s.RefreshDelay))
+		_ = json.Unmarshal(b, &out.RefreshDelay) // a JSON string such as "0.050s"
+	}
+	return out
 }

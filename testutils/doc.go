@@ -1,6 +1,7 @@
-// Package testutils helps test xDS clients, goxds's own and its users': two
-// in-process ADS servers, builders for the resources they serve, and a
-// bootstrap writer. It stands on its own and imports no other goxds package.
+// Package testutils helps test xDS clients, goxds's own and its users':
+// in-process xDS servers (gRPC and REST), builders for the resources they
+// serve, writers of resource files, and a bootstrap writer. It stands on its
+// own and imports no other goxds package.
 //
 // # Management server
 //
@@ -45,9 +46,10 @@
 //
 // # Fake server
 //
-// [FakeServer] serves both ADS RPCs with no logic of its own: it records every
-// request and sends exactly what the test gives it, so a test reads like the
-// exchange it checks:
+// [FakeServer] serves both ADS RPCs, and the per-type ones (StreamListeners,
+// DeltaClusters, ...; [FakeStream.TypeURL] tells them apart), with no logic
+// of its own: it records every request and sends exactly what the test gives
+// it, so a test reads like the exchange it checks:
 //
 //	req, err := fs.NextRequest(ctx)
 //	err = fs.Send(testutils.SotWResponse(typeURL, "1", "nonce-1", testutils.Cluster("c", "")))
@@ -56,11 +58,30 @@
 //
 // Every wait takes a context and ends with it; nothing in this package sleeps.
 //
+// Send and SendDelta go on the stream of the response's type: the last ADS
+// stream, or the last per-type stream of that type.
+//
+// # REST server
+//
+// [RESTServer] serves REST-JSON polls (POST /v3/discovery:clusters, ...)
+// through go-control-plane's REST handler over the same snapshot cache as
+// [ManagementServer], with [RESTServer.Update] alike. With
+// RESTServerOptions.LongPoll it holds a poll for which nothing changed until
+// an Update changes it; RESTServerOptions.OnRequest can fail requests.
+//
+// # Files
+//
+// [WriteResponseFile] writes a DiscoveryResponse as a FILESYSTEM server's
+// file, in the format of its extension (binary, JSON, YAML, proto text), by
+// an atomic rename; [MarshalResponseFile] only encodes it.
+//
 // # Resources and bootstrap
 //
 // The builders ([Listener], [RouteConfig], [Cluster], [Endpoints], ...) make
 // resources that pass gRPC's client-side validation (gRFC A27, A28): config
 // sources are ADS, and the router filter is the last HTTP filter.
 // [BootstrapJSON] writes a gRFC A27 bootstrap with insecure credentials and the
-// goxds "api_type" field that picks SotW or delta per server.
+// goxds fields that pick the protocol of each server: "api_type" (SotW or
+// delta, ADS or per type, REST, FILESYSTEM), "api_type_per_type",
+// "resource_files" and "refresh_delay".
 package testutils

@@ -25,10 +25,13 @@ type FakeServerOptions struct {
 	Address string
 }
 
-// FakeServer is an ADS server with no logic: it serves both
-// StreamAggregatedResources (SotW) and DeltaAggregatedResources (delta),
-// records every request, and sends only what the test tells it to, exactly
-// as given, so a test can script any exchange, malformed ones included.
+// FakeServer is an xDS server with no logic: it serves both
+// StreamAggregatedResources (SotW) and DeltaAggregatedResources (delta), and
+// the per-type services (ListenerDiscoveryService.StreamListeners and
+// DeltaListeners, and those of routes, scoped routes, virtual hosts,
+// clusters, endpoints, secrets and runtime), records every request, and
+// sends only what the test tells it to, exactly as given, so a test can
+// script any exchange, malformed ones included.
 //
 // Requests can be read in three ways, each with its own cursor over the same
 // records: NextRequest and NextDeltaRequest read the requests of every stream
@@ -53,8 +56,9 @@ type FakeServer struct {
 	allRequests *queue[Request]     // every request; read only through all()
 
 	mu      sync.Mutex
-	stopped bool        // guarded by mu
-	last    *FakeStream // guarded by mu: the stream opened last
+	stopped bool                   // guarded by mu
+	last    *FakeStream            // guarded by mu: the stream opened last
+	perType map[string]*FakeStream // guarded by mu: the per-type stream of each type opened last
 }
 
 // StartFakeServer starts a fake ADS server. Call Stop when done.
@@ -73,6 +77,7 @@ func StartFakeServer(opts FakeServerOptions) (*FakeServer, error) {
 	}
 	s.gs = grpc.NewServer(grpc.WaitForHandlers(true))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.gs, fakeADS{s: s})
+	registerPerTypeServices(s.gs, s)
 	s.workers.Add(1)
 	go func() {
 		defer s.workers.Done()
@@ -113,23 +118,36 @@ func (f fakeADS) DeltaAggregatedResources(gs discoveryv3.AggregatedDiscoveryServ
 	})
 }
 
-// open registers a new stream.
+// open registers a new ADS stream.
 func (s *FakeServer) open(gs grpc.ServerStream, delta bool) (*FakeStream, error) {
+	return s.openTyped(gs, delta, "")
+}
+
+// openTyped registers a new stream: an ADS stream if typeURL is empty,
+// else the per-type stream of typeURL.
+func (s *FakeServer) openTyped(gs grpc.ServerStream, delta bool, typeURL string) (*FakeStream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return nil, errStopping
 	}
 	st := &FakeStream{
-		ID:     s.streams.len() + 1,
-		Delta:  delta,
-		Opened: time.Now(),
-		reqs:   newQueue[Request](),
-		cut:    make(chan error, 1),
-		done:   make(chan struct{}),
-		gs:     gs,
+		ID:      s.streams.len() + 1,
+		Delta:   delta,
+		TypeURL: typeURL,
+		Opened:  time.Now(),
+		reqs:    newQueue[Request](),
+		cut:     make(chan error, 1),
+		done:    make(chan struct{}),
+		gs:      gs,
 	}
 	s.last = st
+	if typeURL != "" {
+		if s.perType == nil {
+			s.perType = make(map[string]*FakeStream)
+		}
+		s.perType[typeURL] = st
+	}
 	s.streams.push(st)
 	return st, nil
 }
@@ -178,30 +196,39 @@ func (s *FakeServer) StreamCount() int { return s.streams.len() }
 // Streams returns every stream opened so far, in order.
 func (s *FakeServer) Streams() []*FakeStream { return s.streams.all() }
 
-// current returns the stream opened last.
-func (s *FakeServer) current() (*FakeStream, error) {
+// current returns the stream a response of typeURL goes on: the stream
+// opened last if it is an ADS stream or the per-type stream of typeURL,
+// else the per-type stream of typeURL opened last.
+func (s *FakeServer) current(typeURL string) (*FakeStream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.last == nil {
 		return nil, errors.New("testutils: no stream has opened yet")
 	}
-	return s.last, nil
+	if s.last.TypeURL == "" || s.last.TypeURL == typeURL {
+		return s.last, nil
+	}
+	if st := s.perType[typeURL]; st != nil {
+		return st, nil
+	}
+	return nil, fmt.Errorf("testutils: no stream of %s has opened yet", typeURL)
 }
 
-// Send sends resp, as it is, on the current stream, which must be a SotW
-// stream that has not ended.
+// Send sends resp, as it is, on the current stream of its type: the stream
+// opened last if that is an ADS stream, else the per-type stream of
+// resp's type opened last. It must be a SotW stream that has not ended.
 func (s *FakeServer) Send(resp *discoveryv3.DiscoveryResponse) error {
-	st, err := s.current()
+	st, err := s.current(resp.GetTypeUrl())
 	if err != nil {
 		return err
 	}
 	return st.Send(resp)
 }
 
-// SendDelta sends resp, as it is, on the current stream, which must be a
-// delta stream that has not ended.
+// SendDelta sends resp, as it is, on the current stream of its type (see
+// Send), which must be a delta stream that has not ended.
 func (s *FakeServer) SendDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
-	st, err := s.current()
+	st, err := s.current(resp.GetTypeUrl())
 	if err != nil {
 		return err
 	}
@@ -209,13 +236,24 @@ func (s *FakeServer) SendDelta(resp *discoveryv3.DeltaDiscoveryResponse) error {
 }
 
 // CutStream ends the current stream with err as its status; see
-// FakeStream.Cut.
+// FakeStream.Cut. When the stream opened last is a per-type stream, the
+// client has one current stream per type, and CutStream ends each of them.
 func (s *FakeServer) CutStream(err error) error {
-	st, cerr := s.current()
-	if cerr != nil {
-		return cerr
+	s.mu.Lock()
+	cut := []*FakeStream{s.last}
+	if s.last != nil && s.last.TypeURL != "" {
+		cut = cut[:0]
+		for _, st := range s.perType {
+			cut = append(cut, st)
+		}
 	}
-	st.Cut(err)
+	s.mu.Unlock()
+	if cut[0] == nil {
+		return errors.New("testutils: no stream has opened yet")
+	}
+	for _, st := range cut {
+		st.Cut(err)
+	}
 	return nil
 }
 

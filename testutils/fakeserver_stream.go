@@ -29,14 +29,19 @@ type Request struct {
 	Delta *discoveryv3.DeltaDiscoveryRequest
 }
 
-// FakeStream is one ADS stream a client opened on a FakeServer. Its methods
+// FakeStream is one stream a client opened on a FakeServer: an ADS stream
+// or a per-type one. Its methods
 // are safe for concurrent use.
 type FakeStream struct {
 	// ID numbers the streams of a FakeServer in the order they opened, from 1,
 	// SotW and delta streams alike.
 	ID int
-	// Delta tells whether the stream is DeltaAggregatedResources.
+	// Delta tells whether the stream is a delta stream
+	// (DeltaAggregatedResources, or a per-type Delta* RPC).
 	Delta bool
+	// TypeURL is the type of a per-type stream (StreamListeners,
+	// DeltaClusters, ...), and "" for an ADS stream.
+	TypeURL string
 	// Opened is when the server accepted the stream.
 	Opened time.Time
 

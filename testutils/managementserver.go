@@ -18,6 +18,8 @@ import (
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -82,18 +84,23 @@ type Counters struct {
 }
 
 // ManagementServer is an xDS management server built from go-control-plane's
-// own server and caches, serving SotW and delta ADS (and the per-type LDS,
-// RDS, CDS and EDS services) over insecure gRPC. Its methods are safe for
+// own server and caches, serving SotW and delta ADS (and the per-type
+// services of listeners, routes, scoped routes, virtual hosts, clusters,
+// endpoints, secrets and runtime) over insecure gRPC. Its methods are safe for
 // concurrent use.
 type ManagementServer struct {
 	// Read-only after StartManagementServer.
 	addr     string
 	gs       *grpc.Server
 	cancel   context.CancelFunc  // stops heartbeats and go-control-plane's loops
+	xds      serverv3.Server     // go-control-plane's server, for RESTServer
 	snapshot cache.SnapshotCache // nil with Linear
 	linear   *linearCaches       // nil without Linear
 	serving  sync.WaitGroup      // the Serve goroutine
 	stopOnce sync.Once
+	// versionPrefix starts every snapshot version: "" for a ManagementServer,
+	// unique to the instance for a RESTServer (see there).
+	versionPrefix string
 
 	// Atomic counters behind Counters.
 	streams, deltaStreams, open          atomic.Int64
@@ -141,12 +148,17 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 	}
 
 	xs := serverv3.NewServer(ctx, adjustedCache{c}, s.callbacks(opts))
+	s.xds = xs
 	s.gs = grpc.NewServer(grpc.WaitForHandlers(true))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.gs, xs)
 	listenerservice.RegisterListenerDiscoveryServiceServer(s.gs, xs)
 	routeservice.RegisterRouteDiscoveryServiceServer(s.gs, xs)
+	routeservice.RegisterScopedRoutesDiscoveryServiceServer(s.gs, xs)
+	routeservice.RegisterVirtualHostDiscoveryServiceServer(s.gs, xs)
 	clusterservice.RegisterClusterDiscoveryServiceServer(s.gs, xs)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(s.gs, xs)
+	secretservice.RegisterSecretDiscoveryServiceServer(s.gs, xs)
+	runtimeservice.RegisterRuntimeDiscoveryServiceServer(s.gs, xs)
 
 	s.serving.Add(1)
 	go func() {
@@ -256,7 +268,7 @@ func (s *ManagementServer) Update(ctx context.Context, nodeID string, res Resour
 		return s.linear.update(nodeID, rs)
 	}
 
-	version := strconv.Itoa(s.updates)
+	version := s.versionPrefix + strconv.Itoa(s.updates)
 	prev := s.nodes[nodeID]
 	next := &snapshot{versions: make(map[string]string), items: rs}
 	if prev != nil {

@@ -56,10 +56,7 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg prot
 		}
 	}
 	names = req.ResourceNamesSubscribe
-	clear(ts.pendingSub)
-	clear(ts.pendingUnsub)
-	ts.subsChanged = false
-	ts.sentOnStream = true
+	ts.sentLocked()
 	return req, names, r
 }
 
@@ -92,6 +89,9 @@ type deltaStream struct {
 func (s deltaStream) send(m proto.Message) error {
 	return s.s.Send(m.(*discoveryv3.DeltaDiscoveryRequest))
 }
+
+// requiresNonce: a gRPC stream pairs each response with its reply by nonce.
+func (deltaStream) requiresNonce() {}
 
 func (s deltaStream) recv() (*Response, error) {
 	m, err := s.s.Recv()

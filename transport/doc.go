@@ -1,5 +1,8 @@
 // Package transport carries an xDS client's subscriptions to a management
-// server and the server's responses back, over one ADS stream per server.
+// server and the server's responses back: over one ADS stream per server,
+// over one gRPC stream per type, by REST-JSON polling, or from files on
+// disk, as the server's bootstrap.APIType says. The watch API above it is the
+// same whatever the source.
 //
 // A [Transport] owns the wire state and nothing else: for each resource type
 // (each logical sub-stream of the aggregated stream) the last accepted
@@ -48,10 +51,61 @@
 // the client into a reconnect loop. On the new stream every subscription is
 // sent again.
 //
+// # Per-type streams
+//
+// With APITypeGRPC or APITypeDeltaGRPC (or per-type overrides in
+// bootstrap.ServerConfig.APITypePerType) each type has a stream of its own,
+// on its service: ListenerDiscoveryService.StreamListeners or
+// DeltaListeners, and likewise for routes, scoped routes, virtual hosts
+// (delta only), clusters, endpoints, secrets and runtime. Each stream has its
+// own version, nonce, reconnection and backoff, and follows every rule
+// above; types left on ADS share one aggregated stream. The client sees one
+// server: a stream that ends after it answered is routine and is not
+// reported, one that fails without an answer is ([Handler.OnStreamError]),
+// and the names of the streams still up are then reported sent again so
+// that their does-not-exist timers run on. A type with no such service (a
+// custom one) gets resource errors for its names.
+//
+// # REST-JSON polling
+//
+// With APITypeREST each type is polled on its own: POST
+// <server_uri>/v3/discovery:listeners (:routes, :scoped-routes, :clusters,
+// :endpoints, :secrets, :runtime) with a DiscoveryRequest in the proto3 JSON
+// mapping, and a DiscoveryResponse back. The polls are the requests a SotW
+// stream would carry: every one has the node, the names wanted, the version
+// last accepted and, after a rejection, error_detail. One is outstanding at
+// a time: the next goes out once the client has judged the previous answer
+// (that poll is the ACK or NACK), a long-polling server may hold it until
+// something changes, and a change of subscriptions abandons a held poll for
+// a new one. HTTP 304 means nothing changed: the same poll goes out again
+// after the server's RefreshDelay. Errors, and polls that exceed the
+// RequestTimeout, back off as failed streams do ([Options].Backoff). Names
+// count as sent (for the does-not-exist timers) once a poll carrying them
+// was written to the server. A type with no endpoint, or nothing wanted
+// (a poll naming nothing would ask for everything), is not polled.
+//
+// # Files
+//
+// With APITypeFilesystem each type is read from its file
+// (bootstrap.ServerConfig.ResourceFiles): a DiscoveryResponse in binary
+// protobuf, JSON, YAML or proto text, by extension or else by content. The
+// file's content is a SotW response of its type, handed over whenever the
+// file changes and again when names are added. Changes are seen through
+// fsnotify on the file's directory, so that files replaced by an atomic
+// rename (the way to write them) and symlinks swapped under them (Kubernetes
+// ConfigMaps) are seen; where the system cannot watch, or with
+// [Options].PollFiles, the files are looked at every RefreshDelay. There is
+// no ACK or NACK: a file that cannot be read is logged and every name of its
+// type gets a resource error, while the last valid configuration stays; a
+// file missing from the start makes the server unavailable until it
+// appears; a file deleted later changes nothing (logged), and is read again
+// when it comes back; an empty file is taken for one being written.
+//
 // # Structure
 //
 // The protocol logic (the per-type state and how it becomes requests) is
 // apart from the code that moves messages, a small stream interface, so the
 // variants share the runner that keeps streams alive: one runner per ADS
-// transport, serving every type.
+// transport, serving every type; one per type for per-type streams, and for
+// REST, whose "stream" is a run of polls that lasts until one fails.
 package transport

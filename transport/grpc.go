@@ -15,8 +15,8 @@ import (
 	"github.com/goxds/xds/bootstrap"
 )
 
-// Options tune the gRPC transports a Builder makes. The zero value is
-// ready to use.
+// Options tune the transports a Builder makes. The zero value is ready to
+// use.
 type Options struct {
 	// Backoff paces stream restarts after failures. Zero: grpc's
 	// backoff.DefaultConfig (1 s growing by 1.6× to 120 s, ±20% jitter).
@@ -41,6 +41,12 @@ type Options struct {
 	// DialOptions are added to the options used to dial the server, after
 	// the transport credentials from the bootstrap.
 	DialOptions []grpc.DialOption
+	// PollFiles makes FILESYSTEM transports look for changes by polling
+	// (every RefreshDelay of the server) instead of asking the operating
+	// system to report them, for file systems that cannot (NFS, some FUSE
+	// mounts). Polling is also what they fall back to when the system
+	// refuses to watch a directory.
+	PollFiles bool
 	// Logger receives the transport's logs. Nil: discard.
 	Logger *slog.Logger
 }
@@ -72,9 +78,11 @@ type Builder interface {
 	Build(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error)
 }
 
-// NewBuilder returns the Builder of gRPC ADS transports: SotW
-// (StreamAggregatedResources) or delta (DeltaAggregatedResources) as the
-// server's APIType says.
+// NewBuilder returns the Builder of every transport goxds has, chosen by the
+// server's APIType: gRPC ADS, SotW (StreamAggregatedResources) or delta
+// (DeltaAggregatedResources); gRPC streams per type (APITypeGRPC,
+// APITypeDeltaGRPC, or per-type overrides in APITypePerType); REST-JSON
+// polling (APITypeREST); files (APITypeFilesystem).
 func NewBuilder(opts Options) Builder {
 	return grpcBuilder{opts: opts.withDefaults()}
 }
@@ -82,6 +90,21 @@ func NewBuilder(opts Options) Builder {
 type grpcBuilder struct{ opts Options }
 
 func (b grpcBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
+	switch api := server.APIType; {
+	case api == bootstrap.APITypeREST:
+		return b.buildREST(server, node, h)
+	case api == bootstrap.APITypeFilesystem:
+		return b.buildFiles(server, h)
+	case len(server.APITypePerType) > 0 || api == bootstrap.APITypeGRPC || api == bootstrap.APITypeDeltaGRPC:
+		return b.buildMux(server, node, h)
+	case api == bootstrap.APITypeAggregatedGRPC || api == bootstrap.APITypeAggregatedDeltaGRPC:
+		return b.buildADS(server, node, h)
+	}
+	return nil, fmt.Errorf("xDS server %s: api_type %v is not supported by this transport", server.ServerURI, server.APIType)
+}
+
+// dial makes the gRPC channel to a server.
+func (b grpcBuilder) dial(server bootstrap.ServerConfig) (*grpc.ClientConn, error) {
 	creds, err := server.TransportCredentials()
 	if err != nil {
 		return nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
@@ -94,21 +117,28 @@ func (b grpcBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h H
 	if err != nil {
 		return nil, fmt.Errorf("xDS server %s: dial: %w", server.ServerURI, err)
 	}
-	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
-	var p protocol
-	switch server.APIType {
-	case bootstrap.APITypeAggregatedGRPC:
-		p = sotwProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error) {
-			return ads.StreamAggregatedResources(ctx)
-		}}
-	case bootstrap.APITypeAggregatedDeltaGRPC:
-		p = deltaProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse], error) {
+	return cc, nil
+}
+
+// adsProtocol is the protocol of an aggregated stream of variant api.
+func adsProtocol(ads discoveryv3.AggregatedDiscoveryServiceClient, api bootstrap.APIType) protocol {
+	if api == bootstrap.APITypeAggregatedDeltaGRPC {
+		return deltaProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse], error) {
 			return ads.DeltaAggregatedResources(ctx)
 		}}
-	default:
-		cc.Close()
-		return nil, fmt.Errorf("xDS server %s: api_type %v is not supported by this transport", server.ServerURI, server.APIType)
 	}
+	return sotwProtocol{open: func(ctx context.Context) (grpc.BidiStreamingClient[discoveryv3.DiscoveryRequest, discoveryv3.DiscoveryResponse], error) {
+		return ads.StreamAggregatedResources(ctx)
+	}}
+}
+
+// buildADS returns the transport of a server spoken to over one ADS stream.
+func (b grpcBuilder) buildADS(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
+	cc, err := b.dial(server)
+	if err != nil {
+		return nil, err
+	}
+	p := adsProtocol(discoveryv3.NewAggregatedDiscoveryServiceClient(cc), server.APIType)
 	opts := b.opts
 	opts.Logger = opts.Logger.With("server", server.ServerURI, "protocol", server.APIType.String())
 	return &adsTransport{runner: newRunner(p, h, node, opts), cc: cc}, nil

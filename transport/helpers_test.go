@@ -186,3 +186,36 @@ func want(t *testing.T, got, want proto.Message) {
 }
 
 var errRejected = errors.New("listener L1: route_config_name: must not be empty")
+
+// The API types each wire test runs on: every SotW test on the aggregated
+// stream and on one stream per type, every delta test likewise. The rules
+// are the same; where the wire differs (the node starts every per-type
+// stream; a stream that ends after answering is routine and not reported
+// on per-type streams) the test says so.
+var (
+	sotwVariants  = []bootstrap.APIType{bootstrap.APITypeAggregatedGRPC, bootstrap.APITypeGRPC}
+	deltaVariants = []bootstrap.APIType{bootstrap.APITypeAggregatedDeltaGRPC, bootstrap.APITypeDeltaGRPC}
+)
+
+// forEachAPIType runs f as a subtest per API type.
+func forEachAPIType(t *testing.T, apis []bootstrap.APIType, f func(t *testing.T, api bootstrap.APIType)) {
+	for _, api := range apis {
+		t.Run(api.String(), func(t *testing.T) { f(t, api) })
+	}
+}
+
+// perType tells the per-type variants from the aggregated ones.
+func perType(api bootstrap.APIType) bool {
+	return api == bootstrap.APITypeGRPC || api == bootstrap.APITypeDeltaGRPC
+}
+
+// nodeOfNewType is the node on the first request of a type once the stream
+// has carried another type: none on ADS, where only the stream's first
+// request has it; on per-type streams each type's first request starts its
+// own stream.
+func nodeOfNewType(api bootstrap.APIType) *corev3.Node {
+	if perType(api) {
+		return testNode
+	}
+	return nil
+}

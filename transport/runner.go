@@ -35,8 +35,33 @@ type wireStream interface {
 	recv() (*Response, error)
 }
 
+// subscriptionReporter is a wireStream that calls
+// Handler.OnSubscriptionsSent itself, once a request has really reached the
+// server (REST, where "sent" is not "on a live stream"); the runner then
+// does not.
+type subscriptionReporter interface {
+	reportsSubscriptions()
+}
+
+// streamCloser is a wireStream with goroutines of its own: close stops them
+// and waits, and the runner calls it before the stream is done with.
+type streamCloser interface {
+	close()
+}
+
 // errSilentServer ends a stream on which the server said nothing at all.
 var errSilentServer = errors.New("no response from the management server")
+
+// errNoNonce rejects a response that came without a nonce on a stream that
+// requires one.
+var errNoNonce = errors.New("response without a nonce, which a stream requires to pair it with its ACK or NACK: rejected, nothing applied")
+
+// nonceRequirer is a wireStream on which every response must carry a nonce
+// (gRPC streams; REST polling makes it optional). A response without one is
+// NACKed unread.
+type nonceRequirer interface {
+	requiresNonce()
+}
 
 // runner keeps one stream of one protocol alive for a set of types: it
 // starts the stream when the first name is wanted, restarts it with backoff
@@ -58,6 +83,7 @@ type runner struct {
 	mu    sync.Mutex
 	types map[string]*typeState // guarded by mu
 	order []string              // type URLs in first-use order; guarded by mu
+	live  bool                  // a stream is up; guarded by mu
 }
 
 func newRunner(p protocol, h Handler, node *corev3.Node, opts Options) *runner {
@@ -146,7 +172,7 @@ func (r *runner) waitForInterest() bool {
 		r.mu.Lock()
 		wanted := false
 		for _, ts := range r.types {
-			if len(ts.names) > 0 {
+			if len(ts.names)+len(ts.resubscribe) > 0 {
 				wanted = true
 				break
 			}
@@ -190,7 +216,15 @@ func (r *runner) runStream() (healthy bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("start stream: %w", err)
 	}
+	if c, ok := ws.(streamCloser); ok {
+		defer c.close()
+	}
 	r.resetTypesForStream()
+	defer func() {
+		r.mu.Lock()
+		r.live = false
+		r.mu.Unlock()
+	}()
 	r.logger.Debug("xDS stream started")
 
 	var answered atomic.Bool
@@ -256,7 +290,25 @@ func (r *runner) resetTypesForStream() {
 	for _, u := range r.order {
 		r.types[u].resetForStreamLocked(held[u])
 	}
+	r.live = true
 	r.mu.Unlock()
+}
+
+// sentNames returns, for each type with names on the live stream, every
+// name wanted; nil when no stream is up.
+func (r *runner) sentNames() map[string][]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.live {
+		return nil
+	}
+	out := make(map[string][]string)
+	for u, ts := range r.types {
+		if ts.sentOnStream && len(ts.names) > 0 {
+			out[u] = sortedKeys(ts.names)
+		}
+	}
+	return out
 }
 
 type outgoing struct {
@@ -281,7 +333,15 @@ func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
 		*node = nil
 		outs = append(outs, outgoing{typeURL: u, msg: msg, names: names, reply: rep})
 	}
+	// Names held back until their removal was sent go in the next request.
+	again := false
+	for _, u := range r.order {
+		again = again || r.types[u].subsChanged
+	}
 	r.mu.Unlock()
+	if again {
+		defer r.signal()
+	}
 	for i, o := range outs {
 		if err := ws.send(o.msg); err != nil {
 			for _, rest := range outs[i:] {
@@ -297,7 +357,7 @@ func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
 		if r.logger.Enabled(context.Background(), slog.LevelDebug) {
 			r.logger.Debug("xDS request sent", "type", o.typeURL, "request", o.msg)
 		}
-		if o.names != nil {
+		if _, self := ws.(subscriptionReporter); o.names != nil && !self {
 			r.handler.OnSubscriptionsSent(o.typeURL, o.names)
 		}
 	}
@@ -313,10 +373,18 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		if err != nil {
 			return err
 		}
-		answered.Store(true)
 		applied := make(chan struct{})
-		var once sync.Once
-		verdict := r.handler.OnResponse(resp, func() { once.Do(func() { close(applied) }) })
+		var verdict error
+		if _, required := ws.(nonceRequirer); required && resp.Nonce == "" {
+			// Not the client's to judge: it is not applied, and is no
+			// answer either.
+			verdict = errNoNonce
+			close(applied)
+		} else {
+			answered.Store(true)
+			var once sync.Once
+			verdict = r.handler.OnResponse(resp, func() { once.Do(func() { close(applied) }) })
+		}
 		if verdict != nil {
 			r.logger.Warn("NACK", "type", resp.TypeURL, "version", resp.Version, "nonce", resp.Nonce, "err", verdict)
 		}

@@ -44,7 +44,7 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg proto
 		Node:          node,
 		TypeUrl:       ts.typeURL,
 		VersionInfo:   ts.version,
-		ResourceNames: sortedKeys(ts.names),
+		ResourceNames: ts.sortedNamesLocked(),
 		ResponseNonce: ts.nonce,
 	}
 	if r != nil && r.err != nil {
@@ -56,8 +56,7 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg proto
 			names = []string{}
 		}
 	}
-	ts.subsChanged = false
-	ts.sentOnStream = true
+	ts.sentLocked()
 	return req, names, r
 }
 
@@ -79,6 +78,9 @@ type sotwStream struct {
 func (s sotwStream) send(m proto.Message) error {
 	return s.s.Send(m.(*discoveryv3.DiscoveryRequest))
 }
+
+// requiresNonce: a gRPC stream pairs each response with its reply by nonce.
+func (sotwStream) requiresNonce() {}
 
 func (s sotwStream) recv() (*Response, error) {
 	m, err := s.s.Recv()

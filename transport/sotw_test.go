@@ -16,84 +16,92 @@ import (
 const sotw = bootstrap.APITypeAggregatedGRPC
 
 func TestSotWFirstRequestCarriesNodeAndNames(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L2", "L1"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		Node:          testNode,
-		TypeUrl:       ldsURL,
-		ResourceNames: []string{"L1", "L2"},
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L2", "L1"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			Node:          testNode,
+			TypeUrl:       ldsURL,
+			ResourceNames: []string{"L1", "L2"},
+		})
+		if s := <-e.h.sent; s.typeURL != ldsURL || len(s.names) != 2 {
+			t.Fatalf("OnSubscriptionsSent(%v), want the two listener names", s)
+		}
 	})
-	if s := <-e.h.sent; s.typeURL != ldsURL || len(s.names) != 2 {
-		t.Fatalf("OnSubscriptionsSent(%v), want the two listener names", s)
-	}
 }
 
 func TestSotWACKCarriesVersionAndNonce(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	if err := e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1"))); err != nil {
-		t.Fatal(err)
-	}
-	r := e.h.nextResponse(t)
-	if r.Version != "v1" || r.Nonce != "n1" || len(r.Resources) != 1 || r.Delta {
-		t.Fatalf("handler got %+v", r)
-	}
-	// No node after the first request of the stream.
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl:       ldsURL,
-		VersionInfo:   "v1",
-		ResourceNames: []string{"L1"},
-		ResponseNonce: "n1",
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		if err := e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1"))); err != nil {
+			t.Fatal(err)
+		}
+		r := e.h.nextResponse(t)
+		if r.Version != "v1" || r.Nonce != "n1" || len(r.Resources) != 1 || r.Delta {
+			t.Fatalf("handler got %+v", r)
+		}
+		// No node after the first request of the stream.
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl:       ldsURL,
+			VersionInfo:   "v1",
+			ResourceNames: []string{"L1"},
+			ResponseNonce: "n1",
+		})
 	})
 }
 
 func TestSotWNACKKeepsAcceptedVersionAndSetsErrorDetail(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1")))
-	e.next() // ACK of v1
-	e.h.setVerdict(func(*transport.Response) error { return errRejected })
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v2", "n2", testutils.Listener("L1", "")))
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl:       ldsURL,
-		VersionInfo:   "v1", // the last accepted, not the rejected v2
-		ResourceNames: []string{"L1"},
-		ResponseNonce: "n2",
-		ErrorDetail:   &statuspb.Status{Code: int32(codes.InvalidArgument), Message: errRejected.Error()},
-	})
-	e.h.setVerdict(nil)
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v3", "n3", testutils.Listener("L1", "R1")))
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl: ldsURL, VersionInfo: "v3", ResourceNames: []string{"L1"}, ResponseNonce: "n3",
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1")))
+		e.next() // ACK of v1
+		e.h.setVerdict(func(*transport.Response) error { return errRejected })
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v2", "n2", testutils.Listener("L1", "")))
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl:       ldsURL,
+			VersionInfo:   "v1", // the last accepted, not the rejected v2
+			ResourceNames: []string{"L1"},
+			ResponseNonce: "n2",
+			ErrorDetail:   &statuspb.Status{Code: int32(codes.InvalidArgument), Message: errRejected.Error()},
+		})
+		e.h.setVerdict(nil)
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v3", "n3", testutils.Listener("L1", "R1")))
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl: ldsURL, VersionInfo: "v3", ResourceNames: []string{"L1"}, ResponseNonce: "n3",
+		})
 	})
 }
 
 func TestSotWSubscriptionChangesListEveryName(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1")))
-	e.next()
-	// Adding a name: the full list, with the current version and nonce.
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl: ldsURL, VersionInfo: "v1", ResourceNames: []string{"L1", "L2"}, ResponseNonce: "n1",
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1")))
+		e.next()
+		// Adding a name: the full list, with the current version and nonce.
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl: ldsURL, VersionInfo: "v1", ResourceNames: []string{"L1", "L2"}, ResponseNonce: "n1",
+		})
+		// Removing one: the list without it.
+		e.tr.UpdateSubscriptions(ldsURL, nil, []string{"L1"})
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl: ldsURL, VersionInfo: "v1", ResourceNames: []string{"L2"}, ResponseNonce: "n1",
+		})
+		// Removing the last: an empty list, which after names means "none".
+		e.tr.UpdateSubscriptions(ldsURL, nil, []string{"L2"})
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{
+			TypeUrl: ldsURL, VersionInfo: "v1", ResponseNonce: "n1",
+		})
+		if s := lastSent(e.h); s.names == nil || len(s.names) != 0 {
+			t.Fatalf("OnSubscriptionsSent after unsubscribe-all got %#v, want an empty non-nil list", s.names)
+		}
 	})
-	// Removing one: the list without it.
-	e.tr.UpdateSubscriptions(ldsURL, nil, []string{"L1"})
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl: ldsURL, VersionInfo: "v1", ResourceNames: []string{"L2"}, ResponseNonce: "n1",
-	})
-	// Removing the last: an empty list, which after names means "none".
-	e.tr.UpdateSubscriptions(ldsURL, nil, []string{"L2"})
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{
-		TypeUrl: ldsURL, VersionInfo: "v1", ResponseNonce: "n1",
-	})
-	if s := lastSent(e.h); s.names == nil || len(s.names) != 0 {
-		t.Fatalf("OnSubscriptionsSent after unsubscribe-all got %#v, want an empty non-nil list", s.names)
-	}
 }
 
 func lastSent(h *handler) sentNames {
@@ -109,86 +117,96 @@ func lastSent(h *handler) sentNames {
 
 // Many names changed at once go out in one request.
 func TestSotWBatchedSubscriptionIsOneRequest(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	var names []string
-	for i := range 1000 {
-		names = append(names, fmt.Sprintf("C%04d", i))
-	}
-	e.tr.UpdateSubscriptions(edsURL, names, nil)
-	if got := len(e.next().ResourceNames); got != 1000 {
-		t.Fatalf("first request names %d clusters, want all 1000", got)
-	}
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		var names []string
+		for i := range 1000 {
+			names = append(names, fmt.Sprintf("C%04d", i))
+		}
+		e.tr.UpdateSubscriptions(edsURL, names, nil)
+		if got := len(e.next().ResourceNames); got != 1000 {
+			t.Fatalf("first request names %d clusters, want all 1000", got)
+		}
+	})
 }
 
 // Each type is its own sub-stream: its own version and nonce.
 func TestSotWTypesHaveIndependentVersionsAndNonces(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	e.tr.UpdateSubscriptions(rdsURL, []string{"R1"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: rdsURL, ResourceNames: []string{"R1"}})
-	e.fs.Send(testutils.SotWResponse(ldsURL, "lv1", "ln1", testutils.Listener("L1", "R1")))
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, VersionInfo: "lv1", ResourceNames: []string{"L1"}, ResponseNonce: "ln1"})
-	e.tr.UpdateSubscriptions(rdsURL, []string{"R2"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: rdsURL, ResourceNames: []string{"R1", "R2"}})
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		e.tr.UpdateSubscriptions(rdsURL, []string{"R1"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{Node: nodeOfNewType(sotw), TypeUrl: rdsURL, ResourceNames: []string{"R1"}})
+		e.fs.Send(testutils.SotWResponse(ldsURL, "lv1", "ln1", testutils.Listener("L1", "R1")))
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, VersionInfo: "lv1", ResourceNames: []string{"L1"}, ResponseNonce: "ln1"})
+		e.tr.UpdateSubscriptions(rdsURL, []string{"R2"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: rdsURL, ResourceNames: []string{"R1", "R2"}})
+	})
 }
 
 // A subscription added and removed before it reached the stream sends
 // nothing, and an empty list is never the first request of a type (it would
 // read as the legacy wildcard).
 func TestSotWNoEmptyFirstRequest(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
-	e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C1"})
-	e.tr.UpdateSubscriptions(rdsURL, []string{"R1"}, nil)
-	if r := e.next(); r.TypeUrl != rdsURL {
-		t.Fatalf("got a %s request %v, want only the route request", r.TypeUrl, r)
-	}
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C1"})
+		e.tr.UpdateSubscriptions(rdsURL, []string{"R1"}, nil)
+		if r := e.next(); r.TypeUrl != rdsURL {
+			t.Fatalf("got a %s request %v, want only the route request", r.TypeUrl, r)
+		}
+	})
 }
 
 // Wildcard is sent explicitly as "*", alone or with names.
 func TestSotWWildcardIsExplicit(t *testing.T) {
-	e := newEnv(t, sotw, fastOptions, nil)
-	e.tr.UpdateSubscriptions(cdsURL, []string{"*"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"*"}})
-	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"*", "C1"}})
-	e.tr.UpdateSubscriptions(cdsURL, nil, []string{"*"})
-	want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"C1"}})
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		e := newEnv(t, sotw, fastOptions, nil)
+		e.tr.UpdateSubscriptions(cdsURL, []string{"*"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"*"}})
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"*", "C1"}})
+		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"*"})
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"C1"}})
+	})
 }
 
 // The client does not read the next response until the handler is done
 // with the previous one, and every response gets exactly one reply.
 func TestSotWFlowControl(t *testing.T) {
-	h := newHandler()
-	h.hold = make(chan func(), 10)
-	e := newEnv(t, sotw, fastOptions, h)
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	e.next()
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1"))
-	e.fs.Send(testutils.SotWResponse(ldsURL, "v2", "n2"))
-	if r := h.nextResponse(t); r.Nonce != "n1" {
-		t.Fatalf("first response nonce %q", r.Nonce)
-	}
-	done := <-h.hold
-	// The ACK of n1 goes out before the handler is done...
-	if r := e.next(); r.ResponseNonce != "n1" || r.VersionInfo != "v1" {
-		t.Fatalf("reply %v, want ACK of n1", r)
-	}
-	// ...but n2 is not handed over until it is.
-	select {
-	case r := <-h.responses:
-		t.Fatalf("response %q delivered before the previous one was done", r.Nonce)
-	default:
-	}
-	done()
-	if r := h.nextResponse(t); r.Nonce != "n2" {
-		t.Fatalf("second response nonce %q", r.Nonce)
-	}
-	(<-h.hold)()
-	if r := e.next(); r.ResponseNonce != "n2" || r.VersionInfo != "v2" {
-		t.Fatalf("reply %v, want ACK of n2", r)
-	}
+	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		h := newHandler()
+		h.hold = make(chan func(), 10)
+		e := newEnv(t, sotw, fastOptions, h)
+		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+		e.next()
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1"))
+		e.fs.Send(testutils.SotWResponse(ldsURL, "v2", "n2"))
+		if r := h.nextResponse(t); r.Nonce != "n1" {
+			t.Fatalf("first response nonce %q", r.Nonce)
+		}
+		done := <-h.hold
+		// The ACK of n1 goes out before the handler is done...
+		if r := e.next(); r.ResponseNonce != "n1" || r.VersionInfo != "v1" {
+			t.Fatalf("reply %v, want ACK of n1", r)
+		}
+		// ...but n2 is not handed over until it is.
+		select {
+		case r := <-h.responses:
+			t.Fatalf("response %q delivered before the previous one was done", r.Nonce)
+		default:
+		}
+		done()
+		if r := h.nextResponse(t); r.Nonce != "n2" {
+			t.Fatalf("second response nonce %q", r.Nonce)
+		}
+		(<-h.hold)()
+		if r := e.next(); r.ResponseNonce != "n2" || r.VersionInfo != "v2" {
+			t.Fatalf("reply %v, want ACK of n2", r)
+		}
+	})
 }

@@ -13,6 +13,9 @@ type typeState struct {
 	typeURL string
 	// names is every name the client wants, "*" included when wildcard.
 	names map[string]struct{}
+	// sorted is names, sorted, as the last SotW request carried them (see
+	// sortedNamesLocked). It may be stale; it is never modified in place.
+	sorted []string
 
 	// version is the last version_info accepted (SotW). It survives stream
 	// restarts: the first request on a new stream carries it.
@@ -27,9 +30,16 @@ type typeState struct {
 	// subsChanged marks subscriptions changed since the last request.
 	subsChanged bool
 
-	// pendingSub and pendingUnsub are the delta subscription changes not yet
-	// sent on the current stream.
+	// pendingSub and pendingUnsub are the subscription changes not yet sent
+	// on the current stream.
 	pendingSub, pendingUnsub map[string]struct{}
+	// resubscribe holds names wanted again while their removal has not
+	// reached the server. They are held back until the request carrying the
+	// removal is on its way, then go out in the next one: cancelled out, the
+	// removal and the new subscription would leave the server believing the
+	// client still holds a resource the client has forgotten, and it would
+	// never send it again.
+	resubscribe map[string]struct{}
 	// initialVersions is sent once, in the first delta request of this type
 	// on a new stream; nil afterwards.
 	initialVersions map[string]string
@@ -76,26 +86,21 @@ func newTypeState(typeURL string) *typeState {
 		names:        make(map[string]struct{}),
 		pendingSub:   make(map[string]struct{}),
 		pendingUnsub: make(map[string]struct{}),
+		resubscribe:  make(map[string]struct{}),
 	}
 }
 
 // updateLocked applies a subscription change to the wanted set and to the
-// delta bookkeeping. A name added and removed before the change reached the
-// server cancels out.
+// bookkeeping of what the server has been told. Removals come first: a name
+// in both lists is removed, then wanted again. A name added and removed
+// before the addition reached the server cancels out; a name removed and
+// added again before the removal did is held back (see resubscribe).
 func (ts *typeState) updateLocked(add, remove []string) {
-	for _, n := range add {
-		if _, ok := ts.names[n]; ok {
+	for _, n := range remove {
+		if _, ok := ts.resubscribe[n]; ok {
+			delete(ts.resubscribe, n)
 			continue
 		}
-		ts.names[n] = struct{}{}
-		ts.subsChanged = true
-		if _, ok := ts.pendingUnsub[n]; ok {
-			delete(ts.pendingUnsub, n)
-		} else {
-			ts.pendingSub[n] = struct{}{}
-		}
-	}
-	for _, n := range remove {
 		if _, ok := ts.names[n]; !ok {
 			continue
 		}
@@ -107,6 +112,34 @@ func (ts *typeState) updateLocked(add, remove []string) {
 			ts.pendingUnsub[n] = struct{}{}
 		}
 	}
+	for _, n := range add {
+		if _, ok := ts.names[n]; ok {
+			continue
+		}
+		if _, ok := ts.pendingUnsub[n]; ok {
+			ts.resubscribe[n] = struct{}{}
+			continue
+		}
+		ts.names[n] = struct{}{}
+		ts.subsChanged = true
+		ts.pendingSub[n] = struct{}{}
+	}
+}
+
+// sentLocked records that a request carrying every pending change of ts is
+// built and about to be sent: the names held back in resubscribe can go in
+// the next request, for which it sets subsChanged.
+func (ts *typeState) sentLocked() {
+	clear(ts.pendingSub)
+	clear(ts.pendingUnsub)
+	ts.subsChanged = false
+	ts.sentOnStream = true
+	for n := range ts.resubscribe {
+		ts.names[n] = struct{}{}
+		ts.pendingSub[n] = struct{}{}
+		ts.subsChanged = true
+	}
+	clear(ts.resubscribe)
 }
 
 // resetForStreamLocked prepares the state for a new stream: nonces and what
@@ -114,6 +147,10 @@ func (ts *typeState) updateLocked(add, remove []string) {
 func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	ts.nonce = ""
 	ts.sentOnStream = false
+	for n := range ts.resubscribe { // the new stream starts afresh
+		ts.names[n] = struct{}{}
+	}
+	clear(ts.resubscribe)
 	ts.subsChanged = len(ts.names) > 0
 	clear(ts.pendingUnsub)
 	clear(ts.pendingSub)
@@ -133,6 +170,30 @@ func (ts *typeState) takeReplyLocked() *reply {
 	r := ts.reply
 	ts.reply = nil
 	return r
+}
+
+// sortedNamesLocked returns names, sorted. SotW repeats every name in
+// every request, ACKs included, so the sorted list is kept between requests
+// rather than sorted anew for each response: for 10,000 names the sort
+// costs more than the client's whole handling of an unchanged response. The
+// kept list is used when it has as many names as names and each of them
+// is in names, a check far cheaper than the sort; it is replaced, never
+// modified, so requests already built keep theirs.
+func (ts *typeState) sortedNamesLocked() []string {
+	if len(ts.sorted) > 0 && len(ts.sorted) == len(ts.names) {
+		current := true
+		for _, n := range ts.sorted {
+			if _, ok := ts.names[n]; !ok {
+				current = false
+				break
+			}
+		}
+		if current {
+			return ts.sorted
+		}
+	}
+	ts.sorted = sortedKeys(ts.names)
+	return ts.sorted
 }
 
 func sortedKeys(m map[string]struct{}) []string {

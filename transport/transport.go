@@ -12,7 +12,10 @@ import (
 type Transport interface {
 	// UpdateSubscriptions adds and removes resource names of interest for a
 	// type. It never blocks on the network. Changes made close together,
-	// for one or many types, go out as one request per type.
+	// for one or many types, go out as one request per type. A name in both
+	// lists is removed, then added again; if its removal has not reached the
+	// server when it is added again, the server is told of the removal first,
+	// so that it sends the resource anew.
 	UpdateSubscriptions(typeURL string, add, remove []string)
 	// Close stops the transport. Once it returns, no goroutine of the
 	// transport is running and no Handler method will be called.

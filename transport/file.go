@@ -1,0 +1,404 @@
+package transport
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/fsnotify/fsnotify"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+
+	"github.com/goxds/xds/bootstrap"
+)
+
+// A FILESYSTEM server is a set of files, one per type, each holding a
+// DiscoveryResponse. The file is the server: its content is handed to the
+// client as a SotW response whenever it changes, and again when names are
+// added (the client ignores resources nobody asked for). There is nothing
+// to ACK or NACK: what the client rejects is logged, and the last valid
+// configuration stays.
+//
+// Changes are seen through fsnotify (inotify on Linux) on the directory of
+// each file, so that a file replaced by an atomic rename is seen too, as is
+// a symlink swapped under it (a Kubernetes ConfigMap volume); when the
+// system cannot watch a directory, or Options.PollFiles says so, the files
+// are looked at every RefreshDelay instead.
+//
+// Failure cases:
+//   - A file that cannot be read as a DiscoveryResponse is logged, and
+//     every name subscribed of its type gets a resource error; the last
+//     valid configuration stays.
+//   - A file missing before it was ever read makes the server unavailable
+//     (Handler.OnStreamError, once) until it appears.
+//   - A file deleted after it was read changes nothing: the last
+//     configuration stays in force and is still handed to new watches. The
+//     deletion is logged, and the file is read again when it comes back.
+//   - An empty file is taken for one being written, and ignored.
+
+// buildFiles returns the transport of a FILESYSTEM server.
+func (b grpcBuilder) buildFiles(server bootstrap.ServerConfig, h Handler) (Transport, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &fileTransport{
+		server:   server,
+		handler:  h,
+		logger:   b.opts.Logger.With("server", server.FileDir(), "protocol", server.APIType.String()),
+		poll:     b.opts.PollFiles,
+		interval: server.EffectiveRefreshDelay(),
+		ctx:      ctx,
+		cancel:   cancel,
+		done:     make(chan struct{}),
+		wake:     make(chan struct{}, 1),
+		subs:     make(map[string]*fileSub),
+	}
+	go t.run()
+	return t, nil
+}
+
+// fileTransport reads the files of one FILESYSTEM server.
+type fileTransport struct {
+	// Read-only after buildFiles.
+	server   bootstrap.ServerConfig
+	handler  Handler
+	logger   *slog.Logger
+	poll     bool
+	interval time.Duration
+	ctx      context.Context
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when run returns
+	wake     chan struct{} // capacity 1: subscriptions changed
+
+	mu   sync.Mutex
+	subs map[string]*fileSub // by type URL; guarded by mu
+}
+
+// fileSub is what the client wants of one type.
+type fileSub struct {
+	names map[string]struct{}
+	added bool // names were added since run last looked
+}
+
+// fileState is what run knows of one type's file. Only run touches it.
+type fileState struct {
+	typeURL string
+	path    string
+	dir     string
+	watched bool        // its directory is watched by fsnotify
+	info    os.FileInfo // of the file last read, to spot changes by polling
+	sum     [sha256.Size]byte
+	read    bool      // sum holds the hash of the bytes last read
+	good    *Response // the last valid content
+	missing bool      // the file's absence was reported
+	told    []string  // the names last reported to the client
+	serial  int       // numbers the responses, as nonces for logs
+}
+
+func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
+	if _, ok := t.server.FilePath(typeURL); !ok {
+		reportUnservable(t.handler, typeURL, add, "resource_files names no file for this resource type")
+		return
+	}
+	t.mu.Lock()
+	s := t.subs[typeURL]
+	if s == nil {
+		s = &fileSub{names: make(map[string]struct{})}
+		t.subs[typeURL] = s
+	}
+	for _, n := range add {
+		if _, ok := s.names[n]; !ok {
+			s.names[n] = struct{}{}
+			s.added = true
+		}
+	}
+	for _, n := range remove {
+		delete(s.names, n)
+	}
+	t.mu.Unlock()
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *fileTransport) Close() {
+	t.cancel()
+	<-t.done
+}
+
+// wanted returns the names wanted of each type, and whether names were
+// added, and clears the added marks.
+func (t *fileTransport) wanted() map[string]fileSub {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]fileSub, len(t.subs))
+	for u, s := range t.subs {
+		out[u] = fileSub{names: maps.Clone(s.names), added: s.added}
+		s.added = false
+	}
+	return out
+}
+
+func (t *fileTransport) run() {
+	defer close(t.done)
+	states := make(map[string]*fileState)
+	var w *fsnotify.Watcher
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	defer func() {
+		if w != nil {
+			w.Close()
+		}
+	}()
+	var ticker *time.Ticker
+	var tick <-chan time.Time
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	started := false
+
+	for {
+		subs := t.wanted()
+		if !started && len(subs) > 0 {
+			started = true
+			if !t.poll {
+				var err error
+				if w, err = fsnotify.NewWatcher(); err != nil {
+					t.logger.Warn("cannot watch files for changes; polling them instead", "err", err, "every", t.interval)
+					w = nil
+				} else {
+					events, watchErrs = w.Events, w.Errors
+				}
+			}
+		}
+		for _, typeURL := range slices.Sorted(maps.Keys(subs)) {
+			sub := subs[typeURL]
+			st := states[typeURL]
+			if st == nil {
+				path, _ := t.server.FilePath(typeURL)
+				path = filepath.Clean(path)
+				st = &fileState{typeURL: typeURL, path: path, dir: filepath.Dir(path)}
+				states[typeURL] = st
+			}
+			t.watchDir(w, st, states)
+			if len(sub.names) > 0 && (!st.read || sub.added) {
+				t.refresh(st, sortedKeys(sub.names), sub.added)
+			}
+		}
+		polling := false
+		for _, st := range states {
+			polling = polling || !st.watched
+		}
+		switch {
+		case polling && ticker == nil:
+			ticker = time.NewTicker(t.interval)
+			tick = ticker.C
+		case !polling && ticker != nil:
+			ticker.Stop()
+			ticker, tick = nil, nil
+		}
+
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-t.wake:
+		case ev := <-events:
+			t.onEvent(ev, states, t.namesOf)
+		case err := <-watchErrs:
+			// An overflowed event queue loses events: look at every file.
+			t.logger.Warn("file watch error; checking every file", "err", err)
+			for _, st := range states {
+				t.checkChanged(st, t.namesOf(st.typeURL))
+			}
+		case <-tick:
+			for _, st := range states {
+				t.watchDir(w, st, states)
+				t.checkChanged(st, t.namesOf(st.typeURL))
+			}
+		}
+	}
+}
+
+// namesOf returns the names wanted of typeURL, sorted.
+func (t *fileTransport) namesOf(typeURL string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.subs[typeURL]; s != nil {
+		return sortedKeys(s.names)
+	}
+	return nil
+}
+
+// watchDir starts watching the directory of st, if it can and another type
+// has not already.
+func (t *fileTransport) watchDir(w *fsnotify.Watcher, st *fileState, states map[string]*fileState) {
+	if w == nil || st.watched {
+		return
+	}
+	for _, o := range states {
+		if o != st && o.watched && o.dir == st.dir {
+			st.watched = true
+			return
+		}
+	}
+	if err := w.Add(st.dir); err != nil {
+		t.logger.Warn("cannot watch the directory of a file; polling it", "dir", st.dir, "err", err, "every", t.interval)
+		return
+	}
+	st.watched = true
+}
+
+// onEvent reacts to a change in a watched directory: the file named is read
+// again; any other change in the directory (a symlink swapped, say) makes
+// the files there checked.
+func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState, namesOf func(string) []string) {
+	name := filepath.Clean(ev.Name)
+	for _, st := range states {
+		switch {
+		case name == st.path:
+			if names := namesOf(st.typeURL); len(names) > 0 {
+				t.refresh(st, names, false)
+			}
+		case name == st.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
+			st.watched = false // the watch went with the directory; poll
+		case filepath.Dir(name) == st.dir:
+			t.checkChanged(st, namesOf(st.typeURL))
+		}
+	}
+}
+
+// checkChanged reads the file of st again if it looks changed.
+func (t *fileTransport) checkChanged(st *fileState, names []string) {
+	if len(names) == 0 {
+		return
+	}
+	info, err := os.Stat(st.path)
+	if err == nil && st.info != nil && os.SameFile(info, st.info) &&
+		info.ModTime().Equal(st.info.ModTime()) && info.Size() == st.info.Size() {
+		return
+	}
+	if err != nil && st.missing {
+		return // still gone
+	}
+	t.refresh(st, names, false)
+}
+
+// refresh reads the file of st and hands what changed to the client; with
+// redeliver, the last valid content is handed over again even if the file
+// did not change, for names just added.
+func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
+	info, err := os.Stat(st.path)
+	var data []byte
+	if err == nil {
+		data, err = os.ReadFile(st.path)
+	}
+	if err != nil {
+		st.info = nil
+		if !st.missing {
+			st.missing = true
+			if st.good == nil {
+				t.logger.Warn("cannot read the file of a resource type", "type", st.typeURL, "err", err)
+				t.handler.OnStreamError(fmt.Errorf("file of %s: %w", st.typeURL, err))
+			} else {
+				t.logger.Warn("the file of a resource type is gone; keeping its last configuration", "type", st.typeURL, "err", err)
+			}
+		}
+		if redeliver && st.good != nil {
+			t.deliver(st, st.good, names)
+		}
+		return
+	}
+	st.missing = false
+	st.info = info
+	if len(data) == 0 {
+		t.logger.Debug("empty file ignored, as one being written", "path", st.path)
+		if redeliver && st.good != nil {
+			t.deliver(st, st.good, names)
+		}
+		return
+	}
+	sum := sha256.Sum256(data)
+	if st.read && sum == st.sum {
+		if redeliver && st.good != nil {
+			t.deliver(st, st.good, names)
+		}
+		return
+	}
+	st.read, st.sum = true, sum
+	resp, format, err := decodeResponseFile(st.path, data, st.typeURL)
+	if err != nil {
+		t.logger.Warn("file rejected; the last valid configuration stays", "path", st.path, "format", format, "err", err)
+		if redeliver && st.good != nil {
+			t.deliver(st, st.good, names)
+		}
+		t.reportBadFile(st, names, err)
+		return
+	}
+	version := resp.GetVersionInfo()
+	if version == "" {
+		version = hex.EncodeToString(sum[:6])
+	}
+	st.serial++
+	st.good = &Response{
+		TypeURL:        st.typeURL,
+		Version:        version,
+		Nonce:          strconv.Itoa(st.serial),
+		Resources:      resp.GetResources(),
+		ResourceErrors: resp.GetResourceErrors(),
+	}
+	t.logger.Debug("file read", "path", st.path, "format", format, "version", version, "resources", len(resp.GetResources()))
+	t.deliver(st, st.good, names)
+}
+
+// deliver hands r to the client and waits until its watchers have it.
+func (t *fileTransport) deliver(st *fileState, r *Response, names []string) {
+	if !slices.Equal(names, st.told) {
+		// The file has every name the client asks for, or never will:
+		// the does-not-exist timers may start.
+		st.told = names
+		t.handler.OnSubscriptionsSent(st.typeURL, names)
+	}
+	applied := make(chan struct{})
+	var once sync.Once
+	if err := t.handler.OnResponse(r, func() { once.Do(func() { close(applied) }) }); err != nil {
+		t.logger.Warn("resources of the file rejected; each keeps its last valid version", "path", st.path, "version", r.Version, "err", err)
+	}
+	select {
+	case <-applied:
+	case <-t.ctx.Done():
+	}
+}
+
+// reportBadFile gives every name wanted of st's type a resource error.
+func (t *fileTransport) reportBadFile(st *fileState, names []string, cause error) {
+	r := &Response{TypeURL: st.typeURL, Delta: true} // errors only: deletes nothing
+	for _, n := range names {
+		if n == "*" {
+			continue
+		}
+		r.ResourceErrors = append(r.ResourceErrors, &discoveryv3.ResourceError{
+			ResourceName: &discoveryv3.ResourceName{Name: n},
+			ErrorDetail:  &statuspb.Status{Code: int32(codes.InvalidArgument), Message: fmt.Sprintf("file %s: %v", st.path, cause)},
+		})
+	}
+	if len(r.ResourceErrors) > 0 {
+		applied := make(chan struct{})
+		var once sync.Once
+		_ = t.handler.OnResponse(r, func() { once.Do(func() { close(applied) }) })
+		select {
+		case <-applied:
+		case <-t.ctx.Done():
+		}
+	}
+}

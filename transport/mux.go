@@ -1,0 +1,190 @@
+package transport
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+
+	"github.com/goxds/xds/bootstrap"
+)
+
+// muxTransport serves the types of one server over several runners: one
+// stream per type (per-type gRPC, REST polling), with the aggregated types,
+// if any, sharing one ADS runner per variant. Runners are made on first use
+// of a type.
+type muxTransport struct {
+	// Read-only after newMux.
+	handler Handler
+	logger  *slog.Logger
+	// route returns the runner key of a type and makes its runner; ok is
+	// false if the server cannot serve the type at all.
+	route func(typeURL string, h Handler) (key string, make func() *runner, ok bool)
+	close func() // after every runner stopped: release connections
+
+	mu      sync.Mutex
+	closed  bool                  // guarded by mu
+	runners map[string]*muxRunner // by key; guarded by mu
+	byType  map[string]*muxRunner // guarded by mu
+	refused map[string]struct{}   // types the server cannot serve, warned about; guarded by mu
+}
+
+// muxRunner is one runner of a muxTransport and the Handler it reports to.
+type muxRunner struct {
+	r *runner
+	h *streamHandler
+}
+
+func newMux(h Handler, logger *slog.Logger, route func(string, Handler) (string, func() *runner, bool), closeFn func()) *muxTransport {
+	return &muxTransport{
+		handler: h,
+		logger:  logger,
+		route:   route,
+		close:   closeFn,
+		runners: make(map[string]*muxRunner),
+		byType:  make(map[string]*muxRunner),
+		refused: make(map[string]struct{}),
+	}
+}
+
+func (m *muxTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return
+	}
+	mr := m.byType[typeURL]
+	if mr == nil {
+		sh := &streamHandler{Handler: m.handler, mux: m}
+		key, mk, ok := m.route(typeURL, sh)
+		if !ok {
+			_, warned := m.refused[typeURL]
+			m.refused[typeURL] = struct{}{}
+			m.mu.Unlock()
+			if !warned {
+				m.logger.Warn("the server's API type has no way to fetch this resource type", "type", typeURL)
+			}
+			reportUnservable(m.handler, typeURL, add, "the server's API type has no service for this resource type")
+			return
+		}
+		if mr = m.runners[key]; mr == nil {
+			mr = &muxRunner{r: mk(), h: sh}
+			m.runners[key] = mr
+		}
+		m.byType[typeURL] = mr
+	}
+	m.mu.Unlock()
+	mr.r.updateSubscriptions(typeURL, add, remove)
+}
+
+func (m *muxTransport) Close() {
+	m.mu.Lock()
+	m.closed = true
+	runners := m.runners
+	m.runners = nil
+	m.mu.Unlock()
+	for _, mr := range runners {
+		mr.r.stop()
+	}
+	if m.close != nil {
+		m.close()
+	}
+}
+
+// reannounce tells the client again of the names that the live streams
+// other than except carry. The client stops every does-not-exist timer of a
+// server when one of its streams fails; the names of the streams still up
+// are on the wire all the same, so their timers start again.
+func (m *muxTransport) reannounce(except *streamHandler) {
+	m.mu.Lock()
+	var others []*runner
+	for _, mr := range m.runners {
+		if mr.h != except {
+			others = append(others, mr.r)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range others {
+		for typeURL, names := range r.sentNames() {
+			m.handler.OnSubscriptionsSent(typeURL, names)
+		}
+	}
+}
+
+// streamHandler is the Handler of one runner of a muxTransport. The client
+// sees one server and one stream health: a stream that ends after it
+// answered is routine and is not reported (the runner reconnects), so that
+// one of several streams ending does not look like the server failing; a
+// stream that fails without an answer is reported, as on ADS.
+type streamHandler struct {
+	Handler
+	mux      *muxTransport
+	answered atomic.Bool // a response came since the last stream error
+}
+
+func (h *streamHandler) OnResponse(r *Response, done func()) error {
+	h.answered.Store(true)
+	return h.Handler.OnResponse(r, done)
+}
+
+func (h *streamHandler) OnStreamError(err error) {
+	if h.answered.Swap(false) {
+		return
+	}
+	h.Handler.OnStreamError(err)
+	h.mux.reannounce(h)
+}
+
+// reportUnservable tells the client that names of typeURL cannot be fetched
+// from this server, as resource errors. It is a delta-style response with
+// nothing but errors, so that it deletes nothing (a SotW response without
+// resources would delete every Listener and Cluster).
+func reportUnservable(h Handler, typeURL string, names []string, reason string) {
+	if len(names) == 0 {
+		return
+	}
+	r := &Response{TypeURL: typeURL, Delta: true}
+	for _, n := range names {
+		r.ResourceErrors = append(r.ResourceErrors, &discoveryv3.ResourceError{
+			ResourceName: &discoveryv3.ResourceName{Name: n},
+			ErrorDetail:  &statuspb.Status{Code: int32(codes.Unimplemented), Message: reason},
+		})
+	}
+	_ = h.OnResponse(r, func() {})
+}
+
+// buildMux returns the transport of a gRPC server that has per-type streams
+// (APITypeGRPC, APITypeDeltaGRPC, or per-type overrides).
+func (b grpcBuilder) buildMux(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
+	cc, err := b.dial(server)
+	if err != nil {
+		return nil, err
+	}
+	ads := discoveryv3.NewAggregatedDiscoveryServiceClient(cc)
+	opts := b.opts
+	logger := opts.Logger.With("server", server.ServerURI)
+	route := func(typeURL string, h Handler) (string, func() *runner, bool) {
+		api := server.APITypeFor(typeURL)
+		ropts := opts
+		ropts.Logger = logger.With("protocol", api.String())
+		switch api {
+		case bootstrap.APITypeAggregatedGRPC, bootstrap.APITypeAggregatedDeltaGRPC:
+			return "ads/" + api.String(), func() *runner { return newRunner(adsProtocol(ads, api), h, node, ropts) }, true
+		}
+		sotw, delta, ok := perTypeService(cc, typeURL)
+		if !ok || (api == bootstrap.APITypeGRPC && sotw == nil) {
+			return "", nil, false
+		}
+		ropts.Logger = ropts.Logger.With("type", typeURL)
+		var p protocol = sotwProtocol{open: sotw}
+		if api == bootstrap.APITypeDeltaGRPC {
+			p = deltaProtocol{open: delta}
+		}
+		return typeURL, func() *runner { return newRunner(p, h, node, ropts) }, true
+	}
+	return newMux(h, logger, route, func() { cc.Close() }), nil
+}

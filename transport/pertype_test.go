@@ -1,0 +1,198 @@
+package transport_test
+
+import (
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/transport"
+)
+
+// Transports with more than one stream per server: per-type streams, and
+// ADS with per-type overrides.
+
+func newServerEnv(t *testing.T, server bootstrap.ServerConfig, opts transport.Options) *env {
+	t.Helper()
+	fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fs.Stop)
+	h := newHandler()
+	server.ServerURI = fs.Address()
+	server.ChannelCreds = []bootstrap.ChannelCreds{{Type: bootstrap.CredsInsecure}}
+	tr, err := transport.NewBuilder(opts).Build(server, testNode, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return &env{t: t, fs: fs, h: h, tr: tr}
+}
+
+func (e *env) stream() *testutils.FakeStream {
+	e.t.Helper()
+	st, err := e.fs.NextStream(ctxT(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// Each type has its own stream, of its own service, started by the node.
+func TestPerTypeStreamPerType(t *testing.T) {
+	e := newServerEnv(t, bootstrap.ServerConfig{APIType: bootstrap.APITypeGRPC}, fastOptions)
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	lds := e.stream()
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+	cds := e.stream()
+	if lds.TypeURL != ldsURL || cds.TypeURL != cdsURL || lds.Delta || cds.Delta {
+		t.Fatalf("streams of %q and %q (delta %v, %v), want StreamListeners then StreamClusters", lds.TypeURL, cds.TypeURL, lds.Delta, cds.Delta)
+	}
+	for _, c := range []struct {
+		st      *testutils.FakeStream
+		typeURL string
+		name    string
+	}{{lds, ldsURL, "L1"}, {cds, cdsURL, "C1"}} {
+		r, err := c.st.NextRequest(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want(t, r, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: c.typeURL, ResourceNames: []string{c.name}})
+	}
+	// A second name of a type goes on that type's stream.
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
+	r, err := lds.NextRequest(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, r, &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, ResourceNames: []string{"L1", "L2"}})
+	if n := e.fs.StreamCount(); n != 2 {
+		t.Fatalf("%d streams for two types, want 2", n)
+	}
+}
+
+// Per-type overrides: endpoints on their own delta stream, the rest on one
+// SotW ADS stream.
+func TestPerTypeOverrideBesideADS(t *testing.T) {
+	e := newServerEnv(t, bootstrap.ServerConfig{
+		APIType:        bootstrap.APITypeAggregatedGRPC,
+		APITypePerType: map[string]bootstrap.APIType{edsURL: bootstrap.APITypeDeltaGRPC},
+	}, fastOptions)
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	ads := e.stream()
+	e.tr.UpdateSubscriptions(edsURL, []string{"E1"}, nil)
+	eds := e.stream()
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+	if ads.TypeURL != "" || ads.Delta || eds.TypeURL != edsURL || !eds.Delta {
+		t.Fatalf("streams %+v and %+v, want a SotW ADS stream and a delta EDS stream", ads, eds)
+	}
+	if _, err := ads.NextRequest(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := ads.NextRequest(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, r, &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"C1"}}) // same stream: no node
+	dr, err := eds.NextDeltaRequest(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(t, dr, &discoveryv3.DeltaDiscoveryRequest{Node: testNode, TypeUrl: edsURL, ResourceNamesSubscribe: []string{"E1"}})
+	if err := eds.SendDelta(testutils.DeltaResponse(edsURL, "d1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.h.nextResponse(t); !r.Delta || r.TypeURL != edsURL {
+		t.Fatalf("handler got %+v, want the delta EDS response", r)
+	}
+}
+
+// A type with no per-type service cannot be fetched: its names get resource
+// errors at once, and no stream is opened for it.
+func TestPerTypeUnservableType(t *testing.T) {
+	const unknownURL = "type.googleapis.com/goxds.test.Unknown"
+	e := newServerEnv(t, bootstrap.ServerConfig{APIType: bootstrap.APITypeGRPC}, fastOptions)
+	e.tr.UpdateSubscriptions(unknownURL, []string{"X", "Y"}, nil)
+	r := e.h.nextResponse(t)
+	if r.TypeURL != unknownURL || !r.Delta || len(r.Resources)+len(r.DeltaResources)+len(r.Removed) != 0 || len(r.ResourceErrors) != 2 {
+		t.Fatalf("handler got %+v, want two resource errors and nothing else", r)
+	}
+	for _, re := range r.ResourceErrors {
+		if codes.Code(re.GetErrorDetail().GetCode()) != codes.Unimplemented {
+			t.Errorf("resource error %v, want UNIMPLEMENTED", re)
+		}
+	}
+	// The transport still works for the types it has.
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	if st := e.stream(); st.TypeURL != ldsURL {
+		t.Fatalf("stream of %q, want the listeners'", st.TypeURL)
+	}
+}
+
+// One per-type stream failing without an answer is reported (the server
+// may be down), and the names of the streams still up are reported sent
+// again, since the client stops every timer of the server on a stream
+// error. A stream that ends after answering is routine: not reported.
+func TestPerTypeStreamFailureKeepsOtherStreamsTimers(t *testing.T) {
+	e := newServerEnv(t, bootstrap.ServerConfig{APIType: bootstrap.APITypeGRPC}, fastOptions)
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	lds := e.stream()
+	if _, err := lds.NextRequest(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	lds.Send(testutils.SotWResponse(ldsURL, "v1", "n1", testutils.Listener("L1", "R1")))
+	e.h.nextResponse(t)
+	if _, err := lds.NextRequest(ctxT(t)); err != nil { // the ACK
+		t.Fatal(err)
+	}
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+	cds := e.stream()
+	if _, err := cds.NextRequest(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	drainSent(e.h)
+
+	cds.Cut(status.Error(codes.Unavailable, "no clusters here"))
+	if err := e.h.nextStreamErr(t); err == nil {
+		t.Fatal("nil stream error")
+	}
+	for s := nextSent(t, e.h); s.typeURL != ldsURL; s = nextSent(t, e.h) {
+	}
+
+	// The listener stream answered: its end is routine. Its new stream
+	// proves the transport is past the point of reporting.
+	lds.Cut(status.Error(codes.Unavailable, "rebalancing"))
+	for st := e.stream(); st.TypeURL != ldsURL; st = e.stream() {
+	}
+	select {
+	case err := <-e.h.streamErrs:
+		t.Fatalf("routine end of an answered stream reported: %v", err)
+	default:
+	}
+}
+
+func drainSent(h *handler) {
+	for {
+		select {
+		case <-h.sent:
+		default:
+			return
+		}
+	}
+}
+
+func nextSent(t *testing.T, h *handler) sentNames {
+	t.Helper()
+	select {
+	case s := <-h.sent:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no OnSubscriptionsSent")
+	}
+	return sentNames{}
+}

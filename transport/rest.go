@@ -1,0 +1,350 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/goxds/xds/bootstrap"
+)
+
+// REST-JSON polling (APITypeREST) reuses the runner and the SotW protocol:
+// each type has its own runner, and its "stream" is a sequence of HTTP
+// requests, one outstanding at a time. The requests are the ones a SotW
+// stream would carry; the ACK of a response is the next poll, which a
+// long-polling server holds until something changes.
+
+// buildREST returns the transport of a REST server: one poller per type.
+func (b grpcBuilder) buildREST(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
+	hc := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		MaxIdleConnsPerHost: 8,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	if strings.HasPrefix(server.ServerURI, "https://") {
+		cfg, err := server.TLSConfig()
+		if err != nil {
+			return nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
+		}
+		hc.TLSClientConfig = cfg
+	}
+	client := &http.Client{Transport: hc}
+	base := strings.TrimSuffix(server.ServerURI, "/")
+	opts := b.opts
+	logger := opts.Logger.With("server", server.ServerURI, "protocol", server.APIType.String())
+	route := func(typeURL string, h Handler) (string, func() *runner, bool) {
+		path, ok := restPaths[typeURL]
+		if !ok {
+			return "", nil, false
+		}
+		ropts := opts
+		ropts.Logger = logger.With("type", typeURL)
+		p := restProtocol{
+			client:   client,
+			url:      base + path,
+			typeURL:  typeURL,
+			node:     node,
+			handler:  h,
+			refresh:  server.EffectiveRefreshDelay(),
+			timeout:  server.EffectiveRequestTimeout(),
+			maxBytes: int64(opts.MaxResponseBytes),
+		}
+		return typeURL, func() *runner { return newRunner(p, h, node, ropts) }, true
+	}
+	return newMux(h, logger, route, hc.CloseIdleConnections), nil
+}
+
+// restProtocol is the SotW protocol over REST polls of one type.
+type restProtocol struct {
+	sotwProtocol
+	client   *http.Client
+	url      string
+	typeURL  string
+	node     *corev3.Node // on every request: each poll stands alone
+	handler  Handler
+	refresh  time.Duration
+	timeout  time.Duration
+	maxBytes int64
+}
+
+func (p restProtocol) openStream(ctx context.Context) (wireStream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &restStream{
+		p:       p,
+		ctx:     ctx,
+		cancel:  cancel,
+		wake:    make(chan struct{}, 1),
+		results: make(chan restResult),
+		done:    make(chan struct{}),
+	}
+	go s.poll()
+	return s, nil
+}
+
+// restStream is one run of polls: it lasts until a poll fails. send
+// replaces the request to poll with; the poller posts it, and after an
+// answer that changed nothing (HTTP 304) posts it again once the refresh
+// delay has passed. A new request cancels a poll in flight.
+type restStream struct {
+	p      restProtocol
+	ctx    context.Context
+	cancel context.CancelFunc
+	wake   chan struct{} // capacity 1: next changed
+	// results carries each response, or the error that ends the stream,
+	// from the poller to recv.
+	results chan restResult
+	done    chan struct{} // closed when the poller returns
+
+	mu       sync.Mutex
+	next     *discoveryv3.DiscoveryRequest // to post; nil when taken or when nothing is wanted; guarded by mu
+	gen      int                           // counts sends; guarded by mu
+	inflight context.CancelFunc            // cancels the poll in flight; guarded by mu
+
+	// Poller only: the names the client was last told reached the server.
+	reported []string
+	told     bool
+}
+
+type restResult struct {
+	resp *Response
+	err  error
+}
+
+func (s *restStream) reportsSubscriptions() {}
+
+func (s *restStream) send(m proto.Message) error {
+	req := proto.Clone(m).(*discoveryv3.DiscoveryRequest)
+	req.Node = s.p.node
+	s.mu.Lock()
+	if len(req.GetResourceNames()) == 0 {
+		// Nothing is wanted. A poll naming nothing would ask for
+		// everything (the legacy wildcard), so polling stops instead.
+		req = nil
+	}
+	s.next = req
+	s.gen++
+	if s.inflight != nil {
+		s.inflight()
+	}
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (s *restStream) recv() (*Response, error) {
+	select {
+	case r := <-s.results:
+		return r.resp, r.err
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
+	}
+}
+
+func (s *restStream) close() {
+	s.cancel()
+	<-s.done
+}
+
+// take waits for a request to post, and returns it with the number of the
+// send that gave it; nil once the stream is over.
+func (s *restStream) take() (*discoveryv3.DiscoveryRequest, int) {
+	for {
+		s.mu.Lock()
+		req, gen := s.next, s.gen
+		s.next = nil
+		s.mu.Unlock()
+		if req != nil {
+			return req, gen
+		}
+		select {
+		case <-s.wake:
+		case <-s.ctx.Done():
+			return nil, 0
+		}
+	}
+}
+
+// superseded reports whether send was called after send number gen.
+func (s *restStream) superseded(gen int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen != gen
+}
+
+func (s *restStream) poll() {
+	defer close(s.done)
+	for {
+		req, gen := s.take()
+		if req == nil {
+			return
+		}
+		for {
+			resp, notModified, err := s.post(req)
+			if s.ctx.Err() != nil {
+				return
+			}
+			if err != nil && s.superseded(gen) {
+				break // cancelled for a newer request
+			}
+			if err != nil {
+				s.deliver(restResult{err: err})
+				return
+			}
+			if !notModified {
+				s.deliver(restResult{resp: resp})
+				break // the client's reply is the next poll
+			}
+			// Nothing changed: ask again later, unless a new request
+			// comes first.
+			t := time.NewTimer(s.p.refresh)
+			select {
+			case <-t.C:
+			case <-s.wake:
+			case <-s.ctx.Done():
+			}
+			t.Stop()
+			if s.ctx.Err() != nil {
+				return
+			}
+			if s.superseded(gen) {
+				break
+			}
+		}
+	}
+}
+
+func (s *restStream) deliver(r restResult) {
+	select {
+	case s.results <- r:
+	case <-s.ctx.Done():
+	}
+}
+
+// post sends one poll and waits for its answer, telling the client of the
+// names it carries once the request is written.
+func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, notModified bool, err error) {
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode request: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.p.timeout)
+	defer cancel()
+	s.mu.Lock()
+	s.inflight = cancel
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inflight = nil
+		s.mu.Unlock()
+	}()
+
+	wrote := make(chan struct{}, 1)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				select {
+				case wrote <- struct{}{}:
+				default:
+				}
+			}
+		},
+	})
+	type answer struct {
+		resp        *Response
+		notModified bool
+		err         error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		var a answer
+		a.resp, a.notModified, a.err = s.roundTrip(ctx, body)
+		answered <- a
+	}()
+	for {
+		select {
+		case <-wrote:
+			s.report(req)
+			wrote = nil
+		case a := <-answered:
+			if wrote != nil && len(wrote) > 0 {
+				s.report(req)
+			}
+			if a.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {
+				a.err = fmt.Errorf("no answer within the request timeout of %v: %w", s.p.timeout, a.err)
+			}
+			return a.resp, a.notModified, a.err
+		}
+	}
+}
+
+func (s *restStream) roundTrip(ctx context.Context, body []byte) (*Response, bool, error) {
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, s.p.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, false, err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	hresp, err := s.p.client.Do(hreq)
+	if err != nil {
+		return nil, false, err
+	}
+	defer hresp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(hresp.Body, s.p.maxBytes+1))
+	if err != nil {
+		return nil, false, fmt.Errorf("read response: %w", err)
+	}
+	switch {
+	case hresp.StatusCode == http.StatusNotModified:
+		return nil, true, nil
+	case hresp.StatusCode != http.StatusOK:
+		msg := strings.TrimSpace(string(data[:min(len(data), 512)]))
+		return nil, false, fmt.Errorf("POST %s: %s: %s", s.p.url, hresp.Status, msg)
+	case int64(len(data)) > s.p.maxBytes:
+		return nil, false, fmt.Errorf("POST %s: response larger than %d bytes", s.p.url, s.p.maxBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, false, fmt.Errorf("POST %s: empty response", s.p.url)
+	}
+	m := &discoveryv3.DiscoveryResponse{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, m); err != nil {
+		return nil, false, fmt.Errorf("POST %s: decode response: %w", s.p.url, err)
+	}
+	typeURL := m.GetTypeUrl()
+	if typeURL == "" {
+		typeURL = s.p.typeURL // optional on a per-type API
+	}
+	return &Response{
+		TypeURL:        typeURL,
+		Version:        m.GetVersionInfo(),
+		Nonce:          m.GetNonce(),
+		Resources:      m.GetResources(),
+		ResourceErrors: m.GetResourceErrors(),
+	}, false, nil
+}
+
+// report tells the client that the server has the names of req, if they
+// are not the ones it was last told of on this stream.
+func (s *restStream) report(req *discoveryv3.DiscoveryRequest) {
+	names := req.GetResourceNames()
+	if s.told && slices.Equal(names, s.reported) {
+		return
+	}
+	s.told, s.reported = true, names
+	s.p.handler.OnSubscriptionsSent(req.GetTypeUrl(), slices.Clone(names))
+}
