@@ -55,6 +55,10 @@ type received struct {
 	err       error // decode or validation error
 	unchanged bool  // same bytes as last received: not decoded
 	ignored   bool  // nobody asked for it: not decoded
+	// entry is the cache entry named name, once looked up (or found by
+	// its bytes): nil if there was none. A response of 10,000 unchanged
+	// resources then costs one map lookup per resource, by its bytes.
+	entry *entry
 }
 
 // applyLocked applies a response to the cache of its type and returns the
@@ -67,18 +71,32 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// with such an error cannot be trusted to list every resource, so it
 	// deletes nothing by omission.
 	nameless := 0
-	items := make([]received, 0, len(r.Resources)+len(r.DeltaResources))
+	// items reuses the type's buffer, cleared once applied: a response is
+	// applied under c.mu, one at a time.
+	items := tc.items[:0]
+	defer func() {
+		clear(items)
+		tc.items = items[:0]
+	}()
 	// fresh counts the names with no cache entry yet, to find duplicates
 	// among them; names with entries are counted on the entry.
 	var fresh map[string]int
+	// seen counts the entries marked seen (seenGen = gen): when it reaches
+	// the number of entries, none can be absent from the response.
+	seen := 0
 
 	identify := func(env resources.Envelope, err error) {
 		if err == nil {
 			it := c.identifyLocked(s, tc, env)
 			if it.name != "" {
-				if e := tc.entries[it.name]; e != nil {
+				if it.entry == nil {
+					it.entry = tc.entries[it.name]
+				}
+				if e := it.entry; e != nil {
 					if e.seenGen == gen {
 						e.dupGen = gen
+					} else {
+						seen++
 					}
 					e.seenGen = gen
 				} else {
@@ -111,7 +129,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	reportedDup := make(map[string]bool)
 	for i := range items {
 		it := &items[i]
-		e := tc.entries[it.name]
+		e := it.entry
+		if e == nil {
+			e = tc.entries[it.name]
+		}
 		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
 			if !reportedDup[it.name] {
 				reportedDup[it.name] = true
@@ -125,6 +146,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
 			e = &entry{name: it.name, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
+			seen++
 		}
 		if e == nil {
 			c.applyToAliasesLocked(s, tc, nil, it, version(it), gen, now)
@@ -143,7 +165,8 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// A SotW response made only of heartbeats refreshes TTLs; it is not a
 	// state of the world (go-control-plane sends such responses with just
 	// the resources that have a TTL).
-	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) {
+	// Every entry seen (the usual case): none is absent, no need to look.
+	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) && seen < len(tc.entries) {
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
@@ -261,7 +284,9 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		return it
 	}
 	if e := tc.byRaw[string(body.GetValue())]; e != nil && (it.name == "" || it.name == e.name) {
-		it.name, it.unchanged = e.name, true
+		// An entry in byRaw is in entries under its name: forgetLocked
+		// drops both.
+		it.name, it.unchanged, it.entry = e.name, true, e
 		return it
 	}
 	if it.name != "" && !c.wantsLocked(s, tc, it.name) && !c.wantsAnyLocked(s, tc, env.Aliases) {
@@ -347,7 +372,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 		}
 		if s.cfg.IgnoreResourceDeletion() {
 			c.logger.Warn("server omitted a resource; keeping it (ignore_resource_deletion)",
-				"server", s.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name)
+				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
 			continue
 		}
 		c.deleteLocked(tc, e, "deleted by the management server", now)

@@ -23,6 +23,8 @@ type typeCache struct {
 	// aliasesOf maps a canonical resource name to the entries subscribed
 	// under one of its aliases (delta, VHDS).
 	aliasesOf map[string]map[*entry]struct{}
+	// items is applyLocked's buffer, kept empty between responses.
+	items []received
 }
 
 func (tc *typeCache) trackAlias(canonical string, ae *entry) {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/resources"
 )
 
@@ -66,7 +65,10 @@ func (f WatcherFuncs[T]) AmbientError(err error) {
 // cancel is idempotent and may be called from a callback; once it returns,
 // no callback of w starts, though one that had already started on the
 // callback goroutine when cancel was called from another goroutine may still
-// be running. The last cancel of a name unsubscribes from it.
+// be running. The last cancel of a name unsubscribes from it; the resource
+// stays cached until the unsubscription is handed to the transport, right
+// after the running callbacks, so that a watch in between, which cancels the
+// unsubscription out, finds it.
 func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string, w Watcher[T]) (cancel func()) {
 	return c.watch(typ.TypeURL(), name, &watcher{
 		update: func(v resources.Resource) {
@@ -113,9 +115,9 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 	if err != nil {
 		return fail(err)
 	}
-	if tc.typ.DeltaOnly() && !isDelta(s.cfg.APIType) {
+	if api := s.cfg.APITypeFor(typeURL); tc.typ.DeltaOnly() && !api.IsDelta() {
 		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
-			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, s.cfg.APIType))
+			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
 	}
 	e := tc.entries[name]
 	if e == nil {
@@ -133,10 +135,6 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		w.canceled.Store(true)
 		c.unwatch(tc, e, w)
 	})
-}
-
-func isDelta(t bootstrap.APIType) bool {
-	return t == bootstrap.APITypeAggregatedDeltaGRPC || t == bootstrap.APITypeDeltaGRPC
 }
 
 // replayLocked tells a new watcher what is already known of e.
@@ -175,14 +173,23 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if len(e.watchers) > 0 {
 		return
 	}
-	c.unsubscribeLocked(e.srv, tc.typ.TypeURL(), e.name)
-	if tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() {
+	queued := c.unsubscribeLocked(e.srv, tc.typ.TypeURL(), e.name)
+	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
 		e.stopDNETimer()
 		return
 	}
+	if queued {
+		return // forgotten when the removal is flushed
+	}
 	c.forgetLocked(tc, e)
+}
+
+// keptByWildcardLocked tells whether e, held, is wanted through the
+// wildcard of its type.
+func (c *Client) keptByWildcardLocked(tc *typeCache, e *entry) bool {
+	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData()
 }
 
 // forgetLocked drops an entry from the cache.
@@ -239,7 +246,9 @@ func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 		return
 	}
 	tc.wildcard = nil
-	c.unsubscribeLocked(ww.srv, tc.typ.TypeURL(), resources.Wildcard)
+	if c.unsubscribeLocked(ww.srv, tc.typ.TypeURL(), resources.Wildcard) {
+		return // the entries it alone kept are forgotten when the removal is flushed
+	}
 	for _, e := range tc.entries {
 		if e.srv == ww.srv && len(e.watchers) == 0 {
 			c.forgetLocked(tc, e)
