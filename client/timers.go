@@ -39,7 +39,7 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 	e.dneTimer = nil
 	e.status, e.lastUpdated = StatusDoesNotExist, time.Now()
 	c.logger.Info("resource does not exist: not received in time",
-		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name, "timeout", c.expiry)
+		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", c.expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
 		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, c.expiry)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
@@ -66,7 +66,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 		return
 	}
 	e.ttlTimer = nil
-	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeName(), "name", e.name)
+	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
 	c.deleteLocked(tc, e, "TTL expired", time.Now())
 }
 

@@ -30,7 +30,13 @@
 //
 // Subscription changes made close together, for one type or many, go out as
 // one request per type: [Transport.UpdateSubscriptions] only records the
-// change and wakes the sender.
+// change and wakes the sender. A name removed and wanted again before the
+// removal was sent is held back until it has been, then subscribed in the
+// next request: the server must learn that the client dropped it, or it
+// would never send it again.
+//
+// Over a gRPC stream every response must carry a nonce, which pairs it with
+// its reply; one without is NACKed unread and the handler never sees it.
 //
 // # Flow control
 //

@@ -322,7 +322,7 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	st.missing = false
 	st.info = info
 	if len(data) == 0 {
-		t.logger.Debug("empty file ignored, as one being written", "path", st.path)
+		t.logger.Debug("empty file ignored, as one being written", "type", st.typeURL, "path", st.path)
 		if redeliver && st.good != nil {
 			t.deliver(st, st.good, names)
 		}
@@ -338,7 +338,7 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	st.read, st.sum = true, sum
 	resp, format, err := decodeResponseFile(st.path, data, st.typeURL)
 	if err != nil {
-		t.logger.Warn("file rejected; the last valid configuration stays", "path", st.path, "format", format, "err", err)
+		t.logger.Warn("file rejected; the last valid configuration stays", "type", st.typeURL, "path", st.path, "format", format, "err", err)
 		if redeliver && st.good != nil {
 			t.deliver(st, st.good, names)
 		}
@@ -357,7 +357,7 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 		Resources:      resp.GetResources(),
 		ResourceErrors: resp.GetResourceErrors(),
 	}
-	t.logger.Debug("file read", "path", st.path, "format", format, "version", version, "resources", len(resp.GetResources()))
+	t.logger.Debug("file read", "type", st.typeURL, "path", st.path, "format", format, "version", version, "resources", len(resp.GetResources()))
 	t.deliver(st, st.good, names)
 }
 
@@ -372,7 +372,7 @@ func (t *fileTransport) deliver(st *fileState, r *Response, names []string) {
 	applied := make(chan struct{})
 	var once sync.Once
 	if err := t.handler.OnResponse(r, func() { once.Do(func() { close(applied) }) }); err != nil {
-		t.logger.Warn("resources of the file rejected; each keeps its last valid version", "path", st.path, "version", r.Version, "err", err)
+		t.logger.Warn("resources of the file rejected; each keeps its last valid version", "type", st.typeURL, "path", st.path, "version", r.Version, "err", err)
 	}
 	select {
 	case <-applied:
