@@ -25,6 +25,9 @@ type pass struct {
 	path []string
 	// out becomes Snapshot.Clusters if the tree is complete.
 	out map[string]*ClusterConfig
+	// edsUsers maps each EDS service name to the clusters in out that
+	// fetch their endpoints under it (see tree.edsUsers).
+	edsUsers map[string][]string
 }
 
 // result is what walking one cluster found. At most one of pending, err
@@ -142,6 +145,8 @@ func (p *pass) walk(name string, depth int) *result {
 			cc.Err = ew.err
 		}
 		p.out[name] = cc
+		svc := c.EDSServiceName()
+		p.edsUsers[svc] = append(p.edsUsers[svc], name)
 	case resources.ClusterKindLogicalDNS:
 		p.out[name] = &ClusterConfig{
 			Name:       name,

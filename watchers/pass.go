@@ -19,7 +19,14 @@ import (
 func (t *tree) passLocked() outcome {
 	t.gen++
 	t.listener.neededGen = t.gen
-	p := &pass{t: t, memo: make(map[string]*result), out: make(map[string]*ClusterConfig)}
+	// Sized for the tree as it stands: out becomes the snapshot's Clusters,
+	// which every change of endpoints copies (see patchEndpointsLocked).
+	p := &pass{
+		t:        t,
+		memo:     make(map[string]*result, len(t.clusters)),
+		out:      make(map[string]*ClusterConfig, len(t.clusters)),
+		edsUsers: make(map[string][]string, len(t.endpoints)),
+	}
 
 	var (
 		rc      *resources.RouteConfig
@@ -75,6 +82,7 @@ func (t *tree) passLocked() outcome {
 			t.last, t.lastErr = s, ""
 			o.update = s
 		}
+		t.lastGen, t.edsUsers = t.gen, p.edsUsers
 		t.keepLocked(true)
 	}
 	t.sweepLocked()

@@ -127,7 +127,7 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
-	t.listener = startWatch(t, resources.ListenerType, listenerName, t.listenerChangedLocked)
+	t.listener = startWatch(t, resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
 	t.mu.Unlock()
 	return sync.OnceFunc(t.cancel)
 }
