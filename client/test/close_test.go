@@ -15,7 +15,7 @@ import (
 // running, a stream to a server that never answers the connection. Not
 // parallel, so that goleak sees this test's goroutines only.
 func TestCloseLeavesNoGoroutine(t *testing.T) {
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			live := startFake(t, "")
 			stuck := startFake(t, "")

@@ -15,8 +15,11 @@ import (
 
 // One behaviour suite against go-control-plane's real server, run on every
 // variant: SotW and delta, each from the snapshot cache and from the linear
-// cache. Where the protocols must differ (SotW cannot delete a
-// ClusterLoadAssignment), the test says so.
+// cache, over ADS and over one stream per type; REST polling of
+// go-control-plane's REST handler (testutils.RESTServer); and files (a
+// FILESYSTEM server, whose "server" writes the files). Where the protocols
+// must differ (SotW cannot delete a ClusterLoadAssignment), the test says
+// so.
 
 type variant struct {
 	name   string
@@ -29,6 +32,10 @@ var variants = []variant{
 	{"sotw-linear", sotw, true},
 	{"delta", delta, false},
 	{"delta-linear", delta, true},
+	{"sotw-per-type", sotwPerType, false},
+	{"delta-per-type", deltaPerType, false},
+	{"rest", rest, false},
+	{"files", files, false},
 }
 
 // forEachVariant runs f as a parallel subtest per variant.
@@ -47,7 +54,10 @@ type e2eEnv struct {
 	t    *testing.T
 	v    variant
 	opts testutils.ManagementServerOptions
-	ms   *testutils.ManagementServer
+	ms   *testutils.ManagementServer // nil for rest and files
+	rs   *testutils.RESTServer       // rest only
+	dir  string                      // files only: where the files are
+	addr string                      // what the client's bootstrap names
 	c    *client.Client
 }
 
@@ -56,13 +66,17 @@ func newE2E(t *testing.T, v variant, cfg config, opts testutils.ManagementServer
 	opts.Linear = v.linear
 	e := &e2eEnv{t: t, v: v, opts: opts}
 	e.start(rs)
-	e.c = newClient(t, e.ms.Address(), v.p, cfg)
+	e.c = newClient(t, e.addr, v.p, cfg)
 	return e
 }
 
 // start starts the server (at opts.Address, once known) serving rs.
 func (e *e2eEnv) start(rs testutils.Resources) {
 	e.t.Helper()
+	if e.v.p.rest || e.v.p.files {
+		e.startSource(rs)
+		return
+	}
 	ms, err := testutils.StartManagementServer(e.opts)
 	if err != nil {
 		e.t.Fatal(err)
@@ -70,11 +84,16 @@ func (e *e2eEnv) start(rs testutils.Resources) {
 	e.t.Cleanup(ms.Stop)
 	e.ms = ms
 	e.opts.Address = ms.Address()
+	e.addr = ms.Address()
 	e.update(rs)
 }
 
 func (e *e2eEnv) update(rs testutils.Resources) {
 	e.t.Helper()
+	if e.v.p.rest || e.v.p.files {
+		e.updateSource(rs)
+		return
+	}
 	if err := e.ms.Update(testContext(e.t), nodeID, rs); err != nil {
 		e.t.Fatal(err)
 	}
@@ -83,6 +102,10 @@ func (e *e2eEnv) update(rs testutils.Resources) {
 // restart stops the server and starts a new one at its address serving rs.
 func (e *e2eEnv) restart(rs testutils.Resources) {
 	e.t.Helper()
+	if e.v.p.rest || e.v.p.files {
+		e.restartSource(rs)
+		return
+	}
 	e.ms.Stop()
 	e.start(rs)
 }
@@ -337,6 +360,7 @@ func TestE2EConcurrentWatchersOfOneName(t *testing.T) {
 			wg.Go(cancel)
 		}
 		wg.Wait()
+		barrier(t, e.c) // the entry goes once its unsubscription is flushed
 		if d := e.c.Dump(); len(d) != 0 {
 			t.Fatalf("cache holds %v after every watcher left", d)
 		}

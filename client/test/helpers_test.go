@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
@@ -81,18 +82,57 @@ var clientFeatures = []string{
 // wantNode is the node the first request of every stream must carry.
 var wantNode = bootstrap.Node{ID: nodeID}.Proto(clientFeatures)
 
-// protocol is one ADS variant, for suites that run on both.
+// protocol is one variant of the xDS protocol, for suites that run on
+// several.
 type protocol struct {
 	name    string
 	apiType string // for testutils.BootstrapJSON
 	delta   bool
+	// perType: one stream per type (the "basic" variants) instead of ADS.
+	// Each type's first request starts its own stream, with the node.
+	perType bool
+	// rest: REST-JSON polling; the server is a testutils.RESTServer.
+	rest bool
+	// files: a FILESYSTEM server; the server writes files.
+	files bool
 }
 
 var (
 	sotw      = protocol{name: "sotw", apiType: testutils.APITypeSotW}
 	delta     = protocol{name: "delta", apiType: testutils.APITypeDelta, delta: true}
-	protocols = []protocol{sotw, delta}
+	protocols = []protocol{sotw, delta} // the ADS variants
+
+	sotwPerType  = protocol{name: "sotw-per-type", apiType: testutils.APITypeSotWPerType, perType: true}
+	deltaPerType = protocol{name: "delta-per-type", apiType: testutils.APITypeDeltaPerType, delta: true, perType: true}
+	// everyProtocol is every gRPC variant: the suites over FakeServer run on
+	// each.
+	everyProtocol  = []protocol{sotw, delta, sotwPerType, deltaPerType}
+	sotwProtocols  = []protocol{sotw, sotwPerType}
+	deltaProtocols = []protocol{delta, deltaPerType}
+
+	rest  = protocol{name: "rest", apiType: testutils.APITypeREST, rest: true}
+	files = protocol{name: "files", apiType: testutils.APITypeFilesystem, files: true}
 )
+
+// forEachProtocol runs f as a parallel subtest per protocol of ps. f calls
+// t.Parallel itself.
+func forEachProtocol(t *testing.T, ps []protocol, f func(t *testing.T, p protocol)) {
+	t.Parallel()
+	for _, p := range ps {
+		t.Run(p.name, func(t *testing.T) { f(t, p) })
+	}
+}
+
+// nodeOfNewType is the node on the first request of a type once the
+// client has sent another: none over ADS, where only a stream's first
+// request has it; on per-type streams, each type's first request starts a
+// stream of its own.
+func (p protocol) nodeOfNewType() *corev3.Node {
+	if p.perType {
+		return wantNode
+	}
+	return nil
+}
 
 // config is what newClient needs beyond the server address.
 type config struct {
@@ -130,6 +170,13 @@ func bootstrapFor(addr string, p protocol, cfg config) (*bootstrap.Config, error
 		APIType:        p.apiType,
 		ServerFeatures: cfg.features,
 		NodeID:         nodeID,
+	}
+	switch {
+	case p.rest:
+		opts.ServerURI = "http://" + addr
+	case p.files:
+		opts.ResourceFiles = fileNames // addr is the directory
+		opts.RefreshDelay = 20 * time.Millisecond
 	}
 	for name, addr := range cfg.authorities {
 		if opts.Authorities == nil {
@@ -363,6 +410,13 @@ func (e *fakeEnv) nextStream() *testutils.FakeStream {
 		e.t.Fatalf("waiting for a stream: %v", err)
 	}
 	return st
+}
+
+// requestReader reads requests: those of every stream (a FakeServer) or of
+// one (a FakeStream).
+type requestReader interface {
+	NextRequest(ctx context.Context) (*discoveryv3.DiscoveryRequest, error)
+	NextDeltaRequest(ctx context.Context) (*discoveryv3.DeltaDiscoveryRequest, error)
 }
 
 // wantReq checks that got is exactly want.

@@ -17,15 +17,15 @@ import (
 
 // Streams and reconnection, on both protocols.
 
-// subscribedSet follows the requests of a stream until the names it has
-// subscribed to, for each type of want, are want's: the names of the latest
-// SotW request, or the delta subscriptions net of unsubscriptions, counted
-// from the requests this call reads.
-func subscribedSet(t *testing.T, st *testutils.FakeStream, want map[string][]string) {
+// subscribedSet follows the requests of a stream (or of all, for per-type
+// streams) until the names it has subscribed to, for each type of want, are
+// want's: the names of the latest SotW request, or the delta subscriptions
+// net of unsubscriptions, counted from the requests this call reads.
+func subscribedSet(t *testing.T, st requestReader, delta bool, want map[string][]string) {
 	t.Helper()
 	got := make(map[string]map[string]bool)
 	for !sameSets(got, want) {
-		if st.Delta {
+		if delta {
 			r, err := st.NextDeltaRequest(testContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -66,15 +66,16 @@ func sameSets(got map[string]map[string]bool, want map[string][]string) bool {
 	return true
 }
 
-// firstRequests reads a new stream's requests until it has the first of
-// each of n types, and returns the names each subscribes to.
-func firstRequests(t *testing.T, st *testutils.FakeStream, n int) map[string][]string {
+// firstRequests reads a new stream's requests (or new streams', per type)
+// until it has the first of each of n types, and returns the names each
+// subscribes to.
+func firstRequests(t *testing.T, st requestReader, delta bool, n int) map[string][]string {
 	t.Helper()
 	got := make(map[string][]string)
 	for len(got) < n {
 		var typeURL string
 		var names []string
-		if st.Delta {
+		if delta {
 			r, err := st.NextDeltaRequest(testContext(t))
 			if err != nil {
 				t.Fatal(err)
@@ -104,7 +105,7 @@ func firstRequests(t *testing.T, st *testutils.FakeStream, n int) map[string][]s
 // included, each type in its first request, and nothing unsubscribed.
 func TestReconnectResendsEverySubscription(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEnv(t, p, config{})
@@ -121,8 +122,12 @@ func TestReconnectResendsEverySubscription(t *testing.T) {
 				cdsURL: {"*", "C1"},
 				edsURL: {"E1", "E2"},
 			}
-			first := e.nextStream()
-			subscribedSet(t, first, want)
+			// ADS: one stream carries every type; per type, one each.
+			var first requestReader = e.fs
+			if !p.perType {
+				first = e.nextStream()
+			}
+			subscribedSet(t, first, p.delta, want)
 			cancel()
 			if p.delta {
 				r, err := first.NextDeltaRequest(testContext(t))
@@ -131,16 +136,23 @@ func TestReconnectResendsEverySubscription(t *testing.T) {
 				}
 				wantReq(t, r, &discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL, ResourceNamesUnsubscribe: []string{"E2"}})
 			} else {
-				subscribedSet(t, first, map[string][]string{edsURL: {"E1"}})
+				subscribedSet(t, first, false, map[string][]string{edsURL: {"E1"}})
 			}
 			want[edsURL] = []string{"E1"}
 
-			// ADS: one stream carries every type.
-			if n := e.fs.StreamCount(); n != 1 {
-				t.Fatalf("%d streams for four types, want one", n)
+			wantStreams := 1
+			if p.perType {
+				wantStreams = len(want)
 			}
-			first.Cut(grpcstatus.Error(codes.Unavailable, "going away"))
-			got := firstRequests(t, e.nextStream(), len(want))
+			if n := e.fs.StreamCount(); n != wantStreams {
+				t.Fatalf("%d streams for four types, want %d", n, wantStreams)
+			}
+			var second requestReader = e.fs
+			e.fs.CutStream(grpcstatus.Error(codes.Unavailable, "going away")) // each type's, per type
+			if !p.perType {
+				second = e.nextStream()
+			}
+			got := firstRequests(t, second, p.delta, len(want))
 			for typeURL, names := range want {
 				if !slices.Equal(got[typeURL], names) {
 					t.Errorf("%s: the new stream subscribes to %q, want %q", typeURL, got[typeURL], names)
@@ -156,7 +168,7 @@ func TestReconnectResendsEverySubscription(t *testing.T) {
 // updates.
 func TestUnreachableServerKeepsLastKnownConfig(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEnv(t, p, config{})

@@ -19,7 +19,7 @@ import (
 // the transport package: TestSotWNoEmptyFirstRequest.)
 func TestNoLegacyWildcardRequest(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			fs := startFake(t, "")

@@ -56,7 +56,7 @@ func cluster(name, version string, ttl time.Duration) *discoveryv3.Resource {
 // asked for, and is still delivered if it shows up later.
 func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEnv(t, p, config{expiry: expiry})
@@ -81,7 +81,7 @@ func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 // The timer stops when the resource arrives.
 func TestDoesNotExistTimerStopsOnArrival(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			retryTiming(t, func(t *testing.T) bool {
@@ -118,7 +118,7 @@ func TestDoesNotExistTimerStopsOnArrival(t *testing.T) {
 // Once it is sent on a new stream the timer starts afresh.
 func TestDoesNotExistTimerSuspendedWhileServerGone(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			retryTiming(t, func(t *testing.T) bool {
@@ -181,7 +181,7 @@ func TestDoesNotExistTimerSuspendedWhileServerGone(t *testing.T) {
 // the clock.
 func TestDoesNotExistTimerWaitsForAStream(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			main := startFake(t, "")

@@ -29,7 +29,7 @@ const hbTTL = 500 * time.Millisecond
 // what TTLs are for. The watcher learns it does not exist.
 func TestTTLExpiryWithServerGone(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			e := newFakeEnv(t, p, config{})
@@ -60,7 +60,7 @@ func TestTTLExpiryWithServerGone(t *testing.T) {
 // and is not an update. A third resource, with a longer TTL, is the clock.
 func TestTTLResetAndRemoved(t *testing.T) {
 	t.Parallel()
-	for _, p := range protocols {
+	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			retryTiming(t, func(t *testing.T) bool {
@@ -114,18 +114,20 @@ func TestTTLResetAndRemoved(t *testing.T) {
 // at that version is ACKed. (Regression: heartbeats were compared with the
 // wrapper's empty version and NACKed, so TTLs were never refreshed.)
 func TestSotWHeartbeatWithoutWrapperVersionIsACKed(t *testing.T) {
-	t.Parallel()
-	e := newFakeEnv(t, sotw, config{})
-	w := newRecorder[*resources.Cluster]()
-	client.WatchCluster(e.c, "C1", w)
-	e.req()
-	e.send(sotwResp(cdsURL, "1", testutils.WrapResource("C1", "", time.Hour, testutils.Cluster("C1", ""))))
-	e.req()
-	w.wantUpdate(t, "C1")
-	e.send(testutils.SotWResponse(cdsURL, "1", "hb", testutils.WrapResource("C1", "", time.Hour, nil)))
-	wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, VersionInfo: "1", ResourceNames: []string{"C1"}, ResponseNonce: "hb"})
-	barrier(t, e.c)
-	w.none(t)
+	forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
+		t.Parallel()
+		e := newFakeEnv(t, sotw, config{})
+		w := newRecorder[*resources.Cluster]()
+		client.WatchCluster(e.c, "C1", w)
+		e.req()
+		e.send(sotwResp(cdsURL, "1", testutils.WrapResource("C1", "", time.Hour, testutils.Cluster("C1", ""))))
+		e.req()
+		w.wantUpdate(t, "C1")
+		e.send(testutils.SotWResponse(cdsURL, "1", "hb", testutils.WrapResource("C1", "", time.Hour, nil)))
+		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, VersionInfo: "1", ResourceNames: []string{"C1"}, ResponseNonce: "hb"})
+		barrier(t, e.c)
+		w.none(t)
+	})
 }
 
 // go-control-plane's heartbeating snapshot cache (SotW): heartbeats keep a
