@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary serve as the client process too: the
+// harness starts os.Executable() with childCommand, which here is this
+// binary.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// The small matrix runs end to end, both clients, both protocols, so that
+// the harness cannot rot: every cell reaches full config, updates are
+// ACKed, nothing is NACKed, delta reconnects without resending, and the
+// table has its ratio rows.
+func TestQuickMatrix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts client processes")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, log bytes.Buffer
+	if err := run(ctx, []string{"-quick", "-timeout", "30s"}, &out, &log); err != nil {
+		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
+	}
+	table := out.String()
+	t.Logf("\n%s", table)
+	for _, want := range []string{
+		"sotw N=1 M=3", "sotw N=100 M=3", "delta N=100 M=3",
+		"grpc-go (SotW)", "goxds/grpc-go",
+		"reconnect: 0 of 202 resources sent again",
+		"decode floor",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q", want)
+		}
+	}
+	// goxds subscribes to the 100 clusters in one request per type, and
+	// grpc-go one name at a time: the request counts tell them apart.
+	if !strings.Contains(table, "goxds (sotw): requests by type Listener 2, RouteConfiguration 2, Cluster 2, ClusterLoadAssignment 2") {
+		t.Errorf("goxds did not resolve with 2 requests per type (a subscription and an ACK)")
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i))
+	}
+	for p, want := range map[int]time.Duration{50: 50, 99: 99, 100: 100} {
+		if got := percentile(ds, p); got != want {
+			t.Errorf("p%d = %v, want %v", p, got, want)
+		}
+	}
+	if got := percentile([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("p99 of one = %v, want 7", got)
+	}
+}
+
+func TestRatios(t *testing.T) {
+	for _, c := range []struct {
+		a, b int64
+		want string
+	}{{1, 127, "1/127"}, {1, 2, "1/2.0"}, {3, 2, "1.50×"}, {0, 5, "-"}} {
+		if got := ratio(c.a, c.b); got != c.want {
+			t.Errorf("ratio(%d, %d) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+// Command loadtest measures goxds against grpc-go's own xDS client, both
+// following the same tree served by the same go-control-plane management
+// server:
+//
+//	go run ./example/loadtest            # the whole matrix (≈10 min on 2 cores)
+//	go run ./example/loadtest -quick     # a small matrix, seconds
+//	go run ./example/loadtest -n 10000 -protocol sotw -impl goxds -repeat 1
+//
+// The server (in this process) serves one listener → one route
+// configuration with N routes → N EDS clusters → N ClusterLoadAssignments
+// of M endpoints. Each client runs in a process of its own (this binary,
+// started again), so that its CPU time and peak RSS are its own:
+//
+//   - goxds: client.New + watchers.WatchConfigTree, over SotW or delta;
+//   - grpc-go: grpc-go's xds resolver (import google.golang.org/grpc/xds),
+//     built on its own with a ClientConn that only counts updates: the xDS
+//     client and the resolver's dependency manager, no channel. SotW only.
+//
+// Both read their bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG.
+//
+// Measured at the server, so that any client is measured the same way: time
+// to full config (stream open → every EDS resource ACKed), the requests,
+// names and bytes the client sent until then, NACKs, and the latency of an
+// update (one cluster's endpoints change → the ACK of the response carrying
+// it). Measured at the client: CPU time (getrusage) at full config and per
+// update, and peak RSS (from the exited process's rusage). The decode floor
+// is the time to proto-unmarshal the same responses, every Any unpacked to
+// its typed message: the least any client must do.
+//
+// See docs/PERFORMANCE.md for the last full run and what it found.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == childCommand {
+		os.Exit(childMain(os.Args[2:]))
+	}
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadtest:", err)
+		os.Exit(1)
+	}
+}
+
+// Protocols.
+const (
+	protoSotW  = "sotw"
+	protoDelta = "delta"
+)
+
+// cell is one line of the matrix: a world size and a protocol.
+type cell struct {
+	protocol string
+	n, m     int
+}
+
+// fullMatrix is the matrix: N ∈ {1, 100, 1,000, 10,000} × M = 3 and
+// N = 1,000 × M = 100, in SotW and delta, and delta at N = 100,000.
+func fullMatrix() []cell {
+	var cells []cell
+	for _, nm := range [][2]int{{1, 3}, {100, 3}, {1000, 3}, {10000, 3}, {1000, 100}} {
+		cells = append(cells, cell{protoSotW, nm[0], nm[1]}, cell{protoDelta, nm[0], nm[1]})
+	}
+	return append(cells, cell{protoDelta, 100000, 3})
+}
+
+func quickMatrix() []cell {
+	return []cell{{protoSotW, 1, 3}, {protoSotW, 100, 3}, {protoDelta, 100, 3}}
+}
+
+type config struct {
+	cells     []cell
+	impls     map[string]bool
+	repeat    int
+	grpcOnce  int // grpc-go runs once from this N on
+	grpcMaxN  int // grpc-go is not run above this N
+	run       runOptions
+	profile   string
+	memprof   string
+	verbose   bool
+	startedAt time.Time
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		n        = fs.Int("n", 0, "clusters (one cell with -m; default: the whole matrix)")
+		m        = fs.Int("m", 3, "endpoints per cluster, with -n")
+		protocol = fs.String("protocol", "both", "goxds protocol: sotw, delta or both (grpc-go speaks SotW only)")
+		impl     = fs.String("impl", "all", "clients to run: goxds, grpc-go or all")
+		repeat   = fs.Int("repeat", 3, "runs per cell; the median is reported")
+		rounds   = fs.Int("rounds", 50, "update rounds per run (one cluster's endpoints change per round)")
+		resends  = fs.Int("resends", 5, "unchanged SotW CDS resends per run")
+		quick    = fs.Bool("quick", false, "a small matrix, for smoke tests (N ≤ 100, one run, 5 rounds)")
+		timeout  = fs.Duration("timeout", 5*time.Minute, "limit for one phase of one run (full config, one update)")
+		maxRSS   = fs.Int64("max-rss-mib", 4096, "kill a client process whose resident memory goes above this many MiB (0: no limit)")
+		settle   = fs.Duration("settle", 30*time.Second, "how long to wait for a client still busy after full config to go idle (if it does not, its updates are not measured)")
+		grpcOnce = fs.Int("grpc-once-from", 10000, "run grpc-go once, not -repeat times, from this N on")
+		grpcMax  = fs.Int("grpc-max-n", 10000, "do not run grpc-go above this N (it needs O(N²) requests)")
+		profile  = fs.String("cpuprofile", "", "write a CPU profile of each client process to a file with this prefix")
+		profUpd  = fs.Bool("profile-updates", false, "start the CPU profile after full config: profile the updates only")
+		memprof  = fs.String("memprofile", "", "write a heap profile of each client process, at its end, to a file with this prefix (slows it)")
+		verbose  = fs.Bool("v", false, "log each run")
+	)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	cfg := &config{
+		repeat:   *repeat,
+		grpcOnce: *grpcOnce,
+		grpcMaxN: *grpcMax,
+		impls:    make(map[string]bool),
+		profile:  *profile,
+		memprof:  *memprof,
+		verbose:  *verbose,
+		run:      runOptions{rounds: *rounds, resends: *resends, timeout: *timeout, settle: *settle, profileUpdates: *profUpd, maxRSS: *maxRSS << 20},
+	}
+	switch *impl {
+	case "all":
+		cfg.impls[implGoxds], cfg.impls[implGRPC] = true, true
+	case implGoxds, implGRPC:
+		cfg.impls[*impl] = true
+	default:
+		return nil, fmt.Errorf("-impl %q: want goxds, grpc-go or all", *impl)
+	}
+	protos := map[string]bool{}
+	switch *protocol {
+	case "both":
+		protos[protoSotW], protos[protoDelta] = true, true
+	case protoSotW, protoDelta:
+		protos[*protocol] = true
+	default:
+		return nil, fmt.Errorf("-protocol %q: want sotw, delta or both", *protocol)
+	}
+	var cells []cell
+	switch {
+	case *n > 0:
+		for _, p := range []string{protoSotW, protoDelta} {
+			if protos[p] {
+				cells = append(cells, cell{p, *n, *m})
+			}
+		}
+	case *quick:
+		cells = quickMatrix()
+		cfg.repeat, cfg.run.rounds, cfg.run.resends = 1, min(cfg.run.rounds, 5), min(cfg.run.resends, 2)
+	default:
+		cells = fullMatrix()
+	}
+	for _, c := range cells {
+		if protos[c.protocol] {
+			cfg.cells = append(cfg.cells, c)
+		}
+	}
+	if cfg.repeat < 1 || cfg.run.rounds < 0 || len(cfg.cells) == 0 {
+		return nil, fmt.Errorf("nothing to run")
+	}
+	return cfg, nil
+}
+
+// run runs the matrix of args and prints the table to out.
+func run(ctx context.Context, args []string, out, log io.Writer) error {
+	cfg, err := parseFlags(args, log)
+	if err != nil {
+		return err
+	}
+	cfg.startedAt = time.Now()
+	cfg.run.logf = func(format string, a ...any) {
+		if cfg.verbose {
+			fmt.Fprintf(log, format+"\n", a...)
+		}
+	}
+	rep := newReport(cfg)
+	// grpc-go speaks SotW only: its result for a world size serves as the
+	// baseline of both protocols' cells.
+	baselines := make(map[[2]int]*result)
+	for _, c := range cfg.cells {
+		key := [2]int{c.n, c.m}
+		if cfg.impls[implGRPC] && baselines[key] == nil && c.n <= cfg.grpcMaxN {
+			times := cfg.repeat
+			if c.n >= cfg.grpcOnce {
+				times = 1
+			}
+			r, err := measure(ctx, cfg, implGRPC, protoSotW, c.n, c.m, times, log)
+			if err != nil {
+				return err
+			}
+			baselines[key] = r
+		}
+		var mine *result
+		if cfg.impls[implGoxds] {
+			if mine, err = measure(ctx, cfg, implGoxds, c.protocol, c.n, c.m, cfg.repeat, log); err != nil {
+				return err
+			}
+		}
+		if cfg.verbose {
+			fmt.Fprintf(log, "measuring the decode floor of N=%d M=%d\n", c.n, c.m)
+		}
+		rep.add(c, mine, baselines[key], measureFloors(newWorld(c.n, c.m, false)))
+	}
+	rep.print(out)
+	return nil
+}
+
+// measure runs one client times times and returns the median of each
+// measurement.
+func measure(ctx context.Context, cfg *config, impl, protocol string, n, m, times int, log io.Writer) (*result, error) {
+	var rs []result
+	for i := range times {
+		o := cfg.run
+		if cfg.profile != "" {
+			o.profile = fmt.Sprintf("%s-%s-%s-n%d-m%d-%d.pprof", cfg.profile, impl, protocol, n, m, i)
+		}
+		if cfg.memprof != "" {
+			o.memprof = fmt.Sprintf("%s-%s-%s-n%d-m%d-%d.pprof", cfg.memprof, impl, protocol, n, m, i)
+		}
+		if cfg.verbose {
+			fmt.Fprintf(log, "run %d/%d: %s %s N=%d M=%d\n", i+1, times, impl, protocol, n, m)
+		}
+		r, err := runOnce(ctx, impl, protocol, n, m, o)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s N=%d M=%d: %w", impl, protocol, n, m, err)
+		}
+		rs = append(rs, r)
+	}
+	med := median(rs)
+	return &med, nil
+}

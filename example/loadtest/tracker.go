@@ -1,0 +1,211 @@
+package main
+
+import (
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+)
+
+// tracker measures a client from the server's side, so that any client is
+// measured the same way: when its stream opened, when it had ACKed every
+// EDS resource of the tree (full config), what it sent until then, and how
+// long each update took to be ACKed.
+//
+// An ACK is a request of the type whose response_nonce is the nonce of a
+// response and which carries no error_detail (and, in SotW, the version
+// of that response).
+type tracker struct {
+	wire *wireStats
+	n    int // EDS resources in a complete tree
+
+	mu sync.Mutex
+	// Since the tracker started.
+	reqs, names map[string]int64 // by type URL
+	nacks       int64
+
+	// The current stream: when it opened and what was sent on it.
+	opened    time.Time
+	sent      map[string]*sentResponse // by nonce
+	edsACKed  map[string]bool          // delta: EDS names ACKed
+	resent    int                      // resources sent on the stream
+	reqTypes  map[string]bool          // types requested on the stream
+	lastReqAt time.Time
+
+	// Full config, once reached.
+	full     chan struct{} // closed at full config
+	fullStat *resolveStats
+
+	// The update being waited for, if any.
+	wait *updateWait
+}
+
+// sentResponse is what the tracker remembers of a response.
+type sentResponse struct {
+	typeURL string
+	version string   // SotW
+	count   int      // resources in it
+	names   []string // delta EDS only
+}
+
+// resolveStats is what a client did from stream open to full config.
+type resolveStats struct {
+	took         time.Duration
+	reqs, names  map[string]int64
+	bytesIn      int64 // client → server
+	bytesOut     int64 // server → client
+	totalReqs    int64
+	totalNames   int64
+	maxTypeNames int64
+}
+
+// updateWait is one update the tracker waits to see ACKed: the response of
+// typeURL with version (SotW), or carrying resource name at version (delta).
+type updateWait struct {
+	typeURL, version, name string
+	nonce                  string    // of the response, once sent
+	sentAt, ackedAt        time.Time // when the response left, and its ACK arrived
+	nacked                 bool
+	done                   chan struct{}
+}
+
+func newTracker(n int) *tracker {
+	return &tracker{
+		wire:  &wireStats{},
+		n:     n,
+		reqs:  make(map[string]int64),
+		names: make(map[string]int64),
+		full:  make(chan struct{}),
+	}
+}
+
+func (t *tracker) streamOpened(bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.opened = time.Now()
+	t.sent = make(map[string]*sentResponse)
+	t.edsACKed = make(map[string]bool)
+	t.resent = 0
+	t.reqTypes = make(map[string]bool)
+}
+
+func (t *tracker) request(typeURL string, names int, nonce, version string, nack bool) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reqs[typeURL]++
+	t.names[typeURL] += int64(names)
+	t.reqTypes[typeURL] = true
+	t.lastReqAt = now
+	if nack {
+		t.nacks++
+	}
+	if w := t.wait; w != nil && w.nonce != "" && w.nonce == nonce && w.typeURL == typeURL && w.ackedAt.IsZero() {
+		w.ackedAt, w.nacked = now, nack
+		close(w.done)
+		t.wait = nil
+	}
+	sr := t.sent[nonce]
+	if nack || sr == nil || sr.typeURL != typeURL || typeURL != edsURL || t.fullStat != nil {
+		return
+	}
+	complete := false
+	if sr.names == nil { // SotW: the response holds every EDS resource requested
+		complete = sr.count == t.n && version == sr.version
+	} else {
+		for _, name := range sr.names {
+			t.edsACKed[name] = true
+		}
+		complete = len(t.edsACKed) == t.n
+	}
+	if complete {
+		t.reachedFullLocked(now)
+	}
+}
+
+func (t *tracker) reachedFullLocked(now time.Time) {
+	st := &resolveStats{
+		took:     now.Sub(t.opened),
+		reqs:     make(map[string]int64),
+		names:    make(map[string]int64),
+		bytesIn:  t.wire.in.Load(),
+		bytesOut: t.wire.out.Load(),
+	}
+	for typeURL, n := range t.reqs {
+		st.reqs[typeURL] = n
+		st.totalReqs += n
+	}
+	for typeURL, n := range t.names {
+		st.names[typeURL] = n
+		st.totalNames += n
+		st.maxTypeNames = max(st.maxTypeNames, n)
+	}
+	t.fullStat = st
+	close(t.full)
+}
+
+func (t *tracker) sotwResponse(resp *discoveryv3.DiscoveryResponse) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resent += len(resp.GetResources())
+	t.sent[resp.GetNonce()] = &sentResponse{typeURL: resp.GetTypeUrl(), version: resp.GetVersionInfo(), count: len(resp.GetResources())}
+	if w := t.wait; w != nil && w.nonce == "" && w.typeURL == resp.GetTypeUrl() && w.version == resp.GetVersionInfo() {
+		w.nonce, w.sentAt = resp.GetNonce(), now
+	}
+}
+
+func (t *tracker) deltaResponse(resp *discoveryv3.DeltaDiscoveryResponse) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.resent += len(resp.GetResources())
+	sr := &sentResponse{typeURL: resp.GetTypeUrl(), count: len(resp.GetResources())}
+	w := t.wait
+	if w != nil && (w.nonce != "" || w.typeURL != resp.GetTypeUrl()) {
+		w = nil
+	}
+	for _, r := range resp.GetResources() {
+		if sr.typeURL == edsURL && t.fullStat == nil {
+			sr.names = append(sr.names, r.GetName())
+		}
+		if w != nil && r.GetName() == w.name && r.GetVersion() == w.version {
+			w.nonce, w.sentAt = resp.GetNonce(), now
+		}
+	}
+	if sr.typeURL == edsURL && sr.names == nil {
+		sr.names = []string{}
+	}
+	t.sent[resp.GetNonce()] = sr
+}
+
+// expect starts waiting for an update; call it before the update is made.
+func (t *tracker) expect(typeURL, version, name string) *updateWait {
+	w := &updateWait{typeURL: typeURL, version: version, name: name, done: make(chan struct{})}
+	t.mu.Lock()
+	t.wait = w
+	t.mu.Unlock()
+	return w
+}
+
+// fullStats returns the resolve statistics, nil before full config.
+func (t *tracker) fullStats() *resolveStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.fullStat
+}
+
+func (t *tracker) nackCount() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.nacks
+}
+
+// streamState reports, for the current stream, when it opened, how many
+// types have been requested on it, how many resources were sent on it, and
+// when the last request came.
+func (t *tracker) streamState() (opened time.Time, types, resent int, lastReq time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opened, len(t.reqTypes), t.resent, t.lastReqAt
+}
