@@ -118,27 +118,28 @@ func TestAnswerOnceAndHangUpIsBoundedByMinInterval(t *testing.T) {
 	})
 }
 
-// startNoise is how much earlier than the client started it the fake server
-// may see one stream open, relative to the previous one: the server's
-// clock reads the start when its handler runs, which the scheduler may
-// delay by some milliseconds under -race on a loaded machine.
-const startNoise = 20 * time.Millisecond
+// The fake server reads a stream's start when its handler runs, which the
+// scheduler may delay by tens of milliseconds under -race on a loaded
+// 2-core machine; the client enforces its gaps on its own clock. So each gap
+// seen at the server may fall short of its floor by up to half of it, which
+// still fails a reconnect loop by orders of magnitude, and the span from the
+// first start to the last, whose noise does not add up across gaps, may fall
+// short of the sum of the floors by spanNoise only.
+const spanNoise = 50 * time.Millisecond
 
 // checkStartGaps asserts that the streams, as the server saw them open,
-// started at least floors[i] apart, give or take startNoise for each gap,
-// and that the time from the first to the last is at least the sum of the
-// floors less one startNoise: noise moves the ends of a gap, it does not
-// add up across gaps, so the overall rate is bounded exactly.
+// started about floors[i] apart or more, and at least the sum of the floors
+// from the first to the last: the reconnect rate is bounded.
 func checkStartGaps(t *testing.T, starts []time.Time, floors []time.Duration) {
 	t.Helper()
 	var total time.Duration
 	for i, floor := range floors {
 		total += floor
-		if gap := starts[i+1].Sub(starts[i]); gap < floor-startNoise {
+		if gap := starts[i+1].Sub(starts[i]); gap < floor/2 {
 			t.Errorf("stream %d started %v after the previous one, want ≥ %v", i+2, gap, floor)
 		}
 	}
-	if span := starts[len(floors)].Sub(starts[0]); span < total-startNoise {
+	if span := starts[len(floors)].Sub(starts[0]); span < total-spanNoise {
 		t.Errorf("streams 1 to %d started within %v, want ≥ %v", len(floors)+1, span, total)
 	}
 }
