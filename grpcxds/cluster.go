@@ -87,11 +87,11 @@ func newClusterLB(name string) *clusterLB {
 
 // inputsOf returns the ClusterConfigs a cluster's priorities are made of.
 func inputsOf(snap *watchers.Snapshot, name string) []*watchers.ClusterConfig {
-	root := snap.Clusters[name]
+	root := snap.Clusters.Get(name)
 	in := []*watchers.ClusterConfig{root}
 	if root != nil && root.Err == nil && root.Cluster != nil && root.Cluster.Kind == resources.ClusterKindAggregate {
 		for _, leaf := range root.Leaves {
-			in = append(in, snap.Clusters[leaf])
+			in = append(in, snap.Clusters.Get(leaf))
 		}
 	}
 	return in

@@ -79,7 +79,7 @@ func TestResolverState(t *testing.T) {
 	}
 	s := cc.next(t, e.ctx)
 	snap, ok := grpcxds.SnapshotFromState(s)
-	if !ok || snap.Listener.Name != listener || snap.Clusters["A"] == nil {
+	if !ok || snap.Listener.Name != listener || snap.Clusters.Get("A") == nil {
 		t.Fatalf("SnapshotFromState = %v, %v; want the tree of %q", snap, ok, listener)
 	}
 	want := map[string]grpcxds.EndpointInfo{

@@ -83,7 +83,7 @@ func EndpointInfoFromEndpoint(ep resolver.Endpoint) (EndpointInfo, bool) {
 // not rely on State.Endpoints.
 func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult) resolver.State {
 	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap)}
-	for name, cc := range snap.Clusters {
+	for name, cc := range snap.Clusters.All() {
 		if cc.Endpoints == nil {
 			continue
 		}

@@ -68,14 +68,14 @@ func TestAggregateClusters(t *testing.T) {
 			testutils.Cluster("leaf", "")),
 		check: func(t *testing.T, s *watchers.Snapshot) {
 			for _, n := range []string{"A", "B"} {
-				if err := s.Clusters[n].Err; !errors.Is(err, watchers.ErrAggregateCycle) {
+				if err := s.Clusters.Get(n).Err; !errors.Is(err, watchers.ErrAggregateCycle) {
 					t.Errorf("%s.Err = %v, want ErrAggregateCycle", n, err)
 				}
 			}
-			if err := s.Clusters["A"].Err; err != nil && !strings.Contains(err.Error(), "A → B → A") {
+			if err := s.Clusters.Get("A").Err; err != nil && !strings.Contains(err.Error(), "A → B → A") {
 				t.Errorf("A.Err = %v, want it to show the cycle A → B → A", err)
 			}
-			if s.Clusters["A"].Cluster == nil {
+			if s.Clusters.Get("A").Cluster == nil {
 				t.Error("A.Cluster is nil; the cluster itself is fine")
 			}
 		},
@@ -95,7 +95,7 @@ func TestAggregateClusters(t *testing.T) {
 				"left":  {"d1", "d2"},
 				"right": {"d2", "dns", "d1"},
 			} {
-				if got := s.Clusters[n].Leaves; !slices.Equal(got, want) {
+				if got := s.Clusters.Get(n).Leaves; !slices.Equal(got, want) {
 					t.Errorf("%s.Leaves = %v, want %v", n, got, want)
 				}
 			}
@@ -105,11 +105,11 @@ func TestAggregateClusters(t *testing.T) {
 		name: "depth 16 is allowed",
 		res:  aggTree([]string{"c1"}, chain(16)...),
 		check: func(t *testing.T, s *watchers.Snapshot) {
-			if cc := s.Clusters["c1"]; cc.Err != nil || !slices.Equal(cc.Leaves, []string{"c16"}) {
+			if cc := s.Clusters.Get("c1"); cc.Err != nil || !slices.Equal(cc.Leaves, []string{"c16"}) {
 				t.Errorf("c1: Leaves %v, Err %v; want [c16] and no error", cc.Leaves, cc.Err)
 			}
-			if len(s.Clusters) != 16 {
-				t.Errorf("snapshot has %d clusters, want 16: %v", len(s.Clusters), clusterNames(s))
+			if s.Clusters.Len() != 16 {
+				t.Errorf("snapshot has %d clusters, want 16: %v", s.Clusters.Len(), clusterNames(s))
 			}
 		},
 		wantCDS: names("c", 1, 16),
@@ -117,10 +117,10 @@ func TestAggregateClusters(t *testing.T) {
 		name: "depth 17 is an error, and c17 is not watched",
 		res:  aggTree([]string{"c1"}, chain(17)...),
 		check: func(t *testing.T, s *watchers.Snapshot) {
-			if err := s.Clusters["c1"].Err; !errors.Is(err, watchers.ErrAggregateTooDeep) {
+			if err := s.Clusters.Get("c1").Err; !errors.Is(err, watchers.ErrAggregateTooDeep) {
 				t.Errorf("c1.Err = %v, want ErrAggregateTooDeep", err)
 			}
-			if len(s.Clusters) != 1 {
+			if s.Clusters.Len() != 1 {
 				t.Errorf("snapshot has clusters %v, want only c1", clusterNames(s))
 			}
 		},
@@ -131,10 +131,10 @@ func TestAggregateClusters(t *testing.T) {
 		// route names: c2 and everything below it are usable.
 		res: aggTree([]string{"c1", "c2"}, chain(17)...),
 		check: func(t *testing.T, s *watchers.Snapshot) {
-			if err := s.Clusters["c1"].Err; !errors.Is(err, watchers.ErrAggregateTooDeep) {
+			if err := s.Clusters.Get("c1").Err; !errors.Is(err, watchers.ErrAggregateTooDeep) {
 				t.Errorf("c1.Err = %v, want ErrAggregateTooDeep", err)
 			}
-			if cc := s.Clusters["c2"]; cc.Err != nil || !slices.Equal(cc.Leaves, []string{"c17"}) {
+			if cc := s.Clusters.Get("c2"); cc.Err != nil || !slices.Equal(cc.Leaves, []string{"c17"}) {
 				t.Errorf("c2: Leaves %v, Err %v; want [c17] and no error", cc.Leaves, cc.Err)
 			}
 		},
@@ -176,10 +176,10 @@ func TestAggregateLeafChange(t *testing.T) {
 		}
 		e.update(res)
 		s2 := r.nextUpdate()
-		if s2.Clusters["agg"] != s1.Clusters["agg"] || s2.Clusters["a"] != s1.Clusters["a"] {
+		if s2.Clusters.Get("agg") != s1.Clusters.Get("agg") || s2.Clusters.Get("a") != s1.Clusters.Get("a") {
 			t.Error("unchanged ClusterConfigs got new pointers")
 		}
-		if got := describeCluster(s2.Clusters["b"]); got != "b:eds(b)[127.0.0.9:9]" {
+		if got := describeCluster(s2.Clusters.Get("b")); got != "b:eds(b)[127.0.0.9:9]" {
 			t.Errorf("b is %s", got)
 		}
 	})

@@ -11,7 +11,7 @@
 //
 //	cancel := watchers.WatchConfigTree(c, "my-service", watchers.TreeOptions{}, watchers.TreeWatcherFuncs{
 //		OnUpdate: func(s *watchers.Snapshot) {
-//			for name, cc := range s.Clusters { ... }
+//			for name, cc := range s.Clusters.All() { ... }
 //		},
 //		OnResourceError: func(err error) { ... }, // no usable tree at all
 //	})

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/goxds/xds/bootstrap"
@@ -65,8 +63,8 @@ func ExampleWatchConfigTree() {
 	select {
 	case s := <-updates:
 		fmt.Printf("listener %s, route config %s\n", s.Listener.Name, s.RouteConfig.Name)
-		for _, name := range slices.Sorted(maps.Keys(s.Clusters)) {
-			cc := s.Clusters[name]
+		for _, name := range s.Clusters.Names() {
+			cc := s.Clusters.Get(name)
 			if cc.Err != nil {
 				fmt.Printf("  %s: %v\n", name, cc.Err)
 				continue

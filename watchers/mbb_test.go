@@ -146,7 +146,7 @@ func usedNames(s *watchers.Snapshot) map[string][]string {
 	}
 	for _, name := range clusterNames(s) {
 		out[cdsURL] = append(out[cdsURL], name)
-		if cc := s.Clusters[name]; cc.Cluster != nil && cc.Cluster.Kind == resources.ClusterKindEDS {
+		if cc := s.Clusters.Get(name); cc.Cluster != nil && cc.Cluster.Kind == resources.ClusterKindEDS {
 			out[edsURL] = append(out[edsURL], cc.Cluster.EDSServiceName())
 		}
 	}

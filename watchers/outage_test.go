@@ -41,7 +41,7 @@ func TestOutage(t *testing.T) {
 		e.ms = ms
 		e.update(res)
 		s := r.nextUpdate() // no second AmbientError before it
-		if got := describeCluster(s.Clusters["a"]); got != "a:eds(a)[10.0.0.9:80]" {
+		if got := describeCluster(s.Clusters.Get("a")); got != "a:eds(a)[10.0.0.9:80]" {
 			t.Errorf("after reconnecting: a is %s", got)
 		}
 	})

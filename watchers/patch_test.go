@@ -43,7 +43,7 @@ func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
 		s1 := r.nextUpdate()
 		port := func(s *watchers.Snapshot, cluster string) string {
 			t.Helper()
-			cc := s.Clusters[cluster]
+			cc := s.Clusters.Get(cluster)
 			if cc == nil || cc.Endpoints == nil {
 				t.Fatalf("cluster %s has no endpoints in %s", cluster, describe(s))
 			}
@@ -55,7 +55,7 @@ func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
 				t.Errorf("listener, route config or virtual host changed with endpoints only")
 			}
 			for _, name := range clusters {
-				if prev.Clusters[name] != next.Clusters[name] {
+				if prev.Clusters.Get(name) != next.Clusters.Get(name) {
 					t.Errorf("ClusterConfig of %s is new, but its cluster and endpoints did not change", name)
 				}
 			}
@@ -89,7 +89,7 @@ func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
 			e.update(res)
 			s4 := r.nextUpdate()
 			for _, name := range []string{"a", "b"} {
-				if cc := s4.Clusters[name]; cc.Err == nil || !errors.Is(cc.Err, client.ErrResourceNotFound) || cc.Endpoints != nil {
+				if cc := s4.Clusters.Get(name); cc.Err == nil || !errors.Is(cc.Err, client.ErrResourceNotFound) || cc.Endpoints != nil {
 					t.Errorf("after deleting shared, %s: Err %v, Endpoints %v; want ErrResourceNotFound and none", name, cc.Err, cc.Endpoints)
 				}
 			}
@@ -97,7 +97,7 @@ func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
 			res.Endpoints = append(res.Endpoints, cla("shared", 14))
 			e.update(res)
 			s5 := r.nextUpdate()
-			if port(s5, "a") != "14" || s5.Clusters["a"].Err != nil || s5.Clusters["b"].Err != nil {
+			if port(s5, "a") != "14" || s5.Clusters.Get("a").Err != nil || s5.Clusters.Get("b").Err != nil {
 				t.Errorf("after restoring shared: %s", describe(s5))
 			}
 			same(s4, s5, "c", "d", "agg")
@@ -109,8 +109,8 @@ func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
 		res.Clusters[2] = testutils.Cluster("c", "shared")
 		e.update(res)
 		s6 := r.waitUpdate("c on the shared endpoints", func(s *watchers.Snapshot) bool {
-			return s.Clusters["c"].Cluster != prev.Clusters["c"].Cluster && s.Clusters["c"].Endpoints != nil &&
-				s.Clusters["c"].Endpoints.Name == "shared"
+			return s.Clusters.Get("c").Cluster != prev.Clusters.Get("c").Cluster && s.Clusters.Get("c").Endpoints != nil &&
+				s.Clusters.Get("c").Endpoints.Name == "shared"
 		})
 		for i, c := range res.Endpoints {
 			if c.GetClusterName() == "shared" {

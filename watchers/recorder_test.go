@@ -154,12 +154,12 @@ func checkConsistent(t *testing.T, s *watchers.Snapshot) {
 	}
 	for _, rt := range s.VirtualHost.Routes {
 		for _, name := range rt.ClusterNames() {
-			if s.Clusters[name] == nil {
+			if s.Clusters.Get(name) == nil {
 				t.Errorf("route cluster %q missing from the snapshot %s", name, describe(s))
 			}
 		}
 	}
-	for name, cc := range s.Clusters {
+	for name, cc := range s.Clusters.All() {
 		if cc.Name != name {
 			t.Errorf("Clusters[%q].Name = %q", name, cc.Name)
 		}
@@ -184,7 +184,7 @@ func checkConsistent(t *testing.T, s *watchers.Snapshot) {
 				t.Errorf("aggregate cluster %q: no Leaves and no Err", name)
 			}
 			for _, l := range cc.Leaves {
-				if s.Clusters[l] == nil {
+				if s.Clusters.Get(l) == nil {
 					t.Errorf("leaf %q of %q missing from the snapshot", l, name)
 				}
 			}
@@ -197,13 +197,13 @@ func checkConsistent(t *testing.T, s *watchers.Snapshot) {
 func describe(s *watchers.Snapshot) string {
 	var b strings.Builder
 	b.WriteString(s.Listener.Name + "/" + s.RouteConfig.Name)
-	names := make([]string, 0, len(s.Clusters))
-	for n := range s.Clusters {
+	names := make([]string, 0, s.Clusters.Len())
+	for n := range s.Clusters.All() {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		b.WriteString(" " + describeCluster(s.Clusters[n]))
+		b.WriteString(" " + describeCluster(s.Clusters.Get(n)))
 	}
 	return b.String()
 }
@@ -229,8 +229,8 @@ func describeCluster(cc *watchers.ClusterConfig) string {
 
 // clusterNames returns the sorted keys of s.Clusters.
 func clusterNames(s *watchers.Snapshot) []string {
-	out := make([]string, 0, len(s.Clusters))
-	for n := range s.Clusters {
+	out := make([]string, 0, s.Clusters.Len())
+	for n := range s.Clusters.All() {
 		out = append(out, n)
 	}
 	sort.Strings(out)

@@ -36,10 +36,10 @@ func TestThousandClusters(t *testing.T) {
 		r, cancel := e.watch("svc", watchers.TreeOptions{})
 		s := r.nextUpdate()
 		took := time.Since(start)
-		if len(s.Clusters) != n {
-			t.Fatalf("snapshot has %d clusters, want %d", len(s.Clusters), n)
+		if s.Clusters.Len() != n {
+			t.Fatalf("snapshot has %d clusters, want %d", s.Clusters.Len(), n)
 		}
-		for name, cc := range s.Clusters {
+		for name, cc := range s.Clusters.All() {
 			if cc.Err != nil || cc.Endpoints == nil {
 				t.Fatalf("cluster %s: Err %v, Endpoints %v", name, cc.Err, cc.Endpoints)
 			}
@@ -62,11 +62,11 @@ func TestThousandClusters(t *testing.T) {
 		res.Routes = []*routev3.RouteConfiguration{testutils.WeightedRouteConfig("svc-route", "*", weights...)}
 		e.update(res)
 		s2 := r.nextUpdate()
-		if len(s2.Clusters) != kept {
-			t.Fatalf("after shrinking: %d clusters, want %d", len(s2.Clusters), kept)
+		if s2.Clusters.Len() != kept {
+			t.Fatalf("after shrinking: %d clusters, want %d", s2.Clusters.Len(), kept)
 		}
 		for _, name := range all[:kept] {
-			if s2.Clusters[name] != s.Clusters[name] {
+			if s2.Clusters.Get(name) != s.Clusters.Get(name) {
 				t.Errorf("cluster %s did not change but its ClusterConfig is new", name)
 			}
 		}
@@ -85,8 +85,8 @@ func TestThousandClusters(t *testing.T) {
 		// counted, not bounded.
 		res.Routes = simpleTree("svc", "svc-route", all...).Routes
 		e.update(res)
-		if s3 := r.nextUpdate(); len(s3.Clusters) != n {
-			t.Fatalf("after growing back: %d clusters, want %d", len(s3.Clusters), n)
+		if s3 := r.nextUpdate(); s3.Clusters.Len() != n {
+			t.Fatalf("after growing back: %d clusters, want %d", s3.Clusters.Len(), n)
 		}
 		e.subs.waitNames(t, edsURL, all...)
 		_, cdsGrown := e.subs.counts(cdsURL)

@@ -27,7 +27,7 @@ type Snapshot struct {
 	// for a cluster a route names. A ClusterConfig that did not change is
 	// the same pointer in the next snapshot, so consumers can skip work by
 	// comparing pointers.
-	Clusters map[string]*ClusterConfig
+	Clusters ClusterMap
 }
 
 // ClusterConfig is one cluster of a Snapshot, resolved: for an EDS cluster
@@ -83,14 +83,15 @@ func errText(err error) string {
 
 // newSnapshot returns the snapshot made of the given parts, or nil if it
 // would say nothing prev does not. ClusterConfigs equal to prev's are
-// replaced by prev's, in clusters itself, which becomes the snapshot's.
+// replaced by prev's, in clusters itself, which the snapshot's ClusterMap
+// is then made of.
 func newSnapshot(prev *Snapshot, l *resources.Listener, rc *resources.RouteConfig, vh *resources.VirtualHost, clusters map[string]*ClusterConfig) *Snapshot {
 	changed := prev == nil || prev.Listener != l || prev.RouteConfig != rc ||
-		prev.VirtualHost != vh || len(prev.Clusters) != len(clusters)
+		prev.VirtualHost != vh || prev.Clusters.Len() != len(clusters)
 	for name, cc := range clusters {
 		var old *ClusterConfig
 		if prev != nil {
-			old = prev.Clusters[name]
+			old = prev.Clusters.Get(name)
 		}
 		if old != nil && cc.sameAs(old) {
 			clusters[name] = old
@@ -101,5 +102,5 @@ func newSnapshot(prev *Snapshot, l *resources.Listener, rc *resources.RouteConfi
 	if !changed {
 		return nil
 	}
-	return &Snapshot{Listener: l, RouteConfig: rc, VirtualHost: vh, Clusters: clusters}
+	return &Snapshot{Listener: l, RouteConfig: rc, VirtualHost: vh, Clusters: NewClusterMap(clusters)}
 }

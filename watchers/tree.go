@@ -2,7 +2,6 @@ package watchers
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -276,12 +275,13 @@ func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool
 // w changed and the snapshot in force is the latest tree's: the
 // ClusterConfigs of the clusters fetching those endpoints are replaced and
 // every other part is kept, which is what a pass would find, without
-// walking thousands of clusters to change one. The cost is a copy of the
-// Clusters map, which the new snapshot must not share with the old.
+// walking thousands of clusters to change one. The new snapshot's
+// ClusterMap shares all but the replaced entries' shards with the old one,
+// so the cost follows the size of the change, not of the tree.
 func (t *tree) patchEndpointsLocked(w *watch[*resources.Endpoints]) outcome {
-	var clusters map[string]*ClusterConfig
+	clusters, changed := t.last.Clusters, false
 	for _, name := range t.edsUsers[w.name] {
-		old := t.last.Clusters[name]
+		old := clusters.Get(name)
 		if old == nil || old.Cluster == nil {
 			continue // cannot happen: the pass put every user in the snapshot
 		}
@@ -294,12 +294,9 @@ func (t *tree) patchEndpointsLocked(w *watch[*resources.Endpoints]) outcome {
 		if cc.sameAs(old) {
 			continue
 		}
-		if clusters == nil {
-			clusters = maps.Clone(t.last.Clusters)
-		}
-		clusters[name] = cc
+		clusters, changed = clusters.with(name, cc), true
 	}
-	if clusters == nil {
+	if !changed {
 		return outcome{}
 	}
 	l := t.last

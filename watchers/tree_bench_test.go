@@ -79,7 +79,7 @@ func BenchmarkTreeEndpointsUpdate10k(b *testing.B) {
 					bt.apply(&transport.Response{TypeURL: edsURL, Version: fmt.Sprint(i + 2), Nonce: fmt.Sprint(i), Resources: eds})
 				}
 				s := bt.next()
-				if got := s.Clusters[benchCluster(k)].Endpoints.Raw; !proto.Equal(got, mustUnmarshalCLA(a)) {
+				if got := s.Clusters.Get(benchCluster(k)).Endpoints.Raw; !proto.Equal(got, mustUnmarshalCLA(a)) {
 					b.Fatalf("round %d: cluster %d has endpoints %v", i, k, got)
 				}
 			}
@@ -177,8 +177,8 @@ func (bt *benchTree) resolve() {
 	bt.respond(cdsURL, names, bt.w.clusters)
 	bt.waitSubs(edsURL, n)
 	bt.respond(edsURL, names, bt.w.endpoints)
-	if s := bt.next(); len(s.Clusters) != n {
-		bt.b.Fatalf("snapshot of %d clusters, want %d", len(s.Clusters), n)
+	if s := bt.next(); s.Clusters.Len() != n {
+		bt.b.Fatalf("snapshot of %d clusters, want %d", s.Clusters.Len(), n)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestFullTree(t *testing.T) {
 		if s.RouteConfig.Name != "svc-route" || s.Listener.Name != "svc" {
 			t.Errorf("Listener %q, RouteConfig %q", s.Listener.Name, s.RouteConfig.Name)
 		}
-		if got := s.Clusters["agg"].Cluster.Kind; got != resources.ClusterKindAggregate {
+		if got := s.Clusters.Get("agg").Cluster.Kind; got != resources.ClusterKindAggregate {
 			t.Errorf("agg kind = %v", got)
 		}
 
@@ -212,11 +212,11 @@ func TestUnusableParts(t *testing.T) {
 				t.Errorf("%s: snapshot %s, want %s", tc.name, got, want)
 			}
 			for name, want := range tc.clusterErrs {
-				if err := s.Clusters[p+name].Err; !errors.Is(err, want) {
+				if err := s.Clusters.Get(p + name).Err; !errors.Is(err, want) {
 					t.Errorf("%s: Clusters[%q].Err = %v, want one wrapping %v", tc.name, p+name, err, want)
 				}
 			}
-			if tc.name == "endpoints missing" && s.Clusters[p+"a"].Cluster == nil {
+			if tc.name == "endpoints missing" && s.Clusters.Get(p+"a").Cluster == nil {
 				t.Errorf("%s: Cluster is nil; the cluster exists, only its endpoints do not", tc.name)
 			}
 		}
@@ -251,10 +251,10 @@ func TestClusterDeleted(t *testing.T) {
 		without.Clusters = without.Clusters[:1]
 		e.update(without)
 		s2 := r.nextUpdate()
-		if cc := s2.Clusters["b"]; !errors.Is(cc.Err, client.ErrResourceNotFound) || cc.Cluster != nil {
+		if cc := s2.Clusters.Get("b"); !errors.Is(cc.Err, client.ErrResourceNotFound) || cc.Cluster != nil {
 			t.Errorf("deleted cluster b: Err = %v, Cluster %v; want ErrResourceNotFound and no cluster", cc.Err, cc.Cluster)
 		}
-		if s2.Clusters["a"] != s1.Clusters["a"] {
+		if s2.Clusters.Get("a") != s1.Clusters.Get("a") {
 			t.Error("cluster a did not change, but its ClusterConfig is a new pointer")
 		}
 		e.subs.waitNames(t, edsURL, "a")

@@ -54,8 +54,8 @@ func runGoxds(listener string) (info func() string, stop func(), err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if s := last.Load(); s != counted {
-			counted, inError, clusters = s, 0, len(s.Clusters)
-			for _, cc := range s.Clusters {
+			counted, inError, clusters = s, 0, s.Clusters.Len()
+			for _, cc := range s.Clusters.All() {
 				if cc.Err != nil {
 					inError++
 				}

@@ -120,7 +120,7 @@ var demoScript = []demoStep{{
 	title:  "endpoint 10.0.1.2:8080 of backend-v1 drained",
 	change: func(st *demoState) { st.drained = true },
 	shown: func(s *watchers.Snapshot) bool {
-		cc := s.Clusters["backend-v1"]
+		cc := s.Clusters.Get("backend-v1")
 		return cc.Endpoints != nil && cc.Endpoints.Localities[0].Endpoints[1].HealthStatus == resources.HealthStatusDraining
 	},
 }, {
@@ -133,7 +133,7 @@ var demoScript = []demoStep{{
 }, {
 	title:  "cluster backend-v2 deleted, though the route still sends to it",
 	change: func(st *demoState) { st.v2Deleted = true },
-	shown:  func(s *watchers.Snapshot) bool { return s.Clusters["backend-v2"].Err != nil },
+	shown:  func(s *watchers.Snapshot) bool { return s.Clusters.Get("backend-v2").Err != nil },
 }}
 
 // runDemo starts the built-in management server, follows the demo tree

@@ -59,7 +59,7 @@ func pathMatch(r *resources.Route) string {
 // renderCluster draws one cluster at depth, prefix before its name (a
 // weight), and for an aggregate cluster its leaves below it.
 func renderCluster(add func(int, string, ...any), s *watchers.Snapshot, depth int, prefix, name string) {
-	cc := s.Clusters[name]
+	cc := s.Clusters.Get(name)
 	switch {
 	case cc == nil: // cannot happen in a snapshot; say so rather than panic
 		add(depth, "%s%s  (not in the snapshot)", prefix, name)
