@@ -44,6 +44,16 @@
 //     resource really changed, and an unchanged [ClusterConfig] is the same
 //     pointer in the next snapshot.
 //
+// # Cost of an update
+//
+// A change of endpoints, the usual update of a large tree, does not walk
+// the tree: the ClusterConfigs of the clusters fetching them are replaced
+// in the snapshot in force. [Snapshot].Clusters is a [ClusterMap], an
+// immutable map whose next version shares every part but the one changed,
+// so an update of one cluster in ten thousand costs what one cluster costs.
+// A change of shape (a route, a cluster's kind or children) walks the tree
+// once.
+//
 // # Aggregate clusters
 //
 // Aggregate clusters are followed to their leaves, depth first in priority
