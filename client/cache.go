@@ -96,6 +96,7 @@ const (
 	StatusNACKed
 )
 
+// String returns the Status as text, for logs and errors.
 func (s Status) String() string {
 	switch s {
 	case StatusRequested:

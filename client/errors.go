@@ -33,6 +33,7 @@ type Error struct {
 	Err error
 }
 
+// Error implements error.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s %q: %v", shortTypeName(e.TypeURL), e.Name, e.Err)
 }

@@ -47,6 +47,7 @@ const (
 	ClusterKindAggregate
 )
 
+// String returns the ClusterKind as text, for logs and errors.
 func (k ClusterKind) String() string {
 	switch k {
 	case ClusterKindEDS:

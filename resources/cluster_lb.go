@@ -42,6 +42,7 @@ const (
 	LBLeastRequest
 )
 
+// String returns the LBPolicyKind as text, for logs and errors.
 func (k LBPolicyKind) String() string {
 	switch k {
 	case LBRoundRobin:

@@ -25,6 +25,7 @@ const (
 	DataSourceEnvironmentVariable
 )
 
+// String returns the DataSourceKind as text, for logs and errors.
 func (k DataSourceKind) String() string {
 	switch k {
 	case DataSourceFilename:

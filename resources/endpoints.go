@@ -47,6 +47,7 @@ type LocalityID struct {
 	Region, Zone, SubZone string
 }
 
+// String returns the LocalityID as text, for logs and errors.
 func (id LocalityID) String() string {
 	return fmt.Sprintf("{region=%q zone=%q sub_zone=%q}", id.Region, id.Zone, id.SubZone)
 }
@@ -92,6 +93,7 @@ const (
 	HealthStatusDegraded
 )
 
+// String returns the HealthStatus as text, for logs and errors.
 func (h HealthStatus) String() string {
 	switch h {
 	case HealthStatusUnknown:

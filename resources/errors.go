@@ -20,6 +20,7 @@ type FieldError struct {
 	Err  error
 }
 
+// Error implements error.
 func (e *FieldError) Error() string {
 	if e.Path == "" {
 		return e.Err.Error()
@@ -27,6 +28,7 @@ func (e *FieldError) Error() string {
 	return e.Path + ": " + e.Err.Error()
 }
 
+// Unwrap returns the underlying error, for errors.Is and errors.As.
 func (e *FieldError) Unwrap() error { return e.Err }
 
 // fieldErrorf returns a *FieldError at path with a formatted message.

@@ -28,6 +28,7 @@ const (
 	StringMatchRegex
 )
 
+// String returns the StringMatchKind as text, for logs and errors.
 func (k StringMatchKind) String() string {
 	switch k {
 	case StringMatchExact:
@@ -94,6 +95,7 @@ func (m StringMatcher) Match(value string) bool {
 	return false
 }
 
+// String returns the StringMatcher as text, for logs and errors.
 func (m StringMatcher) String() string {
 	s := m.kind.String() + ":" + strconv.Quote(m.pattern)
 	if m.ignoreCase {
@@ -185,6 +187,7 @@ const (
 	HeaderMatchPresent
 )
 
+// String returns the HeaderMatchKind as text, for logs and errors.
 func (k HeaderMatchKind) String() string {
 	switch k {
 	case HeaderMatchString:
@@ -259,6 +262,7 @@ func (h HeaderMatcher) Match(value string, present bool) bool {
 	return ok != h.invert
 }
 
+// String returns the HeaderMatcher as text, for logs and errors.
 func (h HeaderMatcher) String() string {
 	var s string
 	switch h.kind {

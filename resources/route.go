@@ -25,6 +25,7 @@ const (
 	PathMatchRegex
 )
 
+// String returns the PathMatchKind as text, for logs and errors.
 func (k PathMatchKind) String() string {
 	switch k {
 	case PathMatchPrefix:
@@ -56,6 +57,7 @@ const (
 	RouteActionRedirect
 )
 
+// String returns the RouteActionKind as text, for logs and errors.
 func (k RouteActionKind) String() string {
 	switch k {
 	case RouteActionUnsupported:
@@ -145,6 +147,7 @@ const (
 	HashPolicySourceIP
 )
 
+// String returns the HashPolicyKind as text, for logs and errors.
 func (k HashPolicyKind) String() string {
 	switch k {
 	case HashPolicyHeader:

@@ -36,6 +36,7 @@ const (
 	SecretGeneric
 )
 
+// String returns the SecretKind as text, for logs and errors.
 func (k SecretKind) String() string {
 	switch k {
 	case SecretTLSCertificate:

@@ -144,6 +144,7 @@ func (t *Type[T]) DecodeTyped(body *anypb.Any) (name string, value T, err error)
 	return name, value, nil
 }
 
+// String returns the Type[T] as text, for logs and errors.
 func (t *Type[T]) String() string { return t.name }
 
 func shortName(typeURL string) string {
