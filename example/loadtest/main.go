@@ -215,6 +215,7 @@ func measure(ctx context.Context, cfg *config, impl, protocol string, n, m, time
 	var rs []result
 	for i := range times {
 		o := cfg.run
+		o.partial = impl == implGRPC
 		if cfg.profile != "" {
 			o.profile = fmt.Sprintf("%s-%s-%s-n%d-m%d-%d.pprof", cfg.profile, impl, protocol, n, m, i)
 		}

@@ -33,6 +33,7 @@ func median(rs []result) result {
 	out.settledCPU = dur(func(r *result) time.Duration { return r.settledCPU })
 	for i := range rs {
 		out.capped = out.capped || rs[i].capped
+		out.incomplete = out.incomplete || rs[i].incomplete
 	}
 	out.updP50 = dur(func(r *result) time.Duration { return r.updP50 })
 	out.updP99 = dur(func(r *result) time.Duration { return r.updP99 })
@@ -96,7 +97,9 @@ func (r *report) print(w io.Writer) {
   config; upd p50/p99 = one cluster's endpoints change → ACK of the response carrying them;
   push→ACK = from that response leaving the server; upd CPU = client CPU per update, ×floor = over
   the floor of the update's response (SotW: all N ClusterLoadAssignments; delta: one). grpc-go speaks
-  SotW only: its row is the baseline of both protocols' cells.
+  SotW only: its row is the baseline of both protocols' cells. ">": the baseline did not reach full
+  config within -timeout, and its figures are what it had reached by then (lower bounds); "<": a ratio
+  against such figures (an upper bound).
 
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -108,9 +111,14 @@ func (r *report) print(w io.Writer) {
 			updFloor = l.floor.one
 		}
 		row := func(label, client string, x *result) {
+			// An incomplete result's figures are lower bounds.
+			lb := ""
+			if x.incomplete {
+				lb = ">"
+			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n",
-				label, client, fmtDur(x.ttfc), fmtRatio(x.ttfc, l.floor.full), fmtDur(x.cpu), fmtBytes(x.rss),
-				fmtCount(x.reqs), fmtCount(x.names), fmtBytes(x.bytesIn), x.nacks,
+				label, client, lb+fmtDur(x.ttfc), lb+fmtRatio(x.ttfc, l.floor.full), lb+fmtDur(x.cpu), lb+fmtBytes(x.rss),
+				lb+fmtCount(x.reqs), lb+fmtCount(x.names), lb+fmtBytes(x.bytesIn), x.nacks,
 				fmtDur(x.updP50), fmtDur(x.updP99), fmtDur(x.pushP50), fmtDur(x.updCPU), fmtRatio(x.updCPU, updFloor))
 		}
 		label := name
@@ -122,9 +130,15 @@ func (r *report) print(w io.Writer) {
 			row(label, "goxds", x)
 			label = ""
 			if b := l.baseline; b != nil {
+				// Against a baseline's lower bounds, a ratio is an upper
+				// bound.
+				ub := ""
+				if b.incomplete {
+					ub = "<"
+				}
 				fmt.Fprintf(tw, "\tgoxds/grpc-go\t%s\t\t%s\t%s\t%s\t%s\t%s\t\t%s\t%s\t%s\t%s\t\t\n",
-					ratio(x.ttfc, b.ttfc), ratio(x.cpu, b.cpu), ratio(x.rss, b.rss),
-					ratio(x.reqs, b.reqs), ratio(x.names, b.names), ratio(x.bytesIn, b.bytesIn),
+					ub+ratio(x.ttfc, b.ttfc), ub+ratio(x.cpu, b.cpu), ub+ratio(x.rss, b.rss),
+					ub+ratio(x.reqs, b.reqs), ub+ratio(x.names, b.names), ub+ratio(x.bytesIn, b.bytesIn),
 					ratio(x.updP50, b.updP50), ratio(x.updP99, b.updP99), ratio(x.pushP50, b.pushP50), ratio(x.updCPU, b.updCPU))
 			}
 		}
@@ -160,6 +174,9 @@ func (r *report) print(w io.Writer) {
 // settledText says what the client used until it went idle after full
 // config, or that it did not within the settle limit.
 func settledText(x *result, limit time.Duration) string {
+	if x.incomplete {
+		return fmt.Sprintf("no full config within %v: its figures are what it had reached by then, lower bounds; updates not measured", x.ttfc)
+	}
 	if x.capped {
 		return fmt.Sprintf("still busy %v after full config (CPU ≥%s, peak RSS ≥%s): updates not measured",
 			limit, fmtDur(x.settledCPU), fmtBytes(x.settledRSS))

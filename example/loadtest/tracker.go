@@ -124,6 +124,19 @@ func (t *tracker) request(typeURL string, names int, nonce, version string, nack
 }
 
 func (t *tracker) reachedFullLocked(now time.Time) {
+	t.fullStat = t.statsLocked(now)
+	close(t.full)
+}
+
+// statsSoFar returns what the client has sent since its stream opened,
+// for a client that has not reached full config.
+func (t *tracker) statsSoFar() *resolveStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.statsLocked(time.Now())
+}
+
+func (t *tracker) statsLocked(now time.Time) *resolveStats {
 	st := &resolveStats{
 		took:     now.Sub(t.opened),
 		reqs:     make(map[string]int64),
@@ -140,8 +153,7 @@ func (t *tracker) reachedFullLocked(now time.Time) {
 		st.totalNames += n
 		st.maxTypeNames = max(st.maxTypeNames, n)
 	}
-	t.fullStat = st
-	close(t.full)
+	return st
 }
 
 func (t *tracker) sotwResponse(resp *discoveryv3.DiscoveryResponse) {
