@@ -129,10 +129,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	reportedDup := make(map[string]bool)
 	for i := range items {
 		it := &items[i]
-		e := it.entry
-		if e == nil {
-			e = tc.entries[it.name]
-		}
+		e := it.entry // nil only for a name without an entry: a fresh one is made below, once
 		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
 			if !reportedDup[it.name] {
 				reportedDup[it.name] = true

@@ -183,27 +183,32 @@ func (s *server) ResourceVersions(typeURL string) map[string]string {
 // authority of an xdstp name, else the top-level servers. The first server
 // of the list is used.
 func (c *Client) serverForLocked(name string) (*server, error) {
-	servers := c.cfg.Servers
-	top := true
-	if rest, ok := strings.CutPrefix(name, "xdstp://"); ok {
-		authority, _, _ := strings.Cut(rest, "/")
-		s, ok := c.cfg.ServersForAuthority(authority)
-		if !ok {
-			return nil, fmt.Errorf("%w: %q", ErrUnknownAuthority, authority)
-		}
-		servers, top = s, false
-	}
-	if top && c.topServer != nil {
-		// The key is not computed again for each of thousands of
-		// watches: it showed in profiles of a 10,000-cluster tree.
-		return c.topServer, nil
-	}
-	cfg := servers[0]
-	key := cfg.Key()
-	if s, ok := c.servers[key]; ok {
-		if top {
+	rest, ok := strings.CutPrefix(name, "xdstp://")
+	if !ok {
+		// Found once: a tree of 10,000 clusters makes 20,000 watches, and
+		// computing the server's key for each showed in profiles.
+		if c.topServer == nil {
+			s, err := c.serverOfLocked(c.cfg.Servers[0])
+			if err != nil {
+				return nil, err
+			}
 			c.topServer = s
 		}
+		return c.topServer, nil
+	}
+	authority, _, _ := strings.Cut(rest, "/")
+	servers, ok := c.cfg.ServersForAuthority(authority)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownAuthority, authority)
+	}
+	return c.serverOfLocked(servers[0])
+}
+
+// serverOfLocked returns the server of cfg, building its transport the
+// first time.
+func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
+	key := cfg.Key()
+	if s, ok := c.servers[key]; ok {
 		return s, nil
 	}
 	s := &server{c: c, cfg: cfg}
@@ -213,9 +218,6 @@ func (c *Client) serverForLocked(name string) (*server, error) {
 	}
 	s.transport = t
 	c.servers[key] = s
-	if top {
-		c.topServer = s
-	}
 	return s, nil
 }
 

@@ -1,6 +1,7 @@
 package watchers
 
 import (
+	"hash/maphash"
 	"iter"
 	"slices"
 )
@@ -20,6 +21,7 @@ type ClusterMap struct {
 	// ClusterMap, is never modified: with copies it and the shards slice.
 	shards []map[string]*ClusterConfig
 	n      int
+	seed   maphash.Seed // of the shard hash; shared by the versions of a map
 }
 
 // Shard sizing: about shardTarget entries a shard, at most maxShards
@@ -41,7 +43,7 @@ func NewClusterMap(m map[string]*ClusterConfig) ClusterMap {
 	for k < maxShards && k*shardTarget < len(m) {
 		k *= 2
 	}
-	cm := ClusterMap{shards: make([]map[string]*ClusterConfig, k), n: len(m)}
+	cm := ClusterMap{shards: make([]map[string]*ClusterConfig, k), n: len(m), seed: maphash.MakeSeed()}
 	for name, cc := range m {
 		i := cm.shardOf(name)
 		if cm.shards[i] == nil {
@@ -102,20 +104,12 @@ func (m ClusterMap) with(name string, cc *ClusterConfig) ClusterMap {
 		shard[k] = v
 	}
 	shard[name] = cc
-	out := ClusterMap{shards: slices.Clone(m.shards), n: n}
+	out := ClusterMap{shards: slices.Clone(m.shards), n: n, seed: m.seed}
 	out.shards[i] = shard
 	return out
 }
 
-// shardOf returns the index of name's shard: FNV-1a, folded to the shard
-// count. Fixed rather than seeded, so that it needs no state; the names
-// come from the management server, which gains nothing by unbalancing the
-// shards of its own client but a slower update.
+// shardOf returns the index of name's shard.
 func (m ClusterMap) shardOf(name string) int {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(name); i++ {
-		h ^= uint64(name[i])
-		h *= 1099511628211
-	}
-	return int(h & uint64(len(m.shards)-1))
+	return int(maphash.String(m.seed, name) & uint64(len(m.shards)-1))
 }

@@ -19,8 +19,8 @@ import (
 func (t *tree) passLocked() outcome {
 	t.gen++
 	t.listener.neededGen = t.gen
-	// Sized for the tree as it stands: out becomes the snapshot's Clusters,
-	// which every change of endpoints copies (see patchEndpointsLocked).
+	// Sized for the tree as it stands; out becomes the snapshot's
+	// ClusterMap, and edsUsers what patchEndpointsLocked patches it by.
 	p := &pass{
 		t:        t,
 		memo:     make(map[string]*result, len(t.clusters)),
