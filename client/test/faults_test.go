@@ -131,7 +131,11 @@ func TestFaultServerRestartSameState(t *testing.T) {
 			tr.r.nonePastOutage(t)
 			tr.c.nonePastOutage(t)
 			tr.e.nonePastOutage(t)
-			for _, st := range e.c.Dump() {
+			dump := e.c.Dump()
+			if len(dump) != 4 {
+				t.Errorf("the cache holds %d resources after the restart, want the 4 of the tree", len(dump))
+			}
+			for _, st := range dump {
 				if st.Status != client.StatusACKed || st.Value == nil {
 					t.Errorf("%s %s is %v after the restart, want ACKED with its value", st.TypeURL, st.Name, st.Status)
 				}
@@ -439,6 +443,7 @@ func TestFaultStreamResetBeforeACK(t *testing.T) {
 	}
 }
 
+// nextStreamOf waits for the next stream the client opens on fs.
 func nextStreamOf(t *testing.T, fs *testutils.FakeServer) *testutils.FakeStream {
 	t.Helper()
 	st, err := fs.NextStream(testContext(t))
@@ -509,7 +514,7 @@ func TestFaultSilentServer(t *testing.T) {
 				t.Errorf("metrics: %d server failures, connected %v; want 1 failure, then connected", failures, connected)
 			}
 			n := fs.StreamCount()
-			time.Sleep(3 * silence)
+			time.Sleep(3 * silence) // a window of quiet: the watchdog must not restart an answered stream
 			if fs.StreamCount() != n {
 				t.Fatalf("the stream was restarted although the server had answered")
 			}

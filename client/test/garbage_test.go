@@ -300,7 +300,11 @@ func TestGarbageResponseAboveMaxResponseBytes(t *testing.T) {
 			big := append([]*anypb.Any{testutils.MarshalAny(testutils.Cluster("C1", "eds-2"))}, padding(2, limit)...)
 			g.send(t, cdsURL, "too-big", big, padName)
 			failed := time.Now()
-			<-g.st.Done()
+			select {
+			case <-g.st.Done():
+			case <-time.After(timeout):
+				t.Fatal("the client kept the stream of an oversized response")
+			}
 			if rs := g.st.Requests(); len(rs) != 2 {
 				t.Fatalf("the client sent %d requests on the stream, want the subscription and one ACK only", len(rs))
 			}

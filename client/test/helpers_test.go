@@ -405,11 +405,7 @@ func (e *fakeEnv) sendDelta(resp *discoveryv3.DeltaDiscoveryResponse) {
 // nextStream waits for the next stream the client opens.
 func (e *fakeEnv) nextStream() *testutils.FakeStream {
 	e.t.Helper()
-	st, err := e.fs.NextStream(testContext(e.t))
-	if err != nil {
-		e.t.Fatalf("waiting for a stream: %v", err)
-	}
-	return st
+	return nextStreamOf(e.t, e.fs)
 }
 
 // requestReader reads requests: those of every stream (a FakeServer) or of

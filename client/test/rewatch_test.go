@@ -2,6 +2,7 @@ package test
 
 import (
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -78,7 +79,11 @@ func TestRewatchRightAfterCancelOnTheWire(t *testing.T) {
 					close(rewatched)
 				},
 			})
-			<-rewatched
+			select {
+			case <-rewatched:
+			case <-time.After(timeout):
+				t.Fatal("the callback that cancels and watches again never ran")
+			}
 			w.wantUpdate(t, "C1")
 			// The next request is C2's subscription: nothing went out for C1.
 			client.WatchCluster(e.c, "C2", newRecorder[*resources.Cluster]())
