@@ -221,7 +221,7 @@ func (c *child) settle(limit time.Duration, logf func(string, ...any)) (u usage,
 }
 
 // stop ends the child and returns its CPU time over its whole life.
-func (c *child) stop() (usage, error) {
+func (c *child) stop() error {
 	_ = c.stdin.Close()
 	select {
 	case <-c.exited:
@@ -229,18 +229,10 @@ func (c *child) stop() (usage, error) {
 		_ = c.cmd.Process.Kill()
 		<-c.exited
 	}
-	ps := c.cmd.ProcessState
-	ru, ok := ps.SysUsage().(*syscall.Rusage)
-	if !ok {
-		return usage{}, errors.New("no rusage for the client process")
+	if ps := c.cmd.ProcessState; !ps.Success() {
+		return fmt.Errorf("client process: %v (stderr: %s)", ps, c.stderr)
 	}
-	// CPU from the exited process's rusage; its Maxrss is not the
-	// client's (see selfUsage).
-	u := usage{cpu: rusageCPU(ru)}
-	if !ps.Success() {
-		return u, fmt.Errorf("client process: %v (stderr: %s)", ps, c.stderr)
-	}
-	return u, nil
+	return nil
 }
 
 // capped is a goroutine-safe buffer that keeps the first max bytes.

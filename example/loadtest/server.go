@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
@@ -126,8 +125,6 @@ func (t *tracker) callbacks() serverv3.CallbackFuncs {
 			t.streamOpened(true)
 			return nil
 		},
-		StreamClosedFunc:      func(int64, *corev3.Node) {},
-		DeltaStreamClosedFunc: func(int64, *corev3.Node) {},
 		StreamRequestFunc: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
 			t.request(req.GetTypeUrl(), len(req.GetResourceNames()), req.GetResponseNonce(), req.GetVersionInfo(), req.GetErrorDetail() != nil)
 			return nil

@@ -50,13 +50,12 @@ type sentResponse struct {
 
 // resolveStats is what a client did from stream open to full config.
 type resolveStats struct {
-	took         time.Duration
-	reqs, names  map[string]int64
-	bytesIn      int64 // client → server
-	bytesOut     int64 // server → client
-	totalReqs    int64
-	totalNames   int64
-	maxTypeNames int64
+	took       time.Duration
+	reqs       map[string]int64 // by type URL
+	bytesIn    int64            // client → server
+	bytesOut   int64            // server → client
+	totalReqs  int64
+	totalNames int64
 }
 
 // updateWait is one update the tracker waits to see ACKed: the response of
@@ -140,7 +139,6 @@ func (t *tracker) statsLocked(now time.Time) *resolveStats {
 	st := &resolveStats{
 		took:     now.Sub(t.opened),
 		reqs:     make(map[string]int64),
-		names:    make(map[string]int64),
 		bytesIn:  t.wire.in.Load(),
 		bytesOut: t.wire.out.Load(),
 	}
@@ -148,10 +146,8 @@ func (t *tracker) statsLocked(now time.Time) *resolveStats {
 		st.reqs[typeURL] = n
 		st.totalReqs += n
 	}
-	for typeURL, n := range t.names {
-		st.names[typeURL] = n
+	for _, n := range t.names {
 		st.totalNames += n
-		st.maxTypeNames = max(st.maxTypeNames, n)
 	}
 	return st
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"strconv"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -161,15 +160,6 @@ func newWorld(n, m int, delta bool) *world {
 	return w
 }
 
-// edsNames lists what a client must hold for its tree to be complete.
-func (w *world) edsNames() []string {
-	out := make([]string, 0, w.n)
-	for i := range w.n {
-		out = append(out, clusterName(i))
-	}
-	return out
-}
-
 // withChange returns the world's next snapshot: typeURL gets a new version
 // and, if r is not nil, resource name becomes r. A nil r only moves the
 // version on, which makes a SotW server resend the type unchanged.
@@ -189,13 +179,4 @@ func (w *world) withChange(typeURL, name string, r types.Resource) (next *snapsh
 	sets[typeURL] = ts
 	w.snap = &snapshot{sets: sets}
 	return w.snap, ts.version
-}
-
-// clusters returns the Cluster resources, for the decode floor.
-func (w *world) clusters() []*clusterv3.Cluster {
-	out := make([]*clusterv3.Cluster, 0, w.n)
-	for i := range w.n {
-		out = append(out, w.snap.sets[cdsURL].items[clusterName(i)].Resource.(*clusterv3.Cluster))
-	}
-	return out
 }
