@@ -66,7 +66,7 @@ type received struct {
 func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (errs []error, valid int) {
 	tc.gen++
 	gen := tc.gen
-	now := time.Now()
+	now := c.clock.Now()
 	// nameless counts errors not attributable to any resource: a response
 	// with such an error cannot be trusted to list every resource, so it
 	// deletes nothing by omission.

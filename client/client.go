@@ -47,6 +47,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics receives the client's measurements. Nil: none.
 	Metrics Metrics
+	// Clock runs the does-not-exist and TTL timers. Nil: the real clock.
+	// Tests of code that depends on those timers can pass a fake one
+	// (testutils.FakeClock) and move time on by hand.
+	Clock Clock
 }
 
 // Client is an xDS client: it subscribes to the resources its watchers
@@ -61,6 +65,7 @@ type Client struct {
 	node    *corev3.Node
 	logger  *slog.Logger
 	metrics Metrics
+	clock   Clock
 	cbs     *serializer // runs every watcher callback
 
 	mu             sync.Mutex
@@ -94,6 +99,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		node:    cfg.Node.Proto(clientFeatures),
 		logger:  opts.Logger,
 		metrics: opts.Metrics,
+		clock:   opts.Clock,
 		servers: make(map[string]*server),
 		caches:  make(map[string]*typeCache),
 		pending: make(map[*server]map[string]*subsChange),
@@ -106,6 +112,9 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	}
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
+	}
+	if c.clock == nil {
+		c.clock = realClock{}
 	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))

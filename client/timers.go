@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/goxds/xds/resources"
 )
@@ -26,7 +25,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 			continue
 		}
 		gen := e.dneGen
-		e.dneTimer = time.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+		e.dneTimer = c.clock.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
 	}
 }
 
@@ -37,7 +36,7 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 		return
 	}
 	e.dneTimer = nil
-	e.status, e.lastUpdated = StatusDoesNotExist, time.Now()
+	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
 	c.logger.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", c.expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
@@ -53,7 +52,7 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 		return
 	}
 	gen := e.ttlGen
-	e.ttlTimer = time.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
+	e.ttlTimer = c.clock.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
 }
 
 // ttlExpired removes a resource whose TTL ran out. It runs whether or not
@@ -67,7 +66,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	}
 	e.ttlTimer = nil
 	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
-	c.deleteLocked(tc, e, "TTL expired", time.Now())
+	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
 // handleStreamError suspends the does-not-exist timers of the server's

@@ -141,6 +141,8 @@ type config struct {
 	// authorities maps authority names to the address of their server,
 	// which speaks the same protocol.
 	authorities map[string]string
+	// clock, if set, runs the client's timers.
+	clock *testutils.FakeClock
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
@@ -155,7 +157,11 @@ func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client
 	if expiry == 0 {
 		expiry = noExpiry
 	}
-	c, err := client.New(b, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()})
+	opts := client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()}
+	if cfg.clock != nil {
+		opts.Clock = cfg.clock
+	}
+	c, err := client.New(b, opts)
 	if err != nil {
 		t.Fatalf("client.New: %v", err)
 	}
