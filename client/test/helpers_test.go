@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -467,6 +468,27 @@ func (e *fakeEnv) reply(p protocol) {
 	} else {
 		e.req()
 	}
+}
+
+// reqsNaming reads SotW requests until, for every type in want, the latest
+// request of that type names exactly want's names (sorted), and returns
+// those requests. Watches made one after another may reach the wire in one
+// request or in several, as the client's flushes fall; a test that needs
+// them all on the wire waits for the request holding all of them.
+func (e *fakeEnv) reqsNaming(want map[string][]string) map[string]*discoveryv3.DiscoveryRequest {
+	e.t.Helper()
+	got := make(map[string]*discoveryv3.DiscoveryRequest)
+	for done := false; !done; {
+		r := e.req()
+		got[r.GetTypeUrl()] = r
+		done = true
+		for typeURL, names := range want {
+			if got[typeURL] == nil || !slices.Equal(got[typeURL].GetResourceNames(), names) {
+				done = false
+			}
+		}
+	}
+	return got
 }
 
 // respond sends rs as one response of typeURL in p's form: a delta
