@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -25,8 +26,8 @@ func (p deltaProtocol) openStream(ctx context.Context) (wireStream, error) {
 	return deltaStream{s}, nil
 }
 
-func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg proto.Message, names []string, r *reply) {
-	r = ts.takeReplyLocked()
+func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
+	r = ts.takeReplyLocked(now, len(ts.pendingSub)+len(ts.pendingUnsub) > 0)
 	first := !ts.sentOnStream
 	if len(ts.pendingSub) == 0 && len(ts.pendingUnsub) == 0 && r == nil {
 		ts.subsChanged = false

@@ -46,6 +46,14 @@
 // have seen the change: a slow consumer slows the server, not the client's
 // memory.
 //
+// A server may answer every NACK by resending what was rejected at once
+// (go-control-plane's caches do), which would make a tight NACK loop. The
+// repeats of one NACK are held, longer each time ([Options].NACKBackoff),
+// but only that reply is held: the stream is read on, other types' responses
+// are answered at once, and a newer response of the held type replaces the
+// held NACK with its own reply. A subscription change of the type sends the
+// held NACK with it, since a request without it would read as an ACK.
+//
 // # Streams and reconnection
 //
 // A stream starts when the first name is wanted. When it fails the

@@ -32,8 +32,10 @@ type Options struct {
 	// NACKBackoff paces the NACKs of a server that keeps resending a
 	// response the client rejected (same version, same errors): the n-th
 	// repeat is held for the n-th delay of this backoff before the NACK is
-	// sent. Zero: 100 ms doubling to 30 s, ±20% jitter. A changed response,
-	// or an ACK, resets it.
+	// sent. Only that reply waits: responses of other types are read and
+	// answered meanwhile, and a newer response of the type replaces the
+	// held NACK with its own reply. Zero: 100 ms doubling to 30 s, ±20%
+	// jitter. A changed response, or an ACK, resets it.
 	NACKBackoff backoff.Config
 	// MaxResponseBytes bounds the size of one response. Zero: 256 MiB,
 	// well above gRPC's 4 MiB default, which large deployments exceed.

@@ -22,8 +22,9 @@ type protocol interface {
 	// requestLocked builds the next request for ts (nil when there is
 	// nothing to send), the names it newly makes known to the server (nil
 	// when it changes no subscription), and the reply it carries, which the
-	// caller must close once sent or dropped.
-	requestLocked(ts *typeState, node *corev3.Node) (msg proto.Message, names []string, r *reply)
+	// caller must close once sent or dropped. A reply held until later than
+	// now stays with ts, unless the request goes out anyway.
+	requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply)
 	// recordReplyLocked updates ts after the client judged resp.
 	recordReplyLocked(ts *typeState, resp *Response, verdict error)
 }
@@ -240,14 +241,18 @@ func (r *runner) runStream() (healthy bool, err error) {
 
 	var silence *time.Timer
 	var silenceC <-chan time.Time
+	// held wakes the sender when the earliest held NACK is due.
+	held := time.NewTimer(time.Hour)
+	held.Stop()
 	defer func() {
 		if silence != nil {
 			silence.Stop()
 		}
+		held.Stop()
 	}()
 	node := r.node // the first request on the stream carries the node
 	for {
-		sent, err := r.sendPending(ws, &node)
+		sent, next, err := r.sendPending(ws, &node)
 		if err != nil {
 			return finish(fmt.Errorf("send request: %w", err))
 		}
@@ -255,7 +260,13 @@ func (r *runner) runStream() (healthy bool, err error) {
 			silence = time.NewTimer(r.opts.SilenceTimeout)
 			silenceC = silence.C
 		}
+		var heldC <-chan time.Time
+		if !next.IsZero() {
+			held.Reset(time.Until(next))
+			heldC = held.C
+		}
 		select {
+		case <-heldC:
 		case <-r.wake:
 		case err := <-recvDone:
 			if errors.Is(err, io.EOF) {
@@ -318,12 +329,18 @@ type outgoing struct {
 	reply   *reply
 }
 
-// sendPending sends one request for each type with something to say.
-func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
+// sendPending sends one request for each type with something to say. next
+// is when the earliest reply still held falls due (zero if none is).
+func (r *runner) sendPending(ws wireStream, node **corev3.Node) (sent bool, next time.Time, err error) {
 	var outs []outgoing
+	now := time.Now()
 	r.mu.Lock()
 	for _, u := range r.order {
-		msg, names, rep := r.protocol.requestLocked(r.types[u], *node)
+		ts := r.types[u]
+		msg, names, rep := r.protocol.requestLocked(ts, *node, now)
+		if due, ok := ts.heldUntilLocked(); ok && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
 		if msg == nil {
 			if rep != nil {
 				close(rep.sent)
@@ -349,7 +366,7 @@ func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
 					close(rest.reply.sent)
 				}
 			}
-			return false, err
+			return false, time.Time{}, err
 		}
 		if o.reply != nil {
 			close(o.reply.sent)
@@ -361,12 +378,20 @@ func (r *runner) sendPending(ws wireStream, node **corev3.Node) (bool, error) {
 			r.handler.OnSubscriptionsSent(o.typeURL, o.names)
 		}
 	}
-	return len(outs) > 0, nil
+	return len(outs) > 0, next, nil
 }
 
-// recvLoop hands each response to the handler, queues its ACK or NACK, and
-// reads the next one only after the reply is on the wire and the handler has
-// called done.
+// recvLoop hands each response to the handler and queues its ACK or NACK.
+// It reads the next one once the handler has called done and, unless the
+// reply is held, once the reply is on the wire.
+//
+// A server that resends a rejected response at once on every NACK (stock
+// go-control-plane's caches do: a NACK carries the last accepted version,
+// which differs from theirs, envoyproxy/go-control-plane#962) would make a
+// tight NACK loop. Repeats of one NACK are therefore held, longer each time
+// (Options.NACKBackoff), but only the reply is held, never this loop: the
+// other types' responses flow meanwhile, and a newer response of the held
+// type replaces the held NACK with its own reply.
 func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.Bool) error {
 	for {
 		resp, err := ws.recv()
@@ -392,25 +417,22 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		r.mu.Lock()
 		ts := r.typeLocked(resp.TypeURL)
 		hold := ts.nackDelayLocked(r.opts.NACKBackoff, resp.Version, verdict)
+		r.protocol.recordReplyLocked(ts, resp, verdict)
+		var due time.Time
+		if hold > 0 {
+			due = time.Now().Add(hold)
+		}
+		ts.oweReplyLocked(rep, due)
 		r.mu.Unlock()
 		if hold > 0 {
-			// The server keeps resending what was rejected. Each NACK is
-			// still sent, but later and later, so a NACK loop costs neither
-			// side much.
 			r.logger.Debug("holding a repeated NACK", "type", resp.TypeURL, "version", resp.Version, "hold", hold)
-			if !sleepCtx(ctx, hold) {
-				return ctx.Err()
-			}
 		}
-		r.mu.Lock()
-		r.protocol.recordReplyLocked(ts, resp, verdict)
-		if ts.reply != nil {
-			close(ts.reply.sent)
-		}
-		ts.reply = rep
-		r.mu.Unlock()
 		r.signal()
-		for _, ch := range []chan struct{}{rep.sent, applied} {
+		waits := []chan struct{}{rep.sent, applied}
+		if hold > 0 {
+			waits = waits[1:]
+		}
+		for _, ch := range waits {
 			select {
 			case <-ch:
 			case <-ctx.Done():

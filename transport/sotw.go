@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -29,8 +30,8 @@ func (p sotwProtocol) openStream(ctx context.Context) (wireStream, error) {
 
 // requestLocked builds the next request for ts, or returns nil when there is
 // nothing to say. names is non-nil when the request changed subscriptions.
-func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node) (msg proto.Message, names []string, r *reply) {
-	r = ts.takeReplyLocked()
+func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
+	r = ts.takeReplyLocked(now, ts.subsChanged)
 	if !ts.subsChanged && r == nil {
 		return nil, nil, nil
 	}

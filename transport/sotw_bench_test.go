@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"time"
+
 	"google.golang.org/protobuf/proto"
 )
 
@@ -19,14 +21,14 @@ func BenchmarkSotWACK10kNames(b *testing.B) {
 	}
 	ts.updateLocked(names, nil)
 	var p sotwProtocol
-	if msg, _, _ := p.requestLocked(ts, nil); msg == nil {
+	if msg, _, _ := p.requestLocked(ts, nil, time.Time{}); msg == nil {
 		b.Fatal("no subscription request")
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
 		ts.reply = &reply{nonce: fmt.Sprint(i), sent: make(chan struct{})}
-		msg, _, _ := p.requestLocked(ts, nil)
+		msg, _, _ := p.requestLocked(ts, nil, time.Time{})
 		if _, err := proto.Marshal(msg); err != nil {
 			b.Fatal(err)
 		}

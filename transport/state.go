@@ -44,8 +44,13 @@ type typeState struct {
 	// on a new stream; nil afterwards.
 	initialVersions map[string]string
 
-	// reply is the ACK or NACK owed for the latest response.
-	reply *reply
+	// reply is the ACK or NACK owed for the latest response, and replyDue
+	// the time it may go out: zero for at once, later while a repeated NACK
+	// is held (see nackDelayLocked). Only the latest response's reply is
+	// owed: a newer response of the type replaces a held one, which is then
+	// never sent.
+	reply    *reply
+	replyDue time.Time
 
 	// lastNACK and nackRepeats spot a server resending a response the
 	// client rejected, so the identical NACKs can be paced (see
@@ -161,15 +166,36 @@ func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	if ts.reply != nil {
 		// A reply owed on the old stream can no longer be sent.
 		close(ts.reply.sent)
-		ts.reply = nil
+		ts.reply, ts.replyDue = nil, time.Time{}
 	}
 }
 
-// takeReplyLocked detaches the owed reply, if any.
-func (ts *typeState) takeReplyLocked() *reply {
+// oweReplyLocked makes rep the reply owed for the latest response, to go
+// out at due (zero: at once). A reply still owed for an earlier response is
+// dropped: the new one answers with the latest nonce, and a held NACK of a
+// response the server has since replaced is of no use to it.
+func (ts *typeState) oweReplyLocked(rep *reply, due time.Time) {
+	if ts.reply != nil {
+		close(ts.reply.sent)
+	}
+	ts.reply, ts.replyDue = rep, due
+}
+
+// takeReplyLocked detaches the owed reply if it is due at now, or if force
+// is set: a request of the type is going out anyway (a subscription change),
+// and one without the NACK would read as an ACK of what the NACK rejects.
+func (ts *typeState) takeReplyLocked(now time.Time, force bool) *reply {
+	if ts.reply == nil || (!force && now.Before(ts.replyDue)) {
+		return nil
+	}
 	r := ts.reply
-	ts.reply = nil
+	ts.reply, ts.replyDue = nil, time.Time{}
 	return r
+}
+
+// heldUntilLocked returns when the held reply of ts is due, if one is.
+func (ts *typeState) heldUntilLocked() (time.Time, bool) {
+	return ts.replyDue, ts.reply != nil && !ts.replyDue.IsZero()
 }
 
 // sortedNamesLocked returns names, sorted. SotW repeats every name in
