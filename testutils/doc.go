@@ -25,14 +25,14 @@
 //     does-not-exist timer fires.
 //   - A SotW request naming "*" explicitly gets every resource; go-control-plane
 //     filters the answer by the literal name "*" and sends nothing.
-//   - After a SotW NACK the server waits for the next change instead of
-//     resending the rejected resources at once (both go-control-plane caches
-//     do, the linear one after a NACK of its first response, so a client that
-//     keeps rejecting them NACKs in a tight loop).
 //   - Update gives a new version only to the types that changed.
 //
 // Behaviour kept as go-control-plane has it, which tests must allow for:
 //
+//   - A NACK carries the last accepted version, which differs from the
+//     cache's, so the server resends the rejected resources at once, on every
+//     NACK (envoyproxy/go-control-plane#962); a client that does not pace its
+//     NACKs loops.
 //   - A SotW request whose response_nonce is not the latest one of its type
 //     is ignored entirely, subscription changes included.
 //   - A delta subscription to a name the server does not have gets no

@@ -61,8 +61,8 @@ type ManagementServerOptions struct {
 	// acts on it; an error ends the stream with it.
 	OnStreamRequest func(streamID int64, req *discoveryv3.DiscoveryRequest) error
 	// OnStreamResponse is called just before a SotW response is sent, with
-	// the request that caused it (for a wildcard request or a NACK, the
-	// server's rewritten copy: see the package doc).
+	// the request that caused it (for a wildcard request, the server's
+	// rewritten copy: see the package doc).
 	OnStreamResponse func(streamID int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse)
 	// OnDeltaRequest is called for every delta request; an error ends the
 	// stream with it.

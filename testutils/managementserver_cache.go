@@ -138,7 +138,7 @@ func (s *snapshot) ConstructVersionMap() error {
 
 func (s *snapshot) GetVersionMap(typeURL string) map[string]string { return s.hashes[typeURL] }
 
-// adjustedCache sits in front of either cache mode and rewrites two kinds of
+// adjustedCache sits in front of either cache mode and rewrites one kind of
 // SotW request before the cache sees them (the request handed to
 // OnStreamResponse is the rewritten one):
 //
@@ -146,30 +146,20 @@ func (s *snapshot) GetVersionMap(typeURL string) map[string]string { return s.ha
 //     filters its answer by the literal names in the request, finds no
 //     resource called "*", and answers with nothing. The names are dropped so
 //     it answers with every resource, as for a legacy wildcard.
-//   - A NACK: it carries the last accepted version, which differs from the
-//     cache's, so the cache would resend the rejected resources at once and
-//     the client would NACK them again, forever. The request is given the
-//     version the rejected response had, so the cache waits for a change.
+//
+// NACKs reach the cache as the client sent them. A NACK carries the last
+// accepted version, which differs from the cache's, so both caches resend
+// the rejected resources at once, on every NACK
+// (envoyproxy/go-control-plane#962): the client must pace its NACKs without
+// stalling its other types.
 type adjustedCache struct {
 	cache.Cache
 }
 
 func (c adjustedCache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
-	wildcard := sub.IsWildcard() && len(req.GetResourceNames()) > 0
-	nack := req.GetErrorDetail() != nil && len(sub.ReturnedResources()) > 0
-	if wildcard || nack {
+	if sub.IsWildcard() && len(req.GetResourceNames()) > 0 {
 		req = proto.Clone(req).(*discoveryv3.DiscoveryRequest)
-		if wildcard {
-			req.ResourceNames = nil
-		}
-		if nack {
-			for _, v := range sub.ReturnedResources() {
-				// In the snapshot cache every entry carries the version of
-				// the last response; the linear cache needs any non-empty one.
-				req.VersionInfo = v
-				break
-			}
-		}
+		req.ResourceNames = nil
 	}
 	return c.Cache.CreateWatch(req, sub, ch)
 }
