@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 
@@ -12,9 +13,13 @@ import (
 	"github.com/goxds/xds/transport"
 )
 
-// maxNACKErrors bounds how many errors one NACK lists, so that a response of
-// a hundred thousand bad resources does not produce a NACK as large.
-const maxNACKErrors = 100
+// maxNACKBytes bounds the error_detail of a NACK, as Envoy's 4 KiB does: a
+// response of many bad resources, or of one whose type_url is a megabyte,
+// must not make a NACK larger than the server will take. The transport
+// truncates anything longer all the same; here the message is cut between
+// errors, so that those it keeps are whole and it can say how many it left
+// out.
+const maxNACKBytes = transport.MaxErrorDetailBytes
 
 // handleResponse applies one response and returns the verdict: nil to ACK,
 // the errors found to NACK. done goes on the callback queue behind the
@@ -390,25 +395,65 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	}
 }
 
-// nackError turns the errors of a response into the NACK's error_detail.
+// nackError turns the errors of a response into the NACK's error_detail:
+// the first errors whole, as many as fit in maxNACKBytes, then how many
+// more there were. An error too long to fit even first is cut, at a rune
+// boundary.
 func nackError(errs []error) error {
 	switch len(errs) {
 	case 0:
 		return nil
 	case 1:
+		if msg := errs[0].Error(); len(msg) > maxNACKBytes {
+			return errors.New(truncateUTF8(msg, maxNACKBytes-len(cutMark)) + cutMark)
+		}
 		return errs[0]
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d errors: ", len(errs))
+	// room keeps space for the longest possible tail.
+	room := maxNACKBytes - len(fmt.Sprintf("; and %d more errors", len(errs)))
 	for i, err := range errs {
-		if i == maxNACKErrors {
-			fmt.Fprintf(&b, "; and %d more", len(errs)-i)
+		msg := err.Error()
+		sep := "; "
+		if i == 0 {
+			sep = ""
+		}
+		if b.Len()+len(sep)+len(msg) > room {
+			if i == 0 {
+				// Not even the first fits: cut it, so that the NACK
+				// still says what was wrong first.
+				b.WriteString(truncateUTF8(msg, room-b.Len()-len(cutMark)))
+				b.WriteString(cutMark)
+				i++
+			}
+			if more := len(errs) - i; more == 1 {
+				b.WriteString("; and 1 more error")
+			} else {
+				fmt.Fprintf(&b, "; and %d more errors", more)
+			}
 			break
 		}
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		b.WriteString(err.Error())
+		b.WriteString(sep)
+		b.WriteString(msg)
 	}
 	return errors.New(b.String())
+}
+
+// cutMark ends an error message cut short.
+const cutMark = "… (cut)"
+
+// truncateUTF8 returns the longest prefix of s of at most n bytes that does
+// not split a rune.
+func truncateUTF8(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

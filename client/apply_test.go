@@ -1,8 +1,10 @@
 package client
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -319,14 +321,37 @@ func TestUnknownResponseTypeIsNACKed(t *testing.T) {
 	}
 }
 
+// The NACK's message is at most 4 KiB: the first errors whole, then how
+// many more there were; an error too long for it alone is cut at a rune
+// boundary.
 func TestNACKErrorIsBounded(t *testing.T) {
 	var errs []error
 	for range 1000 {
 		errs = append(errs, errTest)
 	}
 	msg := nackError(errs).Error()
-	if !strings.HasPrefix(msg, "1000 errors: ") || !strings.HasSuffix(msg, "and 900 more") {
-		t.Fatalf("NACK of 1000 errors reads %.80q…", msg)
+	// "1000 errors: " is 13 bytes, each error 12 and its separator 2; room
+	// is kept for the longest tail, "; and 1000 more errors".
+	kept := (maxNACKBytes - 13 - len("; and 1000 more errors") + 2) / 14
+	want := "1000 errors: " + strings.Repeat("bad resource; ", kept-1) + "bad resource" + fmt.Sprintf("; and %d more errors", 1000-kept)
+	if msg != want {
+		t.Fatalf("NACK of 1000 errors reads %.80q… (%d bytes), want %.80q… (%d bytes)", msg, len(msg), want, len(want))
+	}
+	if len(msg) > maxNACKBytes {
+		t.Fatalf("NACK of %d bytes, want at most %d", len(msg), maxNACKBytes)
+	}
+
+	// One error longer than the bound, of multi-byte runes: cut, whole runes.
+	long := errorString(strings.Repeat("é", maxNACKBytes))
+	for _, errs := range [][]error{{long}, {long, errTest}} {
+		msg := nackError(errs).Error()
+		if len(msg) > maxNACKBytes || !utf8.ValidString(msg) || !strings.Contains(msg, "éé… (cut)") {
+			t.Fatalf("NACK of %d errors, the first %d bytes: %d bytes, valid UTF-8 %v, ends %q",
+				len(errs), len(long), len(msg), utf8.ValidString(msg), msg[max(0, len(msg)-40):])
+		}
+		if len(errs) == 2 && !strings.HasSuffix(msg, "; and 1 more error") {
+			t.Fatalf("NACK ends %q, want it to count the error left out", msg[len(msg)-40:])
+		}
 	}
 }
 

@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -97,6 +99,22 @@ func (s sotwStream) recv() (*Response, error) {
 	}, nil
 }
 
+// MaxErrorDetailBytes bounds the message of a NACK's error_detail, as
+// Envoy's 4 KiB does: a server's receive limit must not be the client's
+// problem. A longer verdict from [Handler.OnResponse] is cut.
+const MaxErrorDetailBytes = 4096
+
+// errorDetail is the error_detail of a NACK with verdict err: at most
+// MaxErrorDetailBytes, cut at a rune boundary, and valid UTF-8, which a
+// proto string must be (the verdict may quote what the server sent).
 func errorDetail(err error) *statuspb.Status {
-	return &statuspb.Status{Code: int32(codes.InvalidArgument), Message: err.Error()}
+	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	if len(msg) > MaxErrorDetailBytes {
+		n := MaxErrorDetailBytes
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n]
+	}
+	return &statuspb.Status{Code: int32(codes.InvalidArgument), Message: msg}
 }
