@@ -38,6 +38,13 @@
 // Over a gRPC stream every response must carry a nonce, which pairs it with
 // its reply; one without is NACKed unread and the handler never sees it.
 //
+// A response of a type not subscribed to on the stream (no name of it
+// wanted, or none sent yet) is ignored, as Envoy does: the handler never
+// sees it, no reply is sent, and its version is not adopted, so the next
+// request of the type carries the last version actually applied. Its nonce
+// is kept if the stream has carried the type. A NACK's error_detail is at
+// most [MaxErrorDetailBytes], and valid UTF-8.
+//
 // # Flow control
 //
 // Each response is handed to [Handler.OnResponse], which returns the

@@ -398,6 +398,9 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		if err != nil {
 			return err
 		}
+		if r.unsolicited(resp) {
+			continue
+		}
 		applied := make(chan struct{})
 		var verdict error
 		if _, required := ws.(nonceRequirer); required && resp.Nonce == "" {
@@ -440,4 +443,28 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 			}
 		}
 	}
+}
+
+// unsolicited reports whether resp is of a type the client has not asked
+// for on this stream: none of its names wanted, or none sent yet. Such a
+// response is ignored, as Envoy does, and gets no reply: applying nothing,
+// the client must not adopt its version, or the first real request of the
+// type would claim a version the client never applied and a server could
+// skip sending it; and a reply with the old version would read to a
+// snapshot cache as a request for what it just sent, a loop. Its nonce is
+// kept for a type the stream has carried (SotW requests carry the latest
+// nonce); a type never used keeps no state, and its first request carries
+// no nonce, which servers take as a fresh request.
+func (r *runner) unsolicited(resp *Response) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := r.types[resp.TypeURL]
+	if ts != nil && ts.sentOnStream && len(ts.names) > 0 {
+		return false
+	}
+	if ts != nil && resp.Nonce != "" && !r.protocol.isDelta() {
+		ts.nonce = resp.Nonce
+	}
+	r.logger.Warn("ignoring a response of a type not subscribed to", "type", resp.TypeURL, "version", resp.Version, "nonce", resp.Nonce)
+	return true
 }

@@ -1,8 +1,11 @@
 package transport_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
@@ -209,4 +212,22 @@ func TestSotWFlowControl(t *testing.T) {
 			t.Fatalf("reply %v, want ACK of n2", r)
 		}
 	})
+}
+
+// Whatever the handler's verdict, the NACK's error_detail is at most
+// MaxErrorDetailBytes and valid UTF-8 (a proto string must be; a verdict
+// may quote what the server sent), cut at a rune boundary.
+func TestNACKErrorDetailIsBoundedAndValid(t *testing.T) {
+	e := newEnv(t, sotw, fastOptions, nil)
+	long := "bad \xff " + strings.Repeat("é", transport.MaxErrorDetailBytes)
+	e.h.setVerdict(func(*transport.Response) error { return errors.New(long) })
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	e.next()
+	e.fs.Send(testutils.SotWResponse(ldsURL, "v1", "n1"))
+	msg := e.next().GetErrorDetail().GetMessage()
+	if len(msg) > transport.MaxErrorDetailBytes || len(msg) < transport.MaxErrorDetailBytes-1 ||
+		!utf8.ValidString(msg) || !strings.HasPrefix(msg, "bad \uFFFD éé") {
+		t.Fatalf("error_detail of %d bytes, valid UTF-8 %v, starting %.20q: want %d bytes at most, valid, the bad byte replaced",
+			len(msg), utf8.ValidString(msg), msg, transport.MaxErrorDetailBytes)
+	}
 }
