@@ -80,9 +80,9 @@ func TestLogsNameServerAndType(t *testing.T) {
 				}
 			}
 			for key, wantType := range map[string]string{
-				"NACK bad":   cdsURL,
+				"NACK bad":            cdsURL,
 				ignoredMsg + " bogus": "type.googleapis.com/goxds.test.Bogus",
-				"NACK ":      cdsURL,
+				"NACK ":               cdsURL,
 			} {
 				r, ok := seen[key]
 				if !ok {
