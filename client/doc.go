@@ -35,7 +35,9 @@
 // gRFC A57, a stream that ends after delivering responses is routine (the
 // client reconnects, and nobody is told); a stream that fails without a
 // response makes the server unhealthy, which watchers are told once per
-// outage. Errors are *[Error] values naming the resource; match causes with
+// outage. Either way the does-not-exist timers of the stream's names stop
+// until the names are sent again; a server with one stream per type has
+// each stream judged on its own. Errors are *[Error] values naming the resource; match causes with
 // errors.Is.
 //
 // # Metrics

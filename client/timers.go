@@ -1,9 +1,11 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
 )
 
 // handleSubscriptionsSent starts the does-not-exist timer of every name
@@ -69,14 +71,15 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
-// handleStreamError suspends the does-not-exist timers of the server's
-// names, to restart once they are sent on a new stream. A stream that ends
-// after delivering responses is routine (servers restart, proxies cut idle
-// streams): the transport reconnects and nobody is told. A stream that fails
-// without a response makes the server unhealthy (gRFC A57): watchers are
-// told once, until it answers again. Those holding data keep it (an ambient
-// error); those still waiting learn they cannot get it for now (a resource
-// error).
+// handleStreamError suspends the does-not-exist timers of the names the
+// stream carried (every type of the server, unless the transport says which:
+// one of several per-type streams), to restart once they are sent on a new
+// stream. A stream that ends after delivering responses is routine (servers
+// restart, proxies cut idle streams): the transport reconnects and nobody
+// is told. A stream that fails without a response makes the server
+// unhealthy (gRFC A57): watchers are told once, until it answers again.
+// Those holding data keep it (an ambient error); those still waiting learn
+// they cannot get it for now (a resource error).
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
 	if c.closed {
@@ -84,6 +87,16 @@ func (c *Client) handleStreamError(s *server, cause error) {
 		return
 	}
 	hadResponse := s.responded
+	var types map[string]bool // nil: every type
+	if se := (*transport.StreamError)(nil); errors.As(cause, &se) {
+		// The transport knows best: with one stream per type, whether the
+		// server answered is not whether this client heard from it last.
+		hadResponse = se.Answered
+		types = make(map[string]bool, len(se.TypeURLs))
+		for _, u := range se.TypeURLs {
+			types[u] = true
+		}
+	}
 	s.responded = false
 	first := !hadResponse && s.unreachable == nil
 	if !hadResponse {
@@ -93,7 +106,10 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	if first {
 		s.connected = false
 	}
-	for _, tc := range c.caches {
+	for url, tc := range c.caches {
+		if types != nil && !types[url] {
+			continue
+		}
 		for _, e := range tc.entries {
 			if e.srv != s {
 				continue

@@ -80,12 +80,16 @@
 // DeltaListeners, and likewise for routes, scoped routes, virtual hosts
 // (delta only), clusters, endpoints, secrets and runtime. Each stream has its
 // own version, nonce, reconnection and backoff, and follows every rule
-// above; types left on ADS share one aggregated stream. The client sees one
-// server: a stream that ends after it answered is routine and is not
-// reported, one that fails without an answer is ([Handler.OnStreamError]),
-// and the names of the streams still up are then reported sent again so
-// that their does-not-exist timers run on. A type with no such service (a
-// custom one) gets resource errors for its names.
+// above; types left on ADS share one aggregated stream. Each stream's end
+// is reported on its own, as on ADS ([Handler.OnStreamError]), with a
+// [StreamError] that names that stream's types only and says whether the
+// server had answered: the client stops the does-not-exist timers of those
+// names until they are sent again and lets the other streams' run on. The
+// client sees one server: the end of a stream that answered is routine, and
+// so is that of one that did not if another stream answered since the last
+// failure reported unanswered (the server is up; the type had nothing to say
+// yet). A type with no such service (a custom one) gets resource errors for
+// its names.
 //
 // # REST-JSON polling
 //

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -31,12 +32,42 @@ type muxTransport struct {
 	runners map[string]*muxRunner // by key; guarded by mu
 	byType  map[string]*muxRunner // guarded by mu
 	refused map[string]struct{}   // types the server cannot serve, warned about; guarded by mu
+
+	// answered: some stream has delivered a response since the last stream
+	// failure reported as unanswered (see streamHandler).
+	answered atomic.Bool
 }
 
-// muxRunner is one runner of a muxTransport and the Handler it reports to.
+// muxRunner is one runner of a muxTransport.
 type muxRunner struct {
 	r *runner
-	h *streamHandler
+}
+
+// streamHandler is the Handler of one runner of a muxTransport. Each end of
+// its stream is reported, as on ADS; the StreamError names the types of
+// that stream only, so that the client stops the does-not-exist timers of
+// those names and no others. The client sees one server, whose health is
+// judged as on ADS: a stream that ends without having answered counts as
+// answered if another stream of the server has answered since the last
+// such failure (the server is up; that type had nothing to say yet), and
+// uses that up, so that the next failure without an answer is reported as
+// one.
+type streamHandler struct {
+	Handler
+	mux *muxTransport
+}
+
+func (h *streamHandler) OnResponse(r *Response, done func()) error {
+	h.mux.answered.Store(true)
+	return h.Handler.OnResponse(r, done)
+}
+
+func (h *streamHandler) OnStreamError(err error) {
+	var se *StreamError
+	if errors.As(err, &se) && !se.Answered && h.mux.answered.Swap(false) {
+		se.Answered = true
+	}
+	h.Handler.OnStreamError(err)
 }
 
 func newMux(h Handler, logger *slog.Logger, route func(string, Handler) (string, func() *runner, bool), closeFn func()) *muxTransport {
@@ -59,8 +90,7 @@ func (m *muxTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 	}
 	mr := m.byType[typeURL]
 	if mr == nil {
-		sh := &streamHandler{Handler: m.handler, mux: m}
-		key, mk, ok := m.route(typeURL, sh)
+		key, mk, ok := m.route(typeURL, &streamHandler{Handler: m.handler, mux: m})
 		if !ok {
 			_, warned := m.refused[typeURL]
 			m.refused[typeURL] = struct{}{}
@@ -72,7 +102,7 @@ func (m *muxTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 			return
 		}
 		if mr = m.runners[key]; mr == nil {
-			mr = &muxRunner{r: mk(), h: sh}
+			mr = &muxRunner{r: mk()}
 			m.runners[key] = mr
 		}
 		m.byType[typeURL] = mr
@@ -93,50 +123,6 @@ func (m *muxTransport) Close() {
 	if m.close != nil {
 		m.close()
 	}
-}
-
-// reannounce tells the client again of the names that the live streams
-// other than except carry. The client stops every does-not-exist timer of a
-// server when one of its streams fails; the names of the streams still up
-// are on the wire all the same, so their timers start again.
-func (m *muxTransport) reannounce(except *streamHandler) {
-	m.mu.Lock()
-	var others []*runner
-	for _, mr := range m.runners {
-		if mr.h != except {
-			others = append(others, mr.r)
-		}
-	}
-	m.mu.Unlock()
-	for _, r := range others {
-		for typeURL, names := range r.sentNames() {
-			m.handler.OnSubscriptionsSent(typeURL, names)
-		}
-	}
-}
-
-// streamHandler is the Handler of one runner of a muxTransport. The client
-// sees one server and one stream health: a stream that ends after it
-// answered is routine and is not reported (the runner reconnects), so that
-// one of several streams ending does not look like the server failing; a
-// stream that fails without an answer is reported, as on ADS.
-type streamHandler struct {
-	Handler
-	mux      *muxTransport
-	answered atomic.Bool // a response came since the last stream error
-}
-
-func (h *streamHandler) OnResponse(r *Response, done func()) error {
-	h.answered.Store(true)
-	return h.Handler.OnResponse(r, done)
-}
-
-func (h *streamHandler) OnStreamError(err error) {
-	if h.answered.Swap(false) {
-		return
-	}
-	h.Handler.OnStreamError(err)
-	h.mux.reannounce(h)
 }
 
 // reportUnservable tells the client that names of typeURL cannot be fetched

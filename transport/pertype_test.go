@@ -1,6 +1,8 @@
 package transport_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,11 +136,13 @@ func TestPerTypeUnservableType(t *testing.T) {
 	}
 }
 
-// One per-type stream failing without an answer is reported (the server
-// may be down), and the names of the streams still up are reported sent
-// again, since the client stops every timer of the server on a stream
-// error. A stream that ends after answering is routine: not reported.
-func TestPerTypeStreamFailureKeepsOtherStreamsTimers(t *testing.T) {
+// Each per-type stream's end is reported on its own, as on ADS, naming the
+// stream's types only (the client stops the does-not-exist timers of those
+// names, not the other streams'), and whether the server had answered: a
+// stream that ends after answering is routine; one that fails without an
+// answer is too if another stream answered since the last such failure (the
+// server is up), and otherwise may mean the server is down.
+func TestPerTypeStreamEndsReportedPerStream(t *testing.T) {
 	e := newServerEnv(t, bootstrap.ServerConfig{APIType: bootstrap.APITypeGRPC}, fastOptions)
 	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
 	lds := e.stream()
@@ -155,24 +159,33 @@ func TestPerTypeStreamFailureKeepsOtherStreamsTimers(t *testing.T) {
 	if _, err := cds.NextRequest(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	drainSent(e.h)
 
+	// The cluster stream never answered, but the listener stream did since
+	// the last failure: the server is up, and this end is routine; the next
+	// one without an answer is not.
 	cds.Cut(status.Error(codes.Unavailable, "no clusters here"))
-	if err := e.h.nextStreamErr(t); err == nil {
-		t.Fatal("nil stream error")
+	wantStreamError(t, e.h.nextStreamErr(t), true, cdsURL)
+	cds = e.stream()
+	if _, err := cds.NextRequest(ctxT(t)); err != nil {
+		t.Fatal(err)
 	}
-	for s := nextSent(t, e.h); s.typeURL != ldsURL; s = nextSent(t, e.h) {
-	}
-
-	// The listener stream answered: its end is routine. Its new stream
-	// proves the transport is past the point of reporting.
+	cds.Cut(status.Error(codes.Unavailable, "no clusters here"))
+	wantStreamError(t, e.h.nextStreamErr(t), false, cdsURL)
+	// The listener stream answered: its end is routine.
 	lds.Cut(status.Error(codes.Unavailable, "rebalancing"))
-	for st := e.stream(); st.TypeURL != ldsURL; st = e.stream() {
+	wantStreamError(t, e.h.nextStreamErr(t), true, ldsURL)
+}
+
+// wantStreamError checks that err is a *transport.StreamError with answered
+// and exactly the given types.
+func wantStreamError(t *testing.T, err error, answered bool, typeURLs ...string) {
+	t.Helper()
+	var se *transport.StreamError
+	if !errors.As(err, &se) || se.Err == nil {
+		t.Fatalf("stream error %v (%T), want a *transport.StreamError", err, err)
 	}
-	select {
-	case err := <-e.h.streamErrs:
-		t.Fatalf("routine end of an answered stream reported: %v", err)
-	default:
+	if se.Answered != answered || !slices.Equal(se.TypeURLs, typeURLs) {
+		t.Fatalf("stream error %v: answered %v, types %v; want %v, %v", se, se.Answered, se.TypeURLs, answered, typeURLs)
 	}
 }
 

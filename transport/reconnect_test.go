@@ -32,10 +32,8 @@ func TestSotWReconnectResubscribesWithLastVersions(t *testing.T) {
 		e.fs.Send(testutils.SotWResponse(rdsURL, "rv1", "rn1"))
 		e.next() // NACK: RDS has no accepted version
 		e.fs.CutStream(status.Error(codes.Unavailable, "going away"))
-		if !perType(sotw) { // per-type streams that answered end routinely, unreported
-			if err := e.h.nextStreamErr(t); !strings.Contains(err.Error(), "going away") {
-				t.Fatalf("stream error %v", err)
-			}
+		if err := e.h.nextStreamErr(t); !strings.Contains(err.Error(), "going away") {
+			t.Fatalf("stream error %v", err)
 		}
 		got := map[string]*discoveryv3.DiscoveryRequest{}
 		for range 2 {

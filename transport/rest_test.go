@@ -187,9 +187,11 @@ func TestRESTUnsubscribeAllStopsPolling(t *testing.T) {
 	}
 }
 
-// Server errors and timeouts back off like a failed stream. A failure after
-// an answer is routine; one without is reported. The polls after a failure
-// carry the last accepted version.
+// Server errors and timeouts back off like a failed stream. Every failure
+// is reported: after an answer as routine (Answered); without one, as
+// routine once more if the server answered since the last failure reported
+// unanswered, then as a failure. The polls after a failure carry the last
+// accepted version.
 func TestRESTServerErrorsBackOff(t *testing.T) {
 	opts := transport.Options{
 		Backoff:           backoff.Config{BaseDelay: 80 * time.Millisecond, Multiplier: 2, MaxDelay: time.Second},
@@ -200,24 +202,29 @@ func TestRESTServerErrorsBackOff(t *testing.T) {
 	e.next().reply(http.StatusOK, testutils.SotWResponse(ldsURL, "v1", "n1"))
 	e.h.nextResponse(t)
 	e.next().reply(http.StatusInternalServerError, nil)
+	wantStreamError(t, e.h.nextStreamErr(t), true, ldsURL)
 	c := e.next() // at once: the failed "stream" had answered
 	want(t, c.req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: ldsURL, VersionInfo: "v1", ResourceNames: []string{"L1"}})
 	c.reply(http.StatusServiceUnavailable, nil)
-	if err := e.h.nextStreamErr(t); !strings.Contains(err.Error(), "503") {
+	err := e.h.nextStreamErr(t)
+	if !strings.Contains(err.Error(), "503") {
 		t.Fatalf("stream error %v, want the 503", err)
 	}
+	// The server answered since the last failure reported unanswered: still
+	// routine, once.
+	wantStreamError(t, err, true, ldsURL)
 	c2 := e.next()
 	if gap := c2.at.Sub(c.at); gap < 70*time.Millisecond {
 		t.Fatalf("polled again %v after a failure, want the 80ms backoff", gap)
 	}
 	c2.reply(http.StatusServiceUnavailable, nil)
-	e.h.nextStreamErr(t)
+	wantStreamError(t, e.h.nextStreamErr(t), false, ldsURL)
 	if gap := e.next().at.Sub(c2.at); gap < 140*time.Millisecond {
 		t.Fatalf("polled again %v after a second failure, want the 160ms backoff", gap)
 	}
 	select {
 	case err := <-e.h.streamErrs:
-		t.Fatalf("extra stream error %v: the failure after an answer is routine", err)
+		t.Fatalf("extra stream error %v", err)
 	default:
 	}
 }

@@ -84,7 +84,6 @@ type runner struct {
 	mu    sync.Mutex
 	types map[string]*typeState // guarded by mu
 	order []string              // type URLs in first-use order; guarded by mu
-	live  bool                  // a stream is up; guarded by mu
 }
 
 func newRunner(p protocol, h Handler, node *corev3.Node, opts Options) *runner {
@@ -163,7 +162,10 @@ func (r *runner) run() {
 			failures++
 		}
 		r.logger.Warn("xDS stream ended", "err", err, "healthy", healthy)
-		r.handler.OnStreamError(err)
+		r.mu.Lock()
+		types := append([]string(nil), r.order...)
+		r.mu.Unlock()
+		r.handler.OnStreamError(&StreamError{Err: err, Answered: healthy, TypeURLs: types})
 	}
 }
 
@@ -221,11 +223,6 @@ func (r *runner) runStream() (healthy bool, err error) {
 		defer c.close()
 	}
 	r.resetTypesForStream()
-	defer func() {
-		r.mu.Lock()
-		r.live = false
-		r.mu.Unlock()
-	}()
 	r.logger.Debug("xDS stream started")
 
 	var answered atomic.Bool
@@ -301,25 +298,7 @@ func (r *runner) resetTypesForStream() {
 	for _, u := range r.order {
 		r.types[u].resetForStreamLocked(held[u])
 	}
-	r.live = true
 	r.mu.Unlock()
-}
-
-// sentNames returns, for each type with names on the live stream, every
-// name wanted; nil when no stream is up.
-func (r *runner) sentNames() map[string][]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.live {
-		return nil
-	}
-	out := make(map[string][]string)
-	for u, ts := range r.types {
-		if ts.sentOnStream && len(ts.names) > 0 {
-			out[u] = sortedKeys(ts.names)
-		}
-	}
-	return out
 }
 
 type outgoing struct {

@@ -39,7 +39,9 @@ type Handler interface {
 	// newly subscribed. It is the moment to start does-not-exist timers.
 	OnSubscriptionsSent(typeURL string, names []string)
 	// OnStreamError reports that the stream failed or could not be started.
-	// The transport will retry with backoff by itself.
+	// The transport will retry with backoff by itself. The error of a
+	// gRPC or REST stream is a *[StreamError], which says whether the
+	// server had answered on it and which types it carried.
 	OnStreamError(err error)
 	// ResourceVersions returns the name and version of every resource of
 	// typeURL the client holds. A delta transport sends them as
@@ -47,6 +49,30 @@ type Handler interface {
 	// can skip what the client already has.
 	ResourceVersions(typeURL string) map[string]string
 }
+
+// StreamError is what [Handler.OnStreamError] is told when a stream ends.
+// A transport with one stream per type reports each stream's end, so that
+// the does-not-exist timers of the names it carried stop until the names
+// are sent again (gRFC A57), while those of the other streams run on.
+type StreamError struct {
+	// Err is why the stream ended.
+	Err error
+	// Answered tells whether the server had sent a response on the stream
+	// (for a transport of several streams: or on another of its streams
+	// since the last failure reported unanswered). The end is then routine
+	// (servers restart, proxies cut idle streams); a stream that ends
+	// without one may mean the server is down.
+	Answered bool
+	// TypeURLs are the types the stream carried: every type of the
+	// transport for an aggregated stream without per-type overrides, the
+	// stream's own types otherwise.
+	TypeURLs []string
+}
+
+func (e *StreamError) Error() string { return e.Err.Error() }
+
+// Unwrap returns Err.
+func (e *StreamError) Unwrap() error { return e.Err }
 
 // Response is one DiscoveryResponse or DeltaDiscoveryResponse for one type.
 type Response struct {

@@ -1,0 +1,97 @@
+package test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
+)
+
+// sendListenerOn sends Listener name at version as the one resource of a
+// response on st, SotW or delta.
+func sendListenerOn(t *testing.T, st *testutils.FakeStream, name, version, nonce string) {
+	t.Helper()
+	l := testutils.Listener(name, "R1")
+	var err error
+	if st.Delta {
+		err = st.SendDelta(testutils.DeltaResponse(ldsURL, nonce, nil, testutils.WrapResource(name, version, 0, l)))
+	} else {
+		err = st.Send(testutils.SotWResponse(ldsURL, version, nonce, l))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Per-type streams follow the timer rules of ADS (gRFC A57): a stream lost
+// after it answered stops the does-not-exist timers of its names, which
+// start again when the names are sent on the new stream; the loss itself is
+// routine, and no watcher hears of it. L2's timer (1 s) is half run when
+// its stream is cut, so it may not fire until a full second after the cut.
+// Before, the loss was swallowed and the timer ran through the reconnect:
+// L2 was declared missing half a second after the cut.
+func TestPerTypeStreamLossRestartsTimers(t *testing.T) {
+	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
+		t.Parallel()
+		const expiry = time.Second
+		e := newFakeEnv(t, p, config{expiry: expiry})
+		w1, w2 := newRecorder[*resources.Listener](), newRecorder[*resources.Listener]()
+		client.WatchListener(e.c, "L1", w1)
+		lds := e.nextStream()
+		readReq(t, lds)
+		sendListenerOn(t, lds, "L1", "1", "n1")
+		wantACK(t, lds, "n1")
+		w1.wantUpdate(t, "L1")
+
+		client.WatchListener(e.c, "L2", w2)
+		readReq(t, lds) // L2 is on the wire: its timer runs
+		<-time.After(expiry / 2)
+		cut := time.Now()
+		lds.Cut(grpcstatus.Error(codes.Unavailable, "rebalancing"))
+		readReq(t, e.nextStream()) // both names again, on a new stream
+
+		w2.wantNotFound(t, "L2")
+		if d := time.Since(cut); d < expiry {
+			t.Fatalf("L2 declared missing %v after its stream was cut, want at least the full %v from its new request", d, expiry)
+		}
+		barrier(t, e.c)
+		w1.none(t) // the routine loss was not reported to anyone
+		w2.none(t)
+	})
+}
+
+// Two per-type streams that both answered, lost one after the other: each
+// loss is routine, even though the server-wide "has responded" was reset
+// by the first. Nobody is told of either.
+func TestPerTypeRoutineLossesOfTwoStreams(t *testing.T) {
+	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
+		t.Parallel()
+		e := newFakeEnv(t, p, config{})
+		wl, wc := newRecorder[*resources.Listener](), newRecorder[*resources.Cluster]()
+		client.WatchListener(e.c, "L1", wl)
+		lds := e.nextStream()
+		readReq(t, lds)
+		sendListenerOn(t, lds, "L1", "1", "n1")
+		wantACK(t, lds, "n1")
+		wl.wantUpdate(t, "L1")
+		client.WatchCluster(e.c, "C1", wc)
+		cds := e.nextStream()
+		readReq(t, cds)
+		mustSendCluster(t, cds, "1", "c1", testutils.Cluster("C1", ""))
+		wantACK(t, cds, "c1")
+		wc.wantUpdate(t, "C1")
+
+		lds.Cut(grpcstatus.Error(codes.Unavailable, "rebalancing"))
+		readReq(t, e.nextStream())
+		cds.Cut(grpcstatus.Error(codes.Unavailable, "rebalancing"))
+		readReq(t, e.nextStream())
+		barrier(t, e.c)
+		wl.none(t)
+		wc.none(t)
+	})
+}
