@@ -54,10 +54,11 @@ type RESTServerOptions struct {
 // counted versions from "1" again would answer it "nothing changed".
 //
 // It departs from go-control-plane as ManagementServer does, and for the
-// same reasons: a request naming "*" gets every resource; a request that
-// carries error_detail (a NACK) is held like a request for which nothing
-// changed, until the next Update, instead of being answered at once with
-// the rejected resources.
+// same reason: a request naming "*" gets every resource. A poll that
+// carries error_detail (a NACK) is go-control-plane's to answer, which it
+// does at once with the rejected resources (the NACK's version is not the
+// cache's, envoyproxy/go-control-plane#962): the client must pace its
+// NACKs.
 type RESTServer struct {
 	// Read-only after StartRESTServer.
 	ms       *ManagementServer
@@ -184,17 +185,13 @@ func (s *RESTServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		defer t.Stop()
 		deadline = t.C
 	}
-	nack := req.GetErrorDetail() != nil
 	for {
 		s.mu.Lock()
 		changed := s.changed
 		s.mu.Unlock()
-		status, out, err := http.StatusNotModified, []byte(nil), error(nil)
-		if !nack {
-			gr := r.Clone(r.Context())
-			gr.Body = io.NopCloser(bytes.NewReader(body))
-			out, status, err = s.gateway.ServeHTTP(gr)
-		}
+		gr := r.Clone(r.Context())
+		gr.Body = io.NopCloser(bytes.NewReader(body))
+		out, status, err := s.gateway.ServeHTTP(gr)
 		if status != http.StatusNotModified || deadline == nil {
 			if err != nil {
 				out = []byte(err.Error())
@@ -211,7 +208,6 @@ func (s *RESTServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-changed:
-			nack = false
 		case <-deadline:
 			s.answer(w, req, http.StatusNotModified, nil, nil)
 			return

@@ -4,11 +4,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
@@ -167,4 +169,40 @@ func TestE2ECDSNACKLoopDoesNotDelayEDS(t *testing.T) {
 			t.Errorf("C2 dump %+v, want NACKED still serving the last good value", st)
 		}
 	})
+}
+
+// REST polling against go-control-plane's REST handler, which answers a
+// NACK poll at once with the rejected resources: the NACK polls are paced
+// as a stream's NACKs are (each poll is a reply, and a held reply delays
+// the next poll), and the loop is really there: the server is asked again.
+func TestE2ERESTNACKLoopIsPaced(t *testing.T) {
+	t.Parallel()
+	var nacks atomic.Int64
+	rs, err := testutils.StartRESTServer(testutils.RESTServerOptions{OnRequest: func(req *discoveryv3.DiscoveryRequest) error {
+		if req.GetErrorDetail() != nil {
+			nacks.Add(1)
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rs.Stop)
+	if err := rs.Update(testContext(t), nodeID, testutils.Resources{Clusters: []*clusterv3.Cluster{badCluster("C1")}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, rs.Address(), rest, config{})
+	w := newRecorder[*resources.Cluster]()
+	start := time.Now()
+	client.WatchCluster(c, "C1", w)
+	w.wantError(t, "resource-error", client.ErrResourceInvalid, "C1")
+	// Two repeats (held ~100 and ~200 ms) show the loop.
+	waitFor(t, "the NACK loop to run", func() bool { return nacks.Load() >= 3 })
+	<-time.After(time.Second)
+	n := nacks.Load()
+	window := time.Since(start)
+	t.Logf("REST: %d NACK polls in %v; the pacing allows at most %d", n, window.Round(time.Millisecond), nackPacingBound(window))
+	if bound := nackPacingBound(window); n > int64(bound) {
+		t.Errorf("%d NACK polls in %v, want at most %d: the NACK loop is not paced", n, window, bound)
+	}
 }
