@@ -2,7 +2,6 @@ package test
 
 import (
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -31,15 +30,15 @@ func sendListenerOn(t *testing.T, st *testutils.FakeStream, name, version, nonce
 // Per-type streams follow the timer rules of ADS (gRFC A57): a stream lost
 // after it answered stops the does-not-exist timers of its names, which
 // start again when the names are sent on the new stream; the loss itself is
-// routine, and no watcher hears of it. L2's timer (1 s) is half run when
-// its stream is cut, so it may not fire until a full second after the cut.
-// Before, the loss was swallowed and the timer ran through the reconnect:
-// L2 was declared missing half a second after the cut.
+// routine, and no watcher hears of it. L2's timer is half run (on the fake
+// clock) when its stream is cut; half a timeout later it must not have
+// fired, a whole one after the resend it must. Before, the loss was
+// swallowed and the timer ran through the reconnect: L2 was declared
+// missing half a timeout after the cut.
 func TestPerTypeStreamLossRestartsTimers(t *testing.T) {
 	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
 		t.Parallel()
-		const expiry = time.Second
-		e := newFakeEnv(t, p, config{expiry: expiry})
+		e, clk := newClockedEnv(t, p)
 		w1, w2 := newRecorder[*resources.Listener](), newRecorder[*resources.Listener]()
 		client.WatchListener(e.c, "L1", w1)
 		lds := e.nextStream()
@@ -49,16 +48,20 @@ func TestPerTypeStreamLossRestartsTimers(t *testing.T) {
 		w1.wantUpdate(t, "L1")
 
 		client.WatchListener(e.c, "L2", w2)
-		readReq(t, lds) // L2 is on the wire: its timer runs
-		<-time.After(expiry / 2)
-		cut := time.Now()
+		readReq(t, lds)
+		waitTimers(t, clk, 1) // L2's
+		clk.Advance(expiry / 2)
 		lds.Cut(grpcstatus.Error(codes.Unavailable, "rebalancing"))
-		readReq(t, e.nextStream()) // both names again, on a new stream
+		// The stream's end was handled before the new stream started, so
+		// once the names are on it the timer running is the new one.
+		readReq(t, e.nextStream())
+		waitTimers(t, clk, 1)
 
+		clk.Advance(expiry / 2)
+		barrier(t, e.c)
+		w2.none(t) // the old timer would have fired here
+		clk.Advance(expiry / 2)
 		w2.wantNotFound(t, "L2")
-		if d := time.Since(cut); d < expiry {
-			t.Fatalf("L2 declared missing %v after its stream was cut, want at least the full %v from its new request", d, expiry)
-		}
 		barrier(t, e.c)
 		w1.none(t) // the routine loss was not reported to anyone
 		w2.none(t)
