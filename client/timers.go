@@ -77,9 +77,9 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 // stream. A stream that ends after delivering responses is routine (servers
 // restart, proxies cut idle streams): the transport reconnects and nobody
 // is told. A stream that fails without a response makes the server
-// unhealthy (gRFC A57): watchers are told once, until it answers again.
-// Those holding data keep it (an ambient error); those still waiting learn
-// they cannot get it for now (a resource error).
+// unhealthy (gRFC A57): every watcher of the server is told once, until it
+// answers again. Those holding data keep it (an ambient error); those still
+// waiting learn they cannot get it for now (a resource error).
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
 	if c.closed {
@@ -107,14 +107,20 @@ func (c *Client) handleStreamError(s *server, cause error) {
 		s.connected = false
 	}
 	for url, tc := range c.caches {
-		if types != nil && !types[url] {
+		// The timers of the stream's types stop; the health of the server,
+		// and so what watchers are told, is the server's, whichever of its
+		// streams brought the news.
+		onStream := types == nil || types[url]
+		if !onStream && !first {
 			continue
 		}
 		for _, e := range tc.entries {
 			if e.srv != s {
 				continue
 			}
-			e.stopDNETimer()
+			if onStream {
+				e.stopDNETimer()
+			}
 			if !first {
 				continue
 			}

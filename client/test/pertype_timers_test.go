@@ -98,3 +98,33 @@ func TestPerTypeRoutineLossesOfTwoStreams(t *testing.T) {
 		wc.none(t)
 	})
 }
+
+// The server goes away with both per-type streams: every watcher, of
+// either stream's type, is told once that the server is unavailable, and
+// keeps its value, as over ADS.
+func TestPerTypeServerGoneTellsEveryWatcher(t *testing.T) {
+	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
+		t.Parallel()
+		e := newFakeEnv(t, p, config{})
+		wl, wc := newRecorder[*resources.Listener](), newRecorder[*resources.Cluster]()
+		client.WatchListener(e.c, "L1", wl)
+		lds := e.nextStream()
+		readReq(t, lds)
+		sendListenerOn(t, lds, "L1", "1", "n1")
+		wantACK(t, lds, "n1")
+		wl.wantUpdate(t, "L1")
+		client.WatchCluster(e.c, "C1", wc)
+		cds := e.nextStream()
+		readReq(t, cds)
+		mustSendCluster(t, cds, "1", "c1", testutils.Cluster("C1", ""))
+		wantACK(t, cds, "c1")
+		wc.wantUpdate(t, "C1")
+
+		e.fs.Stop()
+		wl.wantError(t, "ambient-error", client.ErrServerUnavailable, "L1")
+		wc.wantError(t, "ambient-error", client.ErrServerUnavailable, "C1")
+		barrier(t, e.c)
+		wl.none(t)
+		wc.none(t)
+	})
+}
