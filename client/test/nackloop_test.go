@@ -98,87 +98,87 @@ func TestE2ECDSNACKLoopDoesNotDelayEDS(t *testing.T) {
 	}
 }
 
+// testNACKLoopAndEDS measures EDS update latency on variant v without and
+// with a CDS NACK loop, and counts the NACKs.
 func testNACKLoopAndEDS(t *testing.T, v variant) {
 	p := v.p
-	{
-		ctx := testContext(t)
-		ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{Linear: v.linear})
-		if err != nil {
+	ctx := testContext(t)
+	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{Linear: v.linear})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Stop)
+	port := uint32(10000)
+	world := func(c2 *clusterv3.Cluster) testutils.Resources {
+		return testutils.Resources{
+			Clusters:  []*clusterv3.Cluster{testutils.Cluster("C1", "E1"), c2},
+			Endpoints: []*endpointv3.ClusterLoadAssignment{testutils.ClusterLoadAssignment("E1", "127.0.0.1", port)},
+		}
+	}
+	update := func(rs testutils.Resources) {
+		t.Helper()
+		if err := ms.Update(ctx, nodeID, rs); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(ms.Stop)
-		port := uint32(10000)
-		world := func(c2 *clusterv3.Cluster) testutils.Resources {
-			return testutils.Resources{
-				Clusters:  []*clusterv3.Cluster{testutils.Cluster("C1", "E1"), c2},
-				Endpoints: []*endpointv3.ClusterLoadAssignment{testutils.ClusterLoadAssignment("E1", "127.0.0.1", port)},
-			}
-		}
-		update := func(rs testutils.Resources) {
-			t.Helper()
-			if err := ms.Update(ctx, nodeID, rs); err != nil {
-				t.Fatal(err)
-			}
-		}
-		update(world(testutils.Cluster("C2", "E1")))
-		c := newClient(t, ms.Address(), p, config{})
-		c1, c2 := newRecorder[*resources.Cluster](), newRecorder[*resources.Cluster]()
-		client.WatchCluster(c, "C1", c1)
-		client.WatchCluster(c, "C2", c2)
-		eds := make(edsUpdates, 100)
-		client.WatchEndpoints(c, "E1", eds.watcher())
-		c1.wantUpdate(t, "C1")
-		c2.wantUpdate(t, "C2")
-		eds.wait(t, port)
+	}
+	update(world(testutils.Cluster("C2", "E1")))
+	c := newClient(t, ms.Address(), p, config{})
+	c1, c2 := newRecorder[*resources.Cluster](), newRecorder[*resources.Cluster]()
+	client.WatchCluster(c, "C1", c1)
+	client.WatchCluster(c, "C2", c2)
+	eds := make(edsUpdates, 100)
+	client.WatchEndpoints(c, "E1", eds.watcher())
+	c1.wantUpdate(t, "C1")
+	c2.wantUpdate(t, "C2")
+	eds.wait(t, port)
 
-		// measure pushes an EDS update every 100 ms, each once the last
-		// arrived, and returns how long each took to reach the watcher.
-		const pushes = 20
-		measure := func(c2 *clusterv3.Cluster) []time.Duration {
-			var out []time.Duration
-			tick := time.NewTicker(100 * time.Millisecond)
-			defer tick.Stop()
-			for range pushes {
-				<-tick.C
-				port++
-				start := time.Now()
-				update(world(c2))
-				out = append(out, eds.wait(t, port).at.Sub(start))
-			}
-			return out
+	// measure pushes an EDS update every 100 ms, each once the last
+	// arrived, and returns how long each took to reach the watcher.
+	const pushes = 20
+	measure := func(c2 *clusterv3.Cluster) []time.Duration {
+		var out []time.Duration
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for range pushes {
+			<-tick.C
+			port++
+			start := time.Now()
+			update(world(c2))
+			out = append(out, eds.wait(t, port).at.Sub(start))
 		}
-		baseline := measure(testutils.Cluster("C2", "E1"))
+		return out
+	}
+	baseline := measure(testutils.Cluster("C2", "E1"))
 
-		// The loop: C2 becomes invalid and stays so.
-		loopStart := time.Now()
-		nacksBefore := ms.Counters().NACKs
-		update(world(badCluster("C2")))
-		c2.wantError(t, "ambient-error", client.ErrResourceInvalid, "C2")
-		// Let the holds grow past the EDS bound before measuring: with the
-		// default pacing the fourth repeat is held 800 ms ± 20%.
-		wantNACKs := int64(1)
-		if !p.delta && !v.linear {
-			wantNACKs = 4
-		}
-		waitFor(t, "the NACK loop to run", func() bool { return ms.Counters().NACKs-nacksBefore >= wantNACKs })
-		looping := measure(badCluster("C2"))
-		nacks := ms.Counters().NACKs - nacksBefore
-		loopTime := time.Since(loopStart)
+	// The loop: C2 becomes invalid and stays so.
+	loopStart := time.Now()
+	nacksBefore := ms.Counters().NACKs
+	update(world(badCluster("C2")))
+	c2.wantError(t, "ambient-error", client.ErrResourceInvalid, "C2")
+	// Let the holds grow past the EDS bound before measuring: with the
+	// default pacing the fourth repeat is held 800 ms ± 20%.
+	wantNACKs := int64(1)
+	if !p.delta && !v.linear {
+		wantNACKs = 4
+	}
+	waitFor(t, "the NACK loop to run", func() bool { return ms.Counters().NACKs-nacksBefore >= wantNACKs })
+	looping := measure(badCluster("C2"))
+	nacks := ms.Counters().NACKs - nacksBefore
+	loopTime := time.Since(loopStart)
 
-		mb, ml := median(baseline), median(looping)
-		t.Logf("EDS update latency without the loop: median %v, max %v; during the CDS NACK loop: median %v, max %v",
-			mb, baseline[len(baseline)-1], ml, looping[len(looping)-1])
-		t.Logf("%d NACKs in %v (%.1f/s); the pacing allows at most %d", nacks, loopTime.Round(time.Millisecond),
-			float64(nacks)/loopTime.Seconds(), nackPacingBound(loopTime))
-		if ml > mb+100*time.Millisecond {
-			t.Errorf("EDS updates took %v (median) during the CDS NACK loop, %v without: more than 100 ms apart", ml, mb)
-		}
-		if bound := nackPacingBound(loopTime); nacks > int64(bound) {
-			t.Errorf("%d NACKs in %v, want at most %d: the NACK loop is not paced", nacks, loopTime, bound)
-		}
-		if st, _ := status(c, cdsURL, "C2"); st.Status != client.StatusNACKed || st.Value == nil {
-			t.Errorf("C2 dump %+v, want NACKED still serving the last good value", st)
-		}
+	mb, ml := median(baseline), median(looping)
+	t.Logf("EDS update latency without the loop: median %v, max %v; during the CDS NACK loop: median %v, max %v",
+		mb, baseline[len(baseline)-1], ml, looping[len(looping)-1])
+	t.Logf("%d NACKs in %v (%.1f/s); the pacing allows at most %d", nacks, loopTime.Round(time.Millisecond),
+		float64(nacks)/loopTime.Seconds(), nackPacingBound(loopTime))
+	if ml > mb+100*time.Millisecond {
+		t.Errorf("EDS updates took %v (median) during the CDS NACK loop, %v without: more than 100 ms apart", ml, mb)
+	}
+	if bound := nackPacingBound(loopTime); nacks > int64(bound) {
+		t.Errorf("%d NACKs in %v, want at most %d: the NACK loop is not paced", nacks, loopTime, bound)
+	}
+	if st, _ := status(c, cdsURL, "C2"); st.Status != client.StatusNACKed || st.Value == nil {
+		t.Errorf("C2 dump %+v, want NACKED still serving the last good value", st)
 	}
 }
 
