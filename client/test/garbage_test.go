@@ -187,10 +187,10 @@ func TestGarbageIsNACKedAndLastGoodKept(t *testing.T) {
 }
 
 // A response of a type the client never asked for (here a type no one
-// knows) cannot be answered: there is no sub-stream of that type to reply on,
-// and a request naming nothing would subscribe to the type's wildcard. The
-// client logs the rejection (see TestLogsNameServerAndType), sends nothing
-// for it, keeps what it has and carries on.
+// knows) is ignored, as Envoy does: there is no sub-stream of that type to
+// reply on, and a request naming nothing would subscribe to the type's
+// wildcard. The client logs it (see TestLogsNameServerAndType), sends
+// nothing for it, keeps what it has and carries on.
 func TestGarbageResponseOfAnUnknownType(t *testing.T) {
 	t.Parallel()
 	const bogus = "type.googleapis.com/goxds.test.Bogus"
