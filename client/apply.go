@@ -21,7 +21,9 @@ const maxNACKErrors = 100
 // notifications, so the transport reads on only once watchers have heard.
 func (c *Client) handleResponse(s *server, r *transport.Response, done func()) error {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || s.refs == 0 {
+		// Closed, or a server released by a switch back (see preferLocked)
+		// whose transport is closing: nothing of it applies any more.
 		c.mu.Unlock()
 		done()
 		return nil
@@ -29,6 +31,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	s.unreachable, s.responded = nil, true
 	nowConnected := !s.connected
 	s.connected = true
+	// A higher-priority server that answers is current again, before its
+	// response applies: the entries it serves are found as they were.
+	released := c.preferLocked(s)
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
 	valid := 0
@@ -39,6 +44,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	c.cbs.schedule(done)
 	c.mu.Unlock()
+	c.closeReleased(released)
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)
 	}
@@ -141,7 +147,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			continue
 		}
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
-			e = &entry{name: it.name, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
+			e = &entry{name: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
 			seen++
 		}
@@ -220,7 +226,7 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 		}
 		c.applyTTLLocked(tc, e, it.env)
 	case it.unchanged:
-		e.rcvVersion = version
+		e.rcvVersion, e.src = version, e.srv
 		if e.rawErr != nil {
 			return e.rawErr
 		}
@@ -326,7 +332,7 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	raw := string(it.env.Body.GetValue())
 	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
 	tc.byRaw[raw] = e
-	e.value, e.version, e.rcvVersion = it.value, version, version
+	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
 	e.status, e.lastErr, e.lastUpdated = StatusACKed, nil, now
 	c.applyTTLLocked(tc, e, it.env)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
@@ -342,7 +348,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 		e.raw = string(body.GetValue())
 		tc.byRaw[e.raw] = e
 	}
-	e.rawErr, e.rcvVersion = it.err, version
+	e.rawErr, e.rcvVersion, e.src = it.err, version, e.srv
 	c.markErrorLocked(tc, e, it.err, now)
 }
 

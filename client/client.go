@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -65,8 +64,10 @@ type Client struct {
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
-	servers        map[string]*server                 // by ServerConfig.Key(); guarded by mu
-	topServer      *server                            // servers' entry for names that are not xdstp, once made; guarded by mu
+	servers        map[string]*server                 // by ServerConfig.Key(), those some authority uses; guarded by mu
+	topAuthority   *authority                         // the top-level servers, for names that are not xdstp, once used; guarded by mu
+	authorities    map[string]*authority              // those of xdstp names, by name, once used; guarded by mu
+	releasing      sync.WaitGroup                     // transports released by a switch back, closing (closeReleased)
 	caches         map[string]*typeCache              // by type URL; guarded by mu
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
@@ -87,16 +88,17 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		types = resources.Registered()
 	}
 	c := &Client{
-		cfg:     cfg,
-		types:   make(map[string]resources.AnyType, len(types)),
-		expiry:  opts.WatchExpiry,
-		builder: opts.TransportBuilder,
-		node:    cfg.Node.Proto(clientFeatures),
-		logger:  opts.Logger,
-		metrics: opts.Metrics,
-		servers: make(map[string]*server),
-		caches:  make(map[string]*typeCache),
-		pending: make(map[*server]map[string]*subsChange),
+		cfg:         cfg,
+		types:       make(map[string]resources.AnyType, len(types)),
+		expiry:      opts.WatchExpiry,
+		builder:     opts.TransportBuilder,
+		node:        cfg.Node.Proto(clientFeatures),
+		logger:      opts.Logger,
+		metrics:     opts.Metrics,
+		servers:     make(map[string]*server),
+		authorities: make(map[string]*authority),
+		caches:      make(map[string]*typeCache),
+		pending:     make(map[*server]map[string]*subsChange),
 	}
 	for _, t := range types {
 		c.types[t.TypeURL()] = t
@@ -143,6 +145,7 @@ func (c *Client) Close() {
 	for _, s := range servers {
 		s.transport.Close()
 	}
+	c.releasing.Wait()
 	c.cbs.close()
 }
 
@@ -163,6 +166,9 @@ type server struct {
 	responded bool
 	// connected is what Metrics.Connected last said. Guarded by c.mu.
 	connected bool
+	// refs counts the authorities that use the server, as current or as a
+	// higher-priority one they wait for (see authority). Guarded by c.mu.
+	refs int
 }
 
 func (s *server) OnResponse(r *transport.Response, done func()) error {
@@ -179,33 +185,8 @@ func (s *server) ResourceVersions(typeURL string) map[string]string {
 	return s.c.resourceVersions(s, typeURL)
 }
 
-// serverForLocked returns the server that serves name: the servers of the
-// authority of an xdstp name, else the top-level servers. The first server
-// of the list is used.
-func (c *Client) serverForLocked(name string) (*server, error) {
-	rest, ok := strings.CutPrefix(name, "xdstp://")
-	if !ok {
-		// Found once: a tree of 10,000 clusters makes 20,000 watches, and
-		// computing the server's key for each showed in profiles.
-		if c.topServer == nil {
-			s, err := c.serverOfLocked(c.cfg.Servers[0])
-			if err != nil {
-				return nil, err
-			}
-			c.topServer = s
-		}
-		return c.topServer, nil
-	}
-	authority, _, _ := strings.Cut(rest, "/")
-	servers, ok := c.cfg.ServersForAuthority(authority)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownAuthority, authority)
-	}
-	return c.serverOfLocked(servers[0])
-}
-
 // serverOfLocked returns the server of cfg, building its transport the
-// first time.
+// first time. Authorities that list the same server share it.
 func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	key := cfg.Key()
 	if s, ok := c.servers[key]; ok {

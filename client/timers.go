@@ -25,8 +25,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || e.hasData() || len(e.watchers) == 0 {
 			continue
 		}
-		gen := e.dneGen
-		e.dneTimer = time.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+		c.startDNETimerLocked(tc, e)
 	}
 }
 
@@ -80,7 +79,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 // error).
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || s.refs == 0 { // closed, or released (see preferLocked)
 		c.mu.Unlock()
 		return
 	}
@@ -89,6 +88,15 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	first := !hadResponse && s.unreachable == nil
 	if !hadResponse {
 		s.unreachable = cause
+		// gRFC A71: an authority with a watcher waiting on what the cache
+		// lacks moves to its next server. Its entries leave s, so the loop
+		// below neither stops their timers (the move did) nor tells their
+		// watchers: they are told only once no server is left to try.
+		c.eachAuthorityLocked(func(a *authority) {
+			if a.current() == s && c.waitingLocked(a) {
+				c.fallBackLocked(a, cause)
+			}
+		})
 	}
 	wasConnected := s.connected
 	if first {
@@ -145,7 +153,8 @@ func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 	}
 	out := make(map[string]string)
 	for name, e := range tc.entries {
-		if e.srv == s && e.value != nil {
+		// Only what came from s: versions are the server's own.
+		if e.srv == s && e.src == s && e.value != nil {
 			out[name] = e.version
 		}
 	}

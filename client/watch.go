@@ -111,25 +111,32 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		}
 		return c.watchWildcardLocked(tc, w)
 	}
-	s, err := c.serverForLocked(name)
+	a, err := c.authorityForLocked(name)
 	if err != nil {
 		return fail(err)
 	}
+	s := a.current()
 	if api := s.cfg.APITypeFor(typeURL); tc.typ.DeltaOnly() && !api.IsDelta() {
 		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
 			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
 	}
 	e := tc.entries[name]
 	if e == nil {
-		e = &entry{name: name, srv: s, watchers: make(map[*watcher]struct{})}
+		e = &entry{name: name, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
 		tc.entries[name] = e
 	}
 	if len(e.watchers) == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
-		c.subscribeLocked(s, typeURL, name)
+		c.subscribeAllLocked(a, typeURL, name)
 	}
 	e.watchers[w] = struct{}{}
+	if s.unreachable != nil && waiting(e) {
+		// The server is down and this watcher would wait: fall back now
+		// rather than at the next failed reconnection (gRFC A71). The
+		// replay below then finds the new server, not yet failed.
+		c.fallBackLocked(a, s.unreachable)
+	}
 	c.replayLocked(tc, e, w)
 	return sync.OnceFunc(func() {
 		w.canceled.Store(true)
@@ -173,7 +180,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if len(e.watchers) > 0 {
 		return
 	}
-	queued := c.unsubscribeLocked(e.srv, tc.typ.TypeURL(), e.name)
+	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.name)
 	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
@@ -211,15 +218,15 @@ func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
 
 func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 	if tc.wildcard == nil {
-		s, err := c.serverForLocked(resources.Wildcard)
+		a, err := c.authorityForLocked(resources.Wildcard)
 		if err != nil {
 			c.cbs.schedule(func() {
 				w.deliver(notifyResourceError, nil, &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: err})
 			})
 			return func() { w.canceled.Store(true) }
 		}
-		tc.wildcard = &wildcardWatch{srv: s, watchers: make(map[*watcher]struct{})}
-		c.subscribeLocked(s, tc.typ.TypeURL(), resources.Wildcard)
+		tc.wildcard = &wildcardWatch{auth: a, srv: a.current(), watchers: make(map[*watcher]struct{})}
+		c.subscribeAllLocked(a, tc.typ.TypeURL(), resources.Wildcard)
 	}
 	ww := tc.wildcard
 	ww.watchers[w] = struct{}{}
@@ -246,7 +253,7 @@ func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 		return
 	}
 	tc.wildcard = nil
-	if c.unsubscribeLocked(ww.srv, tc.typ.TypeURL(), resources.Wildcard) {
+	if c.unsubscribeAllLocked(ww.auth, tc.typ.TypeURL(), resources.Wildcard) {
 		return // the entries it alone kept are forgotten when the removal is flushed
 	}
 	for _, e := range tc.entries {

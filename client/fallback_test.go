@@ -1,0 +1,223 @@
+package client
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
+)
+
+// Fallback (gRFC A71) over fake transports, where the order of events is
+// the test's: end-to-end tests with two real servers are in client/test.
+
+func fallbackBootstrap() *bootstrap.Config {
+	cfg := testBootstrap()
+	cfg.Servers = append(cfg.Servers, bootstrap.ServerConfig{
+		ServerURI:    "fallback.example.com:443",
+		ChannelCreds: []bootstrap.ChannelCreds{{Type: "insecure"}},
+	})
+	return cfg
+}
+
+// built waits for the client to build its next transport.
+func (h *harness) built() *fakeTransport {
+	h.t.Helper()
+	select {
+	case ft := <-h.builder.built:
+		return ft
+	case <-time.After(testTimeout):
+		h.t.Fatal("no transport built")
+	}
+	return nil
+}
+
+// respondOn hands r to the client as if ft had received it.
+func (h *harness) respondOn(ft *fakeTransport, r *transport.Response) error {
+	h.t.Helper()
+	done := make(chan struct{})
+	err := ft.handler.OnResponse(r, func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(testTimeout):
+		h.t.Fatal("response never done")
+	}
+	return err
+}
+
+// waitSubscribed waits until ft has been asked for exactly names of typeURL.
+func waitSubscribed(t *testing.T, ft *fakeTransport, typeURL string, names ...string) {
+	t.Helper()
+	for {
+		got := ft.subscribed(typeURL)
+		same := len(got) == len(names)
+		for _, n := range names {
+			same = same && got[n]
+		}
+		if same {
+			return
+		}
+		select {
+		case <-ft.updates:
+		case <-time.After(testTimeout):
+			t.Fatalf("%s subscribed to %v, want %v", ft.server.ServerURI, got, names)
+		}
+	}
+}
+
+func serverOf(h *harness, name string) string {
+	st, _ := h.status(resources.ListenerTypeURL, name)
+	return st.Server
+}
+
+var errDown = errors.New("connection refused")
+
+// The whole cycle, step by step: the primary fails without answering while
+// a watcher waits, the client moves to the fallback without telling the
+// watcher, applies the fallback's data, goes back when the primary answers,
+// closes the fallback, and ignores what the fallback still says.
+func TestFallbackCycle(t *testing.T) {
+	h := newHarness(t, fallbackBootstrap(), Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	primary := h.transport()
+
+	primary.handler.OnStreamError(errDown)
+	fb := h.built()
+	if fb.server.ServerURI != "fallback.example.com:443" {
+		t.Fatalf("built a transport to %s, want the fallback", fb.server.ServerURI)
+	}
+	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1")
+	h.sync()
+	w["L1"].none(t) // not told: the fallback may serve
+
+	if err := h.respondOn(fb, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "f1", Nonce: "f", Resources: anys(lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "fb")
+	if s := serverOf(h, "L1"); s != "fallback.example.com:443" {
+		t.Fatalf("L1 from %q, want the fallback", s)
+	}
+
+	// Names watched meanwhile go to both: the primary must know every name
+	// by the time it answers. A repeated failure of the primary changes
+	// nothing.
+	w2 := newRecorder()
+	Watch(h.c, wholeWorldType, "L2", w2)
+	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1", "L2")
+	waitSubscribed(t, primary, resources.ListenerTypeURL, "L1", "L2")
+	primary.handler.OnStreamError(errDown)
+	h.sync()
+	w["L1"].none(t)
+	w2.none(t)
+
+	// The primary answers: it is current again before its response
+	// applies, so whole-world deletion judges the primary's entries.
+	if err := h.sotw(resources.ListenerTypeURL, "p1", lis("L1", "primary")); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "primary")
+	select {
+	case <-fb.closedC:
+	case <-time.After(testTimeout):
+		t.Fatal("fallback transport not closed")
+	}
+	if s := serverOf(h, "L1"); s != "xds.example.com:443" {
+		t.Fatalf("L1 from %q, want the primary", s)
+	}
+
+	// A response the fallback received before it was closed is ignored.
+	if err := h.respondOn(fb, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "f2", Nonce: "f2", Resources: anys(lis("L1", "stale"), lis("L2", "stale"))}); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	w["L1"].none(t)
+	w2.none(t)
+	fb.handler.OnStreamError(errDown)
+	h.sync()
+	w["L1"].none(t)
+	w2.none(t)
+}
+
+// With every watched resource cached, a failed primary is reported to the
+// watchers and no fallback is made; nor is one when the last server fails.
+func TestFallbackNeedsAWaitingWatcher(t *testing.T) {
+	h := newHarness(t, fallbackBootstrap(), Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "a")
+	// The stream that answered ends (routine), then the next one fails
+	// without an answer.
+	h.transport().handler.OnStreamError(errDown)
+	h.transport().handler.OnStreamError(errDown)
+	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
+	select {
+	case ft := <-h.builder.built:
+		t.Fatalf("built a transport to %s with everything cached", ft.server.ServerURI)
+	default:
+	}
+
+	// A resource known not to exist is cached too (gRFC A71).
+	h2 := newHarness(t, fallbackBootstrap(), Options{})
+	w2 := newRecorder()
+	Watch(h2.c, partialType, "R1", w2)
+	for len(h2.transport().subscribed(resources.RouteConfigTypeURL)) == 0 {
+		h2.nextSubs()
+	}
+	if err := h2.delta(resources.RouteConfigTypeURL, []string{"R1"}); err != nil {
+		t.Fatal(err)
+	}
+	w2.wantError(t, "resource-error", ErrResourceNotFound)
+	h2.transport().handler.OnStreamError(errDown)
+	h2.transport().handler.OnStreamError(errDown)
+	h2.sync()
+	select {
+	case ft := <-h2.builder.built:
+		t.Fatalf("built a transport to %s with everything cached", ft.server.ServerURI)
+	default:
+	}
+
+	// The fallback fails too: now the waiting watcher is told.
+	h3 := newHarness(t, fallbackBootstrap(), Options{})
+	w3 := h3.watchAll(wholeWorldType, "L1")
+	h3.transport().handler.OnStreamError(errDown)
+	fb := h3.built()
+	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1")
+	fb.handler.OnStreamError(errDown)
+	w3["L1"].wantError(t, "resource-error", ErrServerUnavailable)
+}
+
+// Does-not-exist timers belong to the server that was sent the name: they
+// stop at a switch, and a name still waited for when the client goes back
+// to the primary, which has had it all along, is timed from then.
+func TestFallbackTimersFollowTheServer(t *testing.T) {
+	h := newHarness(t, fallbackBootstrap(), Options{WatchExpiry: 50 * time.Millisecond})
+	w := h.watchAll(wholeWorldType, "L1", "L2")
+	primary := h.transport()
+	primary.handler.OnStreamError(errDown)
+	fb := h.built()
+	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1", "L2")
+	// The primary reports the names sent on a new stream, which is not the
+	// current one: no timer starts.
+	primary.handler.OnSubscriptionsSent(resources.ListenerTypeURL, []string{"L1", "L2"})
+	if err := h.respondOn(fb, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "f1", Nonce: "f", Resources: anys(lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "fb")
+	start := time.Now()
+	if err := h.sotw(resources.ListenerTypeURL, "p1", lis("L1", "primary")); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "primary")
+	w["L2"].wantError(t, "resource-error", ErrResourceNotFound)
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Fatalf("L2 reported missing %v after the switch back, before its timer of 50ms", d)
+	}
+}
+
+func anys(as ...*anypb.Any) []*anypb.Any { return as }
