@@ -151,8 +151,8 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 		a.servers = append(a.servers, s)
 		a.active = len(a.servers) - 1
 		c.moveEntriesLocked(a, s, true)
-		c.logger.Warn("falling back to the next management server",
-			"authority", a.label(), "from", from.cfg.ServerURI, "to", s.cfg.ServerURI, "cause", cause)
+		c.logger.Warn("management server failed with a resource still awaited: falling back to the next",
+			"authority", a.label(), "server", from.cfg.ServerURI, "fallback", s.cfg.ServerURI, "err", cause)
 		return true
 	}
 	return false
@@ -184,8 +184,8 @@ func (c *Client) preferLocked(s *server) (released []releasedServer) {
 			clear(a.servers[i+1:])
 			a.servers, a.active = a.servers[:i+1], i
 			c.moveEntriesLocked(a, s, false)
-			c.logger.Info("back to a higher-priority management server",
-				"authority", a.label(), "from", from.cfg.ServerURI, "to", s.cfg.ServerURI)
+			c.logger.Info("higher-priority management server answered: using it again, closing the lower ones",
+				"authority", a.label(), "server", s.cfg.ServerURI, "previous", from.cfg.ServerURI)
 			return
 		}
 	})

@@ -221,3 +221,48 @@ func TestFallbackTimersFollowTheServer(t *testing.T) {
 }
 
 func anys(as ...*anypb.Any) []*anypb.Any { return as }
+
+// Each authority falls back on its own: an xdstp authority with servers of
+// its own moves to its fallback while the top-level servers, whose
+// watchers have everything, stay.
+func TestFallbackPerAuthority(t *testing.T) {
+	cfg := fallbackBootstrap()
+	creds := []bootstrap.ChannelCreds{{Type: "insecure"}}
+	cfg.Authorities = map[string]bootstrap.Authority{"auth": {Servers: []bootstrap.ServerConfig{
+		{ServerURI: "auth-primary.example.com:443", ChannelCreds: creds},
+		{ServerURI: "auth-fallback.example.com:443", ChannelCreds: creds},
+	}}}
+	h := newHarness(t, cfg, Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "a")
+
+	const name = "xdstp://auth/envoy.config.listener.v3.Listener/x"
+	wx := newRecorder()
+	Watch(h.c, wholeWorldType, name, wx)
+	ap := h.built()
+	if ap.server.ServerURI != "auth-primary.example.com:443" {
+		t.Fatalf("built a transport to %s, want the authority's primary", ap.server.ServerURI)
+	}
+	waitSubscribed(t, ap, resources.ListenerTypeURL, name)
+	ap.handler.OnStreamError(errDown)
+	af := h.built()
+	if af.server.ServerURI != "auth-fallback.example.com:443" {
+		t.Fatalf("built a transport to %s, want the authority's fallback", af.server.ServerURI)
+	}
+	waitSubscribed(t, af, resources.ListenerTypeURL, name)
+	if got := af.subscribed(resources.ListenerTypeURL); got["L1"] {
+		t.Fatal("the authority's fallback was asked for a top-level name")
+	}
+	if err := h.respondOn(af, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: anys(lis(name, "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	wx.wantUpdate(t, name, "fb")
+	h.sync()
+	w["L1"].none(t)
+	if s := serverOf(h, "L1"); s != "xds.example.com:443" {
+		t.Fatalf("L1 from %q, want the top-level primary", s)
+	}
+}
