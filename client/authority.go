@@ -135,13 +135,20 @@ func waiting(e *entry) bool {
 }
 
 // fallBackLocked moves a from its current server, which failed without
-// answering, to the next one that can be built. It reports whether it did.
+// answering, to the next one that can be built and is not known to be down.
+// It reports whether it did.
 func (c *Client) fallBackLocked(a *authority, cause error) bool {
 	from := a.current()
 	for i := a.active + 1; i < len(a.configs); i++ {
 		s, err := c.serverOfLocked(a.configs[i])
 		if err != nil {
 			c.logger.Warn("cannot use fallback server", "authority", a.label(), "server", a.configs[i].ServerURI, "err", err)
+			continue
+		}
+		if s.unreachable != nil {
+			// Shared with another authority, which found it down: no
+			// better. The current server's next failed reconnection
+			// tries again.
 			continue
 		}
 		// Servers between the failed one and s could not be built: they are

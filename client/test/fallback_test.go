@@ -13,7 +13,8 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// Fallback (gRFC A71) between two stock go-control-plane servers: a primary
+// Fallback (gRFC A71) between two stock go-control-plane servers, over ADS
+// and per-type streams, SotW and delta: a primary
 // and a fallback, in that order in xds_servers. The two serve the same tree
 // except for the endpoints' ports (1xxx from the primary, 2xxx from the
 // fallback), so each watcher's events say which server they came from, and
@@ -141,17 +142,23 @@ func (e *fallbackEnv) fallbackStreams() int64 {
 	return n.Streams + n.DeltaStreams
 }
 
-// waitFallbackClosed waits until the fallback server has seen its one
-// stream end and none is open.
+// waitFallbackClosed waits until every stream to the fallback server has
+// ended: one over ADS, one per type (four) on per-type streams.
 func (e *fallbackEnv) waitFallbackClosed() {
 	e.t.Helper()
-	select {
-	case <-e.fallbackClosed:
-	case <-time.After(timeout):
-		e.t.Fatal("the client did not close its stream to the fallback server")
+	want := int64(1)
+	if e.p.perType {
+		want = 4
 	}
-	if n := e.fallback.Counters(); n.OpenStreams != 0 || n.Streams+n.DeltaStreams != 1 {
-		e.t.Fatalf("fallback server counters %+v: want one stream, closed", n)
+	for closed := int64(0); closed < want; closed++ {
+		select {
+		case <-e.fallbackClosed:
+		case <-time.After(timeout):
+			e.t.Fatalf("the client closed %d of its %d streams to the fallback server", closed, want)
+		}
+	}
+	if n := e.fallback.Counters(); n.OpenStreams != 0 || n.Streams+n.DeltaStreams != want {
+		e.t.Fatalf("fallback server counters %+v: want %d streams, all closed", n, want)
 	}
 }
 
@@ -165,7 +172,7 @@ func withEndpoints(rs testutils.Resources, name string, port uint32) testutils.R
 // and closes the fallback's stream. Each watcher sees exactly the updates
 // that change what it holds.
 func TestFallbackPrimaryDownAtStartThenBack(t *testing.T) {
-	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+	forEachProtocol(t, everyProtocol, func(t *testing.T, p protocol) {
 		t.Parallel()
 		fres := svc(2001)
 		e := newFallbackEnv(t, p, nil, &fres)
@@ -202,7 +209,7 @@ func TestFallbackPrimaryDownAtStartThenBack(t *testing.T) {
 // fallback, and the others only what differs. When the primary returns the
 // client goes back to it.
 func TestFallbackWhenPrimaryDiesWithAWatchWaiting(t *testing.T) {
-	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+	forEachProtocol(t, everyProtocol, func(t *testing.T, p protocol) {
 		t.Parallel()
 		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
 		e := newFallbackEnv(t, p, &pres, &fres)
@@ -246,7 +253,7 @@ func TestFallbackWhenPrimaryDiesWithAWatchWaiting(t *testing.T) {
 // A watch of a resource not cached, made while the primary is down, then
 // falls back at once.
 func TestFallbackNotWhenEverythingIsCached(t *testing.T) {
-	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+	forEachProtocol(t, everyProtocol, func(t *testing.T, p protocol) {
 		t.Parallel()
 		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
 		e := newFallbackEnv(t, p, &pres, &fres)
