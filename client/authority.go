@@ -31,7 +31,9 @@ import (
 type authority struct {
 	name    string                   // as in xdstp names; "" for the top-level servers
 	configs []bootstrap.ServerConfig // in priority order; read-only
-	// servers[i] serves configs[i], for i up to active, the current one.
+	// servers[i] serves configs[i], for i up to active, the current one;
+	// nil for one skipped when falling back (it could not be built, or was
+	// known to be down).
 	servers []*server
 	active  int
 }
@@ -104,12 +106,17 @@ func (c *Client) eachAuthorityLocked(f func(*authority)) {
 // server's removal was queued (see unsubscribeLocked).
 func (c *Client) subscribeAllLocked(a *authority, typeURL, name string) {
 	for _, s := range a.servers {
-		c.subscribeLocked(s, typeURL, name)
+		if s != nil {
+			c.subscribeLocked(s, typeURL, name)
+		}
 	}
 }
 
 func (c *Client) unsubscribeAllLocked(a *authority, typeURL, name string) (queued bool) {
 	for i, s := range a.servers {
+		if s == nil {
+			continue
+		}
 		if q := c.unsubscribeLocked(s, typeURL, name); i == a.active {
 			queued = q
 		}
@@ -138,7 +145,7 @@ func waiting(e *entry) bool {
 // answering, to the next one that can be built and is not known to be down.
 // It reports whether it did.
 func (c *Client) fallBackLocked(a *authority, cause error) bool {
-	from := a.current()
+	from, fromIdx := a.current(), a.active
 	for i := a.active + 1; i < len(a.configs); i++ {
 		s, err := c.serverOfLocked(a.configs[i])
 		if err != nil {
@@ -151,18 +158,65 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 			// tries again.
 			continue
 		}
-		// Servers between the failed one and s could not be built: they are
-		// left out, and s takes the next place.
-		a.configs = append(a.configs[:a.active+1:a.active+1], a.configs[i:]...)
 		s.refs++
+		for len(a.servers) < i {
+			a.servers = append(a.servers, nil) // skipped
+		}
 		a.servers = append(a.servers, s)
-		a.active = len(a.servers) - 1
+		a.active = i
 		c.moveEntriesLocked(a, s, true)
 		c.logger.Warn("management server failed with a resource still awaited: falling back to the next",
 			"authority", a.label(), "server", from.cfg.ServerURI, "fallback", s.cfg.ServerURI, "err", cause)
+		if from.refs == 1 {
+			a.servers[fromIdx] = c.renewLocked(a, from)
+		}
 		return true
 	}
 	return false
+}
+
+// renewLocked replaces old, a server only a uses and that a has just left,
+// with a new server of the same config and a new transport, told every name
+// of a; old's transport is closed. A transport remembers the versions the
+// server last sent, and a SotW stream starts by telling them to the server;
+// once the fallback's data has replaced the primary's, that would be false,
+// and a server that finds the version it has sends nothing, leaving the
+// fallback's data in force after the switch back. go-control-plane v0.14's
+// snapshot cache does so for a request that came before the snapshot was
+// set (a control plane restarted with versions counted from "1" again):
+// SetSnapshot answers a waiting watch only if the version differs, without
+// the check CreateWatch makes of what the stream was sent (the logic that
+// envoyproxy/go-control-plane#1356 reworks). A new transport starts from
+// nothing: the server sends everything once, and what is byte for byte the
+// same is not delivered again.
+func (c *Client) renewLocked(a *authority, old *server) *server {
+	s := &server{c: c, cfg: old.cfg, unreachable: old.unreachable, refs: 1}
+	t, err := c.builder.Build(old.cfg, c.node, s)
+	if err != nil {
+		// Built once with this config, so unexpected: keep the old one.
+		c.logger.Warn("cannot renew the transport", "server", old.cfg.ServerURI, "err", err)
+		return old
+	}
+	s.transport = t
+	c.servers[old.cfg.Key()] = s
+	old.refs = 0
+	delete(c.pending, old)
+	c.releasing.Add(1)
+	go func() {
+		defer c.releasing.Done()
+		old.transport.Close()
+	}()
+	for typeURL, tc := range c.caches {
+		for _, e := range tc.entries {
+			if e.auth == a && len(e.watchers) > 0 {
+				c.subscribeLocked(s, typeURL, e.name)
+			}
+		}
+		if ww := tc.wildcard; ww != nil && ww.auth == a {
+			c.subscribeLocked(s, typeURL, resources.Wildcard)
+		}
+	}
+	return s
 }
 
 // preferLocked makes s current for every authority that lists it before
@@ -177,6 +231,9 @@ func (c *Client) preferLocked(s *server) (released []releasedServer) {
 			}
 			from := a.current()
 			for _, old := range a.servers[i+1:] {
+				if old == nil {
+					continue
+				}
 				if old.refs--; old.refs == 0 {
 					delete(c.servers, old.cfg.Key())
 					delete(c.pending, old)

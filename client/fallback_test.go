@@ -76,6 +76,24 @@ func serverOf(h *harness, name string) string {
 
 var errDown = errors.New("connection refused")
 
+// fallBack fails the primary transport without a response, and returns the
+// fallback's transport and the primary's new one (see renewLocked), after
+// checking the old one is closed.
+func (h *harness) fallBack(primary *fakeTransport) (fb, renewed *fakeTransport) {
+	h.t.Helper()
+	primary.handler.OnStreamError(errDown)
+	fb, renewed = h.built(), h.built()
+	if fb.server.ServerURI != "fallback.example.com:443" || renewed.server.ServerURI != primary.server.ServerURI {
+		h.t.Fatalf("built transports to %s and %s, want the fallback and the primary anew", fb.server.ServerURI, renewed.server.ServerURI)
+	}
+	select {
+	case <-primary.closedC:
+	case <-time.After(testTimeout):
+		h.t.Fatal("the primary's old transport was not closed")
+	}
+	return fb, renewed
+}
+
 // The whole cycle, step by step: the primary fails without answering while
 // a watcher waits, the client moves to the fallback without telling the
 // watcher, applies the fallback's data, goes back when the primary answers,
@@ -83,14 +101,9 @@ var errDown = errors.New("connection refused")
 func TestFallbackCycle(t *testing.T) {
 	h := newHarness(t, fallbackBootstrap(), Options{})
 	w := h.watchAll(wholeWorldType, "L1")
-	primary := h.transport()
-
-	primary.handler.OnStreamError(errDown)
-	fb := h.built()
-	if fb.server.ServerURI != "fallback.example.com:443" {
-		t.Fatalf("built a transport to %s, want the fallback", fb.server.ServerURI)
-	}
+	fb, primary := h.fallBack(h.transport())
 	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1")
+	waitSubscribed(t, primary, resources.ListenerTypeURL, "L1")
 	h.sync()
 	w["L1"].none(t) // not told: the fallback may serve
 
@@ -116,7 +129,7 @@ func TestFallbackCycle(t *testing.T) {
 
 	// The primary answers: it is current again before its response
 	// applies, so whole-world deletion judges the primary's entries.
-	if err := h.sotw(resources.ListenerTypeURL, "p1", lis("L1", "primary")); err != nil {
+	if err := h.respondOn(primary, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "p1", Nonce: "p", Resources: anys(lis("L1", "primary"))}); err != nil {
 		t.Fatal(err)
 	}
 	w["L1"].wantUpdate(t, "L1", "primary")
@@ -198,9 +211,7 @@ func TestFallbackNeedsAWaitingWatcher(t *testing.T) {
 func TestFallbackTimersFollowTheServer(t *testing.T) {
 	h := newHarness(t, fallbackBootstrap(), Options{WatchExpiry: 50 * time.Millisecond})
 	w := h.watchAll(wholeWorldType, "L1", "L2")
-	primary := h.transport()
-	primary.handler.OnStreamError(errDown)
-	fb := h.built()
+	fb, primary := h.fallBack(h.transport())
 	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1", "L2")
 	// The primary reports the names sent on a new stream, which is not the
 	// current one: no timer starts.
@@ -210,7 +221,7 @@ func TestFallbackTimersFollowTheServer(t *testing.T) {
 	}
 	w["L1"].wantUpdate(t, "L1", "fb")
 	start := time.Now()
-	if err := h.sotw(resources.ListenerTypeURL, "p1", lis("L1", "primary")); err != nil {
+	if err := h.respondOn(primary, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "p1", Nonce: "p", Resources: anys(lis("L1", "primary"))}); err != nil {
 		t.Fatal(err)
 	}
 	w["L1"].wantUpdate(t, "L1", "primary")
@@ -265,4 +276,41 @@ func TestFallbackPerAuthority(t *testing.T) {
 	if s := serverOf(h, "L1"); s != "xds.example.com:443" {
 		t.Fatalf("L1 from %q, want the top-level primary", s)
 	}
+}
+
+// A fallback server another authority shares and found down is no
+// fallback: the waiting watcher is told at once. Once that server answers,
+// the next failure of the primary falls back to it.
+func TestFallbackSkipsAServerKnownDown(t *testing.T) {
+	cfg := fallbackBootstrap()
+	cfg.Authorities = map[string]bootstrap.Authority{"auth": {Servers: cfg.Servers[1:]}}
+	h := newHarness(t, cfg, Options{})
+	const name = "xdstp://auth/envoy.config.listener.v3.Listener/x"
+	wx := newRecorder()
+	Watch(h.c, wholeWorldType, name, wx)
+	shared := h.built()
+	waitSubscribed(t, shared, resources.ListenerTypeURL, name)
+	shared.handler.OnStreamError(errDown)
+	wx.wantError(t, "resource-error", ErrServerUnavailable)
+
+	w := h.watchAll(wholeWorldType, "L1")
+	primary := h.transport()
+	primary.handler.OnStreamError(errDown)
+	w["L1"].wantError(t, "resource-error", ErrServerUnavailable)
+	if got := shared.subscribed(resources.ListenerTypeURL); got["L1"] {
+		t.Fatal("fell back to a server known to be down")
+	}
+
+	if err := h.respondOn(shared, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: anys(lis(name, "x"), lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	wx.wantUpdate(t, name, "x")
+	primary.handler.OnStreamError(errDown)
+	waitSubscribed(t, shared, resources.ListenerTypeURL, name, "L1")
+	if err := h.respondOn(shared, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "2", Nonce: "n2", Resources: anys(lis(name, "x"), lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "fb")
+	h.sync()
+	wx.none(t)
 }

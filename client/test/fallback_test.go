@@ -13,13 +13,13 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// Fallback (gRFC A71) between two stock go-control-plane servers, over ADS
-// and per-type streams, SotW and delta: a primary
-// and a fallback, in that order in xds_servers. The two serve the same tree
-// except for the endpoints' ports (1xxx from the primary, 2xxx from the
-// fallback), so each watcher's events say which server they came from, and
-// the Listener, route and Cluster, byte for byte the same on both, must not
-// be delivered again when the client switches.
+// Fallback (gRFC A71) between two stock go-control-plane servers, a primary
+// and a fallback in that order in xds_servers, over ADS and per-type
+// streams, SotW and delta. The two serve the same tree except for the
+// endpoints' ports (1xxx from the primary, 2xxx from the fallback), so each
+// watcher's events say which server they came from, and the Listener,
+// route and Cluster, byte for byte the same on both, must not be delivered
+// again when the client switches.
 
 // fallbackEnv is a client of a primary and a fallback server.
 type fallbackEnv struct {
@@ -27,14 +27,15 @@ type fallbackEnv struct {
 	p        protocol
 	primary  *testutils.ManagementServer // nil while down
 	paddr    string                      // the primary's address, up or down
+	held     *portHolder                 // holds paddr while the primary is down
 	fallback *testutils.ManagementServer
 	// fallbackClosed receives a value each time a stream to the fallback
 	// ends.
 	fallbackClosed chan struct{}
-	// primaryACKs receives the type URL of every ACK the primary (the
-	// latest started) receives.
-	primaryACKs chan string
-	c           *client.Client
+	// primaryACKs and fallbackACKs receive the type URL of every ACK the
+	// primary (the latest started) and the fallback receive.
+	primaryACKs, fallbackACKs chan string
+	c                         *client.Client
 }
 
 // newFallbackEnv starts the fallback serving fres and, unless pres is nil,
@@ -42,10 +43,10 @@ type fallbackEnv struct {
 // but nothing listens there.
 func newFallbackEnv(t *testing.T, p protocol, pres, fres *testutils.Resources) *fallbackEnv {
 	t.Helper()
-	e := &fallbackEnv{t: t, p: p, fallbackClosed: make(chan struct{}, 100)}
-	fb, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
-		OnStreamClosed: func(int64, bool) { e.fallbackClosed <- struct{}{} },
-	})
+	e := &fallbackEnv{t: t, p: p, fallbackClosed: make(chan struct{}, 100), fallbackACKs: make(chan string, 1000)}
+	opts := ackHooks(e.fallbackACKs)
+	opts.OnStreamClosed = func(int64, bool) { e.fallbackClosed <- struct{}{} }
+	fb, err := testutils.StartManagementServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,13 +58,14 @@ func newFallbackEnv(t *testing.T, p protocol, pres, fres *testutils.Resources) *
 	if pres != nil {
 		e.startPrimary(*pres)
 	} else {
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.paddr = lis.Addr().String()
-		lis.Close()
+		e.held = holdPort(t, "127.0.0.1:0")
+		e.paddr = e.held.lis.Addr().String()
 	}
+	t.Cleanup(func() {
+		if e.held != nil {
+			e.held.release()
+		}
+	})
 	b, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
 		ServerURI:       e.paddr,
 		APIType:         p.apiType,
@@ -84,30 +86,44 @@ func newFallbackEnv(t *testing.T, p protocol, pres, fres *testutils.Resources) *
 
 // startPrimary starts the primary (at its old address, if it had one)
 // serving rs.
-func (e *fallbackEnv) startPrimary(rs testutils.Resources) {
+func (e *fallbackEnv) startPrimary(rs testutils.Resources) { e.startPrimaryAfter(rs, 0) }
+
+// startPrimaryAfter is startPrimary, but the primary gets its resources
+// only once it has the first request of n types: the requests find it
+// empty, as they find a control plane that starts serving before it has a
+// configuration.
+func (e *fallbackEnv) startPrimaryAfter(rs testutils.Resources, n int) {
 	e.t.Helper()
-	acks := make(chan string, 1000) // this server's only
-	e.primaryACKs = acks
-	ack := func(typeURL, nonce string, nack bool) {
-		if nonce != "" && !nack {
-			acks <- typeURL
-		}
+	if e.held != nil {
+		e.held.release()
+		e.held = nil
 	}
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
-		Address: e.paddr,
-		OnStreamRequest: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
-			ack(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil)
-			return nil
-		},
-		OnDeltaRequest: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
-			ack(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil)
-			return nil
-		},
-	})
+	e.primaryACKs = make(chan string, 1000) // this server's only
+	opts := ackHooks(e.primaryACKs)
+	opts.Address = e.paddr
+	requested := make(chan string, 1000)
+	sotwHook, deltaHook := opts.OnStreamRequest, opts.OnDeltaRequest
+	opts.OnStreamRequest = func(id int64, r *discoveryv3.DiscoveryRequest) error {
+		requested <- r.TypeUrl
+		return sotwHook(id, r)
+	}
+	opts.OnDeltaRequest = func(id int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+		requested <- r.TypeUrl
+		return deltaHook(id, r)
+	}
+	ms, err := testutils.StartManagementServer(opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(ms.Stop)
+	for seen := make(map[string]bool); len(seen) < n; {
+		select {
+		case u := <-requested:
+			seen[u] = true
+		case <-time.After(timeout):
+			e.t.Fatalf("the restarted primary got requests for %v only", seen)
+		}
+	}
 	if err := ms.Update(testContext(e.t), nodeID, rs); err != nil {
 		e.t.Fatal(err)
 	}
@@ -117,20 +133,74 @@ func (e *fallbackEnv) startPrimary(rs testutils.Resources) {
 func (e *fallbackEnv) stopPrimary() {
 	e.primary.Stop()
 	e.primary = nil
+	e.held = holdPort(e.t, e.paddr)
 }
 
-// waitPrimaryACKs waits until the client has ACKed a response of each of
-// the four types from the primary, then for the callbacks it queued: every
-// type has been applied.
-func (e *fallbackEnv) waitPrimaryACKs() {
+// portHolder keeps a port while the primary is down, so that no server of
+// a test running in parallel takes it (the client would get that server's
+// answers): it accepts connections and closes them at once, which the
+// client sees as a server that fails without answering.
+type portHolder struct {
+	lis  net.Listener
+	done chan struct{}
+}
+
+func holdPort(t *testing.T, addr string) *portHolder {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("holding the primary's port: %v", err)
+	}
+	h := &portHolder{lis: lis, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return // released
+			}
+			conn.Close()
+		}
+	}()
+	return h
+}
+
+func (h *portHolder) release() {
+	h.lis.Close()
+	<-h.done
+}
+
+// ackHooks reports the type URL of every ACK a server receives on acks.
+func ackHooks(acks chan<- string) testutils.ManagementServerOptions {
+	ack := func(typeURL, nonce string, nack bool) {
+		if nonce != "" && !nack {
+			acks <- typeURL
+		}
+	}
+	return testutils.ManagementServerOptions{
+		OnStreamRequest: func(_ int64, r *discoveryv3.DiscoveryRequest) error {
+			ack(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil)
+			return nil
+		},
+		OnDeltaRequest: func(_ int64, r *discoveryv3.DeltaDiscoveryRequest) error {
+			ack(r.TypeUrl, r.ResponseNonce, r.ErrorDetail != nil)
+			return nil
+		},
+	}
+}
+
+// waitACKs waits until the client has ACKed a response of each of the four
+// types from a server (its ACKs on acks), then for the callbacks it
+// queued: every type has been applied.
+func (e *fallbackEnv) waitACKs(acks <-chan string, server string) {
 	e.t.Helper()
 	seen := make(map[string]bool)
 	for len(seen) < 4 {
 		select {
-		case u := <-e.primaryACKs:
+		case u := <-acks:
 			seen[u] = true
 		case <-time.After(timeout):
-			e.t.Fatalf("the client ACKed only %v from the primary", seen)
+			e.t.Fatalf("the client ACKed only %v from the %s", seen, server)
 		}
 	}
 	barrier(e.t, e.c)
@@ -194,7 +264,7 @@ func TestFallbackPrimaryDownAtStartThenBack(t *testing.T) {
 		t.Logf("switch back: primary's data %v after it started", ev.at.Sub(back))
 		e.waitFallbackClosed()
 		// The rest is the same bytes from both: nothing to tell.
-		e.waitPrimaryACKs()
+		e.waitACKs(e.primaryACKs, "primary")
 		tr.none(t)
 		for _, st := range e.c.Dump() {
 			if st.Server != e.paddr {
@@ -231,7 +301,10 @@ func TestFallbackWhenPrimaryDiesWithAWatchWaiting(t *testing.T) {
 		wantAddresses(t, late.checkUpdate(t, ev, "late"), "127.0.0.1:2002")
 		t.Logf("switch-over: fallback data %v after the primary died", ev.at.Sub(died))
 		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:2001")
-		barrier(t, e.c)
+		// Every type is then the fallback's, so the primary, once back, has
+		// to send each: a delta stream tells a server only of what came from
+		// it (initial_resource_versions).
+		e.waitACKs(e.fallbackACKs, "fallback")
 		tr.none(t)
 		late.none(t)
 
@@ -242,7 +315,7 @@ func TestFallbackWhenPrimaryDiesWithAWatchWaiting(t *testing.T) {
 		t.Logf("switch back: primary's data %v after it started", ev.at.Sub(back))
 		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
 		e.waitFallbackClosed()
-		e.waitPrimaryACKs()
+		e.waitACKs(e.primaryACKs, "primary")
 		tr.none(t)
 		late.none(t)
 	})
@@ -278,7 +351,46 @@ func TestFallbackNotWhenEverythingIsCached(t *testing.T) {
 		client.WatchEndpoints(e.c, "late", late)
 		wantAddresses(t, late.wantUpdate(t, "late"), "127.0.0.1:2002")
 		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:2001")
-		barrier(t, e.c)
+		// Every type is then the fallback's, so the primary, once back, has
+		// to send each: a delta stream tells a server only of what came from
+		// it (initial_resource_versions).
+		e.waitACKs(e.fallbackACKs, "fallback")
+		tr.none(t)
+		late.none(t)
+	})
+}
+
+// The primary comes back as a new instance whose versions start again from
+// "1", and its requests arrive before it has a snapshot. The client must
+// not tell it the versions its predecessor sent: the fallback's data
+// replaced those, and go-control-plane's snapshot cache, finding the
+// version it is given, would answer nothing, leaving the fallback's data in
+// force behind the primary's back.
+func TestFallbackPrimaryBackWithTheSameVersions(t *testing.T) {
+	forEachProtocol(t, everyProtocol, func(t *testing.T, p protocol) {
+		t.Parallel()
+		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
+		e := newFallbackEnv(t, p, &pres, &fres)
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		tr.r.wantUpdate(t, "svc-route")
+		tr.c.wantUpdate(t, "svc-cluster")
+		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		e.waitACKs(e.primaryACKs, "primary")
+		late := newRecorder[*resources.Endpoints]()
+		client.WatchEndpoints(e.c, "late", late)
+
+		e.stopPrimary()
+		wantAddresses(t, late.wantUpdate(t, "late"), "127.0.0.1:2002")
+		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:2001")
+		e.waitACKs(e.fallbackACKs, "fallback")
+
+		// The same resources as its first life, so the same versions: "1".
+		e.startPrimaryAfter(withEndpoints(svc(1001), "late", 1002), 4)
+		wantAddresses(t, late.wantUpdate(t, "late"), "127.0.0.1:1002")
+		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		e.waitFallbackClosed()
+		e.waitACKs(e.primaryACKs, "primary")
 		tr.none(t)
 		late.none(t)
 	})
