@@ -70,6 +70,9 @@ type received struct {
 // applyLocked applies a response to the cache of its type and returns the
 // errors found, and how many resources were valid.
 func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (errs []error, valid int) {
+	if ww := tc.wildcard; ww != nil && ww.srv == s {
+		ww.answered = true
+	}
 	tc.gen++
 	gen := tc.gen
 	now := time.Now()

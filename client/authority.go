@@ -125,9 +125,13 @@ func (c *Client) unsubscribeAllLocked(a *authority, typeURL, name string) (queue
 }
 
 // waitingLocked tells whether a watcher of a waits on a resource the cache
-// lacks: neither received nor known not to exist (gRFC A71's condition).
+// lacks: neither received nor known not to exist (gRFC A71's condition),
+// or, for a wildcard watch, no response of its type at all.
 func (c *Client) waitingLocked(a *authority) bool {
 	for _, tc := range c.caches {
+		if ww := tc.wildcard; ww != nil && ww.auth == a && !ww.answered {
+			return true
+		}
 		for _, e := range tc.entries {
 			if e.auth == a && waiting(e) {
 				return true

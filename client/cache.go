@@ -62,6 +62,11 @@ type wildcardWatch struct {
 	auth     *authority // the top-level servers
 	srv      *server    // auth's current server
 	watchers map[*watcher]struct{}
+	// answered tells whether a response of the type came from srv (or a
+	// server before it) since the watch began; until then the watch waits
+	// on what the cache lacks, which makes a failed server fall back
+	// (gRFC A71).
+	answered bool
 }
 
 func (c *Client) cacheLocked(typeURL string) *typeCache {

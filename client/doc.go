@@ -30,16 +30,16 @@
 // to the next only when the current one fails without having sent a
 // response (it cannot be reached, or its stream ends before answering)
 // while some watcher of that authority waits on a resource the cache lacks
-// (neither received nor known not to exist); with everything cached it
-// stays, and watchers keep the primary's data. Watchers are not told of a
-// failure the fallback covers, only of one no server is left to cover.
-// Resources from the fallback apply to the same cache entries as the
-// primary's: watchers get an update only for what differs. The client
-// keeps reconnecting to the higher-priority servers, with every
-// subscription; the first response of one makes it current again, and the
-// lower servers' streams are closed. From a server that is no longer
-// current nothing applies. Which server each resource came from is in
-// [ResourceStatus].Server.
+// (neither received nor known not to exist; for a wildcard watch, no
+// response of its type yet). With everything cached it stays, and watchers
+// keep the primary's data. Watchers are not told of a failure the fallback
+// covers, only of one no server is left to cover. Resources from the
+// fallback apply to the same cache entries as the primary's: watchers get
+// an update only for what differs. The client keeps reconnecting to the
+// higher-priority servers, with every subscription; the first response of
+// one makes it current again, and the lower servers' streams are closed.
+// From a server that is no longer current nothing applies. Which server
+// each resource came from is in [ResourceStatus].Server.
 //
 // # What watchers are told
 //

@@ -314,3 +314,34 @@ func TestFallbackSkipsAServerKnownDown(t *testing.T) {
 	h.sync()
 	wx.none(t)
 }
+
+// A wildcard watch that has had no response of its type waits on what the
+// cache lacks: it falls back too; once answered, it does not.
+func TestFallbackForAWildcardWatch(t *testing.T) {
+	h := newHarness(t, fallbackBootstrap(), Options{})
+	w := newRecorder()
+	Watch(h.c, wholeWorldType, resources.Wildcard, w)
+	waitSubscribed(t, h.transport(), resources.ListenerTypeURL, resources.Wildcard)
+	fb, primary := h.fallBack(h.transport())
+	waitSubscribed(t, fb, resources.ListenerTypeURL, resources.Wildcard)
+	waitSubscribed(t, primary, resources.ListenerTypeURL, resources.Wildcard)
+	if err := h.respondOn(fb, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: anys(lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	w.wantUpdate(t, "L1", "fb")
+
+	// Answered: a failure of the fallback now is only reported.
+	if err := h.respondOn(primary, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: anys(lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	w.none(t)                              // the same bytes
+	primary.handler.OnStreamError(errDown) // the stream that answered
+	primary.handler.OnStreamError(errDown) // the next one, without an answer
+	w.wantError(t, "ambient-error", ErrServerUnavailable)
+	select {
+	case ft := <-h.builder.built:
+		t.Fatalf("built a transport to %s with the wildcard answered", ft.server.ServerURI)
+	default:
+	}
+}

@@ -227,6 +227,9 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 		}
 		tc.wildcard = &wildcardWatch{auth: a, srv: a.current(), watchers: make(map[*watcher]struct{})}
 		c.subscribeAllLocked(a, tc.typ.TypeURL(), resources.Wildcard)
+		if s := a.current(); s.unreachable != nil {
+			c.fallBackLocked(a, s.unreachable) // as for a named watch
+		}
 	}
 	ww := tc.wildcard
 	ww.watchers[w] = struct{}{}
