@@ -395,3 +395,55 @@ func TestFallbackPrimaryBackWithTheSameVersions(t *testing.T) {
 		late.none(t)
 	})
 }
+
+// The fallback can be files (an outdated static configuration, as gRFC A71
+// has in mind): the primary down at start, the client serves from the
+// files, then goes back to the primary once it answers.
+func TestFallbackToFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := writeResourceFiles(dir, svc(2001)); err != nil {
+		t.Fatal(err)
+	}
+	e := &fallbackEnv{t: t, p: sotw}
+	e.held = holdPort(t, "127.0.0.1:0")
+	e.paddr = e.held.lis.Addr().String()
+	t.Cleanup(func() {
+		if e.held != nil {
+			e.held.release()
+		}
+	})
+	b, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
+		ServerURI: e.paddr,
+		APIType:   sotw.apiType,
+		FallbackServers: []testutils.BootstrapServer{{
+			URI: dir, APIType: testutils.APITypeFilesystem, ResourceFiles: fileNames, RefreshDelay: 20 * time.Millisecond,
+		}},
+		NodeID: nodeID,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(b, client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	e.c = c
+
+	tr := watchTree(c)
+	tr.l.wantUpdate(t, "svc")
+	tr.r.wantUpdate(t, "svc-route")
+	tr.c.wantUpdate(t, "svc-cluster")
+	wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:2001")
+
+	e.startPrimary(svc(1001))
+	wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+	e.waitACKs(e.primaryACKs, "primary")
+	tr.none(t)
+	for _, st := range c.Dump() {
+		if st.Server != e.paddr {
+			t.Errorf("%s %q is from %s, want the primary %s", st.TypeURL, st.Name, st.Server, e.paddr)
+		}
+	}
+}
