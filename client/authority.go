@@ -16,11 +16,12 @@ import (
 // current one fails without having answered and some watcher of the
 // authority waits on a resource the cache lacks; with everything cached,
 // a lost server changes nothing, as the gRFC wants: the primary's data is
-// better than the fallback's. Servers before the current one keep their
-// transports, which keep reconnecting with backoff and keep every
-// subscription of the authority, so that the first response of a
-// higher-priority server makes it current again (see preferLocked); the
-// servers after it are then released, and their transports closed.
+// better than the fallback's. Servers before the current one keep a
+// transport (the one left gets a new one: renewLocked), which keeps
+// reconnecting with backoff and has every subscription of the authority,
+// so that the first response of a higher-priority server makes it current
+// again (see preferLocked); the servers after it are then released, and
+// their transports closed.
 //
 // Every entry of the authority has srv = the current server: the apply
 // code accepts a resource only from its entry's srv, so a response from a
