@@ -32,8 +32,13 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	nowConnected := !s.connected
 	s.connected = true
 	// A higher-priority server that answers is current again, before its
-	// response applies: the entries it serves are found as they were.
-	released := c.preferLocked(s)
+	// response applies: the entries it serves are found as they were. A
+	// report the transport makes itself (per-type streams: a type the
+	// server has no service for) is no answer.
+	var released []releasedServer
+	if !transportReport(r) {
+		released = c.preferLocked(s)
+	}
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
 	valid := 0
@@ -50,6 +55,13 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	c.metrics.ResourceUpdates(s.cfg.ServerURI, r.TypeURL, valid, len(errs))
 	return nackError(errs)
+}
+
+// transportReport tells a response a transport made up to report errors
+// (transport.reportUnservable) from one a server sent: no nonce, no
+// version, nothing but resource errors.
+func transportReport(r *transport.Response) bool {
+	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed) == 0
 }
 
 // received is one resource of a response, identified and, if it changed,

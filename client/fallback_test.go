@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/bootstrap"
@@ -344,4 +345,33 @@ func TestFallbackForAWildcardWatch(t *testing.T) {
 		t.Fatalf("built a transport to %s with the wildcard answered", ft.server.ServerURI)
 	default:
 	}
+}
+
+// Errors a per-type transport reports by itself for a type its server has
+// no service for come as a response, but are no answer of the server: the
+// client does not go back to it for them.
+func TestFallbackNotBackOnATransportReport(t *testing.T) {
+	h := newHarness(t, fallbackBootstrap(), Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	fb, primary := h.fallBack(h.transport())
+	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1")
+	w2 := newRecorder()
+	Watch(h.c, partialType, "R1", w2)
+	waitSubscribed(t, primary, resources.RouteConfigTypeURL, "R1")
+	report := &transport.Response{TypeURL: resources.RouteConfigTypeURL, Delta: true,
+		ResourceErrors: []*discoveryv3.ResourceError{{ResourceName: &discoveryv3.ResourceName{Name: "R1"}}}}
+	if err := h.respondOn(primary, report); err != nil {
+		t.Fatal(err)
+	}
+	h.sync()
+	w2.none(t) // the fallback serves R1: the primary's report is not applied
+	select {
+	case <-fb.closedC:
+		t.Fatal("the fallback was closed for a transport's report")
+	default:
+	}
+	if err := h.respondOn(fb, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: anys(lis("L1", "fb"))}); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].wantUpdate(t, "L1", "fb")
 }
