@@ -66,7 +66,8 @@ type Client struct {
 	logger  *slog.Logger
 	metrics Metrics
 	clock   Clock
-	cbs     *serializer // runs every watcher callback
+	cbs     *serializer   // runs every watcher callback
+	closing chan struct{} // closed once Close has closed every transport
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
@@ -127,17 +128,33 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		c.builder = transport.NewBuilder(topts)
 	}
 	c.cbs = newSerializer()
+	c.closing = make(chan struct{})
 	return c, nil
 }
 
-// Close stops every stream and timer. It returns once no goroutine of the
-// client is left and no watcher callback is running; no callback starts
-// afterwards. Close is idempotent. It must not be called from a watcher
-// callback, since it waits for callbacks to finish.
+// Close stops every stream and timer. Close is idempotent, and no watcher
+// callback starts after the first Close returns.
+//
+// Called from outside the client's callbacks, Close returns once no
+// goroutine of the client is left and no callback is running.
+//
+// Called from a watcher callback, Close cannot wait for that callback to
+// return. It stops the streams and timers, drops every queued callback, and
+// returns; the callback that called it then runs to its end, and the
+// client's last goroutine (the one running callbacks) exits as soon as it
+// has. Any other Close, or one made later, waits for that too.
+//
+// A watch started after Close is told so: its watcher's ResourceError gets
+// an *Error wrapping ErrClosed.
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		// Wait as the first Close does. Transports are closed before
+		// closing is closed, and never wait for a callback, so a Close from
+		// a callback waiting here cannot hold up the first.
+		<-c.closing
+		c.cbs.close()
 		return
 	}
 	c.closed = true
@@ -149,9 +166,13 @@ func (c *Client) Close() {
 		}
 	}
 	c.mu.Unlock()
+	// Safe from a callback: a transport's goroutines wait for the done of
+	// a response, which only a callback calls, no longer than the stream's
+	// context, which Close cancels.
 	for _, s := range servers {
 		s.transport.Close()
 	}
+	close(c.closing)
 	c.cbs.close()
 }
 

@@ -56,7 +56,10 @@
 //     again (SotW resends every Listener and Cluster in every response).
 //   - Subscriptions made by the callbacks for one response reach the server
 //     as one request per type.
-//   - No goroutine of the client outlives [Client.Close].
+//   - No goroutine of the client outlives [Client.Close]. Close may be
+//     called from a callback: it then returns at once, no other callback
+//     runs, and the client's last goroutine ends when that callback returns.
+//   - A watch started after Close gets a resource error wrapping [ErrClosed].
 //
 // # Rules applied to responses
 //

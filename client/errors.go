@@ -19,7 +19,8 @@ var (
 	// ErrUnknownAuthority: an xdstp name names an authority the bootstrap
 	// does not list.
 	ErrUnknownAuthority = errors.New("authority not in bootstrap")
-	// ErrClosed: the client was closed.
+	// ErrClosed: the client was closed before the watch started. It is
+	// the only event such a watch gets.
 	ErrClosed = errors.New("xDS client closed")
 )
 

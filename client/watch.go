@@ -95,7 +95,11 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return func() {}
+		// The callback goroutine is gone, or going: the watcher is told on
+		// a goroutine of its own, once no callback can be running.
+		err := &Error{TypeURL: typeURL, Name: name, Err: ErrClosed}
+		c.cbs.afterClose(func() { w.deliver(notifyResourceError, nil, err) })
+		return func() { w.canceled.Store(true) }
 	}
 	fail := func(err error) func() {
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, &Error{TypeURL: typeURL, Name: name, Err: err}) })
