@@ -167,6 +167,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
+		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
 				c.deleteLocked(tc, ae, "removed by the management server", now)
@@ -183,7 +184,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		c.deleteLocked(tc, e, "removed by the management server", now)
 	}
 	for _, re := range r.ResourceErrors {
-		name := re.GetResourceName().GetName()
+		name := canonicalReceived(re.GetResourceName().GetName())
 		e := tc.entries[name]
 		if e == nil || e.srv != s || e.seenGen == gen {
 			continue
@@ -242,6 +243,7 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 // already.
 func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry, it *received, version string, gen uint64, now time.Time) {
 	for _, alias := range it.env.Aliases {
+		alias = canonicalReceived(alias)
 		ae := tc.entries[alias]
 		if alias == it.name || ae == nil || ae.srv != s || ae.seenGen == gen {
 			continue
@@ -268,7 +270,7 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
-	it := received{name: env.Name, env: env}
+	it := received{name: canonicalReceived(env.Name), env: env}
 	if env.IsHeartbeat() {
 		if it.name == "" {
 			it.err = errors.New("heartbeat resource without a name")
@@ -291,6 +293,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		return it
 	}
 	name, v, err := tc.typ.Decode(body)
+	name = canonicalReceived(name)
 	switch {
 	case it.name == "":
 		it.name = name
@@ -313,7 +316,7 @@ func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
 
 func (c *Client) wantsAnyLocked(s *server, tc *typeCache, names []string) bool {
 	for _, n := range names {
-		if e := tc.entries[n]; e != nil && e.srv == s {
+		if e := tc.entries[canonicalReceived(n)]; e != nil && e.srv == s {
 			return true
 		}
 	}

@@ -22,6 +22,13 @@
 // the name's authority. Whether the stream is state of the world or delta is
 // the server's api_type in the bootstrap; the watch API is the same.
 //
+// xdstp:// names are compared in canonical form (gRFC A47): context
+// parameters sorted by key and percent-encoding normalised, both when a
+// name is watched (the canonical form is what the server is asked for) and
+// when a server names a resource. "xdstp://a/T/id?b=2&a=1" and
+// "xdstp://a/T/id?a=1&b=2" are one resource; errors name it canonically. A
+// malformed xdstp name is refused with [ErrInvalidName].
+//
 // # What watchers are told
 //
 // [Watcher.Update] brings each new valid version. [Watcher.ResourceError]

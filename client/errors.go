@@ -19,6 +19,9 @@ var (
 	// ErrUnknownAuthority: an xdstp name names an authority the bootstrap
 	// does not list.
 	ErrUnknownAuthority = errors.New("authority not in bootstrap")
+	// ErrInvalidName: a watched xdstp:// name is malformed; the error
+	// says what is wrong with it. Nothing is asked of any server.
+	ErrInvalidName = errors.New("invalid xdstp resource name")
 	// ErrClosed: the client was closed before the watch started. It is
 	// the only event such a watch gets.
 	ErrClosed = errors.New("xDS client closed")

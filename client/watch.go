@@ -115,6 +115,13 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		}
 		return c.watchWildcardLocked(tc, w)
 	}
+	// Keyed, and sent to the server, in canonical form: any spelling of
+	// the name the server answers with then finds this entry.
+	canonical, err := canonicalName(name)
+	if err != nil {
+		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
+	}
+	name = canonical
 	s, err := c.serverForLocked(name)
 	if err != nil {
 		return fail(err)
