@@ -170,7 +170,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
-				c.deleteLocked(tc, ae, "removed by the management server", now)
+				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
 		e := tc.entries[name]
@@ -181,7 +181,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
 			continue
 		}
-		c.deleteLocked(tc, e, "removed by the management server", now)
+		c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 	}
 	for _, re := range r.ResourceErrors {
 		name := canonicalReceived(re.GetResourceName().GetName())
@@ -191,10 +191,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		}
 		detail := re.GetErrorDetail()
 		if codes.Code(detail.GetCode()) == codes.NotFound {
-			c.deleteLocked(tc, e, "management server reports it not found: "+detail.GetMessage(), now)
+			c.deleteLocked(tc, e, "reported not found by the "+s.sourceName()+": "+detail.GetMessage(), now)
 			continue
 		}
-		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
+		c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
 	}
 	return errs, valid
 }
@@ -375,7 +375,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
 			continue
 		}
-		c.deleteLocked(tc, e, "deleted by the management server", now)
+		c.deleteLocked(tc, e, s.deletedReason(), now)
 	}
 }
 

@@ -244,7 +244,7 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	s := &server{c: c, cfg: cfg}
 	t, err := c.builder.Build(cfg, c.node, s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrServerUnavailable, err)
+		return nil, s.unavailable(err)
 	}
 	s.transport = t
 	c.servers[key] = s

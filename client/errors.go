@@ -14,7 +14,9 @@ var (
 	// ErrResourceInvalid: the server sent the resource, but it failed to
 	// decode or validate, and was NACKed.
 	ErrResourceInvalid = errors.New("resource rejected")
-	// ErrServerUnavailable: the stream to the management server failed.
+	// ErrServerUnavailable: the stream to the management server failed,
+	// or (FILESYSTEM servers) a resource file cannot be read. The errors
+	// that wrap it name the source as it is.
 	ErrServerUnavailable = errors.New("management server unavailable")
 	// ErrUnknownAuthority: an xdstp name names an authority the bootstrap
 	// does not list.

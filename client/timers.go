@@ -102,7 +102,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			if !first {
 				continue
 			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: s.unavailable(cause)}
 			switch {
 			case e.value != nil:
 				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
@@ -111,7 +111,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			}
 		}
 		if ww := tc.wildcard; first && ww != nil && ww.srv == s {
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: s.unavailable(cause)}
 			ws := make([]*watcher, 0, len(ww.watchers))
 			for w := range ww.watchers {
 				ws = append(ws, w)
@@ -125,7 +125,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	}
 	c.mu.Unlock()
 	if first {
-		c.logger.Warn("management server unavailable", "server", s.cfg.ServerURI, "err", cause)
+		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
 		c.metrics.ServerFailure(s.cfg.ServerURI)
 		if wasConnected {
 			c.metrics.Connected(s.cfg.ServerURI, false)

@@ -166,7 +166,7 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.srv.unreachable != nil:
-		err := mkErr(fmt.Errorf("%w: %v", ErrServerUnavailable, e.srv.unreachable))
+		err := mkErr(e.srv.unavailable(e.srv.unreachable))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	}
 }
