@@ -42,9 +42,10 @@ import (
 // over it) may be half written: it is read once it has not changed for
 // Options.FileQuietPeriod, each change starting the wait again. Until then
 // the last content read stays in force, and is what names added meanwhile
-// get. (A file created by "> file" where there was none is read when it
-// appears, which is before anything is written into it: empty, it is
-// ignored, and the writes that follow are changes in place.)
+// get. (A file that "> file" creates where there was none is read when it
+// appears, nearly always before anything is written into it: empty, it is
+// ignored, and the writes that follow are changes in place. Write files by
+// renaming a complete one over them, and no such case arises.)
 //
 // Failure cases:
 //   - A file that cannot be read as a DiscoveryResponse is logged, and
