@@ -43,6 +43,46 @@ func TestLoad(t *testing.T) {
 	}
 }
 
+func tlsJSON(config string) string {
+	return `{"xds_servers": [{"server_uri": "xds:443", "channel_creds": [{"type": "google_default"}, {"type": "tls", "config": ` + config + `}]}]}`
+}
+
+// A TLS file that cannot be opened fails Load, naming the field; Parse, which
+// may read bytes from anywhere, does not look at the file system.
+func TestLoadChecksTLSFiles(t *testing.T) {
+	dir := t.TempDir()
+	pem := filepath.Join(dir, "present.pem")
+	if err := os.WriteFile(pem, []byte("not read until credentials are built"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	for _, tt := range []struct {
+		config, wantField string
+	}{
+		{`{"ca_certificate_file": "` + pem + `", "certificate_file": "` + pem + `", "private_key_file": "` + pem + `"}`, ""},
+		{`{"ca_certificate_file": "` + missing + `"}`, "xds_servers[0].channel_creds[1].config.ca_certificate_file"},
+		{`{"certificate_file": "` + missing + `", "private_key_file": "` + pem + `"}`, "xds_servers[0].channel_creds[1].config.certificate_file"},
+		{`{"certificate_file": "` + pem + `", "private_key_file": "` + missing + `"}`, "xds_servers[0].channel_creds[1].config.private_key_file"},
+	} {
+		if _, err := bootstrap.Parse([]byte(tlsJSON(tt.config))); err != nil {
+			t.Errorf("Parse(%s) = %v, want no look at the files", tt.config, err)
+		}
+		_, err := bootstrap.Load(writeFile(t, tlsJSON(tt.config)))
+		switch {
+		case tt.wantField == "" && err != nil:
+			t.Errorf("Load with %s: %v", tt.config, err)
+		case tt.wantField != "" && (!errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), tt.wantField+": open "+missing)):
+			t.Errorf("Load with %s: error %v, want fs.ErrNotExist naming %s and the file", tt.config, err, tt.wantField)
+		}
+	}
+	authority := `{"xds_servers": [` + okServerJSON + `], "authorities": {"a": {"xds_servers": [{"server_uri": "a:443", "channel_creds": [{"type": "tls", "config": {"private_key_file": "` + missing + `", "certificate_file": "` + pem + `"}}]}]}}}`
+	if _, err := bootstrap.Load(writeFile(t, authority)); err == nil || !strings.Contains(err.Error(), `authorities["a"].xds_servers[0].channel_creds[0].config.private_key_file`) {
+		t.Errorf("Load with an authority's missing key: error %v, want it to name the field", err)
+	}
+}
+
+const okServerJSON = `{"server_uri": "xds:443", "channel_creds": [{"type": "insecure"}]}`
+
 func TestFromEnv(t *testing.T) {
 	file := writeFile(t, serverJSON("from-file:1"))
 	inline := serverJSON("from-inline:1")
@@ -58,7 +98,9 @@ func TestFromEnv(t *testing.T) {
 		{name: "file only", path: file, wantURI: "from-file:1"},
 		{name: "inline only", content: inline, wantURI: "from-inline:1"},
 		{name: "neither", wantIs: bootstrap.ErrNoBootstrap},
-		{name: "missing file does not fall back to inline", path: missing, content: inline, wantErr: missing, wantIs: fs.ErrNotExist},
+		{name: "missing file does not fall back to inline", path: missing, content: inline, wantErr: "GRPC_XDS_BOOTSTRAP=" + missing, wantIs: fs.ErrNotExist},
+		{name: "inline naming a missing TLS file", content: tlsJSON(`{"ca_certificate_file": "` + missing + `"}`),
+			wantErr: "GRPC_XDS_BOOTSTRAP_CONFIG: xds_servers[0].channel_creds[1].config.ca_certificate_file: open " + missing, wantIs: fs.ErrNotExist},
 		{name: "bad inline", content: `{"xds_servers": []}`, wantErr: "GRPC_XDS_BOOTSTRAP_CONFIG: xds_servers: must list at least one server"},
 	}
 	for _, tt := range tests {

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,7 +30,9 @@ var ErrNoBootstrap = errors.New("bootstrap: neither " + EnvFile + " nor " + EnvC
 
 // Parse decodes and validates a bootstrap JSON document. Unknown fields are
 // ignored. An error names the offending field by its JSON path, e.g.
-// "xds_servers[0].server_uri: must be a string, got number".
+// "xds_servers[0].server_uri: must be a string, got number". Parse does not
+// touch the file system: the TLS files a bootstrap names are checked by Load
+// and FromEnv, and read when credentials are built.
 func Parse(data []byte) (*Config, error) {
 	c, err := parse(data)
 	if err != nil {
@@ -37,8 +41,9 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Load reads and parses the bootstrap file at path. Its errors name path.
-// The directory of a FILESYSTEM server given as a relative path is taken
+// Load reads and parses the bootstrap file at path, and checks that the TLS
+// files of its servers' selected channel_creds can be opened. Its errors name
+// path, and the field of a file that cannot be opened. The directory of a FILESYSTEM server given as a relative path is taken
 // relative to the directory of the bootstrap file.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -46,6 +51,9 @@ func Load(path string) (*Config, error) {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	c, err := parse(data)
+	if err == nil {
+		err = c.checkCredsFiles()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %s: %w", path, err)
 	}
@@ -56,13 +64,22 @@ func Load(path string) (*Config, error) {
 // FromEnv loads the bootstrap the way gRPC finds it: from the file named by
 // GRPC_XDS_BOOTSTRAP if that is set, otherwise from the JSON in
 // GRPC_XDS_BOOTSTRAP_CONFIG. If neither is set (or both are empty) it returns
-// ErrNoBootstrap.
+// ErrNoBootstrap. Either way it checks the TLS files as Load does, and its
+// errors name the variable the bootstrap came from.
 func FromEnv() (*Config, error) {
 	if path := os.Getenv(EnvFile); path != "" {
-		return Load(path)
+		c, err := Load(path)
+		if err != nil {
+			// Load's error names the file; this says where its name came from.
+			return nil, fmt.Errorf("%s=%s: %w", EnvFile, path, err)
+		}
+		return c, nil
 	}
 	if data := os.Getenv(EnvConfig); data != "" {
 		c, err := parse([]byte(data))
+		if err == nil {
+			err = c.checkCredsFiles()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: %s: %w", EnvConfig, err)
 		}
@@ -191,12 +208,80 @@ func decodeCredsList(raw json.RawMessage, path string) ([]ChannelCreds, error) {
 			creds[i].Config = compact(cfg)
 		}
 	}
-	if i := selectCreds(creds); i >= 0 && creds[i].Type == CredsTLS {
-		if creds[i].TLS, err = decodeTLSCreds(creds[i].Config, member(index(path, i), "config")); err != nil {
+	i := selectCreds(creds)
+	if i < 0 {
+		return creds, nil
+	}
+	cfgPath := member(index(path, i), "config")
+	if cfg := creds[i].Config; len(cfg) > 0 && kindOf(cfg) != "null" {
+		// A Struct in gRPC's schema, whatever the type, "insecure" included.
+		if _, err := asObject(cfg, cfgPath); err != nil {
+			return nil, err
+		}
+	}
+	if creds[i].Type == CredsTLS {
+		if creds[i].TLS, err = decodeTLSCreds(creds[i].Config, cfgPath); err != nil {
 			return nil, err
 		}
 	}
 	return creds, nil
+}
+
+// checkCredsFiles reports a file named by the credentials of a server that
+// cannot be opened now. Load and FromEnv call it, so that a path mistyped in
+// a bootstrap fails at load time, naming its field, rather than as a
+// connection failure when the first stream starts; Parse, which reads bytes
+// that may come from anywhere, leaves the file system alone. The files are
+// read again whenever credentials are built, so rotated files are picked up.
+func (c *Config) checkCredsFiles() error {
+	if err := checkServersFiles(c.Servers, "xds_servers"); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Authorities)) {
+		path := member(mapKey("authorities", name), "xds_servers")
+		if err := checkServersFiles(c.Authorities[name].Servers, path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkServersFiles(servers []ServerConfig, path string) error {
+	for i, s := range servers {
+		ci := s.selectedCreds()
+		if s.APIType == APITypeFilesystem || ci < 0 || s.ChannelCreds[ci].Type != CredsTLS {
+			continue
+		}
+		entry := index(member(index(path, i), "channel_creds"), ci)
+		t, err := s.ChannelCreds[ci].tlsCreds(entry)
+		if err == nil {
+			err = t.checkFiles(member(entry, "config"))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkFiles reports the first file of t that cannot be opened.
+func (t TLSCreds) checkFiles(path string) error {
+	for _, f := range []struct{ field, name string }{
+		{"ca_certificate_file", t.CACertificateFile},
+		{"certificate_file", t.CertificateFile},
+		{"private_key_file", t.PrivateKeyFile},
+	} {
+		if f.name == "" {
+			continue
+		}
+		fh, err := os.Open(f.name)
+		if err != nil {
+			// Wrapped, so that errors.Is(err, fs.ErrNotExist) holds.
+			return fmt.Errorf("%s: %w", member(path, f.field), err)
+		}
+		fh.Close()
+	}
+	return nil
 }
 
 // decodeTLSCreds decodes the config of a "tls" entry; a missing config is an

@@ -87,7 +87,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	}
 	tc.gen++
 	gen := tc.gen
-	now := time.Now()
+	now := c.clock.Now()
 	// nameless counts errors not attributable to any resource: a response
 	// with such an error cannot be trusted to list every resource, so it
 	// deletes nothing by omission.
@@ -188,9 +188,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
+		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
-				c.deleteLocked(tc, ae, "removed by the management server", now)
+				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
 		e := tc.entries[name]
@@ -201,20 +202,20 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
 			continue
 		}
-		c.deleteLocked(tc, e, "removed by the management server", now)
+		c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 	}
 	for _, re := range r.ResourceErrors {
-		name := re.GetResourceName().GetName()
+		name := canonicalReceived(re.GetResourceName().GetName())
 		e := tc.entries[name]
 		if e == nil || e.srv != s || e.seenGen == gen {
 			continue
 		}
 		detail := re.GetErrorDetail()
 		if codes.Code(detail.GetCode()) == codes.NotFound {
-			c.deleteLocked(tc, e, "management server reports it not found: "+detail.GetMessage(), now)
+			c.deleteLocked(tc, e, "reported not found by the "+s.sourceName()+": "+detail.GetMessage(), now)
 			continue
 		}
-		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
+		c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
 	}
 	return errs, valid
 }
@@ -263,6 +264,7 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 // already.
 func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry, it *received, version string, gen uint64, now time.Time) {
 	for _, alias := range it.env.Aliases {
+		alias = canonicalReceived(alias)
 		ae := tc.entries[alias]
 		if alias == it.name || ae == nil || ae.srv != s || ae.seenGen == gen {
 			continue
@@ -289,7 +291,7 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
-	it := received{name: env.Name, env: env}
+	it := received{name: canonicalReceived(env.Name), env: env}
 	if env.IsHeartbeat() {
 		if it.name == "" {
 			it.err = errors.New("heartbeat resource without a name")
@@ -312,6 +314,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		return it
 	}
 	name, v, err := tc.typ.Decode(body)
+	name = canonicalReceived(name)
 	switch {
 	case it.name == "":
 		it.name = name
@@ -334,7 +337,7 @@ func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
 
 func (c *Client) wantsAnyLocked(s *server, tc *typeCache, names []string) bool {
 	for _, n := range names {
-		if e := tc.entries[n]; e != nil && e.srv == s {
+		if e := tc.entries[canonicalReceived(n)]; e != nil && e.srv == s {
 			return true
 		}
 	}
@@ -393,7 +396,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
 			continue
 		}
-		c.deleteLocked(tc, e, "deleted by the management server", now)
+		c.deleteLocked(tc, e, s.deletedReason(), now)
 	}
 }
 

@@ -3,7 +3,6 @@ package client
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/resources"
@@ -170,7 +169,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 		a.servers = append(a.servers, s)
 		a.active = i
 		c.moveEntriesLocked(a, s, true)
-		c.logger.Warn("management server failed with a resource still awaited: falling back to the next",
+		c.logger.Warn("server of xds_servers failed before answering while a resource is awaited: falling back to the next",
 			"authority", a.label(), "server", from.cfg.ServerURI, "fallback", s.cfg.ServerURI, "err", cause)
 		if from.refs == 1 {
 			a.servers[fromIdx] = c.renewLocked(a, from)
@@ -253,7 +252,7 @@ func (c *Client) preferLocked(s *server) (released []releasedServer) {
 			clear(a.servers[i+1:])
 			a.servers, a.active = a.servers[:i+1], i
 			c.moveEntriesLocked(a, s, false)
-			c.logger.Info("higher-priority management server answered: using it again, closing the lower ones",
+			c.logger.Info("higher-priority server of xds_servers answered: using it again, closing the lower ones",
 				"authority", a.label(), "server", s.cfg.ServerURI, "previous", from.cfg.ServerURI)
 			return
 		}
@@ -308,7 +307,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 // startDNETimerLocked starts the does-not-exist timer of e.
 func (c *Client) startDNETimerLocked(tc *typeCache, e *entry) {
 	gen := e.dneGen
-	e.dneTimer = time.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+	e.dneTimer = c.clock.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
 }
 
 // closeReleased closes the transports of released servers. Not under

@@ -151,9 +151,9 @@ type entry struct {
 	// dneTimer runs while the name is on a live stream and nothing has
 	// arrived; ttlTimer while the held value has a TTL. The gen counters
 	// let a timer that fired after being replaced find out it is stale.
-	dneTimer *time.Timer
+	dneTimer Timer
 	dneGen   uint64
-	ttlTimer *time.Timer
+	ttlTimer Timer
 	ttlGen   uint64
 }
 

@@ -46,6 +46,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics receives the client's measurements. Nil: none.
 	Metrics Metrics
+	// Clock runs the does-not-exist and TTL timers. Nil: the real clock.
+	// Tests of code that depends on those timers can pass a fake one
+	// (testutils.FakeClock) and move time on by hand.
+	Clock Clock
 }
 
 // Client is an xDS client: it subscribes to the resources its watchers
@@ -60,7 +64,9 @@ type Client struct {
 	node    *corev3.Node
 	logger  *slog.Logger
 	metrics Metrics
-	cbs     *serializer // runs every watcher callback
+	clock   Clock
+	cbs     *serializer   // runs every watcher callback
+	closing chan struct{} // closed once Close has closed every transport
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
@@ -95,6 +101,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		node:        cfg.Node.Proto(clientFeatures),
 		logger:      opts.Logger,
 		metrics:     opts.Metrics,
+		clock:       opts.Clock,
 		servers:     make(map[string]*server),
 		authorities: make(map[string]*authority),
 		caches:      make(map[string]*typeCache),
@@ -109,6 +116,9 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	if c.metrics == nil {
 		c.metrics = noMetrics{}
 	}
+	if c.clock == nil {
+		c.clock = realClock{}
+	}
 	if c.logger == nil {
 		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -120,17 +130,33 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		c.builder = transport.NewBuilder(topts)
 	}
 	c.cbs = newSerializer()
+	c.closing = make(chan struct{})
 	return c, nil
 }
 
-// Close stops every stream and timer. It returns once no goroutine of the
-// client is left and no watcher callback is running; no callback starts
-// afterwards. Close is idempotent. It must not be called from a watcher
-// callback, since it waits for callbacks to finish.
+// Close stops every stream and timer. Close is idempotent, and no watcher
+// callback starts after the first Close returns.
+//
+// Called from outside the client's callbacks, Close returns once no
+// goroutine of the client is left and no callback is running.
+//
+// Called from a watcher callback, Close cannot wait for that callback to
+// return. It stops the streams and timers, drops every queued callback, and
+// returns; the callback that called it then runs to its end, and the
+// client's last goroutine (the one running callbacks) exits as soon as it
+// has. Any other Close, or one made later, waits for that too.
+//
+// A watch started after Close is told so: its watcher's ResourceError gets
+// an *Error wrapping ErrClosed.
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		// Wait as the first Close does. Transports are closed before
+		// closing is closed, and never wait for a callback, so a Close from
+		// a callback waiting here cannot hold up the first.
+		<-c.closing
+		c.cbs.close()
 		return
 	}
 	c.closed = true
@@ -142,10 +168,15 @@ func (c *Client) Close() {
 		}
 	}
 	c.mu.Unlock()
+	// Safe from a callback: a transport's goroutines wait for the done of
+	// a response, which only a callback calls, no longer than the stream's
+	// context, which Close cancels.
 	for _, s := range servers {
 		s.transport.Close()
 	}
+	// Transports released by a switch back close the same way.
 	c.releasing.Wait()
+	close(c.closing)
 	c.cbs.close()
 }
 
@@ -195,7 +226,7 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	s := &server{c: c, cfg: cfg}
 	t, err := c.builder.Build(cfg, c.node, s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrServerUnavailable, err)
+		return nil, s.unavailable(err)
 	}
 	s.transport = t
 	c.servers[key] = s

@@ -41,6 +41,13 @@
 // From a server that is no longer current nothing applies. Which server
 // each resource came from is in [ResourceStatus].Server.
 //
+// xdstp:// names are compared in canonical form (gRFC A47): context
+// parameters sorted by key and percent-encoding normalised, both when a
+// name is watched (the canonical form is what the server is asked for) and
+// when a server names a resource. "xdstp://a/T/id?b=2&a=1" and
+// "xdstp://a/T/id?a=1&b=2" are one resource; errors name it canonically. A
+// malformed xdstp name is refused with [ErrInvalidName].
+//
 // # What watchers are told
 //
 // [Watcher.Update] brings each new valid version. [Watcher.ResourceError]
@@ -75,7 +82,10 @@
 //     again (SotW resends every Listener and Cluster in every response).
 //   - Subscriptions made by the callbacks for one response reach the server
 //     as one request per type.
-//   - No goroutine of the client outlives [Client.Close].
+//   - No goroutine of the client outlives [Client.Close]. Close may be
+//     called from a callback: it then returns at once, no other callback
+//     runs, and the client's last goroutine ends when that callback returns.
+//   - A watch started after Close gets a resource error wrapping [ErrClosed].
 //
 // # Rules applied to responses
 //

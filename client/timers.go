@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/goxds/xds/resources"
 )
@@ -36,7 +35,7 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 		return
 	}
 	e.dneTimer = nil
-	e.status, e.lastUpdated = StatusDoesNotExist, time.Now()
+	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
 	c.logger.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", c.expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
@@ -52,7 +51,7 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 		return
 	}
 	gen := e.ttlGen
-	e.ttlTimer = time.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
+	e.ttlTimer = c.clock.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
 }
 
 // ttlExpired removes a resource whose TTL ran out. It runs whether or not
@@ -66,7 +65,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	}
 	e.ttlTimer = nil
 	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
-	c.deleteLocked(tc, e, "TTL expired", time.Now())
+	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
 // handleStreamError suspends the does-not-exist timers of the server's
@@ -111,7 +110,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			if !first {
 				continue
 			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: s.unavailable(cause)}
 			switch {
 			case e.value != nil:
 				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
@@ -120,7 +119,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			}
 		}
 		if ww := tc.wildcard; first && ww != nil && ww.srv == s {
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: s.unavailable(cause)}
 			ws := make([]*watcher, 0, len(ww.watchers))
 			for w := range ww.watchers {
 				ws = append(ws, w)
@@ -134,7 +133,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	}
 	c.mu.Unlock()
 	if first {
-		c.logger.Warn("management server unavailable", "server", s.cfg.ServerURI, "err", cause)
+		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
 		c.metrics.ServerFailure(s.cfg.ServerURI)
 		if wasConnected {
 			c.metrics.Connected(s.cfg.ServerURI, false)

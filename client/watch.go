@@ -95,7 +95,11 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return func() {}
+		// The callback goroutine is gone, or going: the watcher is told on
+		// a goroutine of its own, once no callback can be running.
+		err := &Error{TypeURL: typeURL, Name: name, Err: ErrClosed}
+		c.cbs.afterClose(func() { w.deliver(notifyResourceError, nil, err) })
+		return func() { w.canceled.Store(true) }
 	}
 	fail := func(err error) func() {
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, &Error{TypeURL: typeURL, Name: name, Err: err}) })
@@ -111,6 +115,13 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		}
 		return c.watchWildcardLocked(tc, w)
 	}
+	// Keyed, and sent to the server, in canonical form: any spelling of
+	// the name the server answers with then finds this entry.
+	canonical, err := canonicalName(name)
+	if err != nil {
+		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
+	}
+	name = canonical
 	a, err := c.authorityForLocked(name)
 	if err != nil {
 		return fail(err)
@@ -162,7 +173,7 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.srv.unreachable != nil:
-		err := mkErr(fmt.Errorf("%w: %v", ErrServerUnavailable, e.srv.unreachable))
+		err := mkErr(e.srv.unavailable(e.srv.unreachable))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	}
 }

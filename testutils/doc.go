@@ -75,6 +75,14 @@
 // file, in the format of its extension (binary, JSON, YAML, proto text), by
 // an atomic rename; [MarshalResponseFile] only encodes it.
 //
+// # Clock
+//
+// [FakeClock] is a time source whose time moves only when a test calls
+// [FakeClock.Advance]. Given to a client (client.Options.Clock), it fires the
+// 15 s does-not-exist timer and TTLs the moment the test chooses: a test
+// proves that a timer did not fire by advancing to just before its deadline
+// and looking, whatever the load on the machine.
+//
 // # Resources and bootstrap
 //
 // The builders ([Listener], [RouteConfig], [Cluster], [Endpoints], ...) make

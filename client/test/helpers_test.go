@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -141,6 +142,8 @@ type config struct {
 	// authorities maps authority names to the address of their server,
 	// which speaks the same protocol.
 	authorities map[string]string
+	// clock, if set, runs the client's timers.
+	clock *testutils.FakeClock
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
@@ -155,7 +158,11 @@ func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client
 	if expiry == 0 {
 		expiry = noExpiry
 	}
-	c, err := client.New(b, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()})
+	opts := client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()}
+	if cfg.clock != nil {
+		opts.Clock = cfg.clock
+	}
+	c, err := client.New(b, opts)
 	if err != nil {
 		t.Fatalf("client.New: %v", err)
 	}
@@ -461,6 +468,27 @@ func (e *fakeEnv) reply(p protocol) {
 	} else {
 		e.req()
 	}
+}
+
+// reqsNaming reads SotW requests until, for every type in want, the latest
+// request of that type names exactly want's names (sorted), and returns
+// those requests. Watches made one after another may reach the wire in one
+// request or in several, as the client's flushes fall; a test that needs
+// them all on the wire waits for the request holding all of them.
+func (e *fakeEnv) reqsNaming(want map[string][]string) map[string]*discoveryv3.DiscoveryRequest {
+	e.t.Helper()
+	got := make(map[string]*discoveryv3.DiscoveryRequest)
+	for done := false; !done; {
+		r := e.req()
+		got[r.GetTypeUrl()] = r
+		done = true
+		for typeURL, names := range want {
+			if got[typeURL] == nil || !slices.Equal(got[typeURL].GetResourceNames(), names) {
+				done = false
+			}
+		}
+	}
+	return got
 }
 
 // respond sends rs as one response of typeURL in p's form: a delta

@@ -232,8 +232,7 @@ func TestSotWWholeWorldDeletionVersusPartialAbsence(t *testing.T) {
 		client.WatchListener(e.c, "L2", l2)
 		client.WatchRouteConfig(e.c, "R1", r1)
 		client.WatchRouteConfig(e.c, "R2", r2)
-		e.req()
-		e.req()
+		e.reqsNaming(map[string][]string{ldsURL: {"L1", "L2"}, rdsURL: {"R1", "R2"}})
 
 		e.send(sotwResp(ldsURL, "1", testutils.Listener("L1", "R1"), testutils.Listener("L2", "R2")))
 		e.req()
@@ -274,7 +273,7 @@ func TestSotWIgnoreResourceDeletion(t *testing.T) {
 		w := newRecorder[*resources.Listener]()
 		client.WatchListener(e.c, "L1", w)
 		client.WatchListener(e.c, "L2", newRecorder[*resources.Listener]())
-		e.req()
+		e.reqsNaming(map[string][]string{ldsURL: {"L1", "L2"}})
 		e.send(sotwResp(ldsURL, "1", testutils.Listener("L1", "R1"), testutils.Listener("L2", "R2")))
 		e.req()
 		w.wantUpdate(t, "L1")

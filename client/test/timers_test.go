@@ -12,30 +12,32 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// The does-not-exist timer, with a short injected timeout, on both
-// protocols. Where a test must show that the timer did NOT fire, a resource
-// with a longer TTL serves as the clock: its expiry is an event that proves
-// enough time has passed, and callbacks run in order.
-//
-// Such a test assumes the machine keeps up: that the test answers the
-// client well within the timeout. It measures whether that held, and a
-// scenario whose assumption failed (a starved process under -race) is run
-// again rather than read as a verdict.
+// The does-not-exist timer, on both protocols. The client's timers run on a
+// fake clock, which moves only when a test says so: a test that must show
+// that a timer did not fire moves the clock up to its deadline and looks,
+// and the verdict does not depend on how fast the machine is.
 
 const expiry = 150 * time.Millisecond
 
-// retryTiming runs scenario until it reports that its timing assumptions
-// held, at most three times. A scenario fails t only for outcomes that are
-// wrong whatever the timing.
-func retryTiming(t *testing.T, scenario func(t *testing.T) (assumptionsHeld bool)) {
+// The client is checked to take any client.Clock, the fake one included.
+var _ client.Clock = (*testutils.FakeClock)(nil)
+
+// newClockedEnv is a fake-server environment whose client runs its timers on
+// the returned clock, with the does-not-exist timeout expiry.
+func newClockedEnv(t *testing.T, p protocol) (*fakeEnv, *testutils.FakeClock) {
 	t.Helper()
-	for i := range 3 {
-		if scenario(t) {
-			return
-		}
-		t.Logf("attempt %d: the machine was too slow for the scenario's timing", i+1)
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	return newFakeEnv(t, p, config{expiry: expiry, clock: clk}), clk
+}
+
+// waitTimers waits until n of clk's timers are pending: the client starts a
+// does-not-exist timer just after the request is on the stream, so the
+// server seeing the request does not mean the timer runs yet.
+func waitTimers(t *testing.T, clk *testutils.FakeClock, n int) {
+	t.Helper()
+	if err := clk.WaitForTimers(testContext(t), n); err != nil {
+		t.Fatal(err)
 	}
-	t.Skip("the machine was too slow for this scenario's timing, three times")
 }
 
 func startFake(t *testing.T, addr string) *testutils.FakeServer {
@@ -52,24 +54,32 @@ func cluster(name, version string, ttl time.Duration) *discoveryv3.Resource {
 	return testutils.WrapResource(name, version, ttl, testutils.Cluster(name, ""))
 }
 
-// The resource is reported missing no sooner than WatchExpiry after it was
-// asked for, and is still delivered if it shows up later.
+// The resource is reported missing exactly WatchExpiry after it was asked
+// for, not a moment sooner, and is still delivered if it shows up later.
 func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 	t.Parallel()
 	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			e := newFakeEnv(t, p, config{expiry: expiry})
+			e, clk := newClockedEnv(t, p)
 			w := newRecorder[*resources.Cluster]()
-			asked := time.Now()
 			client.WatchCluster(e.c, "C1", w)
 			e.reply(p)
-			ev := w.wantNotFound(t, "C1")
-			if d := ev.at.Sub(asked); d < expiry {
-				t.Fatalf("reported missing %v after the watch, before the %v expiry", d, expiry)
+			waitTimers(t, clk, 1)
+			clk.Advance(expiry - time.Nanosecond)
+			barrier(t, e.c)
+			w.none(t)
+			if st, _ := status(e.c, cdsURL, "C1"); st.Status != client.StatusRequested {
+				t.Fatalf("dump says %v just before the expiry, want REQUESTED", st.Status)
 			}
-			if st, _ := status(e.c, cdsURL, "C1"); st.Status != client.StatusDoesNotExist {
+			clk.Advance(time.Nanosecond)
+			w.wantNotFound(t, "C1")
+			st, _ := status(e.c, cdsURL, "C1")
+			if st.Status != client.StatusDoesNotExist {
 				t.Fatalf("dump says %v, want DOES_NOT_EXIST", st.Status)
+			}
+			if !st.LastUpdated.Equal(clk.Now()) {
+				t.Fatalf("dump says last updated at %v, want the expiry, %v", st.LastUpdated, clk.Now())
 			}
 			e.respond(p, cdsURL, "1", cluster("C1", "1", 0))
 			e.reply(p)
@@ -78,99 +88,73 @@ func TestDoesNotExistTimerFiresAndResourceMayStillAppear(t *testing.T) {
 	}
 }
 
-// The timer stops when the resource arrives.
+// The timer stops when the resource arrives: however long the clock then
+// runs, nothing is reported missing.
 func TestDoesNotExistTimerStopsOnArrival(t *testing.T) {
 	t.Parallel()
 	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			retryTiming(t, func(t *testing.T) bool {
-				e := newFakeEnv(t, p, config{expiry: expiry})
-				w := newRecorder[*resources.Cluster]()
-				clock := newRecorder[*resources.Cluster]()
-				client.WatchCluster(e.c, "clock", clock)
-				e.reply(p)
-				asked := time.Now()
-				client.WatchCluster(e.c, "C1", w)
-				e.reply(p)
-				e.respond(p, cdsURL, "1", cluster("C1", "1", 0), cluster("clock", "1", 3*expiry))
-				e.reply(p)
-				// The ACK is read after the client applied the response.
-				applied := lastReceived(e.fs)
-				if ev := w.next(t); ev.kind != "update" {
-					if applied.Sub(asked) < expiry {
-						t.Fatalf("got %v, want C1, which arrived within the expiry", ev)
-					}
-					return false
-				}
-				clock.wantUpdate(t, "clock")
-				clock.wantNotFound(t, "clock") // 3×expiry after it arrived
-				barrier(t, e.c)
-				w.none(t)
-				return true
-			})
+			e, clk := newClockedEnv(t, p)
+			w := newRecorder[*resources.Cluster]()
+			client.WatchCluster(e.c, "C1", w)
+			e.reply(p)
+			waitTimers(t, clk, 1)
+			clk.Advance(expiry / 2)
+			e.respond(p, cdsURL, "1", cluster("C1", "1", 0))
+			e.reply(p)
+			w.wantUpdate(t, "C1")
+			if n := clk.Pending(); n != 0 {
+				t.Fatalf("%d timers still pending after the resource arrived", n)
+			}
+			clk.Advance(10 * expiry)
+			barrier(t, e.c)
+			w.none(t)
 		})
 	}
 }
 
 // While the stream is down the timer is suspended: a name sent on a stream
 // that then failed is not reported missing however long the outage lasts.
-// Once it is sent on a new stream the timer starts afresh.
+// Once it is sent on a new stream the timer starts afresh, with the whole
+// timeout before it.
 func TestDoesNotExistTimerSuspendedWhileServerGone(t *testing.T) {
 	t.Parallel()
 	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			retryTiming(t, func(t *testing.T) bool {
-				e := newFakeEnv(t, p, config{expiry: expiry})
-				w := newRecorder[*resources.Cluster]()
-				clock := newRecorder[*resources.Cluster]()
-				client.WatchCluster(e.c, "clock", clock)
-				e.reply(p)
-				clockSent := time.Now()
-				e.respond(p, cdsURL, "1", cluster("clock", "1", 3*expiry))
-				e.reply(p)
-				clock.wantUpdate(t, "clock")
-				asked := time.Now()
-				client.WatchCluster(e.c, "C1", w) // its timer starts now
-				e.reply(p)
-				addr := e.fs.Address()
-				e.fs.Stop()
-				// The timer, had it run on, would fire before the clock
-				// expires, if the test kept up.
-				kept := time.Since(asked) < expiry*2/3 && asked.Sub(clockSent) < expiry*2/3
+			e, clk := newClockedEnv(t, p)
+			w := newRecorder[*resources.Cluster]()
+			client.WatchCluster(e.c, "C1", w)
+			e.reply(p)
+			waitTimers(t, clk, 1)
+			clk.Advance(expiry - time.Nanosecond)
+			addr := e.fs.Address()
+			e.fs.Stop()
 
-				// Meanwhile C1 hears only that the server is unreachable,
-				// once reconnecting has failed.
-				if ev := w.next(t); !isUnavailable(ev) {
-					if kept {
-						t.Fatalf("C1 got %v during the outage, want only the server's failure", ev)
-					}
-					return false
-				}
-				for ev := clock.next(t); ev.kind != "resource-error" || isUnavailable(ev); ev = clock.next(t) {
-					if ev.kind != "ambient-error" {
-						t.Fatalf("clock got %v, want its server's failure then its expiry", ev)
-					}
-				}
-				barrier(t, e.c)
-				if len(w.events) > 0 && !kept {
-					return false
-				}
-				w.none(t)
+			// C1 hears only that the server is unreachable. The timer was
+			// stopped before that was said.
+			if ev := w.next(t); !isUnavailable(ev) {
+				t.Fatalf("C1 got %v during the outage, want only the server's failure", ev)
+			}
+			if n := clk.Pending(); n != 0 {
+				t.Fatalf("%d timers pending with the server gone, want the does-not-exist timer suspended", n)
+			}
+			clk.Advance(10 * expiry)
+			barrier(t, e.c)
+			w.nonePastOutage(t)
 
-				restarted := time.Now()
-				fs := startFake(t, addr)
-				if ev := w.nextPastOutage(t); ev.kind != "resource-error" || !isNotFound(ev.err) {
-					t.Fatalf("C1 got %v after the restart, want it reported missing", ev)
-				} else if d := ev.at.Sub(restarted); d < expiry {
-					t.Fatalf("reported missing %v after the server came back: the timer did not start afresh", d)
-				}
-				if fs.StreamCount() == 0 {
-					t.Fatal("C1 reported missing without reaching the new server")
-				}
-				return true
-			})
+			fs := startFake(t, addr)
+			ne := &fakeEnv{t: t, fs: fs, c: e.c}
+			ne.reply(p)
+			waitTimers(t, clk, 1)
+			clk.Advance(expiry - time.Nanosecond)
+			barrier(t, e.c)
+			w.nonePastOutage(t)
+			clk.Advance(time.Nanosecond)
+			if ev := w.nextPastOutage(t); ev.kind != "resource-error" || !isNotFound(ev.err) {
+				t.Fatalf("C1 got %v a whole timeout after the restart, want it reported missing", ev)
+			}
 		})
 	}
 }
@@ -221,12 +205,6 @@ func TestDoesNotExistTimerWaitsForAStream(t *testing.T) {
 			}
 		})
 	}
-}
-
-// lastReceived is when the server read its latest request.
-func lastReceived(fs *testutils.FakeServer) time.Time {
-	reqs := fs.Requests()
-	return reqs[len(reqs)-1].Received
 }
 
 func isUnavailable[T resources.Resource](ev event[T]) bool {

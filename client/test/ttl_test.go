@@ -57,54 +57,62 @@ func TestTTLExpiryWithServerGone(t *testing.T) {
 
 // The TTL timer is reset when the resource arrives with a TTL (a heartbeat
 // included), and removed when it arrives without one. A heartbeat is ACKed
-// and is not an update. A third resource, with a longer TTL, is the clock.
+// and is not an update. The timers run on a fake clock.
 func TestTTLResetAndRemoved(t *testing.T) {
 	t.Parallel()
 	for _, p := range everyProtocol {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			retryTiming(t, func(t *testing.T) bool {
-				e := newFakeEnv(t, p, config{})
-				recs := map[string]*recorder[*resources.Cluster]{}
-				for _, name := range []string{"plain-later", "heartbeat", "clock"} {
-					recs[name] = newRecorder[*resources.Cluster]()
-					client.WatchCluster(e.c, name, recs[name])
-					e.reply(p)
-				}
-				firstSent := time.Now()
-				e.respond(p, cdsURL, "1", cluster("plain-later", "1", ttl), cluster("heartbeat", "1", ttl), cluster("clock", "1", 3*ttl))
+			clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+			e := newFakeEnv(t, p, config{clock: clk})
+			recs := map[string]*recorder[*resources.Cluster]{}
+			for _, name := range []string{"plain-later", "heartbeat"} {
+				recs[name] = newRecorder[*resources.Cluster]()
+				client.WatchCluster(e.c, name, recs[name])
 				e.reply(p)
-				// Resent without a TTL; refreshed by a heartbeat with a
-				// longer one; the clock as it was (SotW lists every cluster).
-				e.respond(p, cdsURL, "2",
-					testutils.WrapResource("plain-later", "1", 0, testutils.Cluster("plain-later", "")),
-					testutils.WrapResource("heartbeat", "1", time.Hour, nil),
-					cluster("clock", "1", 3*ttl))
-				e.reply(p)
-				reqs := e.fs.Requests()
-				ack := reqs[len(reqs)-1]
-				// Had the test been slow, the first TTLs could have run out
-				// before the second response: then nothing below is proven.
-				if ack.Received.Sub(firstSent) > ttl*2/3 {
-					return false
+			}
+			e.respond(p, cdsURL, "1", cluster("plain-later", "1", ttl), cluster("heartbeat", "1", ttl))
+			e.reply(p) // read once the response is applied
+			for name, w := range recs {
+				w.wantUpdate(t, name)
+			}
+			if n := clk.Pending(); n != 2 {
+				t.Fatalf("%d timers pending, want the two TTLs", n)
+			}
+			clk.Advance(ttl / 2)
+			// Resent without a TTL; refreshed by a heartbeat with a longer
+			// one.
+			e.respond(p, cdsURL, "2",
+				testutils.WrapResource("plain-later", "1", 0, testutils.Cluster("plain-later", "")),
+				testutils.WrapResource("heartbeat", "1", time.Hour, nil))
+			e.reply(p)
+			reqs := e.fs.Requests()
+			if ack := reqs[len(reqs)-1]; ack.SotW.GetErrorDetail() != nil || ack.Delta.GetErrorDetail() != nil {
+				t.Fatalf("the response with a heartbeat was NACKed: %v", ack)
+			}
+			if n := clk.Pending(); n != 1 {
+				t.Fatalf("%d timers pending, want only the heartbeat's new TTL", n)
+			}
+
+			// Past the first TTLs: both stay.
+			clk.Advance(ttl)
+			barrier(t, e.c)
+			recs["plain-later"].none(t)
+			recs["heartbeat"].none(t)
+			for _, name := range []string{"plain-later", "heartbeat"} {
+				if st, _ := status(e.c, cdsURL, name); st.Status != client.StatusACKed || st.Value == nil {
+					t.Errorf("%s: dump %+v, want still ACKED", name, st)
 				}
-				if ack.SotW.GetErrorDetail() != nil || ack.Delta.GetErrorDetail() != nil {
-					t.Fatalf("the response with a heartbeat was NACKed: %v", ack)
-				}
-				for name, w := range recs {
-					w.wantUpdate(t, name)
-				}
-				recs["clock"].wantNotFound(t, "clock")
-				barrier(t, e.c)
-				recs["plain-later"].none(t)
-				recs["heartbeat"].none(t)
-				for _, name := range []string{"plain-later", "heartbeat"} {
-					if st, _ := status(e.c, cdsURL, name); st.Status != client.StatusACKed || st.Value == nil {
-						t.Errorf("%s: dump %+v, want still ACKED", name, st)
-					}
-				}
-				return true
-			})
+			}
+
+			// The heartbeat's TTL, counted from the heartbeat, ends it.
+			clk.Advance(time.Hour - ttl - time.Nanosecond)
+			barrier(t, e.c)
+			recs["heartbeat"].none(t)
+			clk.Advance(time.Nanosecond)
+			recs["heartbeat"].wantNotFound(t, "heartbeat")
+			barrier(t, e.c)
+			recs["plain-later"].none(t)
 		})
 	}
 }

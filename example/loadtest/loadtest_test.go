@@ -64,6 +64,17 @@ func TestQuickMatrix(t *testing.T) {
 	if rows != 6 { // three cells, a goxds and a grpc-go row each
 		t.Errorf("found %d client rows in the table, want 6", rows)
 	}
+	// Progress, one line per client run (the log is not a terminal), each
+	// saying where in the matrix it is.
+	var progress []string
+	for _, line := range strings.Split(log.String(), "\n") {
+		if strings.HasPrefix(line, "run ") && strings.Contains(line, " of the matrix · ") {
+			progress = append(progress, line)
+		}
+	}
+	if len(progress) != 5 || !strings.HasPrefix(progress[4], "run 5/5 of the matrix") {
+		t.Errorf("progress lines %q, want runs 1/5 to 5/5 (grpc-go for two world sizes, goxds for three cells)", progress)
+	}
 	// goxds subscribes to the 100 clusters in one request per type, and
 	// grpc-go one name at a time: the request counts tell them apart.
 	if !strings.Contains(table, "goxds (sotw): requests by type Listener 2, RouteConfiguration 2, Cluster 2, ClusterLoadAssignment 2") {

@@ -178,6 +178,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 	}
 	rep := newReport(cfg)
+	prog := newProgress(log, cfg)
 	// grpc-go speaks SotW only: its result for a world size serves as the
 	// baseline of both protocols' cells.
 	baselines := make(map[[2]int]*result)
@@ -190,7 +191,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			if c.n >= cfg.grpcOnce {
 				times = 1
 			}
-			r, err := measure(ctx, cfg, implGRPC, protoSotW, c.n, c.m, times, log)
+			r, err := measure(ctx, cfg, implGRPC, protoSotW, c.n, c.m, times, log, prog)
 			if err != nil {
 				return err
 			}
@@ -198,7 +199,7 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 		var mine *result
 		if cfg.impls[implGoxds] {
-			if mine, err = measure(ctx, cfg, implGoxds, c.protocol, c.n, c.m, cfg.repeat, log); err != nil {
+			if mine, err = measure(ctx, cfg, implGoxds, c.protocol, c.n, c.m, cfg.repeat, log, prog); err != nil {
 				return err
 			}
 		}
@@ -212,13 +213,14 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 		}
 		rep.add(c, mine, baselines[key], f)
 	}
+	prog.finish()
 	rep.print(out)
 	return nil
 }
 
 // measure runs one client times times and returns the median of each
 // measurement.
-func measure(ctx context.Context, cfg *config, impl, protocol string, n, m, times int, log io.Writer) (*result, error) {
+func measure(ctx context.Context, cfg *config, impl, protocol string, n, m, times int, log io.Writer, prog *progress) (*result, error) {
 	var rs []result
 	for i := range times {
 		o := cfg.run
@@ -229,9 +231,7 @@ func measure(ctx context.Context, cfg *config, impl, protocol string, n, m, time
 		if cfg.memprof != "" {
 			o.memprof = fmt.Sprintf("%s-%s-%s-n%d-m%d-%d.pprof", cfg.memprof, impl, protocol, n, m, i)
 		}
-		if cfg.verbose {
-			fmt.Fprintf(log, "run %d/%d: %s %s N=%d M=%d\n", i+1, times, impl, protocol, n, m)
-		}
+		prog.run(impl, protocol, n, m, i, times)
 		r, err := runOnce(ctx, impl, protocol, n, m, o)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s N=%d M=%d: %w", impl, protocol, n, m, err)

@@ -106,11 +106,17 @@ func (p *printer) print(ev event, title string) {
 		p.prev = lines
 	default:
 		lines := render(ev.snap)
+		changes := diff(p.prev, lines)
+		p.prev = lines
+		if len(changes) == 0 {
+			// A new snapshot can render the same: a resource resent with
+			// another version, or a change to a field the tree does not show.
+			return
+		}
 		fmt.Fprintf(p.w, "--- %s\n", title)
-		for _, l := range diff(p.prev, lines) {
+		for _, l := range changes {
 			fmt.Fprintln(p.w, l)
 		}
-		p.prev = lines
 	}
 }
 
