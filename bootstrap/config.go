@@ -16,8 +16,10 @@ import (
 // concurrent reads.
 type Config struct {
 	// Servers are the top-level management servers, in order of priority:
-	// the first is used, later ones only as fallbacks. JSON: xds_servers.
-	// Required.
+	// the first is used, later ones only as fallbacks (gRFC A71: the client
+	// moves to the next when the current one fails without answering while
+	// a watched resource is not cached, and goes back as soon as a
+	// higher-priority one answers). JSON: xds_servers. Required.
 	Servers []ServerConfig
 	// Node identifies this client to the servers. JSON: node.
 	Node Node
@@ -48,8 +50,9 @@ type Authority struct {
 	// "xdstp://<authority>/envoy.config.listener.v3.Listener/%s" applies.
 	// JSON: client_listener_resource_name_template.
 	ClientListenerResourceNameTemplate string
-	// Servers are the authority's management servers, in priority order.
-	// Empty means the top-level Config.Servers. JSON: xds_servers.
+	// Servers are the authority's management servers, in priority order,
+	// later ones fallbacks as for Config.Servers. Empty means the top-level
+	// Config.Servers. JSON: xds_servers.
 	Servers []ServerConfig
 }
 

@@ -31,7 +31,9 @@
 //	  }
 //	}
 //
-// xds_servers is required and is in priority order. Each server must have a
+// xds_servers is required and is in priority order: a client uses the first
+// and the others as fallbacks, as gRFC A71 says (package client has the
+// rules). Each server must have a
 // server_uri and at least one channel_creds entry of a supported type,
 // "insecure" or "tls"; the first supported entry is used and unsupported ones
 // (such as "google_default") are skipped. The other top-level fields are node,

@@ -26,7 +26,9 @@ const maxNACKBytes = transport.MaxErrorDetailBytes
 // notifications, so the transport reads on only once watchers have heard.
 func (c *Client) handleResponse(s *server, r *transport.Response, done func()) error {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || s.refs == 0 {
+		// Closed, or a server released by a switch back (see preferLocked)
+		// whose transport is closing: nothing of it applies any more.
 		c.mu.Unlock()
 		done()
 		return nil
@@ -34,6 +36,14 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	s.unreachable, s.responded = nil, true
 	nowConnected := !s.connected
 	s.connected = true
+	// A higher-priority server that answers is current again, before its
+	// response applies: the entries it serves are found as they were. A
+	// report the transport makes itself (per-type streams: a type the
+	// server has no service for) is no answer.
+	var released []releasedServer
+	if !transportReport(r) {
+		released = c.preferLocked(s)
+	}
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
 	valid := 0
@@ -44,11 +54,19 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	c.cbs.schedule(done)
 	c.mu.Unlock()
+	c.closeReleased(released)
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)
 	}
 	c.metrics.ResourceUpdates(s.cfg.ServerURI, r.TypeURL, valid, len(errs))
 	return nackError(errs)
+}
+
+// transportReport tells a response a transport made up to report errors
+// (transport.reportUnservable) from one a server sent: no nonce, no
+// version, nothing but resource errors.
+func transportReport(r *transport.Response) bool {
+	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed) == 0
 }
 
 // received is one resource of a response, identified and, if it changed,
@@ -69,6 +87,9 @@ type received struct {
 // applyLocked applies a response to the cache of its type and returns the
 // errors found, and how many resources were valid.
 func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (errs []error, valid int) {
+	if ww := tc.wildcard; ww != nil && ww.srv == s {
+		ww.answered = true
+	}
 	tc.gen++
 	gen := tc.gen
 	now := c.clock.Now()
@@ -146,7 +167,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			continue
 		}
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
-			e = &entry{name: it.name, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
+			e = &entry{name: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
 			seen++
 		}
@@ -172,9 +193,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
+		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
-				c.deleteLocked(tc, ae, "removed by the management server", now)
+				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
 		e := tc.entries[name]
@@ -185,20 +207,20 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
 			continue
 		}
-		c.deleteLocked(tc, e, "removed by the management server", now)
+		c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 	}
 	for _, re := range r.ResourceErrors {
-		name := re.GetResourceName().GetName()
+		name := canonicalReceived(re.GetResourceName().GetName())
 		e := tc.entries[name]
 		if e == nil || e.srv != s || e.seenGen == gen {
 			continue
 		}
 		detail := re.GetErrorDetail()
 		if codes.Code(detail.GetCode()) == codes.NotFound {
-			c.deleteLocked(tc, e, "management server reports it not found: "+detail.GetMessage(), now)
+			c.deleteLocked(tc, e, "reported not found by the "+s.sourceName()+": "+detail.GetMessage(), now)
 			continue
 		}
-		c.markErrorLocked(tc, e, fmt.Errorf("management server reports %s: %s", codes.Code(detail.GetCode()), detail.GetMessage()), now)
+		c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
 	}
 	return errs, valid
 }
@@ -225,7 +247,7 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 		}
 		c.applyTTLLocked(tc, e, it.env)
 	case it.unchanged:
-		e.rcvVersion = version
+		e.rcvVersion, e.src = version, e.srv
 		if e.rawErr != nil {
 			return e.rawErr
 		}
@@ -247,6 +269,7 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 // already.
 func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry, it *received, version string, gen uint64, now time.Time) {
 	for _, alias := range it.env.Aliases {
+		alias = canonicalReceived(alias)
 		ae := tc.entries[alias]
 		if alias == it.name || ae == nil || ae.srv != s || ae.seenGen == gen {
 			continue
@@ -273,7 +296,7 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
-	it := received{name: env.Name, env: env}
+	it := received{name: canonicalReceived(env.Name), env: env}
 	if env.IsHeartbeat() {
 		if it.name == "" {
 			it.err = errors.New("heartbeat resource without a name")
@@ -296,6 +319,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		return it
 	}
 	name, v, err := tc.typ.Decode(body)
+	name = canonicalReceived(name)
 	switch {
 	case it.name == "":
 		it.name = name
@@ -318,7 +342,7 @@ func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
 
 func (c *Client) wantsAnyLocked(s *server, tc *typeCache, names []string) bool {
 	for _, n := range names {
-		if e := tc.entries[n]; e != nil && e.srv == s {
+		if e := tc.entries[canonicalReceived(n)]; e != nil && e.srv == s {
 			return true
 		}
 	}
@@ -331,7 +355,7 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	raw := string(it.env.Body.GetValue())
 	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
 	tc.byRaw[raw] = e
-	e.value, e.version, e.rcvVersion = it.value, version, version
+	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
 	e.status, e.lastErr, e.lastUpdated = StatusACKed, nil, now
 	c.applyTTLLocked(tc, e, it.env)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
@@ -347,7 +371,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 		e.raw = string(body.GetValue())
 		tc.byRaw[e.raw] = e
 	}
-	e.rawErr, e.rcvVersion = it.err, version
+	e.rawErr, e.rcvVersion, e.src = it.err, version, e.srv
 	c.markErrorLocked(tc, e, it.err, now)
 }
 
@@ -377,7 +401,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
 			continue
 		}
-		c.deleteLocked(tc, e, "deleted by the management server", now)
+		c.deleteLocked(tc, e, s.deletedReason(), now)
 	}
 }
 

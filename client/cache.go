@@ -59,8 +59,14 @@ func (tc *typeCache) untrackAlias(ae *entry) {
 
 // wildcardWatch is the subscription to every resource of a type.
 type wildcardWatch struct {
-	srv      *server
+	auth     *authority // the top-level servers
+	srv      *server    // auth's current server
 	watchers map[*watcher]struct{}
+	// answered tells whether a response of the type came from srv (or a
+	// server before it) since the watch began; until then the watch waits
+	// on what the cache lacks, which makes a failed server fall back
+	// (gRFC A71).
+	answered bool
 }
 
 func (c *Client) cacheLocked(typeURL string) *typeCache {
@@ -113,8 +119,14 @@ func (s Status) String() string {
 
 // entry is one resource: its watchers, its last good value and its timers.
 type entry struct {
-	name     string
-	srv      *server
+	name string
+	auth *authority // the servers the name is fetched from
+	// srv is auth's current server, the only one whose responses apply to
+	// the entry: it changes when the authority falls back or goes back.
+	srv *server
+	// src is the server the held value (or the last received, when
+	// rejected) came from; nil if none.
+	src      *server
 	watchers map[*watcher]struct{} // named watchers; the wildcard's are on the typeCache
 
 	value   resources.Resource // last good value, nil if none

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,12 +65,15 @@ type Client struct {
 	logger  *slog.Logger
 	metrics Metrics
 	clock   Clock
-	cbs     *serializer // runs every watcher callback
+	cbs     *serializer   // runs every watcher callback
+	closing chan struct{} // closed once Close has closed every transport
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
-	servers        map[string]*server                 // by ServerConfig.Key(); guarded by mu
-	topServer      *server                            // servers' entry for names that are not xdstp, once made; guarded by mu
+	servers        map[string]*server                 // by ServerConfig.Key(), those some authority uses; guarded by mu
+	topAuthority   *authority                         // the top-level servers, for names that are not xdstp, once used; guarded by mu
+	authorities    map[string]*authority              // those of xdstp names, by name, once used; guarded by mu
+	releasing      sync.WaitGroup                     // transports released by a switch back, closing (closeReleased)
 	caches         map[string]*typeCache              // by type URL; guarded by mu
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
@@ -92,17 +94,18 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		types = resources.Registered()
 	}
 	c := &Client{
-		cfg:     cfg,
-		types:   make(map[string]resources.AnyType, len(types)),
-		expiry:  opts.WatchExpiry,
-		builder: opts.TransportBuilder,
-		node:    cfg.Node.Proto(clientFeatures),
-		logger:  opts.Logger,
-		metrics: opts.Metrics,
-		clock:   opts.Clock,
-		servers: make(map[string]*server),
-		caches:  make(map[string]*typeCache),
-		pending: make(map[*server]map[string]*subsChange),
+		cfg:         cfg,
+		types:       make(map[string]resources.AnyType, len(types)),
+		expiry:      opts.WatchExpiry,
+		builder:     opts.TransportBuilder,
+		node:        cfg.Node.Proto(clientFeatures),
+		logger:      opts.Logger,
+		metrics:     opts.Metrics,
+		clock:       opts.Clock,
+		servers:     make(map[string]*server),
+		authorities: make(map[string]*authority),
+		caches:      make(map[string]*typeCache),
+		pending:     make(map[*server]map[string]*subsChange),
 	}
 	for _, t := range types {
 		c.types[t.TypeURL()] = t
@@ -127,17 +130,33 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		c.builder = transport.NewBuilder(topts)
 	}
 	c.cbs = newSerializer()
+	c.closing = make(chan struct{})
 	return c, nil
 }
 
-// Close stops every stream and timer. It returns once no goroutine of the
-// client is left and no watcher callback is running; no callback starts
-// afterwards. Close is idempotent. It must not be called from a watcher
-// callback, since it waits for callbacks to finish.
+// Close stops every stream and timer. Close is idempotent, and no watcher
+// callback starts after the first Close returns.
+//
+// Called from outside the client's callbacks, Close returns once no
+// goroutine of the client is left and no callback is running.
+//
+// Called from a watcher callback, Close cannot wait for that callback to
+// return. It stops the streams and timers, drops every queued callback, and
+// returns; the callback that called it then runs to its end, and the
+// client's last goroutine (the one running callbacks) exits as soon as it
+// has. Any other Close, or one made later, waits for that too.
+//
+// A watch started after Close is told so: its watcher's ResourceError gets
+// an *Error wrapping ErrClosed.
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
+		// Wait as the first Close does. Transports are closed before
+		// closing is closed, and never wait for a callback, so a Close from
+		// a callback waiting here cannot hold up the first.
+		<-c.closing
+		c.cbs.close()
 		return
 	}
 	c.closed = true
@@ -149,9 +168,15 @@ func (c *Client) Close() {
 		}
 	}
 	c.mu.Unlock()
+	// Safe from a callback: a transport's goroutines wait for the done of
+	// a response, which only a callback calls, no longer than the stream's
+	// context, which Close cancels.
 	for _, s := range servers {
 		s.transport.Close()
 	}
+	// Transports released by a switch back close the same way.
+	c.releasing.Wait()
+	close(c.closing)
 	c.cbs.close()
 }
 
@@ -172,6 +197,9 @@ type server struct {
 	responded bool
 	// connected is what Metrics.Connected last said. Guarded by c.mu.
 	connected bool
+	// refs counts the authorities that use the server, as current or as a
+	// higher-priority one they wait for (see authority). Guarded by c.mu.
+	refs int
 }
 
 func (s *server) OnResponse(r *transport.Response, done func()) error {
@@ -188,33 +216,8 @@ func (s *server) ResourceVersions(typeURL string) map[string]string {
 	return s.c.resourceVersions(s, typeURL)
 }
 
-// serverForLocked returns the server that serves name: the servers of the
-// authority of an xdstp name, else the top-level servers. The first server
-// of the list is used.
-func (c *Client) serverForLocked(name string) (*server, error) {
-	rest, ok := strings.CutPrefix(name, "xdstp://")
-	if !ok {
-		// Found once: a tree of 10,000 clusters makes 20,000 watches, and
-		// computing the server's key for each showed in profiles.
-		if c.topServer == nil {
-			s, err := c.serverOfLocked(c.cfg.Servers[0])
-			if err != nil {
-				return nil, err
-			}
-			c.topServer = s
-		}
-		return c.topServer, nil
-	}
-	authority, _, _ := strings.Cut(rest, "/")
-	servers, ok := c.cfg.ServersForAuthority(authority)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownAuthority, authority)
-	}
-	return c.serverOfLocked(servers[0])
-}
-
 // serverOfLocked returns the server of cfg, building its transport the
-// first time.
+// first time. Authorities that list the same server share it.
 func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	key := cfg.Key()
 	if s, ok := c.servers[key]; ok {
@@ -223,7 +226,7 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	s := &server{c: c, cfg: cfg}
 	t, err := c.builder.Build(cfg, c.node, s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrServerUnavailable, err)
+		return nil, s.unavailable(err)
 	}
 	s.transport = t
 	c.servers[key] = s

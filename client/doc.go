@@ -19,8 +19,34 @@
 //
 // A server is contacted when the first resource it serves is watched: the
 // top-level servers of the bootstrap, or for xdstp:// names the servers of
-// the name's authority. Whether the stream is state of the world or delta is
-// the server's api_type in the bootstrap; the watch API is the same.
+// the name's authority (the first of the list; see Fallback). Whether the
+// stream is state of the world or delta is the server's api_type in the
+// bootstrap; the watch API is the same.
+//
+// # Fallback
+//
+// xds_servers, top-level or an authority's, is a list in priority order
+// (gRFC A71). The client uses the first server of each authority. It moves
+// to the next only when the current one fails without having sent a
+// response (it cannot be reached, or its stream ends before answering)
+// while some watcher of that authority waits on a resource the cache lacks
+// (neither received nor known not to exist; for a wildcard watch, no
+// response of its type yet). With everything cached it stays, and watchers
+// keep the primary's data. Watchers are not told of a failure the fallback
+// covers, only of one no server is left to cover. Resources from the
+// fallback apply to the same cache entries as the primary's: watchers get
+// an update only for what differs. The client keeps reconnecting to the
+// higher-priority servers, with every subscription; the first response of
+// one makes it current again, and the lower servers' streams are closed.
+// From a server that is no longer current nothing applies. Which server
+// each resource came from is in [ResourceStatus].Server.
+//
+// xdstp:// names are compared in canonical form (gRFC A47): context
+// parameters sorted by key and percent-encoding normalised, both when a
+// name is watched (the canonical form is what the server is asked for) and
+// when a server names a resource. "xdstp://a/T/id?b=2&a=1" and
+// "xdstp://a/T/id?a=1&b=2" are one resource; errors name it canonically. A
+// malformed xdstp name is refused with [ErrInvalidName].
 //
 // # What watchers are told
 //
@@ -58,7 +84,10 @@
 //     again (SotW resends every Listener and Cluster in every response).
 //   - Subscriptions made by the callbacks for one response reach the server
 //     as one request per type.
-//   - No goroutine of the client outlives [Client.Close].
+//   - No goroutine of the client outlives [Client.Close]. Close may be
+//     called from a callback: it then returns at once, no other callback
+//     runs, and the client's last goroutine ends when that callback returns.
+//   - A watch started after Close gets a resource error wrapping [ErrClosed].
 //
 // # Rules applied to responses
 //

@@ -14,7 +14,9 @@ import (
 type ResourceStatus struct {
 	TypeURL string
 	Name    string
-	// Server is the server_uri of the server the resource comes from.
+	// Server is the server_uri of the server the data held came from, or,
+	// with none, of the server it is requested from. With fallback (gRFC
+	// A71) it may be a fallback server.
 	Server string
 	Status Status
 	// Version is the version of the value held ("" if none).
@@ -43,10 +45,14 @@ func (c *Client) Dump() []ResourceStatus {
 	var out []ResourceStatus
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
+			from := e.srv
+			if e.src != nil && e.hasData() {
+				from = e.src
+			}
 			st := ResourceStatus{
 				TypeURL:     typeURL,
 				Name:        e.name,
-				Server:      e.srv.cfg.ServerURI,
+				Server:      from.cfg.ServerURI,
 				Status:      e.status,
 				Version:     e.version,
 				Err:         e.lastErr,

@@ -14,12 +14,18 @@ var (
 	// ErrResourceInvalid: the server sent the resource, but it failed to
 	// decode or validate, and was NACKed.
 	ErrResourceInvalid = errors.New("resource rejected")
-	// ErrServerUnavailable: the stream to the management server failed.
+	// ErrServerUnavailable: the stream to the management server failed,
+	// or (FILESYSTEM servers) a resource file cannot be read. The errors
+	// that wrap it name the source as it is.
 	ErrServerUnavailable = errors.New("management server unavailable")
 	// ErrUnknownAuthority: an xdstp name names an authority the bootstrap
 	// does not list.
 	ErrUnknownAuthority = errors.New("authority not in bootstrap")
-	// ErrClosed: the client was closed.
+	// ErrInvalidName: a watched xdstp:// name is malformed; the error
+	// says what is wrong with it. Nothing is asked of any server.
+	ErrInvalidName = errors.New("invalid xdstp resource name")
+	// ErrClosed: the client was closed before the watch started. It is
+	// the only event such a watch gets.
 	ErrClosed = errors.New("xDS client closed")
 )
 

@@ -119,6 +119,7 @@ type fakeTransport struct {
 	names   map[string]map[string]bool // type URL → names
 	updates chan subUpdate
 	closed  bool
+	closedC chan struct{} // closed by Close
 }
 
 type subUpdate struct {
@@ -148,7 +149,10 @@ func (f *fakeTransport) UpdateSubscriptions(typeURL string, add, remove []string
 
 func (f *fakeTransport) Close() {
 	f.mu.Lock()
-	f.closed = true
+	if !f.closed {
+		f.closed = true
+		close(f.closedC)
+	}
 	f.mu.Unlock()
 }
 
@@ -165,7 +169,8 @@ func (f *fakeTransport) subscribed(typeURL string) map[string]bool {
 type fakeBuilder struct{ built chan *fakeTransport }
 
 func (b *fakeBuilder) Build(s bootstrap.ServerConfig, _ *corev3.Node, h transport.Handler) (transport.Transport, error) {
-	ft := &fakeTransport{handler: h, server: s, names: make(map[string]map[string]bool), updates: make(chan subUpdate, 1000)}
+	ft := &fakeTransport{handler: h, server: s, names: make(map[string]map[string]bool),
+		updates: make(chan subUpdate, 1000), closedC: make(chan struct{})}
 	b.built <- ft
 	return ft, nil
 }

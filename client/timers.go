@@ -26,8 +26,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || e.hasData() || len(e.watchers) == 0 {
 			continue
 		}
-		gen := e.dneGen
-		e.dneTimer = c.clock.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+		c.startDNETimerLocked(tc, e)
 	}
 }
 
@@ -82,7 +81,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 // waiting learn they cannot get it for now (a resource error).
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || s.refs == 0 { // closed, or released (see preferLocked)
 		c.mu.Unlock()
 		return
 	}
@@ -101,6 +100,15 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	first := !hadResponse && s.unreachable == nil
 	if !hadResponse {
 		s.unreachable = cause
+		// gRFC A71: an authority with a watcher waiting on what the cache
+		// lacks moves to its next server. Its entries leave s, so the loop
+		// below neither stops their timers (the move did) nor tells their
+		// watchers: they are told only once no server is left to try.
+		c.eachAuthorityLocked(func(a *authority) {
+			if a.current() == s && c.waitingLocked(a) {
+				c.fallBackLocked(a, cause)
+			}
+		})
 	}
 	wasConnected := s.connected
 	if first {
@@ -124,7 +132,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			if !first {
 				continue
 			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: s.unavailable(cause)}
 			switch {
 			case e.value != nil:
 				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
@@ -133,7 +141,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			}
 		}
 		if ww := tc.wildcard; first && ww != nil && ww.srv == s {
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: fmt.Errorf("%w: %v", ErrServerUnavailable, cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: s.unavailable(cause)}
 			ws := make([]*watcher, 0, len(ww.watchers))
 			for w := range ww.watchers {
 				ws = append(ws, w)
@@ -147,7 +155,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	}
 	c.mu.Unlock()
 	if first {
-		c.logger.Warn("management server unavailable", "server", s.cfg.ServerURI, "err", cause)
+		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
 		c.metrics.ServerFailure(s.cfg.ServerURI)
 		if wasConnected {
 			c.metrics.Connected(s.cfg.ServerURI, false)
@@ -166,7 +174,8 @@ func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 	}
 	out := make(map[string]string)
 	for name, e := range tc.entries {
-		if e.srv == s && e.value != nil {
+		// Only what came from s: versions are the server's own.
+		if e.srv == s && e.src == s && e.value != nil {
 			out[name] = e.version
 		}
 	}

@@ -95,7 +95,11 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return func() {}
+		// The callback goroutine is gone, or going: the watcher is told on
+		// a goroutine of its own, once no callback can be running.
+		err := &Error{TypeURL: typeURL, Name: name, Err: ErrClosed}
+		c.cbs.afterClose(func() { w.deliver(notifyResourceError, nil, err) })
+		return func() { w.canceled.Store(true) }
 	}
 	fail := func(err error) func() {
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, &Error{TypeURL: typeURL, Name: name, Err: err}) })
@@ -111,25 +115,39 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		}
 		return c.watchWildcardLocked(tc, w)
 	}
-	s, err := c.serverForLocked(name)
+	// Keyed, and sent to the server, in canonical form: any spelling of
+	// the name the server answers with then finds this entry.
+	canonical, err := canonicalName(name)
+	if err != nil {
+		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
+	}
+	name = canonical
+	a, err := c.authorityForLocked(name)
 	if err != nil {
 		return fail(err)
 	}
+	s := a.current()
 	if api := s.cfg.APITypeFor(typeURL); tc.typ.DeltaOnly() && !api.IsDelta() {
 		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
 			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
 	}
 	e := tc.entries[name]
 	if e == nil {
-		e = &entry{name: name, srv: s, watchers: make(map[*watcher]struct{})}
+		e = &entry{name: name, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
 		tc.entries[name] = e
 	}
 	if len(e.watchers) == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
-		c.subscribeLocked(s, typeURL, name)
+		c.subscribeAllLocked(a, typeURL, name)
 	}
 	e.watchers[w] = struct{}{}
+	if s.unreachable != nil && waiting(e) {
+		// The server is down and this watcher would wait: fall back now
+		// rather than at the next failed reconnection (gRFC A71). The
+		// replay below then finds the new server, not yet failed.
+		c.fallBackLocked(a, s.unreachable)
+	}
 	c.replayLocked(tc, e, w)
 	return sync.OnceFunc(func() {
 		w.canceled.Store(true)
@@ -155,7 +173,7 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.srv.unreachable != nil:
-		err := mkErr(fmt.Errorf("%w: %v", ErrServerUnavailable, e.srv.unreachable))
+		err := mkErr(e.srv.unavailable(e.srv.unreachable))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	}
 }
@@ -173,7 +191,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if len(e.watchers) > 0 {
 		return
 	}
-	queued := c.unsubscribeLocked(e.srv, tc.typ.TypeURL(), e.name)
+	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.name)
 	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
@@ -211,15 +229,18 @@ func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
 
 func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 	if tc.wildcard == nil {
-		s, err := c.serverForLocked(resources.Wildcard)
+		a, err := c.authorityForLocked(resources.Wildcard)
 		if err != nil {
 			c.cbs.schedule(func() {
 				w.deliver(notifyResourceError, nil, &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: err})
 			})
 			return func() { w.canceled.Store(true) }
 		}
-		tc.wildcard = &wildcardWatch{srv: s, watchers: make(map[*watcher]struct{})}
-		c.subscribeLocked(s, tc.typ.TypeURL(), resources.Wildcard)
+		tc.wildcard = &wildcardWatch{auth: a, srv: a.current(), watchers: make(map[*watcher]struct{})}
+		c.subscribeAllLocked(a, tc.typ.TypeURL(), resources.Wildcard)
+		if s := a.current(); s.unreachable != nil {
+			c.fallBackLocked(a, s.unreachable) // as for a named watch
+		}
 	}
 	ww := tc.wildcard
 	ww.watchers[w] = struct{}{}
@@ -246,7 +267,7 @@ func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 		return
 	}
 	tc.wildcard = nil
-	if c.unsubscribeLocked(ww.srv, tc.typ.TypeURL(), resources.Wildcard) {
+	if c.unsubscribeAllLocked(ww.auth, tc.typ.TypeURL(), resources.Wildcard) {
 		return // the entries it alone kept are forgotten when the removal is flushed
 	}
 	for _, e := range tc.entries {

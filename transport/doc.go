@@ -119,8 +119,13 @@
 // fsnotify on the file's directory, so that files replaced by an atomic
 // rename (the way to write them) and symlinks swapped under them (Kubernetes
 // ConfigMaps) are seen; where the system cannot watch, or with
-// [Options].PollFiles, the files are looked at every RefreshDelay. There is
-// no ACK or NACK: a file that cannot be read is logged and every name of its
+// [Options].PollFiles, the files are looked at every RefreshDelay. A file
+// is read only when complete: at once when it was replaced (renamed over,
+// a symlink swapped), and when it changed in place (a shell's "> file", an
+// editor saving over it) only once it has not changed for
+// [Options].FileQuietPeriod, so that a half-written file is never taken for
+// the configuration; the last content read stays in force meanwhile. There
+// is no ACK or NACK: a file that cannot be read is logged and every name of its
 // type gets a resource error, while the last valid configuration stays; a
 // file missing from the start makes the server unavailable until it
 // appears; a file deleted later changes nothing (logged), and is read again

@@ -35,6 +35,18 @@ import (
 // system cannot watch a directory, or Options.PollFiles says so, the files
 // are looked at every RefreshDelay instead.
 //
+// A file is read only when it is complete. One that is replaced (renamed
+// over, created, removed, a symlink swapped: it is another file now) is read
+// at once, since a rename is atomic. One that changes in place (the same
+// file, with another size or modification time: "> file", an editor saving
+// over it) may be half written: it is read once it has not changed for
+// Options.FileQuietPeriod, each change starting the wait again. Until then
+// the last content read stays in force, and is what names added meanwhile
+// get. (A file that "> file" creates where there was none is read when it
+// appears, nearly always before anything is written into it: empty, it is
+// ignored, and the writes that follow are changes in place. Write files by
+// renaming a complete one over them, and no such case arises.)
+//
 // Failure cases:
 //   - A file that cannot be read as a DiscoveryResponse is logged, and
 //     every name subscribed of its type gets a resource error; the last
@@ -55,6 +67,7 @@ func (b grpcBuilder) buildFiles(server bootstrap.ServerConfig, h Handler) (Trans
 		logger:   b.opts.Logger.With("server", server.FileDir(), "protocol", server.APIType.String()),
 		poll:     b.opts.PollFiles,
 		interval: server.EffectiveRefreshDelay(),
+		quiet:    b.opts.FileQuietPeriod,
 		ctx:      ctx,
 		cancel:   cancel,
 		done:     make(chan struct{}),
@@ -73,6 +86,7 @@ type fileTransport struct {
 	logger   *slog.Logger
 	poll     bool
 	interval time.Duration
+	quiet    time.Duration // Options.FileQuietPeriod
 	ctx      context.Context
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when run returns
@@ -101,7 +115,17 @@ type fileState struct {
 	missing bool      // the file's absence was reported
 	told    []string  // the names last reported to the client
 	serial  int       // numbers the responses, as nonces for logs
+	// A change in place waits to be read until the file has been quiet:
+	// pending is the file as last seen changed, and settleAt when it may
+	// be read if it has not changed again. Zero settleAt: nothing waits.
+	pending  os.FileInfo
+	settleAt time.Time
 }
+
+// settling tells whether a change of the file waits for it to be quiet.
+func (st *fileState) settling() bool { return !st.settleAt.IsZero() }
+
+func (st *fileState) unsettle() { st.pending, st.settleAt = nil, time.Time{} }
 
 func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
 	if _, ok := t.server.FilePath(typeURL); !ok {
@@ -166,6 +190,11 @@ func (t *fileTransport) run() {
 			ticker.Stop()
 		}
 	}()
+	// settle fires when the first file changed in place may be quiet.
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	var settleC <-chan time.Time
 	started := false
 
 	for {
@@ -192,7 +221,15 @@ func (t *fileTransport) run() {
 				states[typeURL] = st
 			}
 			t.watchDir(w, st, states)
-			if len(sub.names) > 0 && (!st.read || sub.added) {
+			switch {
+			case len(sub.names) == 0:
+			case st.settling() && st.good != nil:
+				// Being written: new names get what was read last, and
+				// the file is read once quiet.
+				if sub.added {
+					t.deliver(st, st.good, sortedKeys(sub.names))
+				}
+			case !st.read || sub.added:
 				t.refresh(st, sortedKeys(sub.names), sub.added)
 			}
 		}
@@ -208,6 +245,7 @@ func (t *fileTransport) run() {
 			ticker.Stop()
 			ticker, tick = nil, nil
 		}
+		settleC = t.armSettle(settle, states)
 
 		select {
 		case <-t.ctx.Done():
@@ -226,8 +264,67 @@ func (t *fileTransport) run() {
 				t.watchDir(w, st, states)
 				t.checkChanged(st, t.namesOf(st.typeURL))
 			}
+		case <-settleC:
+			for _, st := range states {
+				t.settleDue(st, t.namesOf(st.typeURL))
+			}
 		}
 	}
+}
+
+// armSettle sets timer to fire when the first file waiting to be quiet may
+// be, and returns its channel; nil when no file waits.
+func (t *fileTransport) armSettle(timer *time.Timer, states map[string]*fileState) <-chan time.Time {
+	var first time.Time
+	for _, st := range states {
+		if st.settling() && (first.IsZero() || st.settleAt.Before(first)) {
+			first = st.settleAt
+		}
+	}
+	timer.Stop()
+	if first.IsZero() {
+		return nil
+	}
+	timer.Reset(time.Until(first))
+	return timer.C
+}
+
+// settle makes st wait until its file, seen changed in place as info, has
+// been quiet for the quiet period; a further change starts the wait again.
+func (t *fileTransport) settle(st *fileState, info os.FileInfo, names []string) {
+	if t.quiet < 0 {
+		t.refresh(st, names, false)
+		return
+	}
+	if st.settling() && sameFileState(info, st.pending) {
+		return // seen already; the wait goes on
+	}
+	if !st.settling() {
+		t.logger.Debug("file changed in place; reading it once it is quiet", "type", st.typeURL, "path", st.path, "quiet", t.quiet)
+	}
+	st.pending, st.settleAt = info, time.Now().Add(t.quiet)
+}
+
+// settleDue reads the file of st if it has been quiet since its wait
+// began, and otherwise waits again.
+func (t *fileTransport) settleDue(st *fileState, names []string) {
+	if !st.settling() || time.Now().Before(st.settleAt) {
+		return
+	}
+	info, err := os.Stat(st.path)
+	if err == nil && !sameFileState(info, st.pending) {
+		st.pending, st.settleAt = info, time.Now().Add(t.quiet)
+		return
+	}
+	st.unsettle()
+	if len(names) > 0 {
+		t.refresh(st, names, false)
+	}
+}
+
+// sameFileState tells whether a and b are the same file, unchanged.
+func sameFileState(a, b os.FileInfo) bool {
+	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
 // namesOf returns the names wanted of typeURL, sorted.
@@ -260,14 +357,20 @@ func (t *fileTransport) watchDir(w *fsnotify.Watcher, st *fileState, states map[
 }
 
 // onEvent reacts to a change in a watched directory: the file named is read
-// again; any other change in the directory (a symlink swapped, say) makes
-// the files there checked.
+// again, at once if it was replaced, once quiet if it changed in place; any
+// other change in the directory (a symlink swapped, say) makes the files
+// there checked.
 func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState, namesOf func(string) []string) {
 	name := filepath.Clean(ev.Name)
 	for _, st := range states {
 		switch {
+		case name == st.path && ev.Has(fsnotify.Write|fsnotify.Chmod):
+			t.checkChanged(st, namesOf(st.typeURL))
 		case name == st.path:
+			// Created (a rename over it, most often), removed or renamed
+			// away: whatever is there now is complete, or absent.
 			if names := namesOf(st.typeURL); len(names) > 0 {
+				st.unsettle()
 				t.refresh(st, names, false)
 			}
 		case name == st.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
@@ -278,19 +381,24 @@ func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState,
 	}
 }
 
-// checkChanged reads the file of st again if it looks changed.
+// checkChanged reads the file of st again if it looks changed: at once if it
+// is another file than the one last read, once quiet if it is that file,
+// changed in place.
 func (t *fileTransport) checkChanged(st *fileState, names []string) {
 	if len(names) == 0 {
 		return
 	}
 	info, err := os.Stat(st.path)
-	if err == nil && st.info != nil && os.SameFile(info, st.info) &&
-		info.ModTime().Equal(st.info.ModTime()) && info.Size() == st.info.Size() {
+	switch {
+	case err == nil && sameFileState(info, st.info):
 		return
-	}
-	if err != nil && st.missing {
+	case err == nil && st.info != nil && os.SameFile(info, st.info):
+		t.settle(st, info, names)
+		return
+	case err != nil && st.missing:
 		return // still gone
 	}
+	st.unsettle()
 	t.refresh(st, names, false)
 }
 

@@ -49,11 +49,26 @@ type Options struct {
 	// mounts). Polling is also what they fall back to when the system
 	// refuses to watch a directory.
 	PollFiles bool
+	// FileQuietPeriod is how long a FILESYSTEM file changed in place (not
+	// replaced by a rename) must stay unchanged before it is read, so that
+	// a file still being written ("> file", an editor saving in place) is
+	// not taken for the new configuration. Zero: DefaultFileQuietPeriod.
+	// Negative: read at once. Files replaced by a rename are read at once
+	// whatever this says.
+	FileQuietPeriod time.Duration
 	// Logger receives the transport's logs. Nil: discard.
 	Logger *slog.Logger
 }
 
+// DefaultFileQuietPeriod is the default of Options.FileQuietPeriod: far
+// longer than the pauses of a program or editor writing a file, short
+// enough that a person editing one sees it applied at once.
+const DefaultFileQuietPeriod = 250 * time.Millisecond
+
 func (o Options) withDefaults() Options {
+	if o.FileQuietPeriod == 0 {
+		o.FileQuietPeriod = DefaultFileQuietPeriod
+	}
 	if o.Backoff == (backoff.Config{}) {
 		o.Backoff = backoff.DefaultConfig
 	}

@@ -46,3 +46,54 @@ func TestCloseLeavesNoGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// Close called from a watcher callback returns at once instead of waiting
+// for the callback that called it; no other callback starts, and once the
+// callback returns nothing of the client is left running.
+func TestCloseFromCallback(t *testing.T) {
+	for _, p := range everyProtocol {
+		t.Run(p.name, func(t *testing.T) {
+			live := startFake(t, "")
+			c := newClient(t, live.Address(), p, config{})
+			closed := make(chan struct{})
+			after := newRecorder[*resources.Cluster]()
+			client.WatchCluster(c, "C1", client.WatcherFuncs[*resources.Cluster]{
+				OnUpdate: func(*resources.Cluster) {
+					// A new watcher of a cached resource gets it through
+					// the callback queue, right after this callback: the
+					// callback that Close forbids.
+					client.WatchCluster(c, "C1", after)
+					c.Close()
+					close(closed)
+				},
+			})
+			e := &fakeEnv{t: t, fs: live, c: c}
+			e.reply(p)
+			e.respond(p, cdsURL, "1", cluster("C1", "1", 0))
+			select {
+			case <-closed:
+			case <-time.After(timeout):
+				t.Fatal("Close called from a callback did not return")
+			}
+			c.Close() // idempotent, from another goroutine too
+			live.Stop()
+			goleak.VerifyNone(t)
+			after.none(t)
+		})
+	}
+}
+
+// A watch made after Close is told, once, that the client is closed: its
+// watcher gets a resource error wrapping ErrClosed, after Close, on no
+// goroutine that outlives the callback.
+func TestWatchAfterClose(t *testing.T) {
+	live := startFake(t, "")
+	c := newClient(t, live.Address(), sotw, config{})
+	c.Close()
+	w := newRecorder[*resources.Cluster]()
+	client.WatchCluster(c, "C1", w)
+	w.wantError(t, "resource-error", client.ErrClosed, "C1")
+	live.Stop()
+	goleak.VerifyNone(t)
+	w.none(t)
+}
