@@ -26,6 +26,9 @@ func (p deltaProtocol) openStream(ctx context.Context) (wireStream, error) {
 	return deltaStream{s}, nil
 }
 
+// requestLocked builds the next delta request for ts. names is what the
+// request newly subscribes, "*" included however the wildcard is spelt on
+// the wire (see wildcard.go).
 func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
 	r = ts.takeReplyLocked(now, len(ts.pendingSub)+len(ts.pendingUnsub) > 0)
 	first := !ts.sentOnStream
@@ -33,9 +36,8 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 		ts.subsChanged = false
 		return nil, nil, nil
 	}
-	if first && len(ts.pendingSub) == 0 {
-		// The first request of a type must subscribe to something: one that
-		// does not would read as the legacy wildcard.
+	sub, unsub, send, more := ts.deltaChangesLocked()
+	if !send {
 		clear(ts.pendingUnsub)
 		ts.subsChanged = false
 		return nil, nil, r
@@ -43,8 +45,8 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 	req := &discoveryv3.DeltaDiscoveryRequest{
 		Node:                     node,
 		TypeUrl:                  ts.typeURL,
-		ResourceNamesSubscribe:   sortedKeys(ts.pendingSub),
-		ResourceNamesUnsubscribe: sortedKeys(ts.pendingUnsub),
+		ResourceNamesSubscribe:   sub,
+		ResourceNamesUnsubscribe: unsub,
 	}
 	if first {
 		req.InitialResourceVersions = heldVersions(ts)
@@ -56,7 +58,16 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 			req.ErrorDetail = errorDetail(r.err)
 		}
 	}
-	names = req.ResourceNamesSubscribe
+	names = sortedKeys(ts.pendingSub)
+	if len(sub) > 0 {
+		ts.namedOnStream = true
+	}
+	if more {
+		// The first of the two requests that drop a legacy wildcard: what
+		// it subscribes is sent, the removal of "*" stays pending.
+		ts.halfSentLocked()
+		return req, names, r
+	}
 	ts.sentLocked()
 	return req, names, r
 }

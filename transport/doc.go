@@ -17,9 +17,19 @@
 // names every resource wanted, with the last accepted version and the latest
 // nonce; the first request of the stream carries the node. An ACK repeats
 // the response's version and nonce; a NACK keeps the last accepted version
-// and sets error_detail. Wildcard is the name "*", always sent explicitly;
-// an empty list is never the first request of a type, since the server would
-// read it as the legacy wildcard.
+// and sets error_detail. An empty list is never the first request of a type
+// unless the wildcard is wanted, since the server reads it as the legacy
+// wildcard.
+//
+// The wildcard ("*") goes out in the legacy form (SotW: an empty list; delta:
+// no names subscribed) while it is the only interest of its type on the
+// stream, since some servers (go-control-plane's snapshot cache) understand
+// no other; beside names it is named "*", as Envoy does, and stays named
+// for the rest of the stream once anything was named. Dropping a legacy
+// wildcard takes two requests: "*" named (listed, or subscribed), then
+// dropped. A new stream chooses the form afresh. wildcard.go has every
+// transition. A REST poll stands alone, so a wildcard-only poll always has
+// the legacy form.
 //
 // Delta (DeltaAggregatedResources): requests carry only changes
 // (resource_names_subscribe, resource_names_unsubscribe). ACK and NACK carry

@@ -80,6 +80,16 @@ type restProtocol struct {
 	maxBytes int64
 }
 
+// requestLocked builds the request as a SotW stream would after it named
+// something: the wildcard always as "*". A poll stands alone, with no stream
+// whose history could give an empty list its legacy meaning or take it
+// away, so the poller spells a wildcard-only poll in the legacy form itself
+// (see restStream.post).
+func (p restProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (proto.Message, []string, *reply) {
+	ts.namedOnStream = true
+	return p.sotwProtocol.requestLocked(ts, node, now)
+}
+
 func (p restProtocol) openStream(ctx context.Context) (wireStream, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	s := &restStream{
@@ -239,7 +249,15 @@ func (s *restStream) deliver(r restResult) {
 // post sends one poll and waits for its answer, telling the client of the
 // names it carries once the request is written.
 func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, notModified bool, err error) {
-	body, err := protojson.Marshal(req)
+	wire := req
+	if names := req.GetResourceNames(); len(names) == 1 && names[0] == wildcardName {
+		// The wildcard alone: an empty list, which every server reads as
+		// everything, where some (go-control-plane's snapshot cache) would
+		// look for a resource named "*".
+		wire = proto.Clone(req).(*discoveryv3.DiscoveryRequest)
+		wire.ResourceNames = nil
+	}
+	body, err := protojson.Marshal(wire)
 	if err != nil {
 		return nil, false, fmt.Errorf("encode request: %w", err)
 	}

@@ -31,13 +31,16 @@ func (p sotwProtocol) openStream(ctx context.Context) (wireStream, error) {
 }
 
 // requestLocked builds the next request for ts, or returns nil when there is
-// nothing to say. names is non-nil when the request changed subscriptions.
+// nothing to say. names is non-nil when the request changed subscriptions:
+// every name wanted, "*" included however the wildcard is spelt on the wire
+// (see wildcard.go).
 func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
 	r = ts.takeReplyLocked(now, ts.subsChanged)
 	if !ts.subsChanged && r == nil {
 		return nil, nil, nil
 	}
-	if len(ts.names) == 0 && !ts.sentOnStream {
+	wire, send, more := ts.sotwNamesLocked()
+	if !send {
 		// Nothing was ever asked for on this stream; an empty list now would
 		// read as the legacy wildcard. Any owed reply cannot be sent either.
 		ts.subsChanged = false
@@ -47,17 +50,26 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 		Node:          node,
 		TypeUrl:       ts.typeURL,
 		VersionInfo:   ts.version,
-		ResourceNames: ts.sortedNamesLocked(),
+		ResourceNames: wire,
 		ResponseNonce: ts.nonce,
 	}
 	if r != nil && r.err != nil {
 		req.ErrorDetail = errorDetail(r.err)
 	}
+	if more {
+		// The first of the two requests that drop a legacy wildcard: it
+		// changes nothing the client wants, and the change stays pending.
+		ts.halfSentLocked()
+		return req, nil, r
+	}
 	if ts.subsChanged {
-		names = req.ResourceNames
+		names = ts.sortedNamesLocked()
 		if names == nil {
 			names = []string{}
 		}
+	}
+	if len(wire) > 0 {
+		ts.namedOnStream = true
 	}
 	ts.sentLocked()
 	return req, names, r

@@ -165,19 +165,6 @@ func TestSotWNoEmptyFirstRequest(t *testing.T) {
 	})
 }
 
-// Wildcard is sent explicitly as "*", alone or with names.
-func TestSotWWildcardIsExplicit(t *testing.T) {
-	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
-		e := newEnv(t, sotw, fastOptions, nil)
-		e.tr.UpdateSubscriptions(cdsURL, []string{"*"}, nil)
-		want(t, e.next(), &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"*"}})
-		e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
-		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"*", "C1"}})
-		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"*"})
-		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"C1"}})
-	})
-}
-
 // The client does not read the next response until the handler is done
 // with the previous one, and every response gets exactly one reply.
 func TestSotWFlowControl(t *testing.T) {

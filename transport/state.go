@@ -24,9 +24,15 @@ type typeState struct {
 	// current stream (SotW). Nonces do not survive a stream restart.
 	nonce string
 	// sentOnStream tells whether any request of this type has gone out on
-	// the current stream. Until one has, an empty SotW name list would mean
-	// "wildcard" to the server, so none is sent.
+	// the current stream. Until one has, an empty SotW name list (or a delta
+	// request subscribing nothing) would mean "wildcard" to the server, so
+	// none is sent unless the wildcard is what is wanted.
 	sentOnStream bool
+	// namedOnStream tells whether a request of this type on the current
+	// stream has named a resource ("*" included). Until one has, a server
+	// that received a request reads the type as the legacy wildcard (see
+	// wildcard.go).
+	namedOnStream bool
 	// subsChanged marks subscriptions changed since the last request.
 	subsChanged bool
 
@@ -152,6 +158,7 @@ func (ts *typeState) sentLocked() {
 func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	ts.nonce = ""
 	ts.sentOnStream = false
+	ts.namedOnStream = false
 	for n := range ts.resubscribe { // the new stream starts afresh
 		ts.names[n] = struct{}{}
 	}

@@ -84,14 +84,17 @@ func TestDeltaSubscribeAndUnsubscribe(t *testing.T) {
 	})
 }
 
-// Wildcard is subscribing to "*" and unsubscribing from it.
+// The wildcard alone is the legacy form: a first request subscribing
+// nothing. Leaving it takes "*" subscribed, then unsubscribed, since a
+// stream that never subscribed a name is still the legacy wildcard (see
+// TestDeltaWildcardForms in the transport for every transition).
 func TestDeltaWildcardAddAndRemove(t *testing.T) {
 	forEachProtocol(t, deltaProtocols, func(t *testing.T, delta protocol) {
 		t.Parallel()
 		e := newFakeEnv(t, delta, config{})
 		ww := newRecorder[*resources.Cluster]()
 		cancel := client.WatchCluster(e.c, resources.Wildcard, ww)
-		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{Node: wantNode, TypeUrl: cdsURL, ResourceNamesSubscribe: []string{"*"}})
+		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{Node: wantNode, TypeUrl: cdsURL})
 		e.sendDelta(deltaResp("d1", nil, res("A", "1", testutils.Cluster("A", "")), res("B", "1", testutils.Cluster("B", ""))))
 		e.deltaReq()
 		got := map[string]bool{ww.next(t).value.Name: true, ww.next(t).value.Name: true}
@@ -102,6 +105,7 @@ func TestDeltaWildcardAddAndRemove(t *testing.T) {
 		e.deltaReq()
 		ww.wantNotFound(t, "B")
 		cancel()
+		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL, ResourceNamesSubscribe: []string{"*"}})
 		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL, ResourceNamesUnsubscribe: []string{"*"}})
 		if d := e.c.Dump(); len(d) != 0 {
 			t.Fatalf("cache holds %v after the wildcard watch ended", d)

@@ -21,27 +21,42 @@ import (
 // Wildcard watches only over SotW: once the removal of "*" has gone out,
 // go-control-plane's delta server keeps its record of what it sent through
 // the wildcard, and does not send unchanged resources again when "*" is
-// subscribed anew, though the protocol wants a subscription answered.
+// subscribed anew, though the protocol wants a subscription answered. And
+// against its linear cache: a wildcard watched again after the removal went
+// out is an explicit "*" (the legacy form is over on that stream), which the
+// snapshot cache answers with nothing, filtering by the literal name
+// (envoyproxy/go-control-plane#558).
 func TestRewatchRightAfterCancel(t *testing.T) {
 	t.Parallel()
+	type watch struct {
+		name   string
+		linear bool
+	}
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
 			checkLeaks(t)
-			ms := startManagementServer(t, svc(1001))
-			c := newFaultClient(t, ms.Address(), p, nil)
-			names := []string{"svc-cluster"}
+			watches := []watch{{"svc-cluster", false}}
 			if !p.delta {
-				names = append(names, resources.Wildcard)
+				watches = append(watches, watch{resources.Wildcard, true})
 			}
-			for _, name := range names {
+			for _, wt := range watches {
+				ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{Linear: wt.linear})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(ms.Stop)
+				if err := ms.Update(testContext(t), nodeID, svc(1001)); err != nil {
+					t.Fatal(err)
+				}
+				c := newFaultClient(t, ms.Address(), p, nil)
 				w := newRecorder[*resources.Cluster]()
-				cancel := client.WatchCluster(c, name, w)
+				cancel := client.WatchCluster(c, wt.name, w)
 				w.wantUpdate(t, "svc-cluster")
 				for range 20 {
 					cancel()
 					w = newRecorder[*resources.Cluster]()
-					cancel = client.WatchCluster(c, name, w)
+					cancel = client.WatchCluster(c, wt.name, w)
 					w.wantUpdate(t, "svc-cluster")
 				}
 				cancel()

@@ -289,16 +289,19 @@ func TestSotWIgnoreResourceDeletion(t *testing.T) {
 	})
 }
 
-// Wildcard is the explicit name "*", alone or beside names.
+// The wildcard alone is the legacy form, an empty list, which every server
+// understands; beside names it is the name "*"; once names have gone out, it
+// stays explicit (see TestSotWWildcardForms in the transport for every
+// transition).
 func TestSotWWildcard(t *testing.T) {
 	forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
 		t.Parallel()
 		e := newFakeEnv(t, sotw, config{})
 		ww := newRecorder[*resources.Cluster]()
 		cancelWild := client.WatchCluster(e.c, resources.Wildcard, ww)
-		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{Node: wantNode, TypeUrl: cdsURL, ResourceNames: []string{"*"}})
+		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{Node: wantNode, TypeUrl: cdsURL})
 		e.send(sotwResp(cdsURL, "1", testutils.Cluster("A", ""), testutils.Cluster("B", "")))
-		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, VersionInfo: "1", ResourceNames: []string{"*"}, ResponseNonce: "n1"})
+		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, VersionInfo: "1", ResponseNonce: "n1"})
 		got := map[string]bool{ww.next(t).value.Name: true, ww.next(t).value.Name: true}
 		if !got["A"] || !got["B"] {
 			t.Fatalf("wildcard watcher got %v, want A and B", got)
