@@ -23,8 +23,6 @@
 //     request only once the request names every resource of the type in the
 //     snapshot, so a client asking for a subset gets nothing and its
 //     does-not-exist timer fires.
-//   - A SotW request naming "*" explicitly gets every resource; go-control-plane
-//     filters the answer by the literal name "*" and sends nothing.
 //   - Update gives a new version only to the types that changed.
 //
 // Behaviour kept as go-control-plane has it, which tests must allow for:
@@ -42,7 +40,12 @@
 //     heartbeat holds only the resources that have a TTL, even for listeners
 //     and clusters, so a client must not read it as the full state of the
 //     world and delete the others.
-//   - A stream's first delta request with no names is a legacy wildcard.
+//   - A stream's first delta request with no names is a legacy wildcard, and
+//     so is a SotW stream's type whose requests never named anything.
+//   - The snapshot cache answers a SotW request by the literal names in it:
+//     one naming "*" (an explicit wildcard) gets only the other resources it
+//     names, if any (envoyproxy/go-control-plane#558). Its delta side and
+//     the linear cache serve an explicit "*".
 //
 // # Fake server
 //

@@ -61,8 +61,7 @@ type ManagementServerOptions struct {
 	// acts on it; an error ends the stream with it.
 	OnStreamRequest func(streamID int64, req *discoveryv3.DiscoveryRequest) error
 	// OnStreamResponse is called just before a SotW response is sent, with
-	// the request that caused it (for a wildcard request, the server's
-	// rewritten copy: see the package doc).
+	// the request that caused it.
 	OnStreamResponse func(streamID int64, req *discoveryv3.DiscoveryRequest, resp *discoveryv3.DiscoveryResponse)
 	// OnDeltaRequest is called for every delta request; an error ends the
 	// stream with it.
@@ -147,7 +146,11 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 		c = s.snapshot
 	}
 
-	xs := serverv3.NewServer(ctx, adjustedCache{c}, s.callbacks(opts))
+	// The caches as go-control-plane has them: where they fall short of the
+	// protocol (an explicit "*" over SotW, envoyproxy/go-control-plane#558;
+	// NACKed resources resent at once, #962) the client copes, and the tests
+	// say so.
+	xs := serverv3.NewServer(ctx, c, s.callbacks(opts))
 	s.xds = xs
 	s.gs = grpc.NewServer(grpc.WaitForHandlers(true))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.gs, xs)

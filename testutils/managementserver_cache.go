@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -137,32 +136,6 @@ func (s *snapshot) ConstructVersionMap() error {
 }
 
 func (s *snapshot) GetVersionMap(typeURL string) map[string]string { return s.hashes[typeURL] }
-
-// adjustedCache sits in front of either cache mode and rewrites one kind of
-// SotW request before the cache sees them (the request handed to
-// OnStreamResponse is the rewritten one):
-//
-//   - A wildcard subscription that names "*" explicitly: the snapshot cache
-//     filters its answer by the literal names in the request, finds no
-//     resource called "*", and answers with nothing. The names are dropped so
-//     it answers with every resource, as for a legacy wildcard.
-//
-// NACKs reach the cache as the client sent them. A NACK carries the last
-// accepted version, which differs from the cache's, so both caches resend
-// the rejected resources at once, on every NACK
-// (envoyproxy/go-control-plane#962): the client must pace its NACKs without
-// stalling its other types.
-type adjustedCache struct {
-	cache.Cache
-}
-
-func (c adjustedCache) CreateWatch(req *cache.Request, sub cache.Subscription, ch chan cache.Response) (func(), error) {
-	if sub.IsWildcard() && len(req.GetResourceNames()) > 0 {
-		req = proto.Clone(req).(*discoveryv3.DiscoveryRequest)
-		req.ResourceNames = nil
-	}
-	return c.Cache.CreateWatch(req, sub, ch)
-}
 
 // linearCaches serves ManagementServerOptions.Linear: one
 // go-control-plane LinearCache per node and type URL, made on first use.

@@ -66,23 +66,42 @@ func TestManagementServerSotWSubset(t *testing.T) {
 	wantResponse(t, s.recv(), resourcev3.EndpointType, "1", "b")
 }
 
+// The server serves wildcards as go-control-plane does: the legacy form
+// (nothing named) everywhere; an explicit "*" in delta and from the linear
+// cache, but the snapshot cache filters a SotW answer by the literal names
+// (envoyproxy/go-control-plane#558), which is why clients send the wildcard
+// alone in the legacy form.
 func TestManagementServerWildcard(t *testing.T) {
 	ctx := testContext(t)
-	ms := startManagementServer(t, ManagementServerOptions{})
 	res := Resources{Listeners: []*listenerv3.Listener{Listener("l1", "r"), Listener("l2", "r")}}
-	update(ctx, t, ms, "n1", res)
-	client := adsClient(t, ms.Address())
-
-	for _, names := range [][]string{{"*"}, nil, {"*", "l1"}} {
-		s := openSotW(ctx, t, client)
-		s.send(&discoveryv3.DiscoveryRequest{Node: node("n1"), TypeUrl: resourcev3.ListenerType, ResourceNames: names})
-		wantResponse(t, s.recv(), resourcev3.ListenerType, "1", "l1", "l2")
-	}
-	for _, names := range [][]string{{"*"}, nil} {
-		d := openDelta(ctx, t, client)
-		d.send(&discoveryv3.DeltaDiscoveryRequest{Node: node("n1"), TypeUrl: resourcev3.ListenerType, ResourceNamesSubscribe: names})
-		if got := deltaNamesOf(d.recv()); !slices.Equal(got, []string{"l1", "l2"}) {
-			t.Errorf("delta wildcard %q got %q, want [l1 l2]", names, got)
+	for _, linear := range []bool{false, true} {
+		ms := startManagementServer(t, ManagementServerOptions{Linear: linear})
+		update(ctx, t, ms, "n1", res)
+		client := adsClient(t, ms.Address())
+		sotw := []struct {
+			names, want []string
+		}{
+			{nil, []string{"l1", "l2"}},
+			{[]string{"*"}, []string{"l1", "l2"}},
+			{[]string{"*", "l1"}, []string{"l1", "l2"}},
+		}
+		if !linear {
+			sotw[1].want, sotw[2].want = nil, []string{"l1"}
+		}
+		for _, tt := range sotw {
+			s := openSotW(ctx, t, client)
+			s.send(&discoveryv3.DiscoveryRequest{Node: node("n1"), TypeUrl: resourcev3.ListenerType, ResourceNames: tt.names})
+			resp := s.recv()
+			if got := namesOf(t, resp); !slices.Equal(got, tt.want) {
+				t.Errorf("linear=%v: SotW request for %q got %q, want %q", linear, tt.names, got, tt.want)
+			}
+		}
+		for _, names := range [][]string{{"*"}, nil} {
+			d := openDelta(ctx, t, client)
+			d.send(&discoveryv3.DeltaDiscoveryRequest{Node: node("n1"), TypeUrl: resourcev3.ListenerType, ResourceNamesSubscribe: names})
+			if got := deltaNamesOf(d.recv()); !slices.Equal(got, []string{"l1", "l2"}) {
+				t.Errorf("linear=%v: delta wildcard %q got %q, want [l1 l2]", linear, names, got)
+			}
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,12 +52,14 @@ type RESTServerOptions struct {
 // nothing, only the version it last accepted, so a restarted server that
 // counted versions from "1" again would answer it "nothing changed".
 //
-// It departs from go-control-plane as ManagementServer does, and for the
-// same reason: a request naming "*" gets every resource. A poll that
-// carries error_detail (a NACK) is go-control-plane's to answer, which it
-// does at once with the rejected resources (the NACK's version is not the
-// cache's, envoyproxy/go-control-plane#962): the client must pace its
-// NACKs.
+// Polls reach go-control-plane's handler as the client sent them. One that
+// carries error_detail (a NACK) is answered at once with the rejected
+// resources (the NACK's version is not the cache's,
+// envoyproxy/go-control-plane#962): the client must pace its NACKs. One
+// naming "*" is answered with the resources of the other names it lists,
+// if any: the snapshot cache filters by the literal names
+// (envoyproxy/go-control-plane#558), so a client sends the wildcard alone as
+// an empty list.
 type RESTServer struct {
 	// Read-only after StartRESTServer.
 	ms       *ManagementServer
@@ -168,14 +169,6 @@ func (s *RESTServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.opts.OnRequest != nil {
 		if err := s.opts.OnRequest(req); err != nil {
 			s.answer(w, req, http.StatusServiceUnavailable, []byte(err.Error()), nil)
-			return
-		}
-	}
-	if slices.Contains(req.GetResourceNames(), "*") {
-		// go-control-plane filters by the literal name "*" and finds nothing.
-		req.ResourceNames = nil
-		if body, err = protojson.Marshal(req); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 	}
