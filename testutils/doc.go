@@ -16,13 +16,22 @@
 //		ListenerName: "svc", Ports: []uint32{port},
 //	}))
 //
+// It serves every mode a client runs against go-control-plane: SotW and
+// delta, over ADS (StreamAggregatedResources, DeltaAggregatedResources) and
+// over the per-type services (StreamClusters, DeltaListeners, ...), from the
+// snapshot cache without its ADS mode (the default), with it
+// (ManagementServerOptions.ADS, as an Envoy fleet's server runs it), or from
+// one linear cache per node and type (ManagementServerOptions.Linear).
+//
 // Where go-control-plane behaves in ways that get in a client test's way, the
 // server departs from it, and says so:
 //
-//   - Its snapshot cache runs with ads=false. In ADS mode it answers a SotW
-//     request only once the request names every resource of the type in the
+//   - Its snapshot cache runs with ads=false unless ManagementServerOptions.ADS
+//     asks for ADS mode, in which it answers a SotW request naming resources
+//     only once the request names every resource of the type in the
 //     snapshot, so a client asking for a subset gets nothing and its
-//     does-not-exist timer fires.
+//     does-not-exist timer fires (the wildcard, sent alone in the legacy
+//     form, is answered).
 //   - Update gives a new version only to the types that changed.
 //
 // Behaviour kept as go-control-plane has it, which tests must allow for:

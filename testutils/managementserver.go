@@ -51,6 +51,13 @@ type ManagementServerOptions struct {
 	// answered with an empty response instead of silence, and TTLs are
 	// refused.
 	Linear bool
+	// ADS runs go-control-plane's snapshot cache in its ADS mode, as an
+	// Envoy fleet's server would: responses are sent in the order Envoy
+	// warms resources (CDS, EDS, LDS, RDS), and a SotW request that names
+	// resources (rather than the wildcard) is answered only once it names
+	// every resource of its type in the snapshot; a client asking for some
+	// of them hears nothing. Not with Linear.
+	ADS bool
 
 	// OnStreamOpen is called when a client opens a stream; an error ends the
 	// stream with it.
@@ -118,6 +125,9 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 	if opts.Linear && opts.HeartbeatInterval > 0 {
 		return nil, errors.New("testutils: HeartbeatInterval needs the snapshot cache, not Linear")
 	}
+	if opts.Linear && opts.ADS {
+		return nil, errors.New("testutils: ADS is a mode of the snapshot cache, not of Linear")
+	}
 	lis, err := net.Listen("tcp", cmp.Or(opts.Address, "127.0.0.1:0"))
 	if err != nil {
 		return nil, fmt.Errorf("testutils: management server: %w", err)
@@ -136,13 +146,10 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 		s.linear = &linearCaches{caches: make(map[linearKey]*cache.LinearCache), log: logger}
 		c = s.linear
 	case opts.HeartbeatInterval > 0:
-		// ads=false throughout: in ADS mode the snapshot cache holds back a
-		// SotW response until the request names every resource of the type,
-		// so a client asking for a subset would never get an answer.
-		s.snapshot = cache.NewSnapshotCacheWithHeartbeating(ctx, false, cache.IDHash{}, logger, opts.HeartbeatInterval)
+		s.snapshot = cache.NewSnapshotCacheWithHeartbeating(ctx, opts.ADS, cache.IDHash{}, logger, opts.HeartbeatInterval)
 		c = s.snapshot
 	default:
-		s.snapshot = cache.NewSnapshotCache(false, cache.IDHash{}, logger)
+		s.snapshot = cache.NewSnapshotCache(opts.ADS, cache.IDHash{}, logger)
 		c = s.snapshot
 	}
 

@@ -93,7 +93,7 @@ func median(ds []time.Duration) time.Duration {
 // pacing are checked all the same.
 func TestE2ECDSNACKLoopDoesNotDelayEDS(t *testing.T) {
 	t.Parallel()
-	for _, v := range []variant{{"sotw", sotw, false}, {"delta", delta, false}, {"sotw-linear", sotw, true}, {"delta-linear", delta, true}, {"sotw-per-type", sotwPerType, false}} {
+	for _, v := range []variant{{name: "sotw", p: sotw}, {name: "delta", p: delta}, {name: "sotw-linear", p: sotw, linear: true}, {name: "delta-linear", p: delta, linear: true}, {name: "sotw-per-type", p: sotwPerType}} {
 		t.Run(v.name, func(t *testing.T) { testNACKLoopAndEDS(t, v) })
 	}
 }
