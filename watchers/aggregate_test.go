@@ -143,7 +143,7 @@ func TestAggregateClusters(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachVariant(t, func(t *testing.T, v variant) {
+			forEachServerVariant(t, func(t *testing.T, v variant) {
 				e := newEnv(t, v, longExpiry)
 				e.update(tc.res)
 				r, _ := e.watch("svc", watchers.TreeOptions{})
@@ -160,7 +160,7 @@ func TestAggregateClusters(t *testing.T) {
 // An aggregate cluster whose leaf's endpoints change gets a new snapshot
 // in which only that leaf's ClusterConfig is new.
 func TestAggregateLeafChange(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		res := aggTree([]string{"agg"},
 			testutils.AggregateCluster("agg", "a", "b"),

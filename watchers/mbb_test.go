@@ -91,7 +91,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachVariant(t, func(t *testing.T, v variant) {
+			forEachServerVariant(t, func(t *testing.T, v variant) {
 				e := newEnv(t, v, longExpiry)
 				r, _ := e.watch("svc", watchers.TreeOptions{Authority: "svc"})
 				var prev *watchers.Snapshot

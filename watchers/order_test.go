@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -58,8 +59,8 @@ func preWatch[T resources.Resource](t *testing.T, c *client.Client, typ *resourc
 		t.Cleanup(cancel)
 		select {
 		case <-got:
-		case <-t.Context().Done():
-			t.Fatalf("pre-watch of %s %q: nothing arrived", typ.TypeName(), name)
+		case <-time.After(testTimeout):
+			t.Fatalf("pre-watch of %s %q: nothing arrived within %v", typ.TypeName(), name, testTimeout)
 		}
 	}
 }
@@ -79,7 +80,7 @@ func TestPartsCachedBeforeTheTree(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			forEachVariant(t, func(t *testing.T, v variant) {
+			forEachServerVariant(t, func(t *testing.T, v variant) {
 				e := newEnv(t, v, longExpiry)
 				e.update(simpleTree("svc", "svc-route", "a", "b"))
 				for _, typ := range tc.watched {
@@ -120,7 +121,7 @@ func TestPartsAppearInAnyOrder(t *testing.T) {
 	for _, order := range permutations([]string{"route", "clusters", "endpoints"}) {
 		t.Run(strings.Join(order, ","), func(t *testing.T) {
 			t.Parallel()
-			forEachVariant(t, func(t *testing.T, v variant) {
+			forEachServerVariant(t, func(t *testing.T, v variant) {
 				e := newEnv(t, v, longExpiry)
 				res := testutils.Resources{Listeners: full.Listeners}
 				e.update(res)

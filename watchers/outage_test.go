@@ -17,7 +17,7 @@ import (
 // A lost connection is one AmbientError, whatever the number of resources,
 // and the snapshot stays in force; after reconnecting, changes flow again.
 func TestOutage(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		res := fullTree()
 		e.update(res)
@@ -32,7 +32,7 @@ func TestOutage(t *testing.T) {
 		}
 
 		subs := newSubsLog()
-		ms, err := testutils.StartManagementServer(subs.hooks(testutils.ManagementServerOptions{Address: addr}))
+		ms, err := testutils.StartManagementServer(subs.hooks(testutils.ManagementServerOptions{Address: addr, Linear: v.linear, ADS: v.adsCache}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 // other pointer, without a walk of the tree; once the tree changes shape,
 // the next change of endpoints reaches the clusters of the new shape.
 func TestEndpointsChangeReplacesOnlyItsUsers(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		cla := func(name string, port uint32) *endpointv3.ClusterLoadAssignment {
 			return testutils.ClusterLoadAssignment(name, "127.0.0.1", port)

@@ -23,7 +23,7 @@ const maxChangeRequests = 3
 // everything when cancelled.
 func TestThousandClusters(t *testing.T) {
 	const n, kept = 1000, 10
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		var all []string
 		for i := range n {

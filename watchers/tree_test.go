@@ -57,7 +57,7 @@ const fullTreeDesc = "svc/svc-route a:eds(a)[10.0.0.1:80 10.0.0.1:81] agg:agg[c 
 // The whole tree arrives at once: one snapshot with every part, and
 // subscriptions to exactly what the chosen virtual host leads to.
 func TestFullTree(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		e.update(fullTree())
 		r, _ := e.watch("svc", watchers.TreeOptions{})
@@ -87,7 +87,7 @@ func TestFullTree(t *testing.T) {
 
 // The authority picks the virtual host; "" means the listener name.
 func TestAuthority(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		res := fullTree()
 		res.Clusters = append(res.Clusters, testutils.Cluster("not-for-us", ""))
@@ -184,7 +184,7 @@ func TestUnusableParts(t *testing.T) {
 		want:        "%[1]ssvc/%[1]sroute %[1]sa:eds(%[1]sa)[127.0.0.1:8080] %[1]sagg:agg[%[1]sghost %[1]sa] %[1]sghost:err",
 		clusterErrs: map[string]error{"ghost": client.ErrResourceNotFound},
 	}}
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, shortExpiry)
 		var all testutils.Resources
 		for i, tc := range tests {
@@ -238,7 +238,7 @@ func without(res testutils.Resources, cluster string) testutils.Resources {
 // error, the others keep their ClusterConfig pointers, and its endpoints
 // are unsubscribed; when it comes back, so does its entry.
 func TestClusterDeleted(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		full := simpleTree("svc", "svc-route", "a", "b")
 		e.update(full)
@@ -274,7 +274,7 @@ func TestClusterDeleted(t *testing.T) {
 // The listener or route config going away breaks the tree, and every
 // subscription below the listener is dropped; its return restores it.
 func TestListenerDeletedAndBack(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		full := simpleTree("svc", "svc-route", "a")
 		e.update(full)
@@ -305,7 +305,7 @@ func TestListenerDeletedAndBack(t *testing.T) {
 // A rejected update leaves the snapshot in force and is reported as an
 // AmbientError; the next good version is a new snapshot.
 func TestRejectedUpdate(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		good := simpleTree("svc", "svc-route", "a")
 		e.update(good)
@@ -333,7 +333,7 @@ func TestRejectedUpdate(t *testing.T) {
 // Cancelling the tree drops every subscription it made, and no callback
 // follows, even when cancel is called from inside Update.
 func TestCancelReleasesEverything(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
 		e.update(fullTree())
 		r := newRecorder(t)
