@@ -12,8 +12,9 @@ import (
 // Subscription rules shared by both protocols.
 
 // A type whose every name was cancelled while no stream was up sends
-// nothing on the stream that then comes up: a type's first request never
-// names nothing, which the server would read as the legacy wildcard. The
+// nothing on the stream that then comes up: a type's first request names
+// nothing only when the wildcard is wanted, since the server reads it as
+// the legacy wildcard. The
 // connection is held (black hole) until the watches are settled. (The same
 // rule on a live stream, where the change races the sender, is tested in
 // the transport package: TestSotWNoEmptyFirstRequest.)
