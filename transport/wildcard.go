@@ -5,19 +5,25 @@ package transport
 // SotW resource_names, or delta requests with no resource_names_subscribe.
 // The explicit one names "*". Once any name (the wildcard included) has gone
 // out on a stream for a type, the legacy meaning is over for the rest of that
-// stream: an empty list then means "nothing". Servers in use today
-// (go-control-plane v0.14's snapshot cache among them, which filters a SotW
-// answer by the literal names requested: envoyproxy/go-control-plane#558)
-// understand only the legacy spelling, so, as Envoy does, the client uses it
-// while the wildcard is its only interest of a type on the stream, and names
-// "*" only beside other names. Per stream and type:
+// stream: an empty list then means "nothing". Some servers in use today
+// understand only the legacy spelling (go-control-plane v0.14's snapshot
+// cache filters a SotW answer by the literal names requested, and no
+// resource is called "*": envoyproxy/go-control-plane#558), so, as Envoy
+// does, the client uses it while the wildcard is its only interest of a
+// type on the stream, and names "*" only beside other names. Such a server
+// still cannot serve a wildcard beside names, or one wanted alone after
+// names went out on the stream: it sends the named resources only. A new
+// stream would bring the legacy form back; the client does not force one.
+// Per stream and type:
 //
 //   - wildcard alone, nothing named yet on the stream: the legacy form (SotW:
 //     empty resource_names, on the first request and every later one; delta:
 //     neither subscribe nor unsubscribe names for it, ever);
 //   - names added to a legacy wildcard: "*" goes out with them (SotW: "*" and
-//     the names; delta: subscribe "*" and the names), since the legacy form
-//     ends with the first name and some servers would then drop the wildcard;
+//     the names, since a list without it would drop the wildcard; delta:
+//     subscribe "*" and the names, which the spec does not need, as the
+//     wildcard outlives the legacy form there, but which leaves no server in
+//     doubt);
 //   - wildcard added beside names, or left alone after its names went: "*"
 //     explicitly (an empty list would now mean "nothing");
 //   - wildcard dropped while the legacy form is in force: no request can say
