@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -351,11 +352,27 @@ func readReq(t *testing.T, st *testutils.FakeStream) wireReq {
 }
 
 func tryReadReq(t *testing.T, st *testutils.FakeStream) (wireReq, error) {
+	return tryReadReqWithin(t, st, timeout)
+}
+
+// readReqWithin is readReq with a deadline of its own.
+func readReqWithin(t *testing.T, st *testutils.FakeStream, d time.Duration) wireReq {
+	t.Helper()
+	r, err := tryReadReqWithin(t, st, d)
+	if err != nil {
+		t.Fatalf("stream %d: waiting %v for a request: %v", st.ID, d, err)
+	}
+	return r
+}
+
+func tryReadReqWithin(t *testing.T, st *testutils.FakeStream, d time.Duration) (wireReq, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
 	if st.Delta {
-		r, err := st.NextDeltaRequest(testContext(t))
+		r, err := st.NextDeltaRequest(ctx)
 		return wireReq{delta: r}, err
 	}
-	r, err := st.NextRequest(testContext(t))
+	r, err := st.NextRequest(ctx)
 	return wireReq{sotw: r}, err
 }
 
@@ -380,7 +397,11 @@ func mustSendCluster(t *testing.T, st *testutils.FakeStream, version, nonce stri
 // wantACK reads the next request of st and checks it ACKs nonce.
 func wantACK(t *testing.T, st *testutils.FakeStream, nonce string) {
 	t.Helper()
-	r := readReq(t, st)
+	checkACK(t, readReq(t, st), nonce)
+}
+
+func checkACK(t *testing.T, r wireReq, nonce string) {
+	t.Helper()
 	if detail, nack := r.errorDetail(); nack || r.nonce() != nonce {
 		t.Fatalf("reply (nonce %q, error_detail %q), want an ACK of %q", r.nonce(), detail, nonce)
 	}
