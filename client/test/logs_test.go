@@ -32,9 +32,13 @@ func TestLogsNameServerAndType(t *testing.T) {
 			t.Parallel()
 			checkLeaks(t)
 			logger, sink := newCaptureLogger()
+			// The does-not-exist timer runs on a fake clock: with a short
+			// real one, C1 itself could be reported missing on a slow run.
+			clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 			g := newGarbageEnv(t, p, func(o *client.Options) {
 				o.Logger = logger
 				o.WatchExpiry = 100 * time.Millisecond
+				o.Clock = clk
 			})
 			server := g.fs.Address()
 
@@ -45,6 +49,8 @@ func TestLogsNameServerAndType(t *testing.T) {
 			g.wantNACK(t, "", "nonce")
 			missing := newRecorder[*resources.Cluster]()
 			client.WatchCluster(g.c, "C9", missing)
+			waitTimers(t, clk, 1) // C9's: C1's stopped when C1 arrived
+			clk.Advance(100 * time.Millisecond)
 			missing.wantNotFound(t, "C9")
 			g.fs.Stop()
 			g.w.wantError(t, "ambient-error", client.ErrResourceInvalid, "C1")
