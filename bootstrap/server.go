@@ -28,6 +28,18 @@ const (
 	// FeatureTrustedXDSServer marks the server as trusted to send fields
 	// that affect security (gRFC A81).
 	FeatureTrustedXDSServer = "trusted_xds_server"
+	// FeatureFailOnDataErrors tells the client to drop what it holds of a
+	// resource when the server reports a data error for it (gRFC A88:
+	// resource_errors with NOT_FOUND or PERMISSION_DENIED): its watchers
+	// get a resource error instead of an ambient one. For servers that
+	// cannot be relied on to alert operators themselves.
+	FeatureFailOnDataErrors = "fail_on_data_errors"
+	// FeatureResourceTimerIsTransientFailure marks a server that reports
+	// missing resources itself (resource_errors): the does-not-exist timer
+	// then runs twice as long and its expiry means the server is slow
+	// (UNAVAILABLE, status TIMEOUT), not that the resource does not exist
+	// (gRFC A88).
+	FeatureResourceTimerIsTransientFailure = "resource_timer_is_transient_failure"
 )
 
 // ServerConfig describes one management server: the JSON object found in
@@ -112,6 +124,17 @@ type TLSCreds struct {
 // FeatureIgnoreResourceDeletion.
 func (s ServerConfig) IgnoreResourceDeletion() bool {
 	return slices.Contains(s.ServerFeatures, FeatureIgnoreResourceDeletion)
+}
+
+// FailOnDataErrors reports whether the server lists FeatureFailOnDataErrors.
+func (s ServerConfig) FailOnDataErrors() bool {
+	return slices.Contains(s.ServerFeatures, FeatureFailOnDataErrors)
+}
+
+// ResourceTimerIsTransientFailure reports whether the server lists
+// FeatureResourceTimerIsTransientFailure.
+func (s ServerConfig) ResourceTimerIsTransientFailure() bool {
+	return slices.Contains(s.ServerFeatures, FeatureResourceTimerIsTransientFailure)
 }
 
 // TrustedXDSServer reports whether the server lists FeatureTrustedXDSServer.

@@ -127,5 +127,6 @@ func (s deltaStream) recv() (*Response, error) {
 		DeltaResources: m.GetResources(),
 		Removed:        removed,
 		ResourceErrors: m.GetResourceErrors(),
+		ControlPlane:   m.GetControlPlane().GetIdentifier(),
 	}, nil
 }

@@ -353,6 +353,7 @@ func (s *restStream) roundTrip(ctx context.Context, body []byte) (*Response, boo
 		Nonce:          m.GetNonce(),
 		Resources:      m.GetResources(),
 		ResourceErrors: m.GetResourceErrors(),
+		ControlPlane:   m.GetControlPlane().GetIdentifier(),
 	}, false, nil
 }
 

@@ -108,6 +108,7 @@ func (s sotwStream) recv() (*Response, error) {
 		Nonce:          m.GetNonce(),
 		Resources:      m.GetResources(),
 		ResourceErrors: m.GetResourceErrors(),
+		ControlPlane:   m.GetControlPlane().GetIdentifier(),
 	}, nil
 }
 

@@ -96,4 +96,7 @@ type Response struct {
 	Removed []string
 	// ResourceErrors are per-resource errors the server reported.
 	ResourceErrors []*discoveryv3.ResourceError
+	// ControlPlane is the identifier of the control plane instance that
+	// sent the response (control_plane.identifier), "" if it gave none.
+	ControlPlane string
 }
