@@ -34,6 +34,13 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		return nil
 	}
 	s.unreachable, s.responded = nil, true
+	// The control plane's identifier says which instance behind the
+	// server's address answers: logged when it changes (the first
+	// response, a reconnect to another instance), kept for the dump.
+	newControlPlane := r.ControlPlane != "" && r.ControlPlane != s.controlPlane
+	if newControlPlane {
+		s.controlPlane = r.ControlPlane
+	}
 	nowConnected := !s.connected
 	s.connected = true
 	// A higher-priority server that answers is current again, before its
@@ -55,6 +62,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	c.cbs.schedule(done)
 	c.mu.Unlock()
 	c.closeReleased(released)
+	if newControlPlane {
+		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
+	}
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)
 	}
@@ -189,6 +199,13 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// state of the world (go-control-plane sends such responses with just
 	// the resources that have a TTL).
 	// Every entry seen (the usual case): none is absent, no need to look.
+	// A resource the server reports an error for is not absent: the error
+	// is what the server says of it (gRFC A88), not an omission.
+	for _, re := range r.ResourceErrors {
+		if e := tc.entries[canonicalReceived(re.GetResourceName().GetName())]; e != nil && e.srv == s && e.seenGen != gen {
+			e.errGen = gen
+		}
+	}
 	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) && seen < len(tc.entries) {
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
@@ -212,17 +229,58 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	for _, re := range r.ResourceErrors {
 		name := canonicalReceived(re.GetResourceName().GetName())
 		e := tc.entries[name]
-		if e == nil || e.srv != s || e.seenGen == gen {
+		if e == nil || e.srv != s || e.errGen != gen {
+			// Not subscribed, another server's, also sent in the
+			// response, or named twice: nothing to report.
 			continue
 		}
+		e.errGen = 0
 		detail := re.GetErrorDetail()
-		if codes.Code(detail.GetCode()) == codes.NotFound {
-			c.deleteLocked(tc, e, "reported not found by the "+s.sourceName()+": "+detail.GetMessage(), now)
+		if transportReport(r) {
+			// The transport's own report (a type the server has no
+			// service for, an unreadable file): the client's failure to
+			// fetch, treated as a rejection, not as the server's word.
+			c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
 			continue
 		}
-		c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
+		c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 	}
 	return errs, valid
+}
+
+// serverErrorLocked applies an error the server reported for e (gRFC A88).
+// A resource error is not a reason to NACK: the response is as the server
+// meant it. NOT_FOUND and PERMISSION_DENIED are data errors: with the server
+// marked fail_on_data_errors, what is held is dropped. Other codes are
+// transient, and never drop anything. Watchers holding data that stays get
+// an ambient error; the others a resource error.
+func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code codes.Code, msg string, now time.Time) {
+	e.stopDNETimer()
+	cause := &ServerReportedError{Source: s.sourceName(), Code: code, Message: msg}
+	if prev, ok := e.lastErr.(*ServerReportedError); ok && e.status == StatusReceivedError && *prev == *cause {
+		// Said already: a SotW server may repeat its errors in every
+		// response of the type. Watchers and logs hear of it once.
+		return
+	}
+	had := e.hasData()
+	if (code == codes.NotFound || code == codes.PermissionDenied) && s.cfg.FailOnDataErrors() && had {
+		e.stopTTLTimer()
+		c.dropRawLocked(tc, e)
+		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+	}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
+	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
+	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
+		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.name, "code", code.String(), "message", msg)
+	if e.value != nil {
+		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
+		return
+	}
+	// Wildcard watchers hear of it only if they had seen the resource.
+	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
+	if len(e.watchers) == 0 {
+		c.forgetLocked(tc, e)
+	}
 }
 
 func allHeartbeats(items []received) bool {
@@ -252,6 +310,11 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 			return e.rawErr
 		}
 		e.version = version
+		if e.status == StatusReceivedError {
+			// The server sends again what it had reported an error for:
+			// the error is over. Watchers hold this value already.
+			e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
+		}
 		c.applyTTLLocked(tc, e, it.env)
 	case it.err != nil:
 		c.rejectLocked(tc, e, it, version, now)
@@ -356,7 +419,7 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
 	tc.byRaw[raw] = e
 	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
-	e.status, e.lastErr, e.lastUpdated = StatusACKed, nil, now
+	e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
 	c.applyTTLLocked(tc, e, it.env)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
 }
@@ -379,7 +442,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 // without changing what is cached.
 func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.Time) {
 	e.stopDNETimer()
-	e.status, e.lastErr, e.lastUpdated = StatusNACKed, cause, now
+	e.status, e.lastErr, e.reported, e.lastUpdated = StatusNACKed, cause, nil, now
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
@@ -393,7 +456,7 @@ func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.
 // timer: the response may predate the request.
 func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now time.Time) {
 	for _, e := range tc.entries {
-		if e.srv != s || e.seenGen == gen || !e.hasData() {
+		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() {
 			continue
 		}
 		if s.cfg.IgnoreResourceDeletion() {
@@ -411,7 +474,7 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	e.stopTimers()
 	c.dropRawLocked(tc, e)
 	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
-	e.status, e.lastErr, e.lastUpdated = StatusDoesNotExist, nil, now
+	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
 	if len(e.watchers) == 0 {

@@ -307,7 +307,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 // startDNETimerLocked starts the does-not-exist timer of e.
 func (c *Client) startDNETimerLocked(tc *typeCache, e *entry) {
 	gen := e.dneGen
-	e.dneTimer = c.clock.AfterFunc(c.expiry, func() { c.dneExpired(tc, e, gen) })
+	e.dneTimer = c.clock.AfterFunc(c.expiryOf(e.srv), func() { c.dneExpired(tc, e, gen) })
 }
 
 // closeReleased closes the transports of released servers. Not under

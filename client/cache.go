@@ -100,6 +100,15 @@ const (
 	// StatusNACKed: the last version received was rejected; the last good
 	// version, if any, is still served.
 	StatusNACKed
+	// StatusReceivedError: the server reported an error for the resource
+	// (resource_errors, gRFC A88; see ErrReportedByServer). The last good
+	// version, if any, is still served unless the server is marked
+	// fail_on_data_errors and the error was NOT_FOUND or PERMISSION_DENIED.
+	StatusReceivedError
+	// StatusTimeout: nothing arrived before the does-not-exist timer of a
+	// server marked resource_timer_is_transient_failure fired: the server
+	// is slow, the resource is not known not to exist (gRFC A88).
+	StatusTimeout
 )
 
 // String returns the Status as text, for logs and errors.
@@ -113,6 +122,10 @@ func (s Status) String() string {
 		return "ACKED"
 	case StatusNACKed:
 		return "NACKED"
+	case StatusReceivedError:
+		return "RECEIVED_ERROR"
+	case StatusTimeout:
+		return "TIMEOUT"
 	}
 	return "UNKNOWN"
 }
@@ -138,12 +151,18 @@ type entry struct {
 	rawErr   error
 	// rcvVersion is the version of the last resource received, valid or
 	// not: a heartbeat must name it.
-	rcvVersion  string
-	status      Status
-	lastErr     error // the reason of the last NACK
+	rcvVersion string
+	status     Status
+	lastErr    error // the reason of the last NACK, server error or timeout
+	// reported is what watchers were told of a server's error or a
+	// timeout (StatusReceivedError, StatusTimeout), for new watchers to be
+	// told the same (gRFC A88: a late watcher sees the data, then the
+	// ambient error).
+	reported    error
 	lastUpdated time.Time
 	seenGen     uint64 // typeCache.gen of the last response naming it
 	dupGen      uint64 // typeCache.gen of the last response naming it twice
+	errGen      uint64 // typeCache.gen of a response with an error for it, until applied
 	// canonical is the name of the resource this entry received under one
 	// of its aliases; "" for entries keyed by their own name.
 	canonical string

@@ -195,6 +195,9 @@ type server struct {
 	// response; each stream ends in exactly one OnStreamError, which resets
 	// it. Guarded by c.mu.
 	responded bool
+	// controlPlane is the identifier the server last gave in a response
+	// (control_plane), "" if none. Guarded by c.mu.
+	controlPlane string
 	// connected is what Metrics.Connected last said. Guarded by c.mu.
 	connected bool
 	// refs counts the authorities that use the server, as current or as a

@@ -23,8 +23,13 @@ type ResourceStatus struct {
 	Version string
 	// Value is the serialized value held, nil if none.
 	Value *anypb.Any
-	// Err is why the last version received was rejected (StatusNACKed).
+	// Err is why the last version received was rejected (StatusNACKed),
+	// the error the server reported (StatusReceivedError, a
+	// *ServerReportedError), or the timeout (StatusTimeout).
 	Err error
+	// ControlPlane is the identifier the server named in Server last gave
+	// in a response (control_plane), "" if none.
+	ControlPlane string
 	// Rejected is the serialized rejected version, when it was readable,
 	// and RejectedVersion its version.
 	Rejected        *anypb.Any
@@ -58,6 +63,9 @@ func (c *Client) Dump() []ResourceStatus {
 				Err:         e.lastErr,
 				LastUpdated: e.lastUpdated,
 				Watchers:    len(e.watchers),
+				// ControlPlane: the server's latest; a held value from an
+				// earlier instance is still that server's data.
+				ControlPlane: from.controlPlane,
 			}
 			if e.value != nil {
 				st.Value = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.valueRaw)}

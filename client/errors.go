@@ -3,6 +3,8 @@ package client
 import (
 	"errors"
 	"fmt"
+
+	"google.golang.org/grpc/codes"
 )
 
 // Errors given to watchers wrap one of these; match them with errors.Is.
@@ -24,6 +26,11 @@ var (
 	// ErrInvalidName: a watched xdstp:// name is malformed; the error
 	// says what is wrong with it. Nothing is asked of any server.
 	ErrInvalidName = errors.New("invalid xdstp resource name")
+	// ErrReportedByServer: the server reported an error for the resource
+	// instead of sending it (DiscoveryResponse.resource_errors, gRFC A88).
+	// The error is a *ServerReportedError with the server's code and
+	// message; a NOT_FOUND one also matches ErrResourceNotFound.
+	ErrReportedByServer = errors.New("error reported by the management server")
 	// ErrClosed: the client was closed before the watch started. It is
 	// the only event such a watch gets.
 	ErrClosed = errors.New("xDS client closed")
@@ -46,6 +53,29 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// ServerReportedError is an error a server reported for one resource
+// (resource_errors, gRFC A88). It matches ErrReportedByServer, and
+// ErrResourceNotFound when Code is NotFound. Code is the server's, for
+// logs and decisions; it is not meant to be handed on as the status of an
+// RPC (gRFC A54 reserves NOT_FOUND to applications).
+type ServerReportedError struct {
+	// Source names the server ("management server", "resource files").
+	Source string
+	// Code and Message are the server's error_detail.
+	Code    codes.Code
+	Message string
+}
+
+// Error implements error.
+func (e *ServerReportedError) Error() string {
+	return fmt.Sprintf("%s reports %s: %s", e.Source, e.Code, e.Message)
+}
+
+// Is matches ErrReportedByServer, and ErrResourceNotFound for NOT_FOUND.
+func (e *ServerReportedError) Is(target error) bool {
+	return target == ErrReportedByServer || (target == ErrResourceNotFound && e.Code == codes.NotFound)
+}
 
 func shortTypeName(typeURL string) string {
 	for i := len(typeURL) - 1; i >= 0; i-- {

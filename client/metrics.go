@@ -74,6 +74,13 @@ func cacheState(e *entry) string {
 			return "nacked_but_cached"
 		}
 		return "nacked"
+	case StatusReceivedError:
+		if e.value != nil {
+			return "received_error_but_cached"
+		}
+		return "received_error"
+	case StatusTimeout:
+		return "timeout"
 	}
 	return "requested"
 }

@@ -3,6 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/goxds/xds/bootstrap"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/transport"
@@ -37,12 +40,38 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 		return
 	}
 	e.dneTimer = nil
+	expiry := c.expiryOf(e.srv)
+	if e.srv.cfg.ResourceTimerIsTransientFailure() {
+		// gRFC A88: this server reports missing resources itself, so
+		// silence means it is slow, not that the resource is missing. The
+		// watcher cannot have data (the timer runs only without), so it is
+		// a resource error all the same, of another kind.
+		cause := fmt.Errorf("%w: %s did not send it within %v of the request (%s)",
+			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
+		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
+		e.status, e.lastErr, e.reported, e.lastUpdated = StatusTimeout, cause, err, c.clock.Now()
+		c.logger.Warn("resource not received in time; the server is slow",
+			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
+		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
+		return
+	}
 	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
 	c.logger.Info("resource does not exist: not received in time",
-		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", c.expiry)
+		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
-		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, c.expiry)}
+		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, expiry)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
+}
+
+// expiryOf is the does-not-exist timeout for names fetched from s: the
+// configured one, doubled for a server marked
+// resource_timer_is_transient_failure, as gRFC A88 makes 15 s into 30 s for
+// those.
+func (c *Client) expiryOf(s *server) time.Duration {
+	if s.cfg.ResourceTimerIsTransientFailure() {
+		return 2 * c.expiry
+	}
+	return c.expiry
 }
 
 // applyTTLLocked (re)starts the TTL timer of e if env carries a TTL, and

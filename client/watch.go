@@ -162,10 +162,17 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 	case e.value != nil:
 		v := e.value
 		c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
-		if e.rawErr != nil {
+		switch {
+		case e.reported != nil:
+			err := e.reported
+			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
+		case e.rawErr != nil:
 			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
 			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
 		}
+	case e.reported != nil:
+		err := e.reported
+		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.status == StatusDoesNotExist:
 		err := mkErr(ErrResourceNotFound)
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })

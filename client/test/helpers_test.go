@@ -144,6 +144,8 @@ type config struct {
 	authorities map[string]string
 	// clock, if set, runs the client's timers.
 	clock *testutils.FakeClock
+	// logger, if set, replaces testLogger().
+	logger *slog.Logger
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
@@ -161,6 +163,9 @@ func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client
 	opts := client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: testLogger()}
 	if cfg.clock != nil {
 		opts.Clock = cfg.clock
+	}
+	if cfg.logger != nil {
+		opts.Logger = cfg.logger
 	}
 	c, err := client.New(b, opts)
 	if err != nil {
