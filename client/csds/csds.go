@@ -30,8 +30,11 @@ type Options struct {
 }
 
 // ClientConfig returns the state of every resource c holds: its status
-// (REQUESTED, DOES_NOT_EXIST, ACKED, NACKED), version, value, last update,
-// and for rejected ones the error and the rejected version.
+// (REQUESTED, DOES_NOT_EXIST, ACKED, NACKED, RECEIVED_ERROR, TIMEOUT),
+// version, value, last update, and in error_state the error: for rejected
+// ones with the rejected version, for RECEIVED_ERROR the server's error
+// (gRFC A88). The CSDS message has no field for the control plane
+// identifier (client.ResourceStatus.ControlPlane); it is left out.
 func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 	dump := c.Dump()
 	cfg := &statusv3.ClientConfig{
@@ -51,16 +54,25 @@ func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 		if !opts.ExcludeResourceContents {
 			g.XdsConfig = st.Value
 		}
-		if st.Status == client.StatusNACKed && st.Err != nil {
-			g.ErrorState = &adminv3.UpdateFailureState{
-				Details:     st.Err.Error(),
-				VersionInfo: st.RejectedVersion,
+		// error_state says why the resource is not as the server last
+		// meant it: a rejected version (with that version and, unless
+		// excluded, its bytes), an error the server reported, or a
+		// timeout. A resource that does not exist has no error state:
+		// its client_status says it all.
+		switch st.Status {
+		case client.StatusNACKed, client.StatusReceivedError, client.StatusTimeout:
+			if st.Err == nil {
+				break
 			}
+			g.ErrorState = &adminv3.UpdateFailureState{Details: st.Err.Error()}
 			if !st.LastUpdated.IsZero() {
 				g.ErrorState.LastUpdateAttempt = timestamppb.New(st.LastUpdated)
 			}
-			if !opts.ExcludeResourceContents {
-				g.ErrorState.FailedConfiguration = st.Rejected
+			if st.Status == client.StatusNACKed {
+				g.ErrorState.VersionInfo = st.RejectedVersion
+				if !opts.ExcludeResourceContents {
+					g.ErrorState.FailedConfiguration = st.Rejected
+				}
 			}
 		}
 		cfg.GenericXdsConfigs = append(cfg.GenericXdsConfigs, g)
@@ -78,6 +90,10 @@ func clientStatus(s client.Status) adminv3.ClientResourceStatus {
 		return adminv3.ClientResourceStatus_ACKED
 	case client.StatusNACKed:
 		return adminv3.ClientResourceStatus_NACKED
+	case client.StatusReceivedError:
+		return adminv3.ClientResourceStatus_RECEIVED_ERROR
+	case client.StatusTimeout:
+		return adminv3.ClientResourceStatus_TIMEOUT
 	}
 	return adminv3.ClientResourceStatus_UNKNOWN
 }

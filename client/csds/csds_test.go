@@ -3,13 +3,17 @@ package csds_test
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"go.uber.org/goleak"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goxds/xds/bootstrap"
@@ -119,5 +123,99 @@ func TestCSDSReportsEveryState(t *testing.T) {
 	stream.CloseSend()
 	if _, err := stream.Recv(); err == nil {
 		t.Error("stream not closed after CloseSend")
+	}
+}
+
+// Errors the server reports (gRFC A88) show as RECEIVED_ERROR with the
+// server's error in error_state, data held or not; a timeout of a server
+// marked resource_timer_is_transient_failure as TIMEOUT with its error.
+func TestCSDSReportsServerErrorsAndTimeouts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Stop()
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: fs.Address(), NodeID: "csds-node",
+		ServerFeatures: []string{bootstrap.FeatureResourceTimerIsTransientFailure}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	c, err := client.New(cfg, client.Options{Clock: clk, WatchExpiry: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	events := make(chan string, 10)
+	for _, name := range []string{"held", "denied", "slow"} {
+		client.WatchListener(c, name, client.WatcherFuncs[*resources.Listener]{
+			OnUpdate:        func(*resources.Listener) { events <- name + ":update" },
+			OnResourceError: func(error) { events <- name + ":resource-error" },
+			OnAmbientError:  func(error) { events <- name + ":ambient-error" },
+		})
+	}
+	for names := 0; names < 3; {
+		req, err := fs.NextRequest(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = len(req.ResourceNames)
+	}
+	// Each name's timer, 2 s with the feature: "slow" times out.
+	if err := clk.WaitForTimers(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	held := testutils.Listener("held", "route")
+	resp := testutils.SotWResponse(resources.ListenerTypeURL, "v1", "n1", held)
+	resp.ResourceErrors = []*discoveryv3.ResourceError{{
+		ResourceName: &discoveryv3.ResourceName{Name: "denied"},
+		ErrorDetail:  &statuspb.Status{Code: int32(codes.PermissionDenied), Message: "not for you"},
+	}}
+	if err := fs.Send(resp); err != nil {
+		t.Fatal(err)
+	}
+	want := func(evs ...string) {
+		t.Helper()
+		for _, ev := range evs {
+			select {
+			case got := <-events:
+				if got != ev {
+					t.Fatalf("watcher event %s, want %s", got, ev)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no watcher event, want %s", ev)
+			}
+		}
+	}
+	want("held:update", "denied:resource-error")
+	// "held" named only in resource_errors: not deleted as absent.
+	resp = testutils.SotWResponse(resources.ListenerTypeURL, "v2", "n2")
+	resp.ResourceErrors = []*discoveryv3.ResourceError{{
+		ResourceName: &discoveryv3.ResourceName{Name: "held"},
+		ErrorDetail:  &statuspb.Status{Code: int32(codes.NotFound), Message: "going away"},
+	}}
+	if err := fs.Send(resp); err != nil {
+		t.Fatal(err)
+	}
+	want("held:ambient-error")
+	clk.Advance(2 * time.Second)
+	want("slow:resource-error")
+
+	got := map[string]*statusv3.ClientConfig_GenericXdsConfig{}
+	for _, g := range csds.ClientConfig(c, csds.Options{}).GenericXdsConfigs {
+		got[g.Name] = g
+	}
+	if g := got["held"]; g.GetClientStatus() != adminv3.ClientResourceStatus_RECEIVED_ERROR || g.GetVersionInfo() != "v1" || g.GetXdsConfig() == nil ||
+		!strings.Contains(g.GetErrorState().GetDetails(), "going away") || g.GetErrorState().GetLastUpdateAttempt() == nil || g.GetErrorState().GetFailedConfiguration() != nil {
+		t.Errorf("held: %v, want RECEIVED_ERROR serving v1, the server's error in error_state", g)
+	}
+	if g := got["denied"]; g.GetClientStatus() != adminv3.ClientResourceStatus_RECEIVED_ERROR || g.GetXdsConfig() != nil ||
+		!strings.Contains(g.GetErrorState().GetDetails(), "not for you") || g.GetErrorState().GetVersionInfo() != "" {
+		t.Errorf("denied: %v, want RECEIVED_ERROR without a value, the server's error in error_state", g)
+	}
+	if g := got["slow"]; g.GetClientStatus() != adminv3.ClientResourceStatus_TIMEOUT || g.GetXdsConfig() != nil || g.GetErrorState().GetDetails() == "" {
+		t.Errorf("slow: %v, want TIMEOUT with its error", g)
 	}
 }
