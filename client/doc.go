@@ -57,7 +57,8 @@
 // no good version is held ([ErrResourceInvalid]), or the server cannot be
 // reached and nothing is cached ([ErrServerUnavailable]).
 // [Watcher.AmbientError] reports trouble that leaves the last good value in
-// force: a rejected update, or the server becoming unreachable. Following
+// force: a rejected update, an error the server reports for the resource,
+// or the server becoming unreachable. Following
 // gRFC A57, a stream that ends after delivering responses is routine (the
 // client reconnects, and nobody is told); a stream that fails without a
 // response makes the server unhealthy, which watchers are told once per
@@ -65,6 +66,32 @@
 // until the names are sent again; a server with one stream per type has
 // each stream judged on its own. Errors are *[Error] values naming the resource; match causes with
 // errors.Is.
+//
+// # Errors the server reports (gRFC A88)
+//
+// A server may name, in a response's resource_errors, resources it cannot
+// serve. The watcher gets a *[ServerReportedError] with the server's code
+// and message, matching [ErrReportedByServer] (and [ErrResourceNotFound]
+// for NOT_FOUND): a resource error when nothing is held, an ambient error
+// when a value is held, which stays. With the server's fail_on_data_errors
+// feature, a NOT_FOUND or PERMISSION_DENIED error drops the held value
+// instead, and is a resource error; other codes are transient and never
+// drop anything. The error stops the name's does-not-exist timer, shows as
+// [StatusReceivedError] in [Client.Dump] (and RECEIVED_ERROR in CSDS), is
+// told once however often the server repeats it, and is told again to
+// watchers that come later. The resource arriving again ends it. Such a
+// response is not a NACK: it is ACKed, errors and all, and a Listener or
+// Cluster named in its resource_errors is not deleted for being absent
+// from a SotW response. With the server's
+// resource_timer_is_transient_failure feature the does-not-exist timer
+// runs twice [Options].WatchExpiry, and its expiry means the server is
+// slow: a resource error matching [ErrServerUnavailable], status
+// [StatusTimeout]. NACKs and deletions keep their behaviour above:
+// fail_on_data_errors does not change them.
+//
+// The identifier a server gives in a response's control_plane is logged
+// when first given and when it changes, and is in
+// [ResourceStatus].ControlPlane.
 //
 // # Metrics
 //
