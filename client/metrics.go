@@ -28,8 +28,10 @@ type ResourceCount struct {
 	// that are not xdstp (gRFC A78's label value).
 	Authority string
 	TypeURL   string
-	// CacheState is one of "requested", "does_not_exist", "acked", "nacked"
-	// and "nacked_but_cached" (rejected, with a good version still held).
+	// CacheState is one of "requested", "does_not_exist", "acked", "nacked",
+	// "nacked_but_cached" (rejected, with a good version still held), and
+	// those of gRFC A88: "received_error", "received_error_but_cached" (the
+	// server reported an error; a good version still held) and "timeout".
 	CacheState string
 	Count      int
 }

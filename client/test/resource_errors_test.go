@@ -103,6 +103,7 @@ func TestServerErrorWithoutDataIsResourceError(t *testing.T) {
 		if st.Status != client.StatusReceivedError || !errors.Is(st.Err, client.ErrReportedByServer) || st.Value != nil || st.ControlPlane != "cp-1" {
 			t.Fatalf("dump %+v, want RECEIVED_ERROR, the server's error, no value, control plane cp-1", st)
 		}
+		wantCacheState(t, e.c, "received_error")
 		clk.Advance(expiry)
 		barrier(t, e.c)
 		w.none(t)
@@ -137,6 +138,7 @@ func TestServerErrorWithDataIsAmbient(t *testing.T) {
 		if st.Status != client.StatusReceivedError || st.Value == nil || st.Version != "v1" {
 			t.Fatalf("dump %+v, want RECEIVED_ERROR still holding v1", st)
 		}
+		wantCacheState(t, e.c, "received_error_but_cached")
 
 		// The same error again (SotW servers may repeat theirs in every
 		// response): ACKed, and nobody is told twice.
@@ -208,6 +210,7 @@ func TestResourceTimerIsTransientFailure(t *testing.T) {
 		if st, _ := status(e.c, ldsURL, "L1"); st.Status != client.StatusTimeout || st.Err == nil {
 			t.Fatalf("dump %+v, want TIMEOUT with its error", st)
 		}
+		wantCacheState(t, e.c, "timeout")
 		late := newRecorder[*resources.Listener]()
 		client.WatchListener(e.c, "L1", late)
 		late.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
@@ -251,3 +254,13 @@ func TestControlPlaneIdentifierLoggedAndDumped(t *testing.T) {
 
 // controlPlaneMsg is the log line naming a server's control plane.
 const controlPlaneMsg = "control plane identified"
+
+// wantCacheState checks that the client's one Listener is counted in the
+// cache state of gRFC A78/A88 state.
+func wantCacheState(t *testing.T, c *client.Client, state string) {
+	t.Helper()
+	counts := c.ResourceCounts()
+	if len(counts) != 1 || counts[0].TypeURL != ldsURL || counts[0].CacheState != state || counts[0].Count != 1 {
+		t.Fatalf("resource counts %+v, want one Listener %s", counts, state)
+	}
+}
