@@ -294,13 +294,18 @@ func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, no
 		a.resp, a.notModified, a.err = s.roundTrip(ctx, body)
 		answered <- a
 	}()
+	// The trace may call WroteRequest more than once, from net/http's
+	// goroutines: a poll written to a reused connection that turns out dead
+	// with nothing sent is retried on a new one. So the callback only ever
+	// reads wrote, and the loop stops listening through a copy of its own.
+	written := (<-chan struct{})(wrote)
 	for {
 		select {
-		case <-wrote:
+		case <-written:
 			s.report(req)
-			wrote = nil
+			written = nil
 		case a := <-answered:
-			if wrote != nil && len(wrote) > 0 {
+			if written != nil && len(written) > 0 {
 				s.report(req)
 			}
 			if a.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {
