@@ -62,6 +62,7 @@ func TestRESTPollWrittenTwice(t *testing.T) {
 		refresh:  time.Hour,
 		timeout:  10 * time.Second,
 		maxBytes: 1 << 20,
+		answered: newRESTAnswered(),
 	}
 	ws, err := p.openStream(context.Background())
 	if err != nil {

@@ -236,6 +236,27 @@ func TestE2EUpdate(t *testing.T) {
 	})
 }
 
+// A name watched once its type has been answered is served at once, though
+// nothing changed on the server: over REST, where go-control-plane answers
+// a poll at the current version "not modified" whatever it names, the poll
+// naming it goes without a version (transport.restAnswered). Not on
+// sotw-ads-cache, which answers a SotW request only once it names every
+// cluster (see variant.adsCache).
+func TestE2EWatchNameOfAnsweredType(t *testing.T) {
+	forVariants(t, variantsExcept("sotw-ads-cache"), func(t *testing.T, v variant) {
+		rs := testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: []string{"a", "b"}})
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, rs)
+		a := newRecorder[*resources.Cluster]()
+		client.WatchCluster(e.c, "a", a)
+		a.wantUpdate(t, "a")
+		b := newRecorder[*resources.Cluster]()
+		client.WatchCluster(e.c, "b", b)
+		b.wantUpdate(t, "b")
+		barrier(t, e.c)
+		a.none(t)
+	})
+}
+
 // A deleted Listener or Cluster is reported as not existing on every
 // variant. A deleted ClusterLoadAssignment is reported over delta only:
 // SotW has no way to say so, and leaves it to the Cluster's deletion.
