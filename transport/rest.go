@@ -280,7 +280,7 @@ func (s *restStream) poll() {
 			return
 		}
 		for {
-			resp, notModified, err := s.post(req)
+			resp, notModified, err := s.post(req, gen)
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -322,9 +322,10 @@ func (s *restStream) deliver(r restResult) {
 	}
 }
 
-// post sends one poll and waits for its answer, telling the client of the
-// names it carries once the request is written.
-func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, notModified bool, err error) {
+// post sends one poll, the one send number gen gave, and waits for its
+// answer, telling the client of the names it carries once the request is
+// written.
+func (s *restStream) post(req *discoveryv3.DiscoveryRequest, gen int) (resp *Response, notModified bool, err error) {
 	wire := req
 	clone := func() {
 		if wire == req {
@@ -350,6 +351,13 @@ func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, no
 	ctx, cancel := context.WithTimeout(s.ctx, s.p.timeout)
 	defer cancel()
 	s.mu.Lock()
+	if s.gen != gen {
+		// A send came after take, before this poll could be cancelled: it
+		// is superseded already. Posted, it could be held until the
+		// server's long poll ends, the newer request waiting behind it.
+		s.mu.Unlock()
+		return nil, false, context.Canceled
+	}
 	s.inflight = cancel
 	s.mu.Unlock()
 	defer func() {

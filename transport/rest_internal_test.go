@@ -83,3 +83,54 @@ func TestRESTPollWrittenTwice(t *testing.T) {
 	default:
 	}
 }
+
+// A send that comes after the poller took a request and before that poll
+// could be cancelled (it was not in flight yet) still supersedes it: the
+// poll is given up at once, not held by a long-polling server while the
+// newer request waits behind it.
+func TestRESTPollSupersededBeforeItWentOut(t *testing.T) {
+	const cdsURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	held := make(chan struct{}, 1)
+	rt := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		held <- struct{}{}
+		// A long poll: nothing changes until the client gives up.
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	p := restProtocol{
+		client:   &http.Client{Transport: rt},
+		url:      "http://xds.test/v3/discovery:clusters",
+		typeURL:  cdsURL,
+		handler:  sentHandler{sent: make(chan []string, 10)},
+		refresh:  time.Hour,
+		timeout:  time.Hour,
+		maxBytes: 1 << 20,
+		answered: newRESTAnswered(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The poller's steps, one by one, with no poller goroutine.
+	s := &restStream{p: p, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), results: make(chan restResult), done: make(chan struct{})}
+	if err := s.send(&discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	req, gen := s.take()
+	if err := s.send(&discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	posted := make(chan error, 1)
+	go func() {
+		_, _, err := s.post(req, gen)
+		posted <- err
+	}()
+	select {
+	case err := <-posted:
+		if err == nil || !s.superseded(gen) {
+			t.Fatalf("post of the superseded poll: %v, want it given up", err)
+		}
+	case <-held:
+		t.Fatal("the superseded poll went out, to be held by the server")
+	case <-time.After(10 * time.Second):
+		t.Fatal("post of the superseded poll did not return")
+	}
+}
