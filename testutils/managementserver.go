@@ -58,6 +58,19 @@ type ManagementServerOptions struct {
 	// every resource of its type in the snapshot; a client asking for some
 	// of them hears nothing. Not with Linear.
 	ADS bool
+	// Initial is what each node (by ID) is served from the first stream:
+	// StartManagementServer sets it as Update would before it serves. A
+	// server that serves first and is given its resources after answers
+	// the clients that come in between from nothing: the linear cache tells
+	// a delta stream that the resources it holds were removed, and a SotW
+	// request to the snapshot cache carrying
+	// the version the snapshot is then set at (a restarted server counts
+	// from "1" again) is never answered (go-control-plane v0.14's
+	// SetSnapshot answers a waiting watch only if the version differs; see
+	// envoyproxy/go-control-plane#1356). A test that restarts a server at
+	// its address, as a control plane restarts with its configuration
+	// loaded, gives it Initial.
+	Initial map[string]Resources
 
 	// OnStreamOpen is called when a client opens a stream; an error ends the
 	// stream with it.
@@ -119,8 +132,9 @@ type ManagementServer struct {
 	nodes   map[string]*snapshot // last snapshot per node (snapshot mode)
 }
 
-// StartManagementServer starts a management server that serves nothing until
-// Update gives it resources. Call Stop when done.
+// StartManagementServer starts a management server that serves
+// opts.Initial, and nothing else until Update gives it resources. Call Stop
+// when done.
 func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, error) {
 	if opts.Linear && opts.HeartbeatInterval > 0 {
 		return nil, errors.New("testutils: HeartbeatInterval needs the snapshot cache, not Linear")
@@ -159,6 +173,13 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 	// say so.
 	xs := serverv3.NewServer(ctx, c, s.callbacks(opts))
 	s.xds = xs
+	for node, res := range opts.Initial {
+		if err := s.Update(ctx, node, res); err != nil {
+			cancel()
+			lis.Close()
+			return nil, err
+		}
+	}
 	s.gs = grpc.NewServer(grpc.WaitForHandlers(true))
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.gs, xs)
 	listenerservice.RegisterListenerDiscoveryServiceServer(s.gs, xs)

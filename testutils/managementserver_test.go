@@ -498,3 +498,18 @@ func TestManagementServerStopAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A server started with Initial serves it from its first stream: a client of
+// an earlier server at the same address, holding version "1" of resources
+// that have since changed, gets the new ones at the same version "1" (a
+// new stream has been sent nothing), in every cache.
+func TestManagementServerInitial(t *testing.T) {
+	for _, opts := range []ManagementServerOptions{{}, {ADS: true}, {Linear: true}} {
+		ctx := testContext(t)
+		opts.Initial = map[string]Resources{"n1": DefaultResources(ResourceParams{ClusterNames: []string{"a"}})}
+		ms := startManagementServer(t, opts)
+		s := openSotW(ctx, t, adsClient(t, ms.Address()))
+		s.send(&discoveryv3.DiscoveryRequest{Node: node("n1"), TypeUrl: resourcev3.ClusterType, VersionInfo: "1", ResourceNames: []string{"a"}})
+		wantResponse(t, s.recv(), resourcev3.ClusterType, "1", "a")
+	}
+}

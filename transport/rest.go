@@ -61,6 +61,7 @@ func (b grpcBuilder) buildREST(server bootstrap.ServerConfig, node *corev3.Node,
 			refresh:  server.EffectiveRefreshDelay(),
 			timeout:  server.EffectiveRequestTimeout(),
 			maxBytes: int64(opts.MaxResponseBytes),
+			answered: newRESTAnswered(),
 		}
 		return typeURL, func() *runner { return newRunner(p, h, node, ropts) }, true
 	}
@@ -78,6 +79,80 @@ type restProtocol struct {
 	refresh  time.Duration
 	timeout  time.Duration
 	maxBytes int64
+	// answered: what each recent version was the answer to. It outlives
+	// the polls' "streams", as the accepted version does.
+	answered *restAnswered
+}
+
+// restAnswered remembers, for the versions of the last answers of a type,
+// the names of the poll each answered, less those polled without since.
+//
+// A poll stands alone: its version_info is all a server knows of what the
+// client holds, and a server that finds it current answers "not modified"
+// (go-control-plane's REST handler does, whatever names the poll lists:
+// snapshotCache.Fetch compares versions only). A poll that names something
+// the answer at its version was not asked for would then never be
+// answered, until the next change; it goes out with no version, so that it
+// is answered at once, with everything asked for (what the client holds
+// unchanged is recognised and not delivered again). A name polled without
+// (unsubscribed) leaves every entry: the client forgets it, and must get it
+// again if it wants it back.
+type restAnswered struct {
+	mu        sync.Mutex
+	byVersion map[string]map[string]bool
+	order     []string // versions, oldest first; at most restAnsweredMax
+}
+
+// restAnsweredMax bounds the versions remembered: the client's next poll
+// carries the version of the last answer, or of the one it last accepted
+// before it (a NACK), so a few are plenty.
+const restAnsweredMax = 4
+
+func newRESTAnswered() *restAnswered {
+	return &restAnswered{byVersion: make(map[string]map[string]bool)}
+}
+
+// covers forgets, in every entry, the names not in names, and tells whether
+// the answer at version was to a poll naming every one of names.
+func (a *restAnswered) covers(version string, names []string) bool {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, got := range a.byVersion {
+		for n := range got {
+			if !want[n] {
+				delete(got, n)
+			}
+		}
+	}
+	got := a.byVersion[version]
+	for _, n := range names {
+		if !got[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// record notes that the answer at version was to a poll naming names.
+func (a *restAnswered) record(version string, names []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.byVersion[version]; !ok {
+		if len(a.order) == restAnsweredMax {
+			delete(a.byVersion, a.order[0])
+			a.order = a.order[1:]
+		}
+		a.order = append(a.order, version)
+	}
+	got := make(map[string]bool, len(names))
+	for _, n := range names {
+		got[n] = true
+	}
+	a.byVersion[version] = got
 }
 
 // requestLocked builds the request as a SotW stream would after it named
@@ -205,7 +280,7 @@ func (s *restStream) poll() {
 			return
 		}
 		for {
-			resp, notModified, err := s.post(req)
+			resp, notModified, err := s.post(req, gen)
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -217,6 +292,7 @@ func (s *restStream) poll() {
 				return
 			}
 			if !notModified {
+				s.p.answered.record(resp.Version, req.GetResourceNames())
 				s.deliver(restResult{resp: resp})
 				break // the client's reply is the next poll
 			}
@@ -246,15 +322,26 @@ func (s *restStream) deliver(r restResult) {
 	}
 }
 
-// post sends one poll and waits for its answer, telling the client of the
-// names it carries once the request is written.
-func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, notModified bool, err error) {
+// post sends one poll, the one send number gen gave, and waits for its
+// answer, telling the client of the names it carries once the request is
+// written.
+func (s *restStream) post(req *discoveryv3.DiscoveryRequest, gen int) (resp *Response, notModified bool, err error) {
 	wire := req
+	clone := func() {
+		if wire == req {
+			wire = proto.Clone(req).(*discoveryv3.DiscoveryRequest)
+		}
+	}
+	if v := req.GetVersionInfo(); v != "" && !s.p.answered.covers(v, req.GetResourceNames()) {
+		// Names the answer at v was not asked for (see restAnswered).
+		clone()
+		wire.VersionInfo = ""
+	}
 	if names := req.GetResourceNames(); len(names) == 1 && names[0] == wildcardName {
 		// The wildcard alone: an empty list, which every server reads as
 		// everything, where some (go-control-plane's snapshot cache) would
 		// look for a resource named "*".
-		wire = proto.Clone(req).(*discoveryv3.DiscoveryRequest)
+		clone()
 		wire.ResourceNames = nil
 	}
 	body, err := protojson.Marshal(wire)
@@ -264,6 +351,13 @@ func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, no
 	ctx, cancel := context.WithTimeout(s.ctx, s.p.timeout)
 	defer cancel()
 	s.mu.Lock()
+	if s.gen != gen {
+		// A send came after take, before this poll could be cancelled: it
+		// is superseded already. Posted, it could be held until the
+		// server's long poll ends, the newer request waiting behind it.
+		s.mu.Unlock()
+		return nil, false, context.Canceled
+	}
 	s.inflight = cancel
 	s.mu.Unlock()
 	defer func() {
@@ -294,13 +388,18 @@ func (s *restStream) post(req *discoveryv3.DiscoveryRequest) (resp *Response, no
 		a.resp, a.notModified, a.err = s.roundTrip(ctx, body)
 		answered <- a
 	}()
+	// The trace may call WroteRequest more than once, from net/http's
+	// goroutines: a poll written to a reused connection that turns out dead
+	// with nothing sent is retried on a new one. So the callback only ever
+	// reads wrote, and the loop stops listening through a copy of its own.
+	written := (<-chan struct{})(wrote)
 	for {
 		select {
-		case <-wrote:
+		case <-written:
 			s.report(req)
-			wrote = nil
+			written = nil
 		case a := <-answered:
-			if wrote != nil && len(wrote) > 0 {
+			if written != nil && len(written) > 0 {
 				s.report(req)
 			}
 			if a.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.ctx.Err() == nil {

@@ -162,7 +162,9 @@ func TestRESTLongPollSupersededBySubscriptionChange(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the held poll was not given up")
 	}
-	want(t, c.req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, VersionInfo: "v1", ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n1"})
+	// No version: v1 was the answer to a poll of C1 alone (see
+	// TestRESTNewNamePollsWithoutVersion).
+	want(t, c.req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n1"})
 	if s := nextSent(t, e.h); len(s.names) != 2 {
 		t.Fatalf("OnSubscriptionsSent(%v), want both clusters", s)
 	}
@@ -171,6 +173,34 @@ func TestRESTLongPollSupersededBySubscriptionChange(t *testing.T) {
 	if c := e.next(); c.path != "/v3/discovery:endpoints" {
 		t.Fatalf("poll of %s, want the endpoints'", c.path)
 	}
+}
+
+// A poll stands alone, and its version is all the server knows of what the
+// client holds: a server that finds it current answers "not modified",
+// whatever names the poll lists (go-control-plane's REST handler does). So a
+// poll naming something the answer at the accepted version was not asked
+// for carries no version, and is answered with everything; the poll after
+// carries the version again. A name unsubscribed and wanted again is such a
+// name: the client forgot it.
+func TestRESTNewNamePollsWithoutVersion(t *testing.T) {
+	e := newRESTEnv(t, bootstrap.ServerConfig{}, fastOptions)
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+	e.next().reply(http.StatusOK, testutils.SotWResponse(cdsURL, "v1", "n1", testutils.Cluster("C1", "")))
+	e.h.nextResponse(t)
+	held := e.next()
+	want(t, held.req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, VersionInfo: "v1", ResourceNames: []string{"C1"}, ResponseNonce: "n1"})
+
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C2"}, nil)
+	c := e.next()
+	want(t, c.req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n1"})
+	c.reply(http.StatusOK, testutils.SotWResponse(cdsURL, "v1", "n2", testutils.Cluster("C1", ""), testutils.Cluster("C2", "")))
+	e.h.nextResponse(t)
+	want(t, e.next().req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, VersionInfo: "v1", ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n2"})
+
+	e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C2"})
+	want(t, e.next().req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, VersionInfo: "v1", ResourceNames: []string{"C1"}, ResponseNonce: "n2"})
+	e.tr.UpdateSubscriptions(cdsURL, []string{"C2"}, nil)
+	want(t, e.next().req, &discoveryv3.DiscoveryRequest{Node: testNode, TypeUrl: cdsURL, ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n2"})
 }
 
 // Nothing wanted of a type: polling stops, since a poll naming nothing

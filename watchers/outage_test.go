@@ -31,15 +31,17 @@ func TestOutage(t *testing.T) {
 			t.Fatalf("got %v, want AmbientError wrapping ErrServerUnavailable", ev)
 		}
 
+		// The new server has its resources before it serves (see
+		// ManagementServerOptions.Initial).
 		subs := newSubsLog()
-		ms, err := testutils.StartManagementServer(subs.hooks(testutils.ManagementServerOptions{Address: addr, Linear: v.linear, ADS: v.adsCache}))
+		res.Endpoints[0] = testutils.ClusterLoadAssignment("a", "10.0.0.9", 80)
+		ms, err := testutils.StartManagementServer(subs.hooks(testutils.ManagementServerOptions{Address: addr, Linear: v.linear, ADS: v.adsCache,
+			Initial: map[string]testutils.Resources{nodeID: res}}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(ms.Stop)
-		res.Endpoints[0] = testutils.ClusterLoadAssignment("a", "10.0.0.9", 80)
 		e.ms = ms
-		e.update(res)
 		s := r.nextUpdate() // no second AmbientError before it
 		if got := describeCluster(s.Clusters.Get("a")); got != "a:eds(a)[10.0.0.9:80]" {
 			t.Errorf("after reconnecting: a is %s", got)
