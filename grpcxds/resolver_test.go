@@ -165,7 +165,7 @@ func TestSharedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestRedialSharedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package csds_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestCSDSReportsEveryState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
