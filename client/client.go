@@ -127,7 +127,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		c.clock = realClock{}
 	}
 	if c.logger == nil {
-		c.logger = defaultLogger()
+		c.logger = DefaultLogger()
 	}
 	if c.builder == nil {
 		topts := opts.TransportOptions

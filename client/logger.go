@@ -5,8 +5,8 @@ import (
 	"log/slog"
 )
 
-// defaultLogger is the logger of a client given none: its warnings and
-// errors go to slog.Default() and the rest nowhere.
+// DefaultLogger returns the logger of a client given none: its warnings
+// and errors go to slog.Default() and the rest nowhere.
 //
 // Why not discard everything: a NACK or an unreachable management server
 // leaves the program on stale configuration, and a user who never set a
@@ -16,7 +16,10 @@ import (
 // are for someone who asked for them. slog.Default() rather than a
 // handler of our own, so that the lines reach whatever the program set
 // with slog.SetDefault, or the standard log package if it set nothing.
-func defaultLogger() *slog.Logger { return slog.New(warnToDefault{}) }
+//
+// DefaultLogger is exported so that packages built on the client (grpcxds)
+// treat a nil logger the same way.
+func DefaultLogger() *slog.Logger { return slog.New(warnToDefault{}) }
 
 // warnToDefault is a slog.Handler that passes records at warning level and
 // above to the handler of slog.Default() as it is when the record is
