@@ -125,7 +125,7 @@ func TestListenerNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Scheme: "my-xds"})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Scheme: "my-xds", Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestSharedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRedialSharedClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
