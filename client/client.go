@@ -198,6 +198,9 @@ type server struct {
 	// stream fails without a response until the next response: the server
 	// is unhealthy. Guarded by c.mu.
 	unreachable error
+	// unreachableSince is when unreachable was set, for the length of the
+	// outage in the log line of its end. Guarded by c.mu.
+	unreachableSince time.Time
 	// responded tells whether the current stream has delivered a
 	// response; each stream ends in exactly one OnStreamError, which resets
 	// it. Guarded by c.mu.

@@ -3,6 +3,7 @@ package test
 import (
 	"log/slog"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
@@ -20,7 +21,8 @@ const (
 
 // An outage is logged when it begins and when it ends: a warning when a
 // stream fails without an answer, and one info line when the server
-// answers again, after the warning. The first connection, and a stream
+// answers again, after the warning, with the outage's length on the
+// client's clock. The first connection, and a stream
 // that ends after answering, are no outage and log no recovery. Every
 // response is logged at debug level with its type, version, nonce and
 // counts, as requests are.
@@ -32,7 +34,13 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 			checkLeaks(t)
 			logger, sink := newCaptureLogger()
 			fs := startFake(t, "")
-			c := newFaultClient(t, fs.Address(), p, func(o *client.Options) { o.Logger = logger })
+			// The outage is measured on the client's clock: a fake one
+			// makes its length exact.
+			clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+			c := newFaultClient(t, fs.Address(), p, func(o *client.Options) {
+				o.Logger = logger
+				o.Clock = clk
+			})
 			w := newRecorder[*resources.Cluster]()
 			client.WatchCluster(c, "C1", w)
 
@@ -68,9 +76,9 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 			st.Cut(grpcstatus.Error(codes.Unavailable, "connection reset"))
 			st2 := nextStreamOf(t, fs)
 			readReq(t, st2)
-			// The next fails before answering: an outage. The client tells
-			// the transport of it before the transport opens another
-			// stream, so both are logged by then.
+			// The next fails before answering: an outage. The transport
+			// reports the failure to the client before it opens another
+			// stream, so the outage is logged by then.
 			st2.Cut(grpcstatus.Error(codes.Unavailable, "connection refused"))
 			st3 := nextStreamOf(t, fs)
 			readReq(t, st3)
@@ -78,6 +86,7 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 			if findLog(sink, recoveryMsg) != nil {
 				t.Fatalf("%q logged before the server answered", recoveryMsg)
 			}
+			clk.Advance(3 * time.Second)
 			mustSendCluster(t, st3, "2", "n3", testutils.Cluster("C1", "eds-2"))
 			// The recovery is logged while the response is applied, before
 			// its ACK.
@@ -91,8 +100,8 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 					outage = append(outage, i)
 				case recoveryMsg:
 					recovery = append(recovery, i)
-					if r.level != slog.LevelInfo || r.attrs["server"] != fs.Address() {
-						t.Errorf("%q line %v, want info level with the server %s", recoveryMsg, r, fs.Address())
+					if r.level != slog.LevelInfo || r.attrs["server"] != fs.Address() || r.attrs["outage"] != "3s" {
+						t.Errorf("%q line %v, want info level with the server %s and the outage, 3s", recoveryMsg, r, fs.Address())
 					}
 				}
 			}
