@@ -20,7 +20,7 @@
 //   - A program that does not link google.golang.org/grpc/xds calls
 //     admin.Register (channelz) and Register, in either order.
 //   - A program that links it (it uses grpc-go's xDS too) and wants both
-//     stacks reported calls [github.com/goxds/xds/client/csds/grpccsds].RegisterAdmin
+//     stacks reported calls [github.com/goxds/xds/client/csds/grpccsds.RegisterAdmin]
 //     instead of admin.Register: channelz, and one CSDS service that
 //     reports grpc-go's xDS clients and goxds's. That package is separate
 //     so that this one does not pull in grpc-go's xDS stack.

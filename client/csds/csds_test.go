@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/admin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -269,5 +270,63 @@ func TestNewServerWithInner(t *testing.T) {
 	boom := errors.New("boom")
 	if _, err := csds.NewServer(fakeCSDS{err: boom}, c).FetchClientStatus(context.Background(), &statusv3.ClientStatusRequest{}); !errors.Is(err, boom) {
 		t.Errorf("with a failing inner service: %v, want its error", err)
+	}
+}
+
+// Without google.golang.org/grpc/xds in the program (this test binary does
+// not link it), grpc-go's admin.Register adds channelz only, and composes
+// with Register in either order; CSDS then reports goxds's client.
+func TestRegisterWithAdminEitherOrder(t *testing.T) {
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: "127.0.0.1:1", NodeID: "csds-node"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, adminFirst := range []bool{true, false} {
+		s := grpc.NewServer()
+		if adminFirst {
+			cleanup, err := admin.Register(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+		}
+		if err := csds.Register(s, c); err != nil {
+			t.Fatalf("admin first %v: %v", adminFirst, err)
+		}
+		if !adminFirst {
+			cleanup, err := admin.Register(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(lis)
+		defer s.Stop()
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := statusv3.NewClientStatusDiscoveryServiceClient(cc).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
+		if err != nil {
+			t.Fatalf("admin first %v: %v", adminFirst, err)
+		}
+		if len(resp.GetConfig()) != 1 || resp.GetConfig()[0].GetNode().GetId() != "csds-node" {
+			t.Errorf("admin first %v: configs %v, want goxds's, node csds-node", adminFirst, resp.GetConfig())
+		}
+		if _, ok := s.GetServiceInfo()["grpc.channelz.v1.Channelz"]; !ok {
+			t.Errorf("admin first %v: no channelz", adminFirst)
+		}
 	}
 }
