@@ -17,7 +17,8 @@ import (
 // The resolver and balancer log their decisions at debug level (the
 // configuration applied, a failover from a priority that did not connect
 // in time, the switch of priority it makes) and their failures at warning
-// level (a cluster with no usable endpoint, a listener gone), each naming
+// level (a cluster with no usable endpoint, one that does not exist, a
+// listener gone), each naming
 // the listener or cluster, to Options.Logger.
 func TestLogsDecisionsAndFailures(t *testing.T) {
 	t.Parallel()
@@ -39,6 +40,10 @@ func TestLogsDecisionsAndFailures(t *testing.T) {
 	p1.stop()
 	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", p1)))
 	sink.want(e.ctx, t, slog.LevelWarn, "cluster has no usable endpoint; its RPCs fail", map[string]string{"cluster": "A"})
+
+	// The route sends to a cluster that does not exist.
+	e.update(tree(routes(toCluster(prefix("/"), "gone")), clusters("A"), eds("A", p1)))
+	sink.want(e.ctx, t, slog.LevelWarn, "cluster unusable", map[string]string{"cluster": "gone"})
 
 	// The listener is deleted: the channel has no configuration left.
 	e.update(testutils.Resources{})
