@@ -33,6 +33,14 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		done()
 		return nil
 	}
+	// An outage was logged when unreachable went from nil to an error
+	// (handleStreamError); its end is logged here, once, so that a reader
+	// of the log sees each outage both begin and end.
+	recovered := s.unreachable != nil
+	var outage time.Duration
+	if recovered {
+		outage = c.clock.Now().Sub(s.unreachableSince)
+	}
 	s.unreachable, s.responded = nil, true
 	// The control plane's identifier says which instance behind the
 	// server's address answers: logged when it changes (the first
@@ -62,6 +70,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	c.cbs.schedule(done)
 	c.mu.Unlock()
 	c.closeReleased(released)
+	if recovered {
+		c.logger.Info(s.sourceName()+" reachable again", "server", s.cfg.ServerURI, "outage", outage)
+	}
 	if newControlPlane {
 		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
 	}

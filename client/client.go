@@ -3,7 +3,6 @@ package client
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -42,7 +41,15 @@ type Options struct {
 	// TransportOptions configure the default TransportBuilder (backoff,
 	// stream pacing, dial options). Ignored with a TransportBuilder.
 	TransportOptions transport.Options
-	// Logger receives the client's logs. Nil: discard.
+	// Logger receives the client's logs and, unless TransportOptions set
+	// their own, its transports': warnings when a response is rejected
+	// (NACK) or a server becomes unavailable, info when it is reachable
+	// again or a resource times out, and at debug level every request and
+	// response. Nil: warnings and errors go to the handler of
+	// slog.Default() (the standard log package unless the program called
+	// slog.SetDefault), looked up as each line is written; nothing else
+	// is logged. For silence, pass a logger with a handler that discards,
+	// such as slog.New(slog.DiscardHandler).
 	Logger *slog.Logger
 	// Metrics receives the client's measurements. Nil: none.
 	Metrics Metrics
@@ -120,7 +127,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		c.clock = realClock{}
 	}
 	if c.logger == nil {
-		c.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.logger = DefaultLogger()
 	}
 	if c.builder == nil {
 		topts := opts.TransportOptions
@@ -191,6 +198,9 @@ type server struct {
 	// stream fails without a response until the next response: the server
 	// is unhealthy. Guarded by c.mu.
 	unreachable error
+	// unreachableSince is when unreachable was set, for the length of the
+	// outage in the log line of its end. Guarded by c.mu.
+	unreachableSince time.Time
 	// responded tells whether the current stream has delivered a
 	// response; each stream ends in exactly one OnStreamError, which resets
 	// it. Guarded by c.mu.

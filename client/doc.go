@@ -93,6 +93,14 @@
 // when first given and when it changes, and is in
 // [ResourceStatus].ControlPlane.
 //
+// # Logs
+//
+// [Options].Logger receives the client's log lines. Each names the server,
+// and those about one resource type name its type URL. An outage is a
+// warning when it begins and an info line when the server answers again;
+// a NACK is a warning with the error sent. Given no logger, the client
+// still sends its warnings and errors, and only those, to [slog.Default].
+//
 // # Metrics
 //
 // [Options].Metrics receives the counters and the connected gauge of gRFC

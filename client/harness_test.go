@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,6 +202,11 @@ func newHarness(t *testing.T, cfg *bootstrap.Config, opts Options) *harness {
 	}
 	b := &fakeBuilder{built: make(chan *fakeTransport, 10)}
 	opts.TransportBuilder = b
+	if opts.Logger == nil {
+		// Tests NACK and lose servers on purpose: not to the default
+		// logger, which would print it.
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
 	if opts.ResourceTypes == nil {
 		opts.ResourceTypes = []resources.AnyType{wholeWorldType, partialType}
 	}

@@ -128,6 +128,9 @@ func (c *Client) handleStreamError(s *server, cause error) {
 	s.responded = false
 	first := !hadResponse && s.unreachable == nil
 	if !hadResponse {
+		if s.unreachable == nil {
+			s.unreachableSince = c.clock.Now()
+		}
 		s.unreachable = cause
 		// gRFC A71: an authority with a watcher waiting on what the cache
 		// lacks moves to its next server. Its entries leave s, so the loop

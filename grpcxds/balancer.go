@@ -1,8 +1,10 @@
 package grpcxds
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -52,6 +55,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) ba
 		cc:              cc,
 		channelID:       rand.Uint64(),
 		failoverTimeout: DefaultFailoverTimeout,
+		logger:          client.DefaultLogger(),
 		clusters:        make(map[string]*clusterLB),
 		conns:           make(map[string]*endpointConn),
 		dns:             make(map[string]*dnsWatch),
@@ -95,6 +99,11 @@ type xdsBalancer struct {
 	mu              sync.Mutex
 	closed          bool
 	failoverTimeout time.Duration
+	// logger is the Builder's, as the resolver state carries it; logs are
+	// the lines to write once mu is released (finishAndUnlock): a logger's
+	// handler is the user's code, and runs under no lock of ours.
+	logger *slog.Logger
+	logs   []logLine
 	// snap is the snapshot in force; nil before the first one and while
 	// the configuration is unusable, failErr then saying why (a status
 	// error, or any other error for RPCs to wait on if wait-for-ready).
@@ -121,6 +130,9 @@ type xdsBalancer struct {
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, ok := SnapshotFromState(s.ResolverState)
 	b.mu.Lock()
+	if l := loggerFromState(s.ResolverState); l != nil {
+		b.logger = l
+	}
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.failoverTimeout = cfg.failoverTimeout
 	}
@@ -201,7 +213,10 @@ func (b *xdsBalancer) dropConfigLocked(err error) {
 // UpdateSubConnState implements balancer.Balancer. It is not called: every
 // SubConn has a state listener.
 func (b *xdsBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConnState) {
-	logger.Errorf("%s: UpdateSubConnState(%v, %v) called; SubConns have state listeners", BalancerName, sc, s.ConnectivityState)
+	b.mu.Lock()
+	l := b.logger
+	b.mu.Unlock()
+	l.Error(BalancerName+": UpdateSubConnState called; SubConns have state listeners", "subconn", fmt.Sprint(sc), "state", s.ConnectivityState.String())
 }
 
 // ExitIdle implements balancer.Balancer: endpoints in use that went idle
@@ -247,6 +262,7 @@ func (b *xdsBalancer) Close() {
 // resolvers.
 func (b *xdsBalancer) finishAndUnlock() {
 	if b.closed {
+		b.logs = nil
 		b.mu.Unlock()
 		return
 	}
@@ -269,7 +285,12 @@ func (b *xdsBalancer) finishAndUnlock() {
 		}
 	}
 	start, stop := b.dnsChangesLocked()
+	logger, logs := b.logger, b.logs
+	b.logs = nil
 	b.mu.Unlock()
+	for _, l := range logs {
+		logger.Log(context.Background(), l.level, l.msg, l.args...)
+	}
 	for _, r := range stop {
 		r.Close()
 	}
@@ -335,4 +356,18 @@ func (b *xdsBalancer) pruneCountersLocked() {
 			delete(b.inflight, leaf)
 		}
 	}
+}
+
+// logLine is a line to log once mu is released.
+type logLine struct {
+	level slog.Level
+	msg   string
+	args  []any
+}
+
+// logLocked queues a line for finishAndUnlock to write. Even whether the
+// level is enabled is asked then: that too is the handler's code. Lines
+// are few, one per decision, so queueing them unasked costs little.
+func (b *xdsBalancer) logLocked(level slog.Level, msg string, args ...any) {
+	b.logs = append(b.logs, logLine{level, msg, args})
 }

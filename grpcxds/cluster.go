@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -47,7 +48,13 @@ type clusterLB struct {
 	// state and picker are the outcome, for the route picker.
 	state  connectivity.State
 	picker clusterPicker
+	// chosen is the priority in use, -1 for none usable, and notChosen
+	// before the first choice: a change is logged.
+	chosen int
 }
+
+// notChosen is clusterLB.chosen before the first choice of a priority.
+const notChosen = -2
 
 // priority is one priority of a cluster: localities with their healthy
 // endpoints, and what the leaf cluster it comes from says about them.
@@ -82,6 +89,7 @@ func newClusterLB(name string) *clusterLB {
 		timedOut: make(map[int]bool),
 		state:    connectivity.Connecting,
 		picker:   queuePicker{},
+		chosen:   notChosen,
 	}
 }
 
@@ -270,6 +278,10 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 		b.setWantedLocked(cl, nil)
 		cl.stopTimer()
 		cl.state, cl.picker = connectivity.TransientFailure, errorPicker{cl.err}
+		if cl.chosen != -1 {
+			b.logLocked(slog.LevelWarn, "cluster unusable", "cluster", cl.name, "err", cl.err)
+		}
+		cl.chosen = -1
 		return
 	}
 	wanted := make(map[*endpointConn]struct{})
@@ -318,9 +330,19 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 			msg += "; " + strings.Join(cl.leafErrs, "; ")
 		}
 		cl.picker = errorPicker{errors.New(msg)}
+		if cl.chosen != -1 {
+			b.logLocked(slog.LevelWarn, "cluster has no usable endpoint; its RPCs fail", "cluster", cl.name, "err", msg)
+		}
 	default:
 		cl.picker = cl.prios[chosen].picker(state)
+		// The first choice is part of applying the configuration, logged
+		// by the resolver; a change after it is a decision of its own.
+		if cl.chosen != notChosen && cl.chosen != chosen {
+			b.logLocked(slog.LevelDebug, "cluster priority switch", "cluster", cl.name,
+				"from", cl.chosen, "to", chosen, "leaf", cl.prios[chosen].leaf, "state", state.String())
+		}
 	}
+	cl.chosen = chosen
 }
 
 // state sums up the endpoints of p, marking each wanted: READY if one is
@@ -386,6 +408,8 @@ func (b *xdsBalancer) armFailoverLocked(cl *clusterLB, prio int) {
 		}
 		cl.timer = nil
 		cl.timedOut[prio] = true
+		b.logLocked(slog.LevelDebug, "cluster failover: priority still connecting after the failover timeout",
+			"cluster", cl.name, "priority", prio, "timeout", b.failoverTimeout)
 		b.dirty[cl] = struct{}{}
 		b.finishAndUnlock()
 	})

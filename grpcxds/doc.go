@@ -82,6 +82,16 @@
 // ones. A priority's endpoints are connected when the priority is used or
 // tried, and stay connected while they are listed.
 //
+// # Logs
+//
+// [Options].Logger, a *slog.Logger, hears the resolver's and the
+// balancer's decisions at debug level (a configuration applied, a cluster
+// failing over from a priority still connecting at the failover timeout,
+// a cluster switching priority) and their failures at warning level (no
+// usable configuration, a cluster with no usable endpoint). Without one,
+// the lines go where the client's do: [Options].ClientOptions.Logger, or
+// warnings only to slog.Default().
+//
 // # Not supported
 //
 // Route timeouts, max_stream_duration and retry policies (they need

@@ -177,6 +177,7 @@ func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
 	}
 	opts.Bootstrap = cfg
 	opts.ClientOptions = client.Options{
+		Logger:      quietLogger,
 		WatchExpiry: 2 * time.Second,
 		TransportOptions: transport.Options{
 			Backoff:     fastBackoff,

@@ -1,13 +1,14 @@
 package grpcxds
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/grpclog"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
@@ -15,8 +16,6 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/watchers"
 )
-
-var logger = grpclog.Component("goxds")
 
 // DefaultScheme is the target scheme of a Builder whose Options leave
 // Scheme empty: targets read "goxds:///my-listener". It is not gRPC's own
@@ -43,6 +42,22 @@ type Options struct {
 	Bootstrap *bootstrap.Config
 	// ClientOptions tune a client the Builder creates; unused with Client.
 	ClientOptions client.Options
+	// Logger receives what the resolver and balancer decide, at debug
+	// level: each configuration a channel applies, each failover of a
+	// cluster from a priority that did not connect in time, each switch of
+	// a cluster's priority; and what fails, at warning level: a channel
+	// left without a usable configuration, a cluster with no usable
+	// endpoint, an update the channel refused. Nil: ClientOptions.Logger
+	// when the Builder creates its client and it is set; otherwise
+	// warnings to slog.Default(), as a client given no logger does.
+	//
+	// These lines go to a slog.Logger, not to grpc-go's grpclog: they are
+	// the second half of the story the client's log tells (the client says
+	// what the server sent, these what the channel did with it), so they
+	// belong with the client's lines, in one handler, with the same
+	// structured attributes (listener, cluster); and grpclog shows them
+	// only with all of gRPC's own logging turned up.
+	Logger *slog.Logger
 	// FailoverTimeout is how long the balancer waits for a priority that is
 	// still connecting before it tries the next one (gRFC A56's failover
 	// timer). Zero: DefaultFailoverTimeout.
@@ -61,7 +76,8 @@ type Builder struct {
 	cfg        *bootstrap.Config // nil: targets are listener names as they are
 	shared     *client.Client    // the Options.Client, or nil
 	clientOpts client.Options
-	scJSON     string // the service config every channel gets
+	scJSON     string       // the service config every channel gets
+	logger     *slog.Logger // Options.Logger, or its default
 
 	// A client the Builder created, counted by the resolvers using it.
 	mu    sync.Mutex
@@ -76,6 +92,14 @@ func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
+	}
+	switch {
+	case opts.Logger != nil:
+		b.logger = opts.Logger
+	case opts.Client == nil && opts.ClientOptions.Logger != nil:
+		b.logger = opts.ClientOptions.Logger
+	default:
+		b.logger = client.DefaultLogger()
 	}
 	if !validScheme(b.scheme) {
 		return nil, fmt.Errorf("grpcxds: scheme %q: want a letter, then lower-case letters, digits, '+', '-' or '.'", b.scheme)
@@ -145,7 +169,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release}
+	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name)}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -213,15 +237,21 @@ type xdsResolver struct {
 	cc       resolver.ClientConn
 	listener string
 	sc       *serviceconfig.ParseResult
-	cancel   func() // of the tree watch; set right after the watch starts
+	logger   *slog.Logger // the Builder's, with the listener
+	cancel   func()       // of the tree watch; set right after the watch starts
 	release  func()
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	if err := r.cc.UpdateState(stateOf(s, r.sc)); err != nil {
-		logger.Warningf("listener %q: the channel did not take the new configuration: %v", r.listener, err)
+	if err := r.cc.UpdateState(stateOf(s, r.sc, r.logger)); err != nil {
+		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
+		return
+	}
+	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
+		r.logger.Debug("xDS configuration applied", "route_config", s.RouteConfig.Name,
+			"virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
 	}
 }
 
@@ -233,15 +263,16 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 // a resolver error until their deadline, and before the first snapshot it
 // would not even run the goxds balancer.
 func (r *xdsResolver) ResourceError(err error) {
-	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, Err: err}, r.sc)); err != nil {
-		logger.Warningf("listener %q: the channel did not take the configuration error: %v", r.listener, err)
+	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
+	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, Err: err}, r.sc, r.logger)); err != nil {
+		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
 	}
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in force
 // stays, so only the log hears of it.
 func (r *xdsResolver) AmbientError(err error) {
-	logger.Warningf("listener %q: keeping the configuration in force: %v", r.listener, err)
+	r.logger.Warn("keeping the xDS configuration in force", "err", err)
 }
 
 // ResolveNow implements resolver.Resolver. The management server pushes

@@ -125,7 +125,7 @@ func TestListenerNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Scheme: "my-xds"})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Scheme: "my-xds", Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,12 +165,12 @@ func TestSharedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,12 +206,12 @@ func TestRedialSharedClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c})
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Client: c, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}

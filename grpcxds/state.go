@@ -1,6 +1,8 @@
 package grpcxds
 
 import (
+	"log/slog"
+
 	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
@@ -21,6 +23,17 @@ type snapshotKey struct{}
 // configErrorKey is the State.Attributes key of a *ConfigError, which
 // stands in for the snapshot while the tree is unusable.
 type configErrorKey struct{}
+
+// loggerKey is the State.Attributes key of the Builder's *slog.Logger: the
+// balancer is built by gRPC, which knows nothing of the Builder, and learns
+// where to log from the resolver.
+type loggerKey struct{}
+
+// loggerFromState returns the logger the resolver put into s, or nil.
+func loggerFromState(s resolver.State) *slog.Logger {
+	l, _ := s.Attributes.Value(loggerKey{}).(*slog.Logger)
+	return l
+}
 
 // endpointInfoKey is the Endpoint.Attributes key of an EndpointInfo.
 type endpointInfoKey struct{}
@@ -47,8 +60,8 @@ func configErrorFromState(s resolver.State) *ConfigError {
 // errorState is the resolver.State for an unusable tree: the service
 // config, so that the goxds balancer runs, and the error it fails RPCs
 // with.
-func errorState(err *ConfigError, sc *serviceconfig.ParseResult) resolver.State {
-	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err)}
+func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger) resolver.State {
+	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err).WithValue(loggerKey{}, logger)}
 }
 
 // EndpointInfo is what the goxds resolver says about one endpoint of
@@ -81,8 +94,8 @@ func EndpointInfoFromEndpoint(ep resolver.Endpoint) (EndpointInfo, bool) {
 // endpoints of its EDS clusters, and the service config selecting the goxds
 // balancer. Clusters are visited in no particular order; the balancer does
 // not rely on State.Endpoints.
-func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult) resolver.State {
-	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap)}
+func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger) resolver.State {
+	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger)}
 	for name, cc := range snap.Clusters.All() {
 		if cc.Endpoints == nil {
 			continue

@@ -377,6 +377,7 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		if err != nil {
 			return err
 		}
+		r.logResponse(resp)
 		if r.unsolicited(resp) {
 			continue
 		}
@@ -422,6 +423,23 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 			}
 		}
 	}
+}
+
+// logResponse logs resp at debug level, as requests are, by what a reader
+// of the log needs to match it to its reply: its type, version and nonce,
+// and how many resources it carries. The resources themselves are left out:
+// a response can hold tens of thousands, where a request holds names.
+func (r *runner) logResponse(resp *Response) {
+	if !r.logger.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	if resp.Delta {
+		r.logger.Debug("xDS response received", "type", resp.TypeURL, "version", resp.Version, "nonce", resp.Nonce,
+			"resources", len(resp.DeltaResources), "removed", len(resp.Removed), "resource_errors", len(resp.ResourceErrors))
+		return
+	}
+	r.logger.Debug("xDS response received", "type", resp.TypeURL, "version", resp.Version, "nonce", resp.Nonce,
+		"resources", len(resp.Resources), "resource_errors", len(resp.ResourceErrors))
 }
 
 // unsolicited reports whether resp is of a type the client has not asked

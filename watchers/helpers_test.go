@@ -145,7 +145,7 @@ func newClient(t *testing.T, addr string, v variant, expiry time.Duration) *clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport})
+	c, err := client.New(cfg, client.Options{WatchExpiry: expiry, TransportOptions: fastTransport, Logger: quietLogger})
 	if err != nil {
 		t.Fatal(err)
 	}

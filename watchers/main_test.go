@@ -1,6 +1,7 @@
 package watchers_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -8,3 +9,8 @@ import (
 
 // Every test closes its clients and servers; no goroutine may be left.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// quietLogger is the tests' client logger. Tests lose servers and get
+// rejected resources on purpose; the default logger would print the
+// warnings.
+var quietLogger = slog.New(slog.DiscardHandler)

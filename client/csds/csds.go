@@ -6,12 +6,33 @@
 // [Register] serves it on a gRPC server:
 //
 //	s := grpc.NewServer()
-//	csds.Register(s, xdsClient)
+//	if err := csds.Register(s, xdsClient); err != nil {
+//		return err
+//	}
+//
+// # With grpc-go's admin services
+//
+// A gRPC server has room for one CSDS service. grpc-go's admin.Register
+// (google.golang.org/grpc/admin) registers grpc-go's own as soon as the
+// program links google.golang.org/grpc/xds, and grpc-go ends the process
+// if a second registration of the service follows. So:
+//
+//   - A program that does not link google.golang.org/grpc/xds calls
+//     admin.Register (channelz) and Register, in either order.
+//   - A program that links it (it uses grpc-go's xDS too) and wants both
+//     stacks reported calls [github.com/goxds/xds/client/csds/grpccsds.RegisterAdmin]
+//     instead of admin.Register: channelz, and one CSDS service that
+//     reports grpc-go's xDS clients and goxds's. That package is separate
+//     so that this one does not pull in grpc-go's xDS stack.
+//   - Register after admin.Register returns an error instead of dying
+//     ([ErrAlreadyRegistered]); admin.Register after Register cannot be
+//     helped from here: grpc-go's registration fails fatally.
 package csds
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
@@ -98,30 +119,79 @@ func clientStatus(s client.Status) adminv3.ClientResourceStatus {
 	return adminv3.ClientResourceStatus_UNKNOWN
 }
 
+// ErrAlreadyRegistered is the error Register returns when the server
+// already has a CSDS service, such as the one grpc-go's admin.Register adds.
+var ErrAlreadyRegistered = errors.New("csds: the server already has a CSDS service (" + serviceName + ")")
+
+// serviceName is the full name of the CSDS service, as in
+// statusv3.ClientStatusDiscoveryService_ServiceDesc.
+const serviceName = "envoy.service.status.v3.ClientStatusDiscoveryService"
+
 // Register serves CSDS for the given clients on s. A request's
 // node_matchers are not applied: every client's config is returned, each
 // with its node, as gRPC's own CSDS service does.
-func Register(s grpc.ServiceRegistrar, clients ...*client.Client) {
-	statusv3.RegisterClientStatusDiscoveryServiceServer(s, &service{clients: clients})
+//
+// If s already has a CSDS service, Register returns an error that matches
+// ErrAlreadyRegistered and registers nothing, where grpc would end the
+// process; the package doc says how to serve goxds's clients alongside
+// grpc-go's. Only a registrar that lists its services (GetServiceInfo, as
+// *grpc.Server does) can be checked.
+func Register(s grpc.ServiceRegistrar, clients ...*client.Client) error {
+	if Registered(s) {
+		return fmt.Errorf("%w; to serve grpc-go's xDS clients and goxds's from one service, call grpccsds.RegisterAdmin (package github.com/goxds/xds/client/csds/grpccsds) instead of admin.Register", ErrAlreadyRegistered)
+	}
+	statusv3.RegisterClientStatusDiscoveryServiceServer(s, NewServer(nil, clients...))
+	return nil
+}
+
+// Registered reports whether s has a CSDS service. A registrar that does
+// not list its services (no GetServiceInfo method) is reported as having
+// none.
+func Registered(s grpc.ServiceRegistrar) bool {
+	lister, ok := s.(interface {
+		GetServiceInfo() map[string]grpc.ServiceInfo
+	})
+	if !ok {
+		return false
+	}
+	_, ok = lister.GetServiceInfo()[serviceName]
+	return ok
+}
+
+// NewServer returns a CSDS service that reports the given clients, after
+// those inner reports if inner is not nil: inner is another CSDS service,
+// such as grpc-go's (google.golang.org/grpc/xds/csds), whose clients are
+// to be reported too. An error of inner fails the request: a partial
+// answer would read as a client that has no resources.
+func NewServer(inner statusv3.ClientStatusDiscoveryServiceServer, clients ...*client.Client) statusv3.ClientStatusDiscoveryServiceServer {
+	return &service{inner: inner, clients: clients}
 }
 
 type service struct {
 	statusv3.UnimplementedClientStatusDiscoveryServiceServer
+	inner   statusv3.ClientStatusDiscoveryServiceServer // nil: goxds's clients only
 	clients []*client.Client
 }
 
-func (s *service) response(req *statusv3.ClientStatusRequest) *statusv3.ClientStatusResponse {
-	opts := Options{ExcludeResourceContents: req.GetExcludeResourceContents()}
+func (s *service) response(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
 	resp := &statusv3.ClientStatusResponse{}
+	if s.inner != nil {
+		in, err := s.inner.FetchClientStatus(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		resp.Config = append(resp.Config, in.GetConfig()...)
+	}
+	opts := Options{ExcludeResourceContents: req.GetExcludeResourceContents()}
 	for _, c := range s.clients {
 		resp.Config = append(resp.Config, ClientConfig(c, opts))
 	}
-	return resp
+	return resp, nil
 }
 
 // FetchClientStatus implements the unary CSDS method.
-func (s *service) FetchClientStatus(_ context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
-	return s.response(req), nil
+func (s *service) FetchClientStatus(ctx context.Context, req *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
+	return s.response(ctx, req)
 }
 
 // StreamClientStatus answers each request on the stream with the current
@@ -135,7 +205,11 @@ func (s *service) StreamClientStatus(stream grpc.BidiStreamingServer[statusv3.Cl
 		if err != nil {
 			return err
 		}
-		if err := stream.Send(s.response(req)); err != nil {
+		resp, err := s.response(stream.Context(), req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}

@@ -2,17 +2,21 @@ package csds_test
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
 	"go.uber.org/goleak"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/admin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -37,7 +41,7 @@ func TestCSDSReportsEveryState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(cfg, client.Options{})
+	c, err := client.New(cfg, client.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,13 @@ func TestCSDSReportsEveryState(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	csds.Register(s, c)
+	if err := csds.Register(s, c); err != nil {
+		t.Fatal(err)
+	}
+	// A second registration is an error, where grpc would end the process.
+	if err := csds.Register(s, c); !errors.Is(err, csds.ErrAlreadyRegistered) {
+		t.Errorf("second Register: %v, want ErrAlreadyRegistered", err)
+	}
 	go s.Serve(lis)
 	defer s.Stop()
 	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -143,7 +153,7 @@ func TestCSDSReportsServerErrorsAndTimeouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-	c, err := client.New(cfg, client.Options{Clock: clk, WatchExpiry: time.Second})
+	c, err := client.New(cfg, client.Options{Clock: clk, WatchExpiry: time.Second, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +227,106 @@ func TestCSDSReportsServerErrorsAndTimeouts(t *testing.T) {
 	}
 	if g := got["slow"]; g.GetClientStatus() != adminv3.ClientResourceStatus_TIMEOUT || g.GetXdsConfig() != nil || g.GetErrorState().GetDetails() == "" {
 		t.Errorf("slow: %v, want TIMEOUT with its error", g)
+	}
+}
+
+// fakeCSDS is another CSDS service, such as grpc-go's, with one client of
+// node "other", or failing with err.
+type fakeCSDS struct {
+	statusv3.UnimplementedClientStatusDiscoveryServiceServer
+	err error
+}
+
+func (f fakeCSDS) FetchClientStatus(context.Context, *statusv3.ClientStatusRequest) (*statusv3.ClientStatusResponse, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &statusv3.ClientStatusResponse{Config: []*statusv3.ClientConfig{{Node: &corev3.Node{Id: "other"}}}}, nil
+}
+
+// NewServer reports the inner service's clients, then its own; an error of
+// the inner service fails the request rather than hide its clients.
+func TestNewServerWithInner(t *testing.T) {
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: "127.0.0.1:1", NodeID: "csds-node"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	resp, err := csds.NewServer(fakeCSDS{}, c).FetchClientStatus(context.Background(), &statusv3.ClientStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for _, cfg := range resp.GetConfig() {
+		nodes = append(nodes, cfg.GetNode().GetId())
+	}
+	if len(nodes) != 2 || nodes[0] != "other" || nodes[1] != "csds-node" {
+		t.Errorf("nodes %v, want [other csds-node]", nodes)
+	}
+	boom := errors.New("boom")
+	if _, err := csds.NewServer(fakeCSDS{err: boom}, c).FetchClientStatus(context.Background(), &statusv3.ClientStatusRequest{}); !errors.Is(err, boom) {
+		t.Errorf("with a failing inner service: %v, want its error", err)
+	}
+}
+
+// Without google.golang.org/grpc/xds in the program (this test binary does
+// not link it), grpc-go's admin.Register adds channelz only, and composes
+// with Register in either order; CSDS then reports goxds's client.
+func TestRegisterWithAdminEitherOrder(t *testing.T) {
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: "127.0.0.1:1", NodeID: "csds-node"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, adminFirst := range []bool{true, false} {
+		s := grpc.NewServer()
+		if adminFirst {
+			cleanup, err := admin.Register(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+		}
+		if err := csds.Register(s, c); err != nil {
+			t.Fatalf("admin first %v: %v", adminFirst, err)
+		}
+		if !adminFirst {
+			cleanup, err := admin.Register(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cleanup()
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.Serve(lis)
+		defer s.Stop()
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := statusv3.NewClientStatusDiscoveryServiceClient(cc).FetchClientStatus(ctx, &statusv3.ClientStatusRequest{})
+		if err != nil {
+			t.Fatalf("admin first %v: %v", adminFirst, err)
+		}
+		if len(resp.GetConfig()) != 1 || resp.GetConfig()[0].GetNode().GetId() != "csds-node" {
+			t.Errorf("admin first %v: configs %v, want goxds's, node csds-node", adminFirst, resp.GetConfig())
+		}
+		if _, ok := s.GetServiceInfo()["grpc.channelz.v1.Channelz"]; !ok {
+			t.Errorf("admin first %v: no channelz", adminFirst)
+		}
 	}
 }

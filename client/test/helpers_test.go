@@ -202,10 +202,11 @@ func bootstrapFor(addr string, p protocol, cfg config) (*bootstrap.Config, error
 }
 
 // testLogger logs the client to stderr when XDS_TEST_LOG is set, for
-// debugging a failing test; otherwise nothing.
+// debugging a failing test; otherwise nothing (not nil: a client given no
+// logger prints its warnings, and tests cause many on purpose).
 func testLogger() *slog.Logger {
 	if os.Getenv("XDS_TEST_LOG") == "" {
-		return nil
+		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

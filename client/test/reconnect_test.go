@@ -216,7 +216,7 @@ func TestReconnectBackoffHasJitter(t *testing.T) {
 	}
 	topts := fastTransport
 	topts.Backoff = backoff.Config{BaseDelay: base, Multiplier: 1, Jitter: 0.5, MaxDelay: base}
-	c, err := client.New(b, client.Options{WatchExpiry: noExpiry, TransportOptions: topts})
+	c, err := client.New(b, client.Options{WatchExpiry: noExpiry, TransportOptions: topts, Logger: testLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
