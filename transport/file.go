@@ -49,8 +49,8 @@ import (
 //
 // Failure cases:
 //   - A file that cannot be read as a DiscoveryResponse is logged, and
-//     every name subscribed of its type gets a resource error; the last
-//     valid configuration stays.
+//     every name subscribed of its type gets a resource error, as does each
+//     name added while it stays so; the last valid configuration stays.
 //   - A file missing before it was ever read makes the server unavailable
 //     (Handler.OnStreamError, once) until it appears.
 //   - A file deleted after it was read changes nothing: the last
@@ -99,7 +99,7 @@ type fileTransport struct {
 // fileSub is what the client wants of one type.
 type fileSub struct {
 	names map[string]struct{}
-	added bool // names were added since run last looked
+	added map[string]struct{} // names added since run last looked
 }
 
 // fileState is what run knows of one type's file. Only run touches it.
@@ -112,6 +112,7 @@ type fileState struct {
 	sum     [sha256.Size]byte
 	read    bool      // sum holds the hash of the bytes last read
 	good    *Response // the last valid content
+	bad     error     // why the content last read was rejected; nil if it was valid
 	missing bool      // the file's absence was reported
 	told    []string  // the names last reported to the client
 	serial  int       // numbers the responses, as nonces for logs
@@ -141,11 +142,15 @@ func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string
 	for _, n := range add {
 		if _, ok := s.names[n]; !ok {
 			s.names[n] = struct{}{}
-			s.added = true
+			if s.added == nil {
+				s.added = make(map[string]struct{})
+			}
+			s.added[n] = struct{}{}
 		}
 	}
 	for _, n := range remove {
 		delete(s.names, n)
+		delete(s.added, n)
 	}
 	t.mu.Unlock()
 	select {
@@ -159,15 +164,15 @@ func (t *fileTransport) Close() {
 	<-t.done
 }
 
-// wanted returns the names wanted of each type, and whether names were
-// added, and clears the added marks.
+// wanted returns the names wanted of each type, and those added since it
+// last looked, and clears the added marks.
 func (t *fileTransport) wanted() map[string]fileSub {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make(map[string]fileSub, len(t.subs))
 	for u, s := range t.subs {
 		out[u] = fileSub{names: maps.Clone(s.names), added: s.added}
-		s.added = false
+		s.added = nil
 	}
 	return out
 }
@@ -226,11 +231,11 @@ func (t *fileTransport) run() {
 			case st.settling() && st.good != nil:
 				// Being written: new names get what was read last, and
 				// the file is read once quiet.
-				if sub.added {
-					t.deliver(st, st.good, sortedKeys(sub.names))
+				if len(sub.added) > 0 {
+					t.redeliver(st, sortedKeys(sub.names), sortedKeys(sub.added))
 				}
-			case !st.read || sub.added:
-				t.refresh(st, sortedKeys(sub.names), sub.added)
+			case !st.read || len(sub.added) > 0:
+				t.refresh(st, sortedKeys(sub.names), sortedKeys(sub.added))
 			}
 		}
 		polling := false
@@ -293,7 +298,7 @@ func (t *fileTransport) armSettle(timer *time.Timer, states map[string]*fileStat
 // been quiet for the quiet period; a further change starts the wait again.
 func (t *fileTransport) settle(st *fileState, info os.FileInfo, names []string) {
 	if t.quiet < 0 {
-		t.refresh(st, names, false)
+		t.refresh(st, names, nil)
 		return
 	}
 	if st.settling() && sameFileState(info, st.pending) {
@@ -318,7 +323,7 @@ func (t *fileTransport) settleDue(st *fileState, names []string) {
 	}
 	st.unsettle()
 	if len(names) > 0 {
-		t.refresh(st, names, false)
+		t.refresh(st, names, nil)
 	}
 }
 
@@ -371,7 +376,7 @@ func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState,
 			// away: whatever is there now is complete, or absent.
 			if names := namesOf(st.typeURL); len(names) > 0 {
 				st.unsettle()
-				t.refresh(st, names, false)
+				t.refresh(st, names, nil)
 			}
 		case name == st.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
 			st.watched = false // the watch went with the directory; poll
@@ -399,13 +404,14 @@ func (t *fileTransport) checkChanged(st *fileState, names []string) {
 		return // still gone
 	}
 	st.unsettle()
-	t.refresh(st, names, false)
+	t.refresh(st, names, nil)
 }
 
-// refresh reads the file of st and hands what changed to the client; with
-// redeliver, the last valid content is handed over again even if the file
-// did not change, for names just added.
-func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
+// refresh reads the file of st and hands what changed to the client. For
+// the names just added, if any, what the others were told is told again
+// even if the file did not change (see redeliver).
+func (t *fileTransport) refresh(st *fileState, names, added []string) {
+	redeliver := len(added) > 0
 	info, err := os.Stat(st.path)
 	var data []byte
 	if err == nil {
@@ -422,8 +428,8 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 				t.logger.Warn("the file of a resource type is gone; keeping its last configuration", "type", st.typeURL, "err", err)
 			}
 		}
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
@@ -431,15 +437,15 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	st.info = info
 	if len(data) == 0 {
 		t.logger.Debug("empty file ignored, as one being written", "type", st.typeURL, "path", st.path)
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
 	sum := sha256.Sum256(data)
 	if st.read && sum == st.sum {
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
@@ -447,12 +453,14 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	resp, format, err := decodeResponseFile(st.path, data, st.typeURL)
 	if err != nil {
 		t.logger.Warn("file rejected; the last valid configuration stays", "type", st.typeURL, "path", st.path, "format", format, "err", err)
+		st.bad = err
 		if redeliver && st.good != nil {
 			t.deliver(st, st.good, names)
 		}
 		t.reportBadFile(st, names, err)
 		return
 	}
+	st.bad = nil
 	version := resp.GetVersionInfo()
 	if version == "" {
 		version = hex.EncodeToString(sum[:6])
@@ -467,6 +475,19 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	}
 	t.logger.Debug("file read", "type", st.typeURL, "path", st.path, "format", format, "version", version, "resources", len(resp.GetResources()))
 	t.deliver(st, st.good, names)
+}
+
+// redeliver tells the names just added what the others were told of the
+// file as last read: its last valid content, if any, and the error of the
+// content last read, if it was rejected. The names told already are not
+// told the error again: the client would report it to their watchers twice.
+func (t *fileTransport) redeliver(st *fileState, names, added []string) {
+	if st.good != nil {
+		t.deliver(st, st.good, names)
+	}
+	if st.bad != nil {
+		t.reportBadFile(st, added, st.bad)
+	}
 }
 
 // deliver hands r to the client and waits until its watchers have it.
