@@ -49,8 +49,8 @@ import (
 //
 // Failure cases:
 //   - A file that cannot be read as a DiscoveryResponse is logged, and
-//     every name subscribed of its type gets a resource error; the last
-//     valid configuration stays.
+//     every name subscribed of its type gets a resource error, as does each
+//     name added while it stays so; the last valid configuration stays.
 //   - A file missing before it was ever read makes the server unavailable
 //     (Handler.OnStreamError, once) until it appears.
 //   - A file deleted after it was read changes nothing: the last
@@ -92,15 +92,23 @@ type fileTransport struct {
 	done     chan struct{} // closed when run returns
 	wake     chan struct{} // capacity 1: subscriptions changed
 
-	mu   sync.Mutex
-	subs map[string]*fileSub // by type URL; guarded by mu
+	mu     sync.Mutex
+	subs   map[string]*fileSub // by type URL; guarded by mu
+	subNum uint64              // numbers the subscriptions of names; guarded by mu
 }
 
 // fileSub is what the client wants of one type.
 type fileSub struct {
-	names map[string]struct{}
-	added bool // names were added since run last looked
+	names nameSet
+	added map[string]struct{} // names added since run last looked
 }
+
+// nameSet maps each name wanted to the number of its subscription: a name
+// unsubscribed and subscribed again is another subscription, with another
+// number, whose watchers have been told nothing yet.
+type nameSet map[string]uint64
+
+func (ns nameSet) sorted() []string { return slices.Sorted(maps.Keys(ns)) }
 
 // fileState is what run knows of one type's file. Only run touches it.
 type fileState struct {
@@ -112,6 +120,8 @@ type fileState struct {
 	sum     [sha256.Size]byte
 	read    bool      // sum holds the hash of the bytes last read
 	good    *Response // the last valid content
+	bad     error     // why the content last read was rejected; nil if it was valid
+	badTold nameSet   // the subscriptions told of bad
 	missing bool      // the file's absence was reported
 	told    []string  // the names last reported to the client
 	serial  int       // numbers the responses, as nonces for logs
@@ -135,17 +145,22 @@ func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string
 	t.mu.Lock()
 	s := t.subs[typeURL]
 	if s == nil {
-		s = &fileSub{names: make(map[string]struct{})}
+		s = &fileSub{names: make(nameSet)}
 		t.subs[typeURL] = s
 	}
 	for _, n := range add {
 		if _, ok := s.names[n]; !ok {
-			s.names[n] = struct{}{}
-			s.added = true
+			t.subNum++
+			s.names[n] = t.subNum
+			if s.added == nil {
+				s.added = make(map[string]struct{})
+			}
+			s.added[n] = struct{}{}
 		}
 	}
 	for _, n := range remove {
 		delete(s.names, n)
+		delete(s.added, n)
 	}
 	t.mu.Unlock()
 	select {
@@ -159,15 +174,15 @@ func (t *fileTransport) Close() {
 	<-t.done
 }
 
-// wanted returns the names wanted of each type, and whether names were
-// added, and clears the added marks.
+// wanted returns the names wanted of each type, and those added since it
+// last looked, and clears the added marks.
 func (t *fileTransport) wanted() map[string]fileSub {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make(map[string]fileSub, len(t.subs))
 	for u, s := range t.subs {
 		out[u] = fileSub{names: maps.Clone(s.names), added: s.added}
-		s.added = false
+		s.added = nil
 	}
 	return out
 }
@@ -211,28 +226,7 @@ func (t *fileTransport) run() {
 				}
 			}
 		}
-		for _, typeURL := range slices.Sorted(maps.Keys(subs)) {
-			sub := subs[typeURL]
-			st := states[typeURL]
-			if st == nil {
-				path, _ := t.server.FilePath(typeURL)
-				path = filepath.Clean(path)
-				st = &fileState{typeURL: typeURL, path: path, dir: filepath.Dir(path)}
-				states[typeURL] = st
-			}
-			t.watchDir(w, st, states)
-			switch {
-			case len(sub.names) == 0:
-			case st.settling() && st.good != nil:
-				// Being written: new names get what was read last, and
-				// the file is read once quiet.
-				if sub.added {
-					t.deliver(st, st.good, sortedKeys(sub.names))
-				}
-			case !st.read || sub.added:
-				t.refresh(st, sortedKeys(sub.names), sub.added)
-			}
-		}
+		t.serveWanted(w, states, subs)
 		polling := false
 		for _, st := range states {
 			polling = polling || !st.watched
@@ -272,6 +266,33 @@ func (t *fileTransport) run() {
 	}
 }
 
+// serveWanted reads the file of each type wanted for the first time, and
+// hands what was read to the names added.
+func (t *fileTransport) serveWanted(w *fsnotify.Watcher, states map[string]*fileState, subs map[string]fileSub) {
+	for _, typeURL := range slices.Sorted(maps.Keys(subs)) {
+		sub := subs[typeURL]
+		st := states[typeURL]
+		if st == nil {
+			path, _ := t.server.FilePath(typeURL)
+			path = filepath.Clean(path)
+			st = &fileState{typeURL: typeURL, path: path, dir: filepath.Dir(path)}
+			states[typeURL] = st
+		}
+		t.watchDir(w, st, states)
+		switch {
+		case len(sub.names) == 0:
+		case st.settling() && st.good != nil:
+			// Being written: new names get what was read last, and
+			// the file is read once quiet.
+			if len(sub.added) > 0 {
+				t.redeliver(st, sub.names, sortedKeys(sub.added))
+			}
+		case !st.read || len(sub.added) > 0:
+			t.refresh(st, sub.names, sortedKeys(sub.added))
+		}
+	}
+}
+
 // armSettle sets timer to fire when the first file waiting to be quiet may
 // be, and returns its channel; nil when no file waits.
 func (t *fileTransport) armSettle(timer *time.Timer, states map[string]*fileState) <-chan time.Time {
@@ -291,9 +312,9 @@ func (t *fileTransport) armSettle(timer *time.Timer, states map[string]*fileStat
 
 // settle makes st wait until its file, seen changed in place as info, has
 // been quiet for the quiet period; a further change starts the wait again.
-func (t *fileTransport) settle(st *fileState, info os.FileInfo, names []string) {
+func (t *fileTransport) settle(st *fileState, info os.FileInfo, names nameSet) {
 	if t.quiet < 0 {
-		t.refresh(st, names, false)
+		t.refresh(st, names, nil)
 		return
 	}
 	if st.settling() && sameFileState(info, st.pending) {
@@ -307,7 +328,7 @@ func (t *fileTransport) settle(st *fileState, info os.FileInfo, names []string) 
 
 // settleDue reads the file of st if it has been quiet since its wait
 // began, and otherwise waits again.
-func (t *fileTransport) settleDue(st *fileState, names []string) {
+func (t *fileTransport) settleDue(st *fileState, names nameSet) {
 	if !st.settling() || time.Now().Before(st.settleAt) {
 		return
 	}
@@ -318,7 +339,7 @@ func (t *fileTransport) settleDue(st *fileState, names []string) {
 	}
 	st.unsettle()
 	if len(names) > 0 {
-		t.refresh(st, names, false)
+		t.refresh(st, names, nil)
 	}
 }
 
@@ -327,12 +348,12 @@ func sameFileState(a, b os.FileInfo) bool {
 	return a != nil && b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
 }
 
-// namesOf returns the names wanted of typeURL, sorted.
-func (t *fileTransport) namesOf(typeURL string) []string {
+// namesOf returns the names wanted of typeURL.
+func (t *fileTransport) namesOf(typeURL string) nameSet {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if s := t.subs[typeURL]; s != nil {
-		return sortedKeys(s.names)
+		return maps.Clone(s.names)
 	}
 	return nil
 }
@@ -360,7 +381,7 @@ func (t *fileTransport) watchDir(w *fsnotify.Watcher, st *fileState, states map[
 // again, at once if it was replaced, once quiet if it changed in place; any
 // other change in the directory (a symlink swapped, say) makes the files
 // there checked.
-func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState, namesOf func(string) []string) {
+func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState, namesOf func(string) nameSet) {
 	name := filepath.Clean(ev.Name)
 	for _, st := range states {
 		switch {
@@ -371,7 +392,7 @@ func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState,
 			// away: whatever is there now is complete, or absent.
 			if names := namesOf(st.typeURL); len(names) > 0 {
 				st.unsettle()
-				t.refresh(st, names, false)
+				t.refresh(st, names, nil)
 			}
 		case name == st.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
 			st.watched = false // the watch went with the directory; poll
@@ -384,7 +405,7 @@ func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState,
 // checkChanged reads the file of st again if it looks changed: at once if it
 // is another file than the one last read, once quiet if it is that file,
 // changed in place.
-func (t *fileTransport) checkChanged(st *fileState, names []string) {
+func (t *fileTransport) checkChanged(st *fileState, names nameSet) {
 	if len(names) == 0 {
 		return
 	}
@@ -399,13 +420,14 @@ func (t *fileTransport) checkChanged(st *fileState, names []string) {
 		return // still gone
 	}
 	st.unsettle()
-	t.refresh(st, names, false)
+	t.refresh(st, names, nil)
 }
 
-// refresh reads the file of st and hands what changed to the client; with
-// redeliver, the last valid content is handed over again even if the file
-// did not change, for names just added.
-func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
+// refresh reads the file of st and hands what changed to the client. For
+// the names just added, if any, what the others were told is told again
+// even if the file did not change (see redeliver).
+func (t *fileTransport) refresh(st *fileState, names nameSet, added []string) {
+	redeliver := len(added) > 0
 	info, err := os.Stat(st.path)
 	var data []byte
 	if err == nil {
@@ -422,8 +444,8 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 				t.logger.Warn("the file of a resource type is gone; keeping its last configuration", "type", st.typeURL, "err", err)
 			}
 		}
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
@@ -431,15 +453,15 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	st.info = info
 	if len(data) == 0 {
 		t.logger.Debug("empty file ignored, as one being written", "type", st.typeURL, "path", st.path)
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
 	sum := sha256.Sum256(data)
 	if st.read && sum == st.sum {
-		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+		if redeliver {
+			t.redeliver(st, names, added)
 		}
 		return
 	}
@@ -447,12 +469,14 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 	resp, format, err := decodeResponseFile(st.path, data, st.typeURL)
 	if err != nil {
 		t.logger.Warn("file rejected; the last valid configuration stays", "type", st.typeURL, "path", st.path, "format", format, "err", err)
+		st.bad, st.badTold = err, maps.Clone(names)
 		if redeliver && st.good != nil {
-			t.deliver(st, st.good, names)
+			t.deliver(st, st.good, names.sorted())
 		}
-		t.reportBadFile(st, names, err)
+		t.reportBadFile(st, names.sorted(), err)
 		return
 	}
+	st.bad, st.badTold = nil, nil
 	version := resp.GetVersionInfo()
 	if version == "" {
 		version = hex.EncodeToString(sum[:6])
@@ -466,7 +490,34 @@ func (t *fileTransport) refresh(st *fileState, names []string, redeliver bool) {
 		ResourceErrors: resp.GetResourceErrors(),
 	}
 	t.logger.Debug("file read", "type", st.typeURL, "path", st.path, "format", format, "version", version, "resources", len(resp.GetResources()))
-	t.deliver(st, st.good, names)
+	t.deliver(st, st.good, names.sorted())
+}
+
+// redeliver tells the names just added what the others were told of the
+// file as last read: its last valid content, if any, and the error of the
+// content last read, if it was rejected. A name told of that error already
+// (a read after its subscription, before run saw it added) is not told
+// again: the client would report it to its watchers twice.
+func (t *fileTransport) redeliver(st *fileState, names nameSet, added []string) {
+	if st.good != nil {
+		t.deliver(st, st.good, names.sorted())
+	}
+	if st.bad == nil {
+		return
+	}
+	var untold []string
+	for _, n := range added {
+		num, ok := names[n]
+		if !ok || st.badTold[n] == num {
+			continue
+		}
+		if st.badTold == nil {
+			st.badTold = make(nameSet)
+		}
+		st.badTold[n] = num
+		untold = append(untold, n)
+	}
+	t.reportBadFile(st, untold, st.bad)
 }
 
 // deliver hands r to the client and waits until its watchers have it.

@@ -248,3 +248,39 @@ func TestFileTypeWithoutFile(t *testing.T) {
 		t.Fatalf("handler got %+v, want an UNIMPLEMENTED resource error for C1", r)
 	}
 }
+
+// A name added while the file is bad, after it was read and reported, gets
+// the last valid content and the file's error too: it would otherwise wait
+// for a resource the file may never serve, told nothing. Only the new name
+// is told; those reported already are not told again.
+func TestFileBadFileReportedToNamesAddedLater(t *testing.T) {
+	e := newFileEnv(t, "lds.yaml", fastOptions)
+	e.write("lds.yaml", "1", "L1")
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	e.wantListeners("1", 1)
+	if err := testutils.WriteFileAtomically(e.path("lds.yaml"), []byte("version_info: [unclosed\n")); err != nil {
+		t.Fatal(err)
+	}
+	e.wantFileErrors("lds.yaml", "L1")
+	// The bad file has been read: L2 comes after it, the file unchanged.
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
+	e.wantListeners("1", 1) // the last valid content, for L2
+	e.wantFileErrors("lds.yaml", "L2")
+	// The same while the file is bad and has never been valid: no content
+	// to hand over, only the error.
+	f := newFileEnv(t, "lds.yaml", fastOptions)
+	if err := testutils.WriteFileAtomically(f.path("lds.yaml"), []byte("version_info: [unclosed\n")); err != nil {
+		t.Fatal(err)
+	}
+	f.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
+	f.wantFileErrors("lds.yaml", "L1")
+	f.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
+	f.wantFileErrors("lds.yaml", "L2")
+	select {
+	case r := <-e.h.responses:
+		t.Fatalf("unexpected response %+v", r)
+	case r := <-f.h.responses:
+		t.Fatalf("unexpected response %+v", r)
+	default:
+	}
+}

@@ -156,3 +156,30 @@ func TestFileSourceBadAndDeletedFiles(t *testing.T) {
 		t.Fatalf("dump %+v, want version back", st)
 	}
 }
+
+// A watch of a name made after the file turned bad, once the client has
+// heard of it, gets a resource error as well: TestFileSourceBadAndDeletedFiles
+// races its second watch against the reading of the file, and this is the
+// order in which it lost.
+func TestFileSourceBadFileWatchedLater(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := writeResourceFiles(dir, svc(1001)); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, dir, files, config{expiry: noExpiry})
+	l := newRecorder[*resources.Listener]()
+	client.WatchListener(c, "svc", l)
+	l.wantUpdate(t, "svc")
+	path := filepath.Join(dir, fileNames[ldsURL])
+	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
+		t.Fatal(err)
+	}
+	l.wantError(t, "ambient-error", client.ErrResourceInvalid, "svc")
+
+	waiting := newRecorder[*resources.Listener]()
+	client.WatchListener(c, "not-yet", waiting)
+	waiting.wantError(t, "resource-error", client.ErrResourceInvalid, "not-yet")
+	barrier(t, c)
+	l.none(t) // svc was told already
+}
