@@ -3,6 +3,7 @@ package transport_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -101,21 +102,21 @@ func TestSotWSubscriptionChangesListEveryName(t *testing.T) {
 		want(t, e.next(), &discoveryv3.DiscoveryRequest{
 			TypeUrl: ldsURL, VersionInfo: "v1", ResponseNonce: "n1",
 		})
-		if s := lastSent(e.h); s.names == nil || len(s.names) != 0 {
-			t.Fatalf("OnSubscriptionsSent after unsubscribe-all got %#v, want an empty non-nil list", s.names)
+		// Each request that changed the subscriptions was reported, in order,
+		// with every name it listed; the ACK changed none. A report follows
+		// the send, so the server may see a request before it is reported:
+		// wait for each.
+		for i, want := range [][]string{{"L1"}, {"L1", "L2"}, {"L2"}, {}} {
+			if s := nextSent(t, e.h); s.names == nil || !slices.Equal(s.names, want) {
+				t.Fatalf("OnSubscriptionsSent report %d: %#v, want %#v (non-nil)", i+1, s.names, want)
+			}
+		}
+		select {
+		case s := <-e.h.sent:
+			t.Fatalf("an extra OnSubscriptionsSent report: %#v", s.names)
+		default:
 		}
 	})
-}
-
-func lastSent(h *handler) sentNames {
-	var s sentNames
-	for {
-		select {
-		case s = <-h.sent:
-		default:
-			return s
-		}
-	}
 }
 
 // Many names changed at once go out in one request.
