@@ -43,7 +43,12 @@
 // change and wakes the sender. A name removed and wanted again before the
 // removal was sent is held back until it has been, then subscribed in the
 // next request: the server must learn that the client dropped it, or it
-// would never send it again.
+// would never send it again. For the same reason no SotW request of a type
+// goes out while a response of it is with the handler: it would carry the
+// previous nonce, which a server that has sent a newer response ignores
+// (go-control-plane does), subscription change and all, while the client
+// may already have applied the newer response and acted on the change.
+// Changes made meanwhile go out with the new nonce once the verdict is in.
 //
 // Over a gRPC stream every response must carry a nonce, which pairs it with
 // its reply; one without is NACKed unread and the handler never sees it.

@@ -381,6 +381,9 @@ func (r *runner) recvLoop(ctx context.Context, ws wireStream, answered *atomic.B
 		if r.unsolicited(resp) {
 			continue
 		}
+		r.mu.Lock()
+		r.typeLocked(resp.TypeURL).judging = !r.protocol.isDelta()
+		r.mu.Unlock()
 		applied := make(chan struct{})
 		var verdict error
 		if _, required := ws.(nonceRequirer); required && resp.Nonce == "" {

@@ -35,6 +35,11 @@ func (p sotwProtocol) openStream(ctx context.Context) (wireStream, error) {
 // every name wanted, "*" included however the wildcard is spelt on the wire
 // (see wildcard.go).
 func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
+	if ts.judging {
+		// Sent now, it would carry a nonce the server has replaced (see
+		// typeState.judging); recvLoop signals once the verdict is recorded.
+		return nil, nil, nil
+	}
 	r = ts.takeReplyLocked(now, ts.subsChanged)
 	if !ts.subsChanged && r == nil {
 		return nil, nil, nil
@@ -77,9 +82,12 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 
 // recordReplyLocked stores the verdict on resp: the nonce becomes the latest
 // and, on ACK, the version the accepted one. They are updated only now, after
-// the response was applied, so that a subscription change sent meanwhile
-// does not look like an ACK of a response not yet judged.
+// the response was applied, so that no request looks like an ACK of a
+// response not yet judged; no request of the type went out meanwhile either
+// (typeState.judging), which would have carried a nonce the server may
+// ignore.
 func (p sotwProtocol) recordReplyLocked(ts *typeState, resp *Response, err error) {
+	ts.judging = false
 	ts.nonce = resp.Nonce
 	if err == nil {
 		ts.version = resp.Version

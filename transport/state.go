@@ -35,6 +35,15 @@ type typeState struct {
 	namedOnStream bool
 	// subsChanged marks subscriptions changed since the last request.
 	subsChanged bool
+	// judging is set while a response of this type is with the handler and
+	// its verdict not yet recorded (SotW): no request of the type goes out
+	// meanwhile. One would carry the previous nonce, and a server that has
+	// sent a newer response ignores such a request (go-control-plane does),
+	// subscription change included. The client may have applied the newer
+	// response by then and acted on the change (forgotten what it removed):
+	// the server would go on believing the client holds it. Held, the
+	// change goes out with the new nonce, in the reply or right after it.
+	judging bool
 
 	// pendingSub and pendingUnsub are the subscription changes not yet sent
 	// on the current stream.
@@ -170,6 +179,7 @@ func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 		ts.pendingSub[n] = struct{}{}
 	}
 	ts.initialVersions = initialVersions
+	ts.judging = false
 	if ts.reply != nil {
 		// A reply owed on the old stream can no longer be sent.
 		close(ts.reply.sent)
@@ -200,9 +210,11 @@ func (ts *typeState) takeReplyLocked(now time.Time, force bool) *reply {
 	return r
 }
 
-// heldUntilLocked returns when the held reply of ts is due, if one is.
+// heldUntilLocked returns when the held reply of ts is due, if one is. None
+// is while a response is judged: no request goes out then (see judging),
+// and the verdict replaces the held reply and wakes the sender.
 func (ts *typeState) heldUntilLocked() (time.Time, bool) {
-	return ts.replyDue, ts.reply != nil && !ts.replyDue.IsZero()
+	return ts.replyDue, ts.reply != nil && !ts.replyDue.IsZero() && !ts.judging
 }
 
 // sortedNamesLocked returns names, sorted. SotW repeats every name in
