@@ -248,11 +248,7 @@ func TestFallbackPrimaryDownAtStartThenBack(t *testing.T) {
 		e := newFallbackEnv(t, p, nil, &fres)
 		start := time.Now()
 		tr := watchTree(e.c)
-		tr.l.wantUpdate(t, "svc")
-		tr.r.wantUpdate(t, "svc-route")
-		tr.c.wantUpdate(t, "svc-cluster")
-		ev := tr.e.next(t)
-		wantAddresses(t, tr.e.checkUpdate(t, ev, "svc-cluster"), "127.0.0.1:2001")
+		ev := tr.wantFrom(t, "127.0.0.1:2001")
 		t.Logf("primary down at start: fallback data after %v", ev.at.Sub(start))
 		barrier(t, e.c)
 		tr.none(t) // no failure reported: the fallback served
@@ -284,10 +280,7 @@ func TestFallbackWhenPrimaryDiesWithAWatchWaiting(t *testing.T) {
 		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
 		e := newFallbackEnv(t, p, &pres, &fres)
 		tr := watchTree(e.c)
-		tr.l.wantUpdate(t, "svc")
-		tr.r.wantUpdate(t, "svc-route")
-		tr.c.wantUpdate(t, "svc-cluster")
-		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		tr.wantFrom(t, "127.0.0.1:1001")
 		late := newRecorder[*resources.Endpoints]()
 		client.WatchEndpoints(e.c, "late", late)
 		barrier(t, e.c)
@@ -331,10 +324,7 @@ func TestFallbackNotWhenEverythingIsCached(t *testing.T) {
 		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
 		e := newFallbackEnv(t, p, &pres, &fres)
 		tr := watchTree(e.c)
-		tr.l.wantUpdate(t, "svc")
-		tr.r.wantUpdate(t, "svc-route")
-		tr.c.wantUpdate(t, "svc-cluster")
-		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		tr.wantFrom(t, "127.0.0.1:1001")
 
 		e.stopPrimary()
 		// Watchers hear of the failure in the same step in which the client
@@ -372,10 +362,7 @@ func TestFallbackPrimaryBackWithTheSameVersions(t *testing.T) {
 		pres, fres := svc(1001), withEndpoints(svc(2001), "late", 2002)
 		e := newFallbackEnv(t, p, &pres, &fres)
 		tr := watchTree(e.c)
-		tr.l.wantUpdate(t, "svc")
-		tr.r.wantUpdate(t, "svc-route")
-		tr.c.wantUpdate(t, "svc-cluster")
-		wantAddresses(t, tr.e.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		tr.wantFrom(t, "127.0.0.1:1001")
 		e.waitACKs(e.primaryACKs, "primary")
 		late := newRecorder[*resources.Endpoints]()
 		client.WatchEndpoints(e.c, "late", late)
@@ -446,4 +433,16 @@ func TestFallbackToFiles(t *testing.T) {
 			t.Errorf("%s %q is from %s, want the primary %s", st.TypeURL, st.Name, st.Server, e.paddr)
 		}
 	}
+}
+
+// wantFrom waits for the first value of every resource of the tree, the
+// endpoints being addr, and returns the endpoints' event.
+func (tr tree) wantFrom(t *testing.T, addr string) event[*resources.Endpoints] {
+	t.Helper()
+	tr.l.wantUpdate(t, "svc")
+	tr.r.wantUpdate(t, "svc-route")
+	tr.c.wantUpdate(t, "svc-cluster")
+	ev := tr.e.next(t)
+	wantAddresses(t, tr.e.checkUpdate(t, ev, "svc-cluster"), addr)
+	return ev
 }

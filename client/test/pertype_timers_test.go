@@ -74,20 +74,7 @@ func TestPerTypeStreamLossRestartsTimers(t *testing.T) {
 func TestPerTypeRoutineLossesOfTwoStreams(t *testing.T) {
 	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, p, config{})
-		wl, wc := newRecorder[*resources.Listener](), newRecorder[*resources.Cluster]()
-		client.WatchListener(e.c, "L1", wl)
-		lds := e.nextStream()
-		readReq(t, lds)
-		sendListenerOn(t, lds, "L1", "1", "n1")
-		wantACK(t, lds, "n1")
-		wl.wantUpdate(t, "L1")
-		client.WatchCluster(e.c, "C1", wc)
-		cds := e.nextStream()
-		readReq(t, cds)
-		mustSendCluster(t, cds, "1", "c1", testutils.Cluster("C1", ""))
-		wantACK(t, cds, "c1")
-		wc.wantUpdate(t, "C1")
+		e, wl, wc, lds, cds := listenerAndClusterStreams(t, p)
 
 		lds.Cut(grpcstatus.Error(codes.Unavailable, "rebalancing"))
 		readReq(t, e.nextStream())
@@ -105,20 +92,7 @@ func TestPerTypeRoutineLossesOfTwoStreams(t *testing.T) {
 func TestPerTypeServerGoneTellsEveryWatcher(t *testing.T) {
 	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, p, config{})
-		wl, wc := newRecorder[*resources.Listener](), newRecorder[*resources.Cluster]()
-		client.WatchListener(e.c, "L1", wl)
-		lds := e.nextStream()
-		readReq(t, lds)
-		sendListenerOn(t, lds, "L1", "1", "n1")
-		wantACK(t, lds, "n1")
-		wl.wantUpdate(t, "L1")
-		client.WatchCluster(e.c, "C1", wc)
-		cds := e.nextStream()
-		readReq(t, cds)
-		mustSendCluster(t, cds, "1", "c1", testutils.Cluster("C1", ""))
-		wantACK(t, cds, "c1")
-		wc.wantUpdate(t, "C1")
+		e, wl, wc, _, _ := listenerAndClusterStreams(t, p)
 
 		e.fs.Stop()
 		wl.wantError(t, "ambient-error", client.ErrServerUnavailable, "L1")
@@ -127,4 +101,25 @@ func TestPerTypeServerGoneTellsEveryWatcher(t *testing.T) {
 		wl.none(t)
 		wc.none(t)
 	})
+}
+
+// listenerAndClusterStreams is a client of a per-type server holding
+// Listener L1 and Cluster C1, each received and ACKed on its own stream.
+func listenerAndClusterStreams(t *testing.T, p protocol) (e *fakeEnv, wl *recorder[*resources.Listener], wc *recorder[*resources.Cluster], lds, cds *testutils.FakeStream) {
+	t.Helper()
+	e = newFakeEnv(t, p, config{})
+	wl, wc = newRecorder[*resources.Listener](), newRecorder[*resources.Cluster]()
+	client.WatchListener(e.c, "L1", wl)
+	lds = e.nextStream()
+	readReq(t, lds)
+	sendListenerOn(t, lds, "L1", "1", "n1")
+	wantACK(t, lds, "n1")
+	wl.wantUpdate(t, "L1")
+	client.WatchCluster(e.c, "C1", wc)
+	cds = e.nextStream()
+	readReq(t, cds)
+	mustSendCluster(t, cds, "1", "c1", testutils.Cluster("C1", ""))
+	wantACK(t, cds, "c1")
+	wc.wantUpdate(t, "C1")
+	return e, wl, wc, lds, cds
 }
