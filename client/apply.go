@@ -49,6 +49,12 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	if newControlPlane {
 		s.controlPlane = r.ControlPlane
 	}
+	// istiod's delta server has a known fault (see istiodDeltaWarning):
+	// said once per server, not on every response or reconnect.
+	warnIstiod := newControlPlane && r.Delta && !s.warnedIstiod && isIstiod(r.ControlPlane)
+	if warnIstiod {
+		s.warnedIstiod = true
+	}
 	nowConnected := !s.connected
 	s.connected = true
 	// A higher-priority server that answers is current again, before its
@@ -75,6 +81,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	if newControlPlane {
 		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
+	}
+	if warnIstiod {
+		c.logger.Warn(istiodDeltaWarning, "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
 	}
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)

@@ -92,6 +92,10 @@
 // The identifier a server gives in a response's control_plane is logged
 // when first given and when it changes, and is in
 // [ResourceStatus].ControlPlane.
+// When a delta stream's identifier says the server is istiod, the client
+// warns once per server: istiod's delta server stops updating resources a
+// client still watches once it unsubscribes from another, so use state of
+// the world (api_type AGGREGATED_GRPC) with it.
 //
 // # Logs
 //
