@@ -51,9 +51,10 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	// istiod's delta server has a known fault (see istiodDeltaWarning):
 	// said once per server, not on every response or reconnect.
-	warnIstiod := newControlPlane && r.Delta && !s.warnedIstiod && isIstiod(r.ControlPlane)
-	if warnIstiod {
-		s.warnedIstiod = true
+	var istiod string
+	if r.Delta && !s.warnedIstiod {
+		istiod = istiodSign(r.ControlPlane, s.cfg.ServerURI, c.node)
+		s.warnedIstiod = istiod != ""
 	}
 	nowConnected := !s.connected
 	s.connected = true
@@ -82,8 +83,8 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	if newControlPlane {
 		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
 	}
-	if warnIstiod {
-		c.logger.Warn(istiodDeltaWarning, "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
+	if istiod != "" {
+		c.logger.Warn(istiodDeltaWarning, "server", s.cfg.ServerURI, "sign", istiod)
 	}
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)
