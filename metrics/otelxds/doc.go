@@ -39,6 +39,15 @@
 // The meter is named [ScopeName]. The gauges are read when the reader
 // collects, and cost nothing in between.
 //
+// # With grpcxds
+//
+// A grpcxds.Builder given only ClientOptions makes its client itself, when
+// its first channel starts: the counters and the connected gauge reach the
+// adapter through ClientOptions.Metrics, but there is no client to
+// observe. For the resources gauge too, make the client with the adapter
+// as its Metrics, observe it, and give it to the Builder in
+// grpcxds.Options.Client.
+//
 // # grpc.target
 //
 // grpc-go keeps one xDS client per channel target and labels its metrics

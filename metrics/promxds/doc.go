@@ -40,6 +40,15 @@
 // A label value Prometheus cannot carry (not valid UTF-8) drops that
 // sample rather than failing the scrape.
 //
+// # With grpcxds
+//
+// A grpcxds.Builder given only ClientOptions makes its client itself, when
+// its first channel starts: the counters and the connected gauge reach the
+// adapter through ClientOptions.Metrics, but there is no client to
+// observe. For the resources gauge too, make the client with the adapter
+// as its Metrics, observe it, and give it to the Builder in
+// grpcxds.Options.Client.
+//
 // # grpc_target
 //
 // grpc-go keeps one xDS client per channel target and labels its metrics
