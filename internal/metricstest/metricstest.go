@@ -67,7 +67,7 @@ func Run(t *testing.T, m client.Metrics, observe func(*client.Client), check fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm := &tee{next: m, failed: make(chan struct{})}
+	tm := &tee{next: m, failed: make(chan struct{}), poke: make(chan struct{}, 1)}
 	c, err := client.New(b, client.Options{Metrics: tm, Logger: slog.New(slog.DiscardHandler), TransportOptions: fast})
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +89,9 @@ func Run(t *testing.T, m client.Metrics, observe func(*client.Client), check fun
 	case <-time.After(timeout):
 		t.Fatal("no update of C1")
 	}
+	// The watcher may hear of a response before the client reports it to
+	// its Metrics (the report follows the apply): wait for the report.
+	tm.wait(t, "the valid update's report", func() bool { return tm.valid >= 1 && tm.connected })
 	check(t, tm.stage(StageValid, ms.Address()))
 
 	// A Cluster with no discovery type is invalid.
@@ -103,6 +106,7 @@ func Run(t *testing.T, m client.Metrics, observe func(*client.Client), check fun
 	case <-time.After(timeout):
 		t.Fatal("the invalid C1 was not reported")
 	}
+	tm.wait(t, "the invalid update's report", func() bool { return tm.invalid >= 1 })
 	check(t, tm.stage(StageNACKed, ms.Address()))
 
 	ms.Stop()
@@ -125,13 +129,17 @@ var fast = transport.Options{
 
 var quick = backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 50 * time.Millisecond}
 
-// tee passes the client's reports on to the adapter and sums them, as the
-// truth to compare a scrape with.
+// tee passes the client's reports on to the adapter and then sums them,
+// as the truth to compare a scrape with: once the tee has a report, so has
+// the adapter.
 type tee struct {
 	next client.Metrics
+	// poke has a value after each report, for wait.
+	poke chan struct{}
 
 	mu                       sync.Mutex
 	valid, invalid, failures int64
+	connected                bool // as last reported
 	// failed is closed once a failure and the loss of the connection that
 	// follows it have both been reported.
 	failed     chan struct{}
@@ -144,6 +152,7 @@ func (m *tee) ResourceUpdates(server, typeURL string, valid, invalid int) {
 	m.valid += int64(valid)
 	m.invalid += int64(invalid)
 	m.mu.Unlock()
+	m.notify()
 }
 
 func (m *tee) ServerFailure(server string) {
@@ -151,15 +160,44 @@ func (m *tee) ServerFailure(server string) {
 	m.mu.Lock()
 	m.failures++
 	m.mu.Unlock()
+	m.notify()
 }
 
 func (m *tee) Connected(server string, connected bool) {
 	m.next.Connected(server, connected)
 	m.mu.Lock()
+	m.connected = connected
 	failed := m.failures > 0
 	m.mu.Unlock()
 	if failed && !connected {
 		m.failedOnce.Do(func() { close(m.failed) })
+	}
+	m.notify()
+}
+
+func (m *tee) notify() {
+	select {
+	case m.poke <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits until cond, called with m.mu held, holds.
+func (m *tee) wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		m.mu.Lock()
+		ok := cond()
+		m.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-m.poke:
+		case <-deadline:
+			t.Fatalf("waiting for %s", what)
+		}
 	}
 }
 
