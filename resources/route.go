@@ -124,14 +124,25 @@ type Route struct {
 	// RetryPolicy is the route action's retry_policy, nil when unset.
 	RetryPolicy *routev3.RetryPolicy
 
+	// FilterOverrides are the route's typed_per_filter_config, by filter
+	// name, each parsed by its filter type's ParseOverride (or a
+	// DisabledFilterOverride); nil when there are none. A weighted
+	// cluster's overrides beat these, and these beat the virtual host's.
+	FilterOverrides map[string]HTTPFilterConfig
+
 	// Raw is the route as received.
 	Raw *routev3.Route
 }
 
 // WeightedCluster is one target of a weighted_clusters action.
 type WeightedCluster struct {
-	Name   string
+	// Name is the cluster.
+	Name string
+	// Weight is the cluster's share, out of the sum of the route's weights.
 	Weight uint32
+	// FilterOverrides are the entry's typed_per_filter_config, as in
+	// Route.FilterOverrides; they apply to requests sent to this entry.
+	FilterOverrides map[string]HTTPFilterConfig
 }
 
 // HashPolicyKind says what a HashPolicy hashes.
@@ -239,6 +250,10 @@ func (r *Route) init(p *routev3.Route) error {
 		r.Action = RouteActionRedirect
 	default:
 		r.Action = RouteActionUnsupported
+	}
+	var err error
+	if r.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+		return err
 	}
 	return nil
 }
@@ -383,7 +398,11 @@ func weightedClusters(in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCl
 		if total > math.MaxUint32 {
 			return nil, fieldErrorf("clusters", "total weight exceeds %d", uint32(math.MaxUint32))
 		}
-		out = append(out, WeightedCluster{Name: c.GetName(), Weight: w})
+		overrides, err := parseFilterOverrides(c.GetTypedPerFilterConfig())
+		if err != nil {
+			return nil, at(index("clusters", i), err)
+		}
+		out = append(out, WeightedCluster{Name: c.GetName(), Weight: w, FilterOverrides: overrides})
 	}
 	if total == 0 {
 		return nil, fieldErrorf("clusters", "no cluster with a weight above 0")

@@ -42,6 +42,10 @@ type VirtualHost struct {
 	// RetryPolicy is the virtual host's retry_policy, nil when unset. A
 	// route's own policy replaces it.
 	RetryPolicy *routev3.RetryPolicy
+	// FilterOverrides are the virtual host's typed_per_filter_config, as
+	// in Route.FilterOverrides; a route's or weighted cluster's own
+	// override of a filter beats this one.
+	FilterOverrides map[string]HTTPFilterConfig
 	// Raw is the virtual host as received.
 	Raw *routev3.VirtualHost
 }
@@ -125,6 +129,10 @@ func newVirtualHost(p *routev3.VirtualHost) (*VirtualHost, error) {
 	}
 	if len(vh.Domains) == 0 {
 		return nil, fieldErrorf("domains", "must not be empty")
+	}
+	var err error
+	if vh.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+		return nil, err
 	}
 	for i, d := range vh.Domains {
 		if err := validateDomain(d); err != nil {
