@@ -13,6 +13,7 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/xds" // grpc-go's xDS resolver, the yardstick
@@ -197,6 +198,29 @@ func TestRouteConfigVerdicts(t *testing.T) {
 				Name: "c", Weight: wrapperspb.UInt32(1), TypedPerFilterConfig: map[string]*anypb.Any{"acme": unknown},
 			}}}}
 		}))},
+		{
+			name: "weighted cluster entry by header",
+			rc: routeConfig(nil, route("/a/", func(a *routev3.RouteAction) {
+				a.ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{Clusters: []*routev3.WeightedCluster_ClusterWeight{
+					{Name: "c", Weight: wrapperspb.UInt32(1)},
+					{ClusterHeader: "x-cluster", Weight: wrapperspb.UInt32(1)},
+				}}}
+			})),
+			differs: "grpc-go keeps the entry as a cluster with an empty name, which no Cluster resource can have; " +
+				"goxds rejects the route configuration, as Envoy does, rather than send RPCs nowhere",
+		},
+		{
+			name: "route with a query parameter matcher and a bad regex",
+			rc: func() *routev3.RouteConfiguration {
+				r := route("/a/", nil)
+				r.Match.QueryParameters = []*routev3.QueryParameterMatcher{{Name: "q", QueryParameterMatchSpecifier: &routev3.QueryParameterMatcher_StringMatch{
+					StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: "("}}},
+				}}}
+				return routeConfig(nil, r)
+			}(),
+			differs: "grpc-go drops a route with query parameter matchers before it validates the rest; goxds keeps " +
+				"it (it never matches a gRPC request) and so validates its matchers",
+		},
 		{
 			name: "disabled override without a config",
 			rc:   routeConfig(vhOverrides(map[string]*anypb.Any{"fault": filterConfig(nil, false, true)})),
