@@ -24,7 +24,7 @@ func TestValidateGoConfig(t *testing.T) {
 				"a": {ClientListenerResourceNameTemplate: "xdstp://a/l/%s", Servers: []bootstrap.ServerConfig{insecureServer("a:443")}},
 				"b": {},
 			},
-			CertificateProviders: map[string]bootstrap.CertificateProvider{"p": {PluginName: "file_watcher", Config: []byte(`{}`)}},
+			CertificateProviders: map[string]bootstrap.CertificateProvider{"p": {PluginName: "file_watcher", Config: []byte(`{"ca_certificate_file":"/ca.pem"}`)}},
 		}
 	}
 	tests := []struct {

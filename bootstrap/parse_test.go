@@ -175,10 +175,10 @@ func TestParseValid(t *testing.T) {
 				}
 			}},
 		{"certificate providers", withServer(`, "certificate_providers": {
-			"default": {"plugin_name": "file_watcher", "config": { "certificate_file": "/c.pem" }}}`),
+			"default": {"plugin_name": "file_watcher", "config": { "certificate_file": "/c.pem", "private_key_file": "/k.pem" }}}`),
 			func(t *testing.T, c *bootstrap.Config) {
 				p := c.CertificateProviders["default"]
-				if p.PluginName != "file_watcher" || string(p.Config) != `{"certificate_file":"/c.pem"}` {
+				if p.PluginName != "file_watcher" || string(p.Config) != `{"certificate_file":"/c.pem","private_key_file":"/k.pem"}` {
 					t.Errorf("provider = %+v (config %s)", p, p.Config)
 				}
 			}},
