@@ -42,8 +42,9 @@ type SecurityConfig struct {
 	// AutoHostSNI sends the endpoint's hostname (from EDS) as SNI when it
 	// has one, instead of SNI.
 	AutoHostSNI bool
-	// AutoSNISANValidation checks the server's certificate against the
-	// server name sent, when SANMatchers is empty (gRFC A101).
+	// AutoSNISANValidation checks the server certificate's DNS SANs
+	// against the server name sent, instead of SANMatchers, whenever a
+	// name is sent (gRFC A101).
 	AutoSNISANValidation bool
 }
 

@@ -109,8 +109,8 @@ func (hi *HandshakeInfo) rootPool(ctx context.Context) (*x509.CertPool, error) {
 	return km.Roots, nil
 }
 
-// verify checks the server's chain against roots, then its SANs against
-// the matchers (or, with none and auto_sni_san_validation, against sni).
+// verify checks the server's chain against roots, then its DNS SANs
+// against sni (auto_sni_san_validation) or its SANs against the matchers.
 func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, sni string) error {
 	if len(raw) == 0 {
 		return errors.New("server sent no certificate")
@@ -131,15 +131,19 @@ func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, sni string) 
 	if _, err := leaf.Verify(opts); err != nil {
 		return fmt.Errorf("server certificate not trusted: %w", err)
 	}
-	switch {
-	case len(hi.sans) > 0:
-		if !hi.sanMatches(leaf) {
-			return fmt.Errorf("server certificate SANs %v match none of %s", sanList(leaf), hi.matcherList())
+	// With auto_sni_san_validation and a server name sent, that name is
+	// what the certificate must be for, and the matchers are not used
+	// (gRFC A101, as grpc-go does).
+	if hi.autoSAN && sni != "" {
+		for _, dns := range leaf.DNSNames {
+			if strings.EqualFold(dns, sni) || wildcardCovers(dns, sni) {
+				return nil
+			}
 		}
-	case hi.autoSAN && sni != "":
-		if err := leaf.VerifyHostname(sni); err != nil {
-			return fmt.Errorf("server certificate SANs %v do not match the SNI %q (auto_sni_san_validation)", sanList(leaf), sni)
-		}
+		return fmt.Errorf("server certificate SANs %v do not match the SNI %q (auto_sni_san_validation)", sanList(leaf), sni)
+	}
+	if len(hi.sans) > 0 && !hi.sanMatches(leaf) {
+		return fmt.Errorf("server certificate SANs %v match none of %s", sanList(leaf), hi.matcherList())
 	}
 	return nil
 }
