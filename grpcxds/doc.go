@@ -82,6 +82,19 @@
 // ones. A priority's endpoints are connected when the priority is used or
 // tried, and stay connected while they are listed.
 //
+// # Security
+//
+// With the credentials of package xdscreds, a cluster's UpstreamTlsContext
+// (gRFC A29) makes the connections to its endpoints TLS or mutual TLS,
+// with the certificate providers of the bootstrap, and the server's
+// certificate is checked against the cluster's SAN matchers; a cluster
+// whose TLS cannot be honoured gets no connection and its RPCs fail with
+// UNAVAILABLE. There is one SubConn per address list and security config,
+// so two clusters that share an endpoint but not their TLS do not share a
+// connection. Any other channel credentials are used for every cluster, as
+// in grpc-go, with a warning once per cluster that asks for TLS. See
+// package xdscreds.
+//
 // # Logs
 //
 // [Options].Logger, a *slog.Logger, hears the resolver's and the
@@ -96,6 +109,5 @@
 //
 // Route timeouts, max_stream_duration and retry policies (they need
 // grpc-go's internal config selector), HTTP filters (fault injection,
-// RBAC), cluster TLS (the channel's own credentials are used), load
-// reporting, outlier detection, and authority rewriting.
+// RBAC), load reporting, outlier detection, and authority rewriting.
 package grpcxds
