@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"log/slog"
 	"math/big"
 	"net"
 	"strings"
@@ -78,6 +79,12 @@ func (m *mesh) providers(t *testing.T) map[string]bootstrap.CertificateProvider 
 // bootstrap.
 func newSecureEnv(t *testing.T, m *mesh) *env {
 	t.Helper()
+	return newSecureEnvLogging(t, m, nil)
+}
+
+// newSecureEnvLogging is newSecureEnv with the Builder's logger.
+func newSecureEnvLogging(t *testing.T, m *mesh, logger *slog.Logger) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
@@ -90,7 +97,7 @@ func newSecureEnv(t *testing.T, m *mesh) *env {
 		t.Fatal(err)
 	}
 	cfg.CertificateProviders = m.providers(t)
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, ClientOptions: client.Options{
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: logger, ClientOptions: client.Options{
 		Logger:           quietLogger,
 		WatchExpiry:      2 * time.Second,
 		TransportOptions: transport.Options{Backoff: fastBackoff, DialOptions: []grpc.DialOption{fastConnect}},
@@ -257,13 +264,6 @@ func exactSAN(s string) *matcherv3.StringMatcher {
 	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
 }
 
-// failure waits until an RPC fails other than by its own timeout, and
-// returns the error.
-func failure(e *env, conn *grpc.ClientConn) error {
-	e.t.Helper()
-	return e.waitFailing(conn)
-}
-
 // A cluster with mTLS: RPCs succeed over TLS with the client certificate,
 // never in plaintext; a client certificate rotated on disk is presented on
 // the next connection (the server ends each one after 200ms) and no RPC
@@ -305,7 +305,7 @@ func TestClusterTLSSANMismatch(t *testing.T) {
 	e.update(tree(routes(toCluster(prefix("/"), "A")),
 		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots", exactSAN("spiffe://goxds.test/ns/default/sa/other"))}, eds("A", a.backend)))
 	conn := e.dial(xdsCreds(t))
-	err := failure(e, conn)
+	err := e.waitFailing(conn)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "URI:"+serverSPIFFE) ||
 		!strings.Contains(err.Error(), "spiffe://goxds.test/ns/default/sa/other") {
 		t.Errorf("RPC error = %v, want UNAVAILABLE naming the server's SAN and the matcher", err)
@@ -335,7 +335,7 @@ func TestClusterTLSUndefinedInstance(t *testing.T) {
 	if got, err := callWithHeader(e.ctx, conn, "x-plain", "1"); err != nil || got != "plain" {
 		t.Fatalf("RPC to the cluster without TLS = %q, %v; want it served by plain", got, err)
 	}
-	err := failure(e, conn)
+	err := e.waitFailing(conn)
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"undefined-roots"`) {
 		t.Errorf("RPC error = %v, want UNAVAILABLE naming the undefined instance", err)
 	}
@@ -346,14 +346,33 @@ func TestClusterTLSUndefinedInstance(t *testing.T) {
 
 // A channel whose credentials are not xdscreds uses its own for every
 // cluster, one with TLS included, as grpc-go does: here plaintext reaches
-// a plaintext server.
+// a plaintext server. The balancer warns once for the cluster, not at each
+// update of it.
 func TestClusterTLSWithoutXDSCreds(t *testing.T) {
 	t.Parallel()
 	m := newMesh(t)
-	e := newSecureEnv(t, m)
-	plain := startBackend(t, "plain")
+	logger, sink := newLogSink()
+	e := newSecureEnvLogging(t, m, logger)
+	a, b := startBackend(t, "a"), startBackend(t, "b")
 	e.update(tree(routes(toCluster(prefix("/"), "A")),
-		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots")}, eds("A", plain)))
+		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots")}, eds("A", a)))
 	conn := e.dial() // insecure channel credentials
-	e.waitServed(conn, 1, func(b string) bool { return b == "plain" })
+	e.waitServed(conn, 1, func(name string) bool { return name == "a" })
+	const warning = "the cluster asks for TLS, but the channel's credentials are not xdscreds: the channel's own are used"
+	sink.want(e.ctx, t, slog.LevelWarn, warning, map[string]string{"cluster": "A"})
+	// The cluster's endpoints change: it is rebuilt, and not warned of again.
+	e.update(tree(routes(toCluster(prefix("/"), "A")),
+		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots")}, eds("A", b)))
+	e.waitServed(conn, 1, func(name string) bool { return name == "b" })
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	n := 0
+	for _, r := range sink.records {
+		if r.msg == warning {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d warnings for the cluster's TLS, want 1", n)
+	}
 }
