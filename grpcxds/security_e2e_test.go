@@ -376,3 +376,27 @@ func TestClusterTLSWithoutXDSCreds(t *testing.T) {
 		t.Errorf("%d warnings for the cluster's TLS, want 1", n)
 	}
 }
+
+// A cluster with TLS but no identity certificate, to a server that
+// requires one: the server refuses the handshake and RPCs fail with
+// UNAVAILABLE; nothing is sent in plaintext.
+func TestClusterTLSWithoutClientCertificate(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSecureEnv(t, m)
+	a := startTLSBackend(t, "a", m, 0)
+	e.update(tree(routes(toCluster(prefix("/"), "A")),
+		[]*clusterv3.Cluster{secureCluster(t, "A", "", "roots", exactSAN(serverSPIFFE))}, eds("A", a.backend)))
+	conn := e.dial(xdsCreds(t))
+	err := e.waitFailing(conn)
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("RPC error = %v, want UNAVAILABLE", err)
+	}
+	if a.conns.Load() == 0 {
+		t.Error("the server saw no connection: the failure is not the server's refusal")
+	}
+	if p := a.plaintext.Load(); p != 0 {
+		t.Errorf("the server saw %d plaintext connections", p)
+	}
+	t.Logf("RPC error without a client certificate: %v", err)
+}
