@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 
@@ -129,10 +128,6 @@ func (s ServerConfig) ChannelCredentials() (*ChannelCredentials, error) {
 	}
 	return &ChannelCredentials{Transport: tc, close: closeFn}, nil
 }
-
-// errNoGoogleCredentials wraps the failure to find application default
-// credentials.
-var errNoGoogleCredentials = errors.New("no Google application default credentials")
 
 // clientConfig reads the files of t into a TLS client config.
 func (t TLSCreds) clientConfig() (*tls.Config, error) {

@@ -3,6 +3,7 @@ package bootstrap
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 
@@ -15,6 +16,10 @@ import (
 
 // googleScope is the OAuth scope Google's xDS servers want.
 const googleScope = "https://www.googleapis.com/auth/cloud-platform"
+
+// errNoGoogleCredentials wraps the failure to find application default
+// credentials.
+var errNoGoogleCredentials = errors.New("no Google application default credentials")
 
 // googleDefaultCredentials finds the application default credentials.
 // grpc-go's google.NewDefaultCredentials only logs when there are none and
