@@ -170,6 +170,9 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 		authority = target.Endpoint()
 	}
 	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name), bootstrap: b.cfg}
+	if r.bootstrap == nil {
+		r.bootstrap = c.Bootstrap() // a shared Client's, for its certificate providers
+	}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -240,8 +243,8 @@ type xdsResolver struct {
 	logger   *slog.Logger // the Builder's, with the listener
 	cancel   func()       // of the tree watch; set right after the watch starts
 	release  func()
-	// bootstrap defines the certificate providers clusters' TLS names;
-	// nil when the Builder has none.
+	// bootstrap defines the certificate providers clusters' TLS names:
+	// the Builder's, or its shared Client's.
 	bootstrap *bootstrap.Config
 }
 

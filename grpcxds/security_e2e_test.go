@@ -85,6 +85,14 @@ func newSecureEnv(t *testing.T, m *mesh) *env {
 // newSecureEnvLogging is newSecureEnv with the Builder's logger.
 func newSecureEnvLogging(t *testing.T, m *mesh, logger *slog.Logger) *env {
 	t.Helper()
+	return newSecureEnvWith(t, m, logger, false)
+}
+
+// newSecureEnvWith is newSecureEnv with the Builder's logger; with
+// sharedClient, the Builder is given a Client made from the bootstrap
+// instead of the bootstrap itself.
+func newSecureEnvWith(t *testing.T, m *mesh, logger *slog.Logger, sharedClient bool) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
@@ -97,11 +105,20 @@ func newSecureEnvLogging(t *testing.T, m *mesh, logger *slog.Logger) *env {
 		t.Fatal(err)
 	}
 	cfg.CertificateProviders = m.providers(t)
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: logger, ClientOptions: client.Options{
+	opts := grpcxds.Options{Bootstrap: cfg, Logger: logger, ClientOptions: client.Options{
 		Logger:           quietLogger,
 		WatchExpiry:      2 * time.Second,
 		TransportOptions: transport.Options{Backoff: fastBackoff, DialOptions: []grpc.DialOption{fastConnect}},
-	}})
+	}}
+	if sharedClient {
+		c, err := client.New(cfg, opts.ClientOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		opts = grpcxds.Options{Client: c, Logger: logger}
+	}
+	b, err := grpcxds.NewBuilder(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -399,4 +416,18 @@ func TestClusterTLSWithoutClientCertificate(t *testing.T) {
 		t.Errorf("the server saw %d plaintext connections", p)
 	}
 	t.Logf("RPC error without a client certificate: %v", err)
+}
+
+// A Builder given only a shared Client takes the certificate providers
+// from the Client's bootstrap.
+func TestClusterMTLSSharedClient(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSecureEnvWith(t, m, nil, true)
+	a := startTLSBackend(t, "a", m, 0)
+	e.update(tree(routes(toCluster(prefix("/"), "A")),
+		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots", exactSAN(serverSPIFFE))}, eds("A", a.backend)))
+	conn := e.dial(xdsCreds(t))
+	e.waitServed(conn, 1, func(string) bool { return true })
+	a.waitSerial(e.ctx, t, m.client.Serial)
 }

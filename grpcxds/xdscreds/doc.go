@@ -17,10 +17,9 @@
 //
 // The goxds balancer (package grpcxds) builds a [HandshakeInfo] for each
 // security config in use and puts it on the addresses of the cluster's
-// connections; the credentials read it in the handshake. The builder needs
-// the bootstrap that defines the providers: its own (read from the
-// environment, or grpcxds.Options.Bootstrap). A Builder given only a
-// Client must be given the Bootstrap too, or every cluster with TLS fails.
+// connections; the credentials read it in the handshake. The providers
+// are those of the Builder's bootstrap (grpcxds.Options.Bootstrap, or read
+// from the environment), or of its shared Client's (client.Client.Bootstrap).
 //
 // # Never a silent downgrade
 //
