@@ -55,6 +55,9 @@ type endpointConn struct {
 func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpointConn {
 	key := strings.Join(addrs, ",")
 	if sec != nil {
+		if !sec.hi.UsesHostname() {
+			hostname = ""
+		}
 		key += "|" + sec.key + "|" + hostname
 	}
 	if c := b.conns[key]; c != nil {

@@ -99,6 +99,11 @@ func (hi *HandshakeInfo) Close() {
 	})
 }
 
+// UsesHostname reports whether the endpoint's hostname matters to the
+// handshake (auto_host_sni): if not, endpoints that differ only by
+// hostname can share a connection.
+func (hi *HandshakeInfo) UsesHostname() bool { return hi.autoHost }
+
 // String describes the security for logs: instance names and matchers,
 // no key material.
 func (hi *HandshakeInfo) String() string { return hi.desc }
