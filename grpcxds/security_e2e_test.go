@@ -15,6 +15,7 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
@@ -142,6 +143,7 @@ func xdsCreds(t *testing.T) grpc.DialOption {
 type tlsBackend struct {
 	*backend
 	plaintext atomic.Int64
+	sni       atomic.Value // string: the server name of the last handshake
 	mu        sync.Mutex
 	serials   []*big.Int
 	seen      chan struct{} // closed and replaced at each new serial
@@ -159,6 +161,7 @@ func startTLSBackend(t *testing.T, name string, m *mesh, maxAge time.Duration) *
 		ClientCAs:    m.pki.Roots,
 		MinVersion:   tls.VersionTLS12,
 		VerifyConnection: func(cs tls.ConnectionState) error {
+			tb.sni.Store(cs.ServerName)
 			if len(cs.PeerCertificates) > 0 {
 				tb.record(cs.PeerCertificates[0].SerialNumber)
 			}
@@ -430,4 +433,43 @@ func TestClusterMTLSSharedClient(t *testing.T) {
 	conn := e.dial(xdsCreds(t))
 	e.waitServed(conn, 1, func(string) bool { return true })
 	a.waitSerial(e.ctx, t, m.client.Serial)
+}
+
+// auto_host_sni: the EDS endpoint's hostname is the SNI, and with
+// auto_sni_san_validation the server certificate must be for it.
+func TestClusterAutoHostSNI(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSecureEnv(t, m)
+	a := startTLSBackend(t, "a", m, 0)
+	withHost := func(host string) *endpointv3.ClusterLoadAssignment {
+		cla := eds("A", a.backend)
+		cla.Endpoints[0].LbEndpoints[0].GetEndpoint().Hostname = host
+		return cla
+	}
+	c := secureCluster(t, "A", "id", "roots")
+	u := new(tlsv3.UpstreamTlsContext)
+	if err := c.TransportSocket.GetTypedConfig().UnmarshalTo(u); err != nil {
+		t.Fatal(err)
+	}
+	u.Sni, u.AutoHostSni, u.AutoSniSanValidation = "fallback.goxds.test", true, true
+	tc, err := anypb.New(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.TransportSocket.ConfigType = &corev3.TransportSocket_TypedConfig{TypedConfig: tc}
+
+	e.update(tree(routes(toCluster(prefix("/"), "A")), []*clusterv3.Cluster{c}, withHost(serverDNS)))
+	conn := e.dial(xdsCreds(t))
+	e.waitServed(conn, 1, func(string) bool { return true })
+	if got, _ := a.sni.Load().(string); got != serverDNS {
+		t.Errorf("server saw SNI %q, want the endpoint hostname %q", got, serverDNS)
+	}
+
+	// A hostname the certificate is not for: the new connection fails.
+	e.update(tree(routes(toCluster(prefix("/"), "A")), []*clusterv3.Cluster{c}, withHost("elsewhere.goxds.test")))
+	err = e.waitFailing(conn)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "elsewhere.goxds.test") {
+		t.Errorf("RPC error = %v, want UNAVAILABLE naming the SNI", err)
+	}
 }
