@@ -141,6 +141,11 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Bootstrap returns the bootstrap the client was made with, for what
+// else it defines (certificate providers, listener name templates). It
+// must not be modified.
+func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
+
 // Close stops every stream and timer. Close is idempotent, and no watcher
 // callback starts after the first Close returns.
 //
