@@ -7,7 +7,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/transport"
@@ -87,7 +89,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 // (transport.reportUnservable) from one a server sent: no nonce, no
 // version, nothing but resource errors.
 func transportReport(r *transport.Response) bool {
-	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed) == 0
+	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed)+len(r.RemovedVariants) == 0
 }
 
 // received is one resource of a response, identified and, if it changed,
@@ -132,27 +134,56 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// the number of entries, none can be absent from the response.
 	seen := 0
 
+	// firstVariant and variantDup serve responses with variants (dynamic
+	// parameters): the constraints of the variant that first matched an
+	// entry, and the error when a second one matches it too.
+	var firstVariant map[*entry]*discoveryv3.DynamicParameterConstraints
+	var variantDup map[*entry]error
+	add := func(it received, variant bool) {
+		if it.entry == nil && !variant {
+			it.entry = tc.entries[it.name]
+		}
+		if e := it.entry; e != nil {
+			if e.seenGen == gen {
+				e.dupGen = gen
+				if prev := firstVariant[e]; variant && (prev != nil || it.env.Constraints != nil) && variantDup[e] == nil {
+					if variantDup == nil {
+						variantDup = make(map[*entry]error)
+					}
+					variantDup[e] = fmt.Errorf("resource %q: variants with constraints %s and %s both match the subscription with dynamic parameters %s",
+						e.name, resources.ConstraintsString(prev), resources.ConstraintsString(it.env.Constraints), formatParams(e.params))
+				}
+			} else {
+				seen++
+				if variant {
+					if firstVariant == nil {
+						firstVariant = make(map[*entry]*discoveryv3.DynamicParameterConstraints)
+					}
+					firstVariant[e] = it.env.Constraints
+				}
+			}
+			e.seenGen = gen
+		} else {
+			if fresh == nil {
+				fresh = make(map[string]int)
+			}
+			fresh[it.name]++
+		}
+		items = append(items, it)
+	}
 	identify := func(env resources.Envelope, err error) {
 		if err == nil {
 			it := c.identifyLocked(s, tc, env)
 			if it.name != "" {
-				if it.entry == nil {
-					it.entry = tc.entries[it.name]
-				}
-				if e := it.entry; e != nil {
-					if e.seenGen == gen {
-						e.dupGen = gen
-					} else {
-						seen++
+				if it.env.Constraints != nil || tc.variants[it.name] != nil {
+					// Variants: each entry of the name whose parameters
+					// the constraints match gets it (variants.go).
+					for _, vit := range c.variantItemsLocked(s, tc, it) {
+						add(vit, true)
 					}
-					e.seenGen = gen
-				} else {
-					if fresh == nil {
-						fresh = make(map[string]int)
-					}
-					fresh[it.name]++
+					return
 				}
-				items = append(items, it)
+				add(it, false)
 				return
 			}
 			err = it.err
@@ -178,9 +209,17 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		it := &items[i]
 		e := it.entry // nil only for a name without an entry: a fresh one is made below, once
 		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
-			if !reportedDup[it.name] {
-				reportedDup[it.name] = true
-				errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
+			dupKey := it.name
+			if e != nil {
+				dupKey = e.key
+			}
+			if !reportedDup[dupKey] {
+				reportedDup[dupKey] = true
+				if err := variantDup[e]; err != nil {
+					errs = append(errs, err)
+				} else {
+					errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
+				}
 				if e != nil && e.srv == s {
 					c.markErrorLocked(tc, e, errors.New("named more than once in one response"), now)
 				}
@@ -188,7 +227,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			continue
 		}
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
-			e = &entry{name: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
+			e = &entry{name: it.name, key: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
 			seen++
 		}
@@ -227,15 +266,33 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
-		e := tc.entries[name]
-		if e == nil || e.srv != s {
-			continue
+		// A plain name removes the variant without constraints: from the
+		// plain entry, and from those with dynamic parameters that hold it
+		// or nothing yet (the server does not have what they asked for).
+		for _, e := range c.entriesOfLocked(tc, name) {
+			if e.srv != s || e.constraints != nil {
+				continue
+			}
+			if e.seenGen == gen {
+				errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
+				continue
+			}
+			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 		}
-		if e.seenGen == gen {
-			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
-			continue
+	}
+	for _, rn := range r.RemovedVariants {
+		name := canonicalReceived(rn.GetName())
+		for _, e := range c.entriesOfLocked(tc, name) {
+			if e.srv != s || e.constraints == nil || !proto.Equal(e.constraints, rn.GetDynamicParameterConstraints()) {
+				continue
+			}
+			if e.seenGen == gen {
+				errs = append(errs, fmt.Errorf("resource %q with constraints %s is both in resources and in removed_resource_names",
+					name, resources.ConstraintsString(e.constraints)))
+				continue
+			}
+			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 		}
-		c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
 	}
 	for _, re := range r.ResourceErrors {
 		name := canonicalReceived(re.GetResourceName().GetName())
@@ -306,6 +363,9 @@ func allHeartbeats(items []received) bool {
 // applyItemLocked applies one received resource to the entry it names and
 // returns the error to NACK with, if any.
 func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) error {
+	if !it.env.IsHeartbeat() {
+		e.constraints = it.env.Constraints
+	}
 	switch {
 	case it.env.IsHeartbeat():
 		// version, not the wrapper's: a SotW wrapper may leave its version
@@ -392,7 +452,14 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.ignored = true
 		return it
 	}
-	name, v, err := tc.typ.Decode(body)
+	decodeInto(tc, &it)
+	return it
+}
+
+// decodeInto decodes the body of it, checking that the name it gives
+// itself is the one it was wrapped under.
+func decodeInto(tc *typeCache, it *received) {
+	name, v, err := tc.typ.Decode(it.env.Body)
 	name = canonicalReceived(name)
 	switch {
 	case it.name == "":
@@ -404,7 +471,6 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 	if it.err != nil {
 		it.value = nil
 	}
-	return it
 }
 
 func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
@@ -484,7 +550,7 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropRawLocked(tc, e)
-	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints = nil, "", nil, "", "", nil
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)

@@ -36,7 +36,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.dneGen != gen || tc.entries[e.name] != e {
+	if c.closed || e.dneGen != gen || tc.entries[e.key] != e {
 		return
 	}
 	e.dneTimer = nil
@@ -91,7 +91,7 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.ttlGen != gen || tc.entries[e.name] != e {
+	if c.closed || e.ttlGen != gen || tc.entries[e.key] != e {
 		return
 	}
 	e.ttlTimer = nil
