@@ -215,13 +215,15 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			}
 			if !reportedDup[dupKey] {
 				reportedDup[dupKey] = true
+				cause := errors.New("named more than once in one response")
 				if err := variantDup[e]; err != nil {
 					errs = append(errs, err)
+					cause = errors.New("two variants in one response match its dynamic parameters")
 				} else {
 					errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
 				}
 				if e != nil && e.srv == s {
-					c.markErrorLocked(tc, e, errors.New("named more than once in one response"), now)
+					c.markErrorLocked(tc, e, cause, now)
 				}
 			}
 			continue
@@ -252,8 +254,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// A resource the server reports an error for is not absent: the error
 	// is what the server says of it (gRFC A88), not an omission.
 	for _, re := range r.ResourceErrors {
-		if e := tc.entries[canonicalReceived(re.GetResourceName().GetName())]; e != nil && e.srv == s && e.seenGen != gen {
-			e.errGen = gen
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
+			if e.srv == s && e.seenGen != gen {
+				e.errGen = gen
+			}
 		}
 	}
 	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) && seen < len(tc.entries) {
@@ -262,7 +266,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	for _, name := range r.Removed {
 		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
-			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
+			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
 				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
@@ -295,23 +299,23 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		}
 	}
 	for _, re := range r.ResourceErrors {
-		name := canonicalReceived(re.GetResourceName().GetName())
-		e := tc.entries[name]
-		if e == nil || e.srv != s || e.errGen != gen {
-			// Not subscribed, another server's, also sent in the
-			// response, or named twice: nothing to report.
-			continue
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
+			if e.srv != s || e.errGen != gen {
+				// Not subscribed, another server's, also sent in the
+				// response, or named twice: nothing to report.
+				continue
+			}
+			e.errGen = 0
+			detail := re.GetErrorDetail()
+			if transportReport(r) {
+				// The transport's own report (a type the server has no
+				// service for, an unreadable file): the client's failure to
+				// fetch, treated as a rejection, not as the server's word.
+				c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
+				continue
+			}
+			c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 		}
-		e.errGen = 0
-		detail := re.GetErrorDetail()
-		if transportReport(r) {
-			// The transport's own report (a type the server has no
-			// service for, an unreadable file): the client's failure to
-			// fetch, treated as a rejection, not as the server's word.
-			c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
-			continue
-		}
-		c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 	}
 	return errs, valid
 }

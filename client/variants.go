@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
 	"github.com/goxds/xds/resources"
 )
 
@@ -65,6 +67,31 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 		vit := it
 		vit.entry, vit.ignored, vit.unchanged = nil, false, false
 		out = append(out, vit)
+	}
+	return out
+}
+
+// errorTargetsLocked returns the entries a server's resource error for rn
+// (gRFC A88) concerns: the plain entry of the name and, when the name has
+// entries with dynamic parameters, those rn's constraints match (all of
+// them for an error without constraints: the name fails for everyone).
+func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName) []*entry {
+	name := canonicalReceived(rn.GetName())
+	cons := rn.GetDynamicParameterConstraints()
+	if tc.variants[name] == nil && cons.GetType() == nil {
+		if e := tc.entries[name]; e != nil {
+			return []*entry{e}
+		}
+		return nil
+	}
+	if resources.ValidateConstraints(cons) != nil {
+		return nil // names no variant the client could hold
+	}
+	var out []*entry
+	for _, e := range c.entriesOfLocked(tc, name) {
+		if resources.MatchConstraints(cons, e.params) {
+			out = append(out, e)
+		}
 	}
 	return out
 }

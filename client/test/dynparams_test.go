@@ -1,9 +1,11 @@
 package test
 
 import (
+	"strings"
 	"testing"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -230,6 +232,11 @@ func TestDynamicParametersDelivery(t *testing.T) {
 		for _, w := range []*recorder[*resources.Cluster]{wPlain, wProd, wEU, wDev, wStaging} {
 			w.none(t)
 		}
+		// A watch no variant matches waits, as for a name not sent, on
+		// its does-not-exist timer.
+		if st, _ := statusOf(e.c, "C1", dpStaging); st.Status != client.StatusRequested {
+			t.Errorf("C1{env=staging} is %v, want REQUESTED", st.Status)
+		}
 		// The dump and CSDS list each parameter set on its own.
 		var names []string
 		for _, g := range csds.ClientConfig(e.c, csds.Options{}).GetGenericXdsConfigs() {
@@ -263,7 +270,9 @@ func TestDynamicParametersTwoMatchingVariantsNACK(t *testing.T) {
 			wantNACK(t, r, &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResponseNonce: "1", ResourceNames: []string{"C1"},
 				ResourceLocators: []*discoveryv3.ResourceLocator{locator("C1", dpDev), locator("C1", dpProd)}}, mentions...)
 		}
-		wProd.wantError(t, "resource-error", client.ErrResourceInvalid, "C1")
+		if ev := wProd.wantError(t, "resource-error", client.ErrResourceInvalid, "C1"); !strings.Contains(ev.err.Error(), "two variants") {
+			t.Errorf("C1{env=prod} told %v, want it to say two variants match", ev.err)
+		}
 		if got := wDev.wantUpdate(t, "C1").EDSServiceName(); got != "any" {
 			t.Errorf("C1{env=dev} got %q, want any", got)
 		}
@@ -398,4 +407,48 @@ func equalParams(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// A server's error for a variant (resource_errors with constraints, gRFC
+// A88) concerns the watches the constraints match; one without
+// constraints, every watch of the name.
+func TestDynamicParametersResourceErrors(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		e := newFakeEnv(t, p, config{})
+		wPlain, _ := watchC1(e.c, nil)
+		wProd, _ := watchC1(e.c, dpProd)
+		wDev, _ := watchC1(e.c, dpDev)
+		e.waitLocators(p, 2)
+		errs := []*discoveryv3.ResourceError{{
+			ResourceName: &discoveryv3.ResourceName{Name: "C1", DynamicParameterConstraints: dpValue("env", "prod")},
+			ErrorDetail:  &statuspb.Status{Code: int32(codes.PermissionDenied), Message: "not for you"},
+		}}
+		if p.delta {
+			r := deltaResp("1", nil)
+			r.ResourceErrors = errs
+			e.sendDelta(r)
+		} else {
+			e.send(&discoveryv3.DiscoveryResponse{TypeUrl: cdsURL, VersionInfo: "v1", Nonce: "1", ResourceErrors: errs})
+		}
+		e.replyTo(p, "1")
+		wProd.wantError(t, "resource-error", client.ErrReportedByServer, "C1")
+		barrier(t, e.c)
+		wPlain.none(t)
+		wDev.none(t)
+
+		errs[0].ResourceName.DynamicParameterConstraints = nil
+		if p.delta {
+			r := deltaResp("2", nil)
+			r.ResourceErrors = errs
+			e.sendDelta(r)
+		} else {
+			e.send(&discoveryv3.DiscoveryResponse{TypeUrl: cdsURL, VersionInfo: "v2", Nonce: "2", ResourceErrors: errs})
+		}
+		e.replyTo(p, "2")
+		wPlain.wantError(t, "resource-error", client.ErrReportedByServer, "C1")
+		wDev.wantError(t, "resource-error", client.ErrReportedByServer, "C1")
+		barrier(t, e.c)
+		wProd.none(t) // told already: the same error is not repeated
+	})
 }
