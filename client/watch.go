@@ -265,6 +265,8 @@ func (c *Client) keptByWildcardLocked(tc *typeCache, e *entry) bool {
 // forgetLocked drops an entry from the cache.
 func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	e.stopTimers()
+	// Before e leaves the name's entries: its bytes may lead to another.
+	c.dropRawLocked(tc, e)
 	tc.untrackAlias(e)
 	if tc.entries[e.key] == e {
 		delete(tc.entries, e.key)
@@ -272,12 +274,22 @@ func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	if e.params != nil {
 		tc.dropVariant(e)
 	}
-	c.dropRawLocked(tc, e)
 }
 
 func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
 	if e.raw != "" && tc.byRaw[e.raw] == e {
 		delete(tc.byRaw, e.raw)
+		if tc.variants[e.name] != nil {
+			// One variant may be held by several entries of the name: the
+			// bytes lead to another, so that it still knows them when
+			// resent.
+			for _, o := range c.entriesOfLocked(tc, e.name) {
+				if o != e && o.raw == e.raw {
+					tc.byRaw[o.raw] = o
+					break
+				}
+			}
+		}
 	}
 	e.raw = ""
 }
