@@ -340,10 +340,10 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 		c.dropRawLocked(tc, e)
 		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
 	}
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
 	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
-		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.name, "code", code.String(), "message", msg)
+		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.logName(), "code", code.String(), "message", msg)
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 		return
@@ -524,7 +524,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.Time) {
 	e.stopDNETimer()
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusNACKed, cause, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 	} else {
@@ -542,7 +542,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 		}
 		if s.cfg.IgnoreResourceDeletion() {
 			c.logger.Warn("server omitted a resource; keeping it (ignore_resource_deletion)",
-				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
+				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 			continue
 		}
 		c.deleteLocked(tc, e, s.deletedReason(), now)
@@ -556,7 +556,7 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	c.dropRawLocked(tc, e)
 	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints = nil, "", nil, "", "", nil
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
 	if len(e.watchers) == 0 {
 		c.forgetLocked(tc, e)

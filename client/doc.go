@@ -39,8 +39,8 @@
 // removed_resource_names removes the variant with those constraints; a plain
 // removed name the variant without constraints. [Client.Dump] reports each
 // parameter set ([ResourceStatus].DynamicParameters), CSDS as
-// name{k="v", ...}. Errors a watcher gets name the resource, not its
-// parameters: each watch knows its own.
+// name{k="v", ...}. The errors a watch gets carry its parameters
+// ([Error].DynamicParameters), and so do log lines.
 //
 // # Fallback
 //

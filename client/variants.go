@@ -119,6 +119,15 @@ func (c *Client) entriesOfLocked(tc *typeCache, name string) []*entry {
 	return out
 }
 
+// logName is the entry's name for logs: with its dynamic parameters, if
+// any, so that the lines of two subscriptions of one name tell them apart.
+func (e *entry) logName() string {
+	if e.params == nil {
+		return e.name
+	}
+	return e.name + formatParams(e.params)
+}
+
 // formatParams renders dynamic parameters for errors, logs and dumps:
 // {k1="v1", k2="v2"}, keys sorted; "{}" for none.
 func formatParams(params map[string]string) string {

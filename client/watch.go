@@ -202,7 +202,9 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 
 // replayLocked tells a new watcher what is already known of e.
 func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
-	mkErr := func(err error) error { return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: err} }
+	mkErr := func(err error) error {
+		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: err}
+	}
 	switch {
 	case e.value != nil:
 		v := e.value

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -270,8 +271,10 @@ func TestDynamicParametersTwoMatchingVariantsNACK(t *testing.T) {
 			wantNACK(t, r, &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResponseNonce: "1", ResourceNames: []string{"C1"},
 				ResourceLocators: []*discoveryv3.ResourceLocator{locator("C1", dpDev), locator("C1", dpProd)}}, mentions...)
 		}
-		if ev := wProd.wantError(t, "resource-error", client.ErrResourceInvalid, "C1"); !strings.Contains(ev.err.Error(), "two variants") {
-			t.Errorf("C1{env=prod} told %v, want it to say two variants match", ev.err)
+		ev := wProd.wantError(t, "resource-error", client.ErrResourceInvalid, "C1")
+		var xe *client.Error
+		if !strings.Contains(ev.err.Error(), `"C1" {env="prod"}: resource rejected: two variants`) || !errors.As(ev.err, &xe) || !equalParams(xe.DynamicParameters, dpProd) {
+			t.Errorf("C1{env=prod} told %v, want it to say two variants match, with its parameters", ev.err)
 		}
 		if got := wDev.wantUpdate(t, "C1").EDSServiceName(); got != "any" {
 			t.Errorf("C1{env=dev} got %q, want any", got)
