@@ -46,7 +46,9 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 		Node:    node,
 		TypeUrl: ts.typeURL,
 	}
-	params := hasParamKey(sub) || hasParamKey(unsub)
+	// A plain key alone may concern a name that parameterised keys still
+	// need (ts.params), so the wire form is worked out then too.
+	params := len(ts.params) > 0 || hasParamKey(sub) || hasParamKey(unsub)
 	if params {
 		// Subscriptions with dynamic parameters: locators beside the
 		// names (see locators.go).

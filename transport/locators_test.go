@@ -176,3 +176,32 @@ func TestDeltaRemovedResourceNames(t *testing.T) {
 		t.Fatalf("Removed %q, RemovedVariants %v", r.Removed, r.RemovedVariants)
 	}
 }
+
+// A plain subscription that leaves while parameterised ones of its name
+// stay tells the server nothing: the name is still wanted for them.
+func TestDeltaPlainNameStaysForLocators(t *testing.T) {
+	forEachAPIType(t, deltaVariants, func(t *testing.T, delta bootstrap.APIType) {
+		e := newEnv(t, delta, fastOptions, nil)
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C1", c1Prod}, nil)
+		want(t, e.nextDelta(), &discoveryv3.DeltaDiscoveryRequest{
+			Node:                      testNode,
+			TypeUrl:                   cdsURL,
+			ResourceNamesSubscribe:    []string{"C1"},
+			ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("C1", prod)},
+		})
+		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C1"})
+		// A request of another type: a CDS request, had one been made,
+		// would go first on ADS (the sender handles types in order of first
+		// use); on per-type streams, most likely.
+		e.tr.UpdateSubscriptions(edsURL, []string{"E1"}, nil)
+		for r := e.nextDelta(); r.GetTypeUrl() != edsURL; r = e.nextDelta() {
+			t.Fatalf("request %v, want none of CDS", r)
+		}
+		e.tr.UpdateSubscriptions(cdsURL, nil, []string{c1Prod})
+		want(t, e.nextDelta(), &discoveryv3.DeltaDiscoveryRequest{
+			TypeUrl:                     cdsURL,
+			ResourceNamesUnsubscribe:    []string{"C1"},
+			ResourceLocatorsUnsubscribe: []*discoveryv3.ResourceLocator{loc("C1", prod)},
+		})
+	})
+}

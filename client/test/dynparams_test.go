@@ -455,3 +455,21 @@ func TestDynamicParametersResourceErrors(t *testing.T) {
 		wProd.none(t) // told already: the same error is not repeated
 	})
 }
+
+// Stock go-control-plane ignores locators: it serves the plain names beside
+// them, so a watch with parameters gets the resource without constraints,
+// and keeps getting it once the plain watch of the name is gone.
+func TestE2EDynamicParametersServerIgnoresLocators(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		plain := newRecorder[*resources.Endpoints]()
+		cancelPlain := client.WatchEndpoints(e.c, "svc-cluster", plain)
+		prod := newRecorder[*resources.Endpoints]()
+		client.WatchWithOptions(e.c, resources.EndpointsType, "svc-cluster", client.WatchOptions{DynamicParameters: dpProd}, prod)
+		wantAddresses(t, plain.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		wantAddresses(t, prod.wantUpdate(t, "svc-cluster"), "127.0.0.1:1001")
+		cancelPlain()
+		e.update(svc(1002))
+		wantAddresses(t, prod.wantUpdatePastOutage(t, "svc-cluster"), "127.0.0.1:1002")
+	})
+}
