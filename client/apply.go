@@ -253,8 +253,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// Every entry seen (the usual case): none is absent, no need to look.
 	// A resource the server reports an error for is not absent: the error
 	// is what the server says of it (gRFC A88), not an omission.
+	// own: errors the transport made up itself name subscription keys.
+	own := transportReport(r)
 	for _, re := range r.ResourceErrors {
-		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
 			if e.srv == s && e.seenGen != gen {
 				e.errGen = gen
 			}
@@ -264,6 +266,9 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
 	for _, name := range r.Removed {
+		if hasNUL(name) {
+			continue // names nothing the client can hold (see identifyLocked)
+		}
 		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
@@ -286,6 +291,9 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	}
 	for _, rn := range r.RemovedVariants {
 		name := canonicalReceived(rn.GetName())
+		if hasNUL(name) {
+			continue
+		}
 		for _, e := range c.entriesOfLocked(tc, name) {
 			if e.srv != s || e.constraints == nil || !proto.Equal(e.constraints, rn.GetDynamicParameterConstraints()) {
 				continue
@@ -299,7 +307,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		}
 	}
 	for _, re := range r.ResourceErrors {
-		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
 			if e.srv != s || e.errGen != gen {
 				// Not subscribed, another server's, also sent in the
 				// response, or named twice: nothing to report.
@@ -434,6 +442,11 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
+	if hasNUL(env.Name) {
+		// NUL separates a name from its parameters in cache keys: such a
+		// name could reach a subscription it does not name.
+		return received{env: env, err: fmt.Errorf("resource %q: a resource name cannot contain a NUL byte", env.Name)}
+	}
 	it := received{name: canonicalReceived(env.Name), env: env}
 	if env.IsHeartbeat() {
 		if it.name == "" {
@@ -466,6 +479,8 @@ func decodeInto(tc *typeCache, it *received) {
 	name, v, err := tc.typ.Decode(it.env.Body)
 	name = canonicalReceived(name)
 	switch {
+	case hasNUL(name):
+		name, err = "", fmt.Errorf("resource %q: a resource name cannot contain a NUL byte", name)
 	case it.name == "":
 		it.name = name
 	case name != "" && name != it.name:

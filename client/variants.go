@@ -75,7 +75,15 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 // (gRFC A88) concerns: the plain entry of the name and, when the name has
 // entries with dynamic parameters, those rn's constraints match (all of
 // them for an error without constraints: the name fails for everyone).
-func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName) []*entry {
+//
+// A report the transport makes itself (own) names the keys it was given.
+func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName, own bool) []*entry {
+	if hasNUL(rn.GetName()) {
+		if e := tc.entries[rn.GetName()]; own && e != nil {
+			return []*entry{e}
+		}
+		return nil
+	}
 	name := canonicalReceived(rn.GetName())
 	cons := rn.GetDynamicParameterConstraints()
 	if tc.variants[name] == nil && cons.GetType() == nil {
@@ -118,6 +126,10 @@ func (c *Client) entriesOfLocked(tc *typeCache, name string) []*entry {
 	}
 	return out
 }
+
+// hasNUL tells whether s has a NUL byte, which separates a name from its
+// parameters in subscription keys (transport.SubscriptionKey).
+func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 
 // logName is the entry's name for logs: with its dynamic parameters, if
 // any, so that the lines of two subscriptions of one name tell them apart.

@@ -2,7 +2,6 @@ package client
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/goxds/xds/resources"
@@ -158,7 +157,7 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
 	}
 	name = canonical
-	if strings.IndexByte(name, 0) >= 0 {
+	if hasNUL(name) {
 		// NUL separates a name from its parameters in subscription keys.
 		return fail(fmt.Errorf("%w %q: a resource name cannot contain a NUL byte", ErrInvalidName, name))
 	}
