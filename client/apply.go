@@ -9,7 +9,6 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/transport"
@@ -265,47 +264,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) && seen < len(tc.entries) {
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
-	for _, name := range r.Removed {
-		if hasNUL(name) {
-			continue // names nothing the client can hold (see identifyLocked)
-		}
-		name = canonicalReceived(name)
-		for ae := range tc.aliasesOf[name] {
-			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
-				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
-			}
-		}
-		// A plain name removes the variant without constraints: from the
-		// plain entry, and from those with dynamic parameters that hold it
-		// or nothing yet (the server does not have what they asked for).
-		for _, e := range c.entriesOfLocked(tc, name) {
-			if e.srv != s || e.constraints != nil {
-				continue
-			}
-			if e.seenGen == gen {
-				errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
-				continue
-			}
-			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
-		}
-	}
-	for _, rn := range r.RemovedVariants {
-		name := canonicalReceived(rn.GetName())
-		if hasNUL(name) {
-			continue
-		}
-		for _, e := range c.entriesOfLocked(tc, name) {
-			if e.srv != s || e.constraints == nil || !proto.Equal(e.constraints, rn.GetDynamicParameterConstraints()) {
-				continue
-			}
-			if e.seenGen == gen {
-				errs = append(errs, fmt.Errorf("resource %q with constraints %s is both in resources and in removed_resource_names",
-					name, resources.ConstraintsString(e.constraints)))
-				continue
-			}
-			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
-		}
-	}
+	errs = append(errs, c.applyRemovalsLocked(s, tc, r, gen, now)...)
 	for _, re := range r.ResourceErrors {
 		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
 			if e.srv != s || e.errGen != gen {

@@ -1,13 +1,17 @@
 package client
 
 import (
+	"fmt"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
 )
 
 // Dynamic parameters (discovery.v3 ResourceLocator, ResourceName).
@@ -69,6 +73,55 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 		out = append(out, vit)
 	}
 	return out
+}
+
+// applyRemovalsLocked applies a delta response's removals and returns the
+// errors found. A plain name (removed_resources, or a removed_resource_names
+// entry without constraints) removes the variant without constraints: from
+// the plain entry, and from those with dynamic parameters that hold it or
+// nothing yet (the server does not have what they asked for). A
+// removed_resource_names entry with constraints removes the variant with
+// exactly those from the entries holding it.
+func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Response, gen uint64, now time.Time) (errs []error) {
+	for _, name := range r.Removed {
+		if hasNUL(name) {
+			continue // names nothing the client can hold (see identifyLocked)
+		}
+		name = canonicalReceived(name)
+		for ae := range tc.aliasesOf[name] {
+			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
+				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
+			}
+		}
+		for _, e := range c.entriesOfLocked(tc, name) {
+			if e.srv != s || e.constraints != nil {
+				continue
+			}
+			if e.seenGen == gen {
+				errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
+				continue
+			}
+			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
+		}
+	}
+	for _, rn := range r.RemovedVariants {
+		name := canonicalReceived(rn.GetName())
+		if hasNUL(name) {
+			continue
+		}
+		for _, e := range c.entriesOfLocked(tc, name) {
+			if e.srv != s || e.constraints == nil || !proto.Equal(e.constraints, rn.GetDynamicParameterConstraints()) {
+				continue
+			}
+			if e.seenGen == gen {
+				errs = append(errs, fmt.Errorf("resource %q with constraints %s is both in resources and in removed_resource_names",
+					name, resources.ConstraintsString(e.constraints)))
+				continue
+			}
+			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
+		}
+	}
+	return errs
 }
 
 // errorTargetsLocked returns the entries a server's resource error for rn
