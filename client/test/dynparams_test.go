@@ -29,36 +29,14 @@ var (
 	dpStaging = map[string]string{"env": "staging"}
 )
 
-type dpc = discoveryv3.DynamicParameterConstraints
-
-func dpValue(k, v string) *dpc {
-	return &dpc{Type: &discoveryv3.DynamicParameterConstraints_Constraint{Constraint: &discoveryv3.DynamicParameterConstraints_SingleConstraint{
-		Key: k, ConstraintType: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Value{Value: v}}}}
-}
-
-func dpExists(k string) *dpc {
-	return &dpc{Type: &discoveryv3.DynamicParameterConstraints_Constraint{Constraint: &discoveryv3.DynamicParameterConstraints_SingleConstraint{
-		Key: k, ConstraintType: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Exists_{Exists: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Exists{}}}}}
-}
-
-func dpAnd(cs ...*dpc) *dpc {
-	return &dpc{Type: &discoveryv3.DynamicParameterConstraints_AndConstraints{AndConstraints: &discoveryv3.DynamicParameterConstraints_ConstraintList{Constraints: cs}}}
-}
-
-func dpOr(cs ...*dpc) *dpc {
-	return &dpc{Type: &discoveryv3.DynamicParameterConstraints_OrConstraints{OrConstraints: &discoveryv3.DynamicParameterConstraints_ConstraintList{Constraints: cs}}}
-}
-
-func dpNot(c *dpc) *dpc {
-	return &dpc{Type: &discoveryv3.DynamicParameterConstraints_NotConstraints{NotConstraints: c}}
-}
-
-// variantRes is a resource named by resource_name with constraints c.
-func variantRes(name, version string, c *dpc, msg proto.Message) *discoveryv3.Resource {
-	r := res(name, version, msg)
-	r.Name, r.ResourceName = "", &discoveryv3.ResourceName{Name: name, DynamicParameterConstraints: c}
-	return r
-}
+// Short names for the constraint builders.
+var (
+	dpValue  = testutils.ConstraintValue
+	dpExists = testutils.ConstraintExists
+	dpAnd    = testutils.ConstraintAnd
+	dpOr     = testutils.ConstraintOr
+	dpNot    = testutils.ConstraintNot
+)
 
 func locator(name string, params map[string]string) *discoveryv3.ResourceLocator {
 	return &discoveryv3.ResourceLocator{Name: name, DynamicParameters: params}
@@ -172,7 +150,7 @@ func TestDynamicParametersDeltaReconnect(t *testing.T) {
 		e.waitLocators(p, 3)
 		e.sendDelta(deltaResp("d1", nil,
 			res("C1", "v1", testutils.Cluster("C1", "all")),
-			variantRes("C2", "v7", dpValue("env", "prod"), testutils.Cluster("C2", "prod"))))
+			testutils.WrapVariant("C2", "v7", dpValue("env", "prod"), testutils.Cluster("C2", "prod"))))
 		e.replyTo(p, "d1")
 		wPlain.wantUpdate(t, "C1")
 		wProd.wantUpdate(t, "C1")
@@ -187,7 +165,7 @@ func TestDynamicParametersDeltaReconnect(t *testing.T) {
 		wantReq(t, e.deltaReq(), wantFirst)
 
 		// C1{env=dev} gets a variant of its own: C1's versions differ.
-		e.sendDelta(deltaResp("d2", nil, variantRes("C1", "v2", dpValue("env", "dev"), testutils.Cluster("C1", "dev"))))
+		e.sendDelta(deltaResp("d2", nil, testutils.WrapVariant("C1", "v2", dpValue("env", "dev"), testutils.Cluster("C1", "dev"))))
 		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL, ResponseNonce: "d2"})
 		if c := wDev.wantUpdate(t, "C1"); c.EDSServiceName() != "dev" {
 			t.Fatalf("C1{env=dev} got %q", c.EDSServiceName())
@@ -212,11 +190,11 @@ func TestDynamicParametersDelivery(t *testing.T) {
 		wStaging, _ := watchC1(e.c, dpStaging)
 		e.waitLocators(p, 4)
 		e.respond(p, cdsURL, "1",
-			variantRes("C1", "v1", dpAnd(dpValue("env", "prod"), dpNot(dpExists("region"))), testutils.Cluster("C1", "prod")),
-			variantRes("C1", "v1", dpAnd(dpExists("env"), dpValue("region", "eu")), testutils.Cluster("C1", "prod-eu")),
-			variantRes("C1", "v1", dpNot(dpExists("env")), testutils.Cluster("C1", "default")),
-			variantRes("C1", "v1", dpOr(dpValue("env", "dev"), dpValue("env", "test")), testutils.Cluster("C1", "dev")),
-			variantRes("C1", "v1", dpValue("env", "nowhere"), testutils.Cluster("C1", "nowhere")),
+			testutils.WrapVariant("C1", "v1", dpAnd(dpValue("env", "prod"), dpNot(dpExists("region"))), testutils.Cluster("C1", "prod")),
+			testutils.WrapVariant("C1", "v1", dpAnd(dpExists("env"), dpValue("region", "eu")), testutils.Cluster("C1", "prod-eu")),
+			testutils.WrapVariant("C1", "v1", dpNot(dpExists("env")), testutils.Cluster("C1", "default")),
+			testutils.WrapVariant("C1", "v1", dpOr(dpValue("env", "dev"), dpValue("env", "test")), testutils.Cluster("C1", "dev")),
+			testutils.WrapVariant("C1", "v1", dpValue("env", "nowhere"), testutils.Cluster("C1", "nowhere")),
 		)
 		if r := e.replyTo(p, "1"); proto.Equal(r, nil) || hasErrorDetail(r) {
 			t.Fatalf("reply %v, want an ACK", r)
@@ -260,8 +238,8 @@ func TestDynamicParametersTwoMatchingVariantsNACK(t *testing.T) {
 		wDev, _ := watchC1(e.c, dpDev)
 		e.waitLocators(p, 2)
 		e.respond(p, cdsURL, "1",
-			variantRes("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
-			variantRes("C1", "v1", dpExists("env"), testutils.Cluster("C1", "any")),
+			testutils.WrapVariant("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
+			testutils.WrapVariant("C1", "v1", dpExists("env"), testutils.Cluster("C1", "any")),
 		)
 		r := e.replyTo(p, "1")
 		mentions := []string{`"C1"`, `env="prod"`, `exists(env)`, `{env="prod"}`}
@@ -294,8 +272,8 @@ func TestDynamicParametersDeltaRemoval(t *testing.T) {
 		wDev, _ := watchC1(e.c, dpDev)
 		e.waitLocators(p, 2)
 		e.sendDelta(deltaResp("d1", nil,
-			variantRes("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
-			variantRes("C1", "v1", dpValue("env", "dev"), testutils.Cluster("C1", "dev"))))
+			testutils.WrapVariant("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
+			testutils.WrapVariant("C1", "v1", dpValue("env", "dev"), testutils.Cluster("C1", "dev"))))
 		e.replyTo(p, "d1")
 		wProd.wantUpdate(t, "C1")
 		wDev.wantUpdate(t, "C1")
@@ -324,12 +302,12 @@ func TestDynamicParametersSotWVariantsReplace(t *testing.T) {
 		wDev, _ := watchC1(e.c, dpDev)
 		e.waitLocators(p, 2)
 		e.respond(p, cdsURL, "1",
-			variantRes("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
-			variantRes("C1", "v1", dpValue("env", "dev"), testutils.Cluster("C1", "dev")))
+			testutils.WrapVariant("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod")),
+			testutils.WrapVariant("C1", "v1", dpValue("env", "dev"), testutils.Cluster("C1", "dev")))
 		e.replyTo(p, "1")
 		wProd.wantUpdate(t, "C1")
 		wDev.wantUpdate(t, "C1")
-		e.respond(p, cdsURL, "2", variantRes("C1", "v2", dpValue("env", "prod"), testutils.Cluster("C1", "prod2")))
+		e.respond(p, cdsURL, "2", testutils.WrapVariant("C1", "v2", dpValue("env", "prod"), testutils.Cluster("C1", "prod2")))
 		e.replyTo(p, "2")
 		if got := wProd.wantUpdate(t, "C1").EDSServiceName(); got != "prod2" {
 			t.Fatalf("C1{env=prod} got %q", got)
