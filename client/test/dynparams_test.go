@@ -216,6 +216,16 @@ func TestDynamicParametersDelivery(t *testing.T) {
 		if st, _ := statusOf(e.c, "C1", dpStaging); st.Status != client.StatusRequested {
 			t.Errorf("C1{env=staging} is %v, want REQUESTED", st.Status)
 		}
+		// The metrics count each parameter set on its own.
+		counts := map[string]int{}
+		for _, rc := range e.c.ResourceCounts() {
+			if rc.TypeURL == cdsURL {
+				counts[rc.Authority+" "+rc.CacheState] += rc.Count
+			}
+		}
+		if counts["#old acked"] != 4 || counts["#old requested"] != 1 || len(counts) != 2 {
+			t.Errorf("resource counts %v, want 4 acked and 1 requested", counts)
+		}
 		// The dump and CSDS list each parameter set on its own.
 		var names []string
 		for _, g := range csds.ClientConfig(e.c, csds.Options{}).GetGenericXdsConfigs() {
