@@ -68,8 +68,12 @@ type priority struct {
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
-	// ring is the ring of a ring_hash priority, built on first use.
-	ring []ringEntry
+	// groups are what the policy balances (endpointGroups), built on
+	// first use.
+	groups []*group
+	// pickedBefore are the endpoints pick_first had chosen before this
+	// update: one still listed and ready stays chosen, as in gRPC.
+	pickedBefore map[*endpointConn]bool
 }
 
 type locality struct {
@@ -117,6 +121,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	cl.inputs = inputs
 	old := cl.conns()
+	picked := cl.pickedFirst()
 	oldDNS := cl.dnsUsed
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed = nil, nil, nil, nil
 	root := inputs[0]
@@ -141,6 +146,9 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		if len(cl.leafErrs) > 0 {
 			cl.err = fmt.Errorf("cluster %q has no usable endpoints: %s", cl.name, strings.Join(cl.leafErrs, "; "))
 		}
+	}
+	for _, p := range cl.prios {
+		p.pickedBefore = picked
 	}
 	now := cl.conns()
 	for c := range now {

@@ -59,15 +59,35 @@
 // traffic. One still connecting is waited for, up to [Options].FailoverTimeout;
 // one whose endpoints all fail, or that has no HEALTHY or UNKNOWN endpoint,
 // is passed over; traffic returns to a higher priority as soon as it has
-// a ready endpoint. Within the priority the cluster's policy picks:
+// a ready endpoint. Within the priority the cluster's policy picks (gRFC
+// A52: load_balancing_policy's first supported policy, or the legacy
+// lb_policy), with gRPC's outcomes:
 //
-//   - round_robin: weighted round robin over the ready endpoints, each
-//     weighted by its locality's weight times its own (in proportion among
-//     what is ready);
-//   - ring_hash: the route's hash policies hash the RPC (headers with
-//     xxhash, io.grpc.channel_id; no hash gives a random one) onto a ring
-//     sized by the cluster, at most 4096 entries;
-//   - least_request: the least loaded of choice_count random endpoints.
+//   - wrr_locality (gRFC A52), and the legacy ROUND_ROBIN, which gRPC reads
+//     as wrr_locality over round_robin: a locality with a ready endpoint is
+//     drawn in proportion to its weight, then the wrapped policy picks
+//     within that locality. Without wrr_locality the policy picks among all
+//     the endpoints of the priority and locality weights count only where
+//     the policy weighs endpoints (ring_hash, pick_first's shuffle);
+//   - round_robin: the ready endpoints in turn; endpoint weights do not
+//     count, as in gRPC;
+//   - client_side_weighted_round_robin (gRFC A58): gRPC weighs endpoints by
+//     their ORCA load reports only, never by EDS weights, and spreads RPCs
+//     evenly until enough endpoints have reported. goxds reads no ORCA
+//     reports, so it is round_robin throughout;
+//   - ring_hash (gRFC A42): the route's hash policies hash the RPC (headers
+//     with xxhash, io.grpc.channel_id; no hash gives a random one), or the
+//     requestHashHeader of a TypedStruct ring_hash_experimental config
+//     (gRFC A76), onto a ring weighted by locality share times endpoint
+//     share (under wrr_locality, one ring per locality by endpoint
+//     weights), sized by the cluster, at most 4096 entries;
+//   - least_request (gRFC A48): the least loaded of choice_count random
+//     ready endpoints;
+//   - pick_first (gRFC A62): every RPC to the first ready endpoint in
+//     order, for as long as it stays ready (also across updates that keep
+//     it); shuffle_address_list draws the order anew at each update,
+//     weighted by the endpoints' shares (gRFC A113). Unlike gRPC's, which
+//     connects to one endpoint at a time, every endpoint is connected.
 //
 // A cluster's drop_overloads drop RPCs with UNAVAILABLE "dropped by load
 // balancing policy: <category>", and its circuit breaker's max_requests
@@ -97,5 +117,9 @@
 // Route timeouts, max_stream_duration and retry policies (they need
 // grpc-go's internal config selector), HTTP filters (fault injection,
 // RBAC), cluster TLS (the channel's own credentials are used), load
-// reporting, outlier detection, and authority rewriting.
+// reporting, outlier detection, and authority rewriting. Of gRFC A52's
+// custom policies only those above: a TypedStruct naming another policy
+// registered with gRPC is skipped (gRPC would use it), so is one naming
+// xds_wrr_locality_experimental. ORCA load reports are not read, so
+// client_side_weighted_round_robin never weighs endpoints.
 package grpcxds
