@@ -234,10 +234,14 @@ func (g *group) anyReady() bool {
 	return false
 }
 
-// pickFirst returns the picker sending every RPC to g's chosen endpoint:
-// the one already chosen if still ready (before this update, one in
-// before), else the first ready one in order. gRFC A62: pick_first stays
-// on the connection it has.
+// pickFirst returns the picker sending every RPC to g's chosen endpoint,
+// nil while it waits for one. The chosen one stays while it is ready (so
+// does one chosen before this update, in before): gRFC A62's pick_first
+// keeps the connection it has. Else the endpoints are tried in order, as
+// gRPC tries them: the first that is ready is chosen, one still
+// connecting is waited for, a failing one is passed over. (goxds connects
+// them all at once; choosing whichever is ready first would not follow
+// the order.)
 func (g *group) pickFirst(before map[*endpointConn]bool) endpointPicker {
 	ready := func(c *endpointConn) bool { return c.state == connectivity.Ready && c.sc != nil && !c.removed }
 	if g.chosen != nil && !ready(g.chosen) {
@@ -249,9 +253,13 @@ func (g *group) pickFirst(before map[*endpointConn]bool) endpointPicker {
 		}
 	}
 	for _, e := range g.eps {
-		if g.chosen == nil && ready(e.conn) {
-			g.chosen = e.conn
+		if g.chosen != nil || e.conn.state == connectivity.TransientFailure {
+			continue
 		}
+		if !ready(e.conn) {
+			return nil
+		}
+		g.chosen = e.conn
 	}
 	if g.chosen == nil {
 		return nil

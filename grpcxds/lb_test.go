@@ -152,6 +152,13 @@ func TestPickFirst(t *testing.T) {
 	if got := picks(t, readyPicker(t, p), 10); got["b"] != 10 {
 		t.Errorf("pick_first with a back: %v, want it to stay on b", got)
 	}
+	// The endpoints are tried in order: one connecting is waited for,
+	// even if one after it is ready.
+	q := prio(connectivity.Ready, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst})
+	q.localities[0].endpoints[0].conn.state = connectivity.Connecting
+	if pp := q.picker(connectivity.Ready).(*priorityPicker); pp.inner != nil {
+		t.Error("pick_first chose b while a, before it, is connecting")
+	}
 	// A new priority from an update keeps the endpoint chosen before.
 	p2 := prio(connectivity.Ready).with(p.policy)
 	p2.localities = p.localities
