@@ -51,6 +51,8 @@ type clusterLB struct {
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
+	// outliers are the outlier detectors of its priorities.
+	outliers map[odKey]*outlierDetector
 }
 
 // notChosen is clusterLB.chosen before the first choice of a priority.
@@ -74,6 +76,10 @@ type priority struct {
 	// pickedBefore are the endpoints pick_first had chosen before this
 	// update: one still listed and ready stays chosen, as in gRPC.
 	pickedBefore map[*endpointConn]bool
+	// outlier is the leaf's outlier detection, nil if none; od runs it
+	// (attachOutliersLocked).
+	outlier *outlierConfig
+	od      *outlierDetector
 }
 
 type locality struct {
@@ -150,6 +156,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	for _, p := range cl.prios {
 		p.pickedBefore = picked
 	}
+	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
 		c.users[cl] = struct{}{}
@@ -186,6 +193,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		policy:      c.LBPolicy,
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(leaf.Name),
+		outlier:     outlierConfigOf(c.OutlierDetection),
 	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
@@ -255,6 +263,7 @@ func (cl *clusterLB) conns() map[*endpointConn]struct{} {
 // dropClusterLocked forgets a cluster the routes no longer name.
 func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 	cl.stopTimer()
+	cl.stopOutliers()
 	for c := range cl.wanted {
 		c.unwant()
 	}
@@ -366,6 +375,8 @@ func (p *priority) state(wanted map[*endpointConn]struct{}) (connectivity.State,
 		for _, e := range l.endpoints {
 			wanted[e.conn] = struct{}{}
 			switch {
+			case p.od.ejected(e.conn):
+				err = errEjected
 			case e.conn.state == connectivity.Ready:
 				state = connectivity.Ready
 			case e.conn.usable() && state != connectivity.Ready:

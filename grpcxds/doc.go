@@ -93,6 +93,19 @@
 // balancing policy: <category>", and its circuit breaker's max_requests
 // caps the RPCs in flight.
 //
+// A leaf cluster's outlier_detection (gRFC A50) counts the outcome of
+// every RPC on each endpoint of a priority (any error is a failure) and,
+// at the end of each interval, ejects the endpoints whose success rate is
+// below the mean by success_rate_stdev_factor/1000 standard deviations,
+// or whose failure percentage is above failure_percentage_threshold,
+// among endpoints with the request volume, when enough have it; each with
+// its enforcing percentage, and never more than max_ejection_percent of
+// the endpoints. An ejected endpoint is failing to the policy and to the
+// priority's state (all ejected: the next priority takes over), for
+// base_ejection_time times the number of its ejections (at most
+// max(base_ejection_time, max_ejection_time)); that number drops by one
+// at each interval it is not ejected.
+//
 // # Connections
 //
 // There is one SubConn per endpoint (per address list), shared by every
@@ -117,7 +130,7 @@
 // Route timeouts, max_stream_duration and retry policies (they need
 // grpc-go's internal config selector), HTTP filters (fault injection,
 // RBAC), cluster TLS (the channel's own credentials are used), load
-// reporting, outlier detection, and authority rewriting. Of gRFC A52's
+// reporting, and authority rewriting. Of gRFC A52's
 // custom policies only those above: a TypedStruct naming another policy
 // registered with gRPC is skipped (gRPC would use it), so is one naming
 // xds_wrr_locality_experimental. ORCA load reports are not read, so

@@ -54,7 +54,10 @@ type priorityPicker struct {
 	// hashHeader, when set, hashes the RPC instead of the route's hash
 	// policies (ring_hash's requestHashHeader, gRFC A76).
 	hashHeader string
-	inner      endpointPicker
+	// outcomes counts the RPCs of each endpoint for outlier detection;
+	// nil without it.
+	outcomes map[balancer.SubConn]*odEndpoint
+	inner    endpointPicker
 }
 
 func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
@@ -80,8 +83,12 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 		return res, err
 	}
 	done := res.Done
+	od := p.outcomes[res.SubConn]
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
+		if od != nil {
+			od.record(di)
+		}
 		if done != nil {
 			done(di)
 		}
@@ -102,6 +109,7 @@ func (p *priority) picker(state connectivity.State) clusterPicker {
 	if state != connectivity.Ready {
 		return pp
 	}
+	pp.outcomes = p.od.counters()
 	groups := p.endpointGroups()
 	if !p.policy.WRRLocality {
 		pp.inner = p.groupPicker(groups[0])
@@ -197,16 +205,16 @@ func weightedShuffle(eps []groupEndpoint) {
 func (p *priority) groupPicker(g *group) endpointPicker {
 	switch p.policy.Kind {
 	case resources.LBRingHash:
-		if !g.anyReady() {
+		if !g.anyReady(p) {
 			return nil
 		}
-		return g.ringPicker(p.policy)
+		return g.ringPicker(p)
 	case resources.LBPickFirst:
-		return g.pickFirst(p.pickedBefore)
+		return g.pickFirst(p)
 	}
 	var ready []readyEndpoint
 	for _, e := range g.eps {
-		if e.conn.state == connectivity.Ready && e.conn.sc != nil {
+		if p.ready(e.conn) {
 			ready = append(ready, readyEndpoint{sc: e.conn.sc, conn: e.conn})
 		}
 	}
@@ -225,9 +233,15 @@ func (p *priority) groupPicker(g *group) endpointPicker {
 	return rr
 }
 
-func (g *group) anyReady() bool {
+// ready reports whether the policy may send RPCs to c: it is connected,
+// and outlier detection has not ejected it.
+func (p *priority) ready(c *endpointConn) bool {
+	return c.state == connectivity.Ready && c.sc != nil && !c.removed && !p.od.ejected(c)
+}
+
+func (g *group) anyReady(p *priority) bool {
 	for _, e := range g.eps {
-		if e.conn.state == connectivity.Ready && e.conn.sc != nil {
+		if p.ready(e.conn) {
 			return true
 		}
 	}
@@ -236,27 +250,26 @@ func (g *group) anyReady() bool {
 
 // pickFirst returns the picker sending every RPC to g's chosen endpoint,
 // nil while it waits for one. The chosen one stays while it is ready (so
-// does one chosen before this update, in before): gRFC A62's pick_first
+// does one chosen before this update, in p.pickedBefore): gRFC A62's pick_first
 // keeps the connection it has. Else the endpoints are tried in order, as
 // gRPC tries them: the first that is ready is chosen, one still
 // connecting is waited for, a failing one is passed over. (goxds connects
 // them all at once; choosing whichever is ready first would not follow
 // the order.)
-func (g *group) pickFirst(before map[*endpointConn]bool) endpointPicker {
-	ready := func(c *endpointConn) bool { return c.state == connectivity.Ready && c.sc != nil && !c.removed }
-	if g.chosen != nil && !ready(g.chosen) {
+func (g *group) pickFirst(p *priority) endpointPicker {
+	if g.chosen != nil && !p.ready(g.chosen) {
 		g.chosen = nil
 	}
 	for _, e := range g.eps {
-		if g.chosen == nil && before[e.conn] && ready(e.conn) {
+		if g.chosen == nil && p.pickedBefore[e.conn] && p.ready(e.conn) {
 			g.chosen = e.conn
 		}
 	}
 	for _, e := range g.eps {
-		if g.chosen != nil || e.conn.state == connectivity.TransientFailure {
+		if g.chosen != nil || e.conn.state == connectivity.TransientFailure || p.od.ejected(e.conn) {
 			continue
 		}
-		if !ready(e.conn) {
+		if !p.ready(e.conn) {
 			return nil
 		}
 		g.chosen = e.conn

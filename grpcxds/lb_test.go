@@ -232,7 +232,7 @@ func TestRing(t *testing.T) {
 	// The owner of the hash takes the RPC; if it is connecting, the RPC
 	// waits; if it fails, the next ready endpoint takes it.
 	p = prio(connectivity.Ready, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBRingHash})
-	rp := p.endpointGroups()[0].ringPicker(p.policy).(*ringPicker)
+	rp := p.endpointGroups()[0].ringPicker(p).(*ringPicker)
 	h := rp.ring[0].hash
 	owner := rp.ring[0].ep
 	if res, err := rp.pick(h); err != nil || res.SubConn != rp.eps[owner].sc {

@@ -48,13 +48,16 @@ type ringPicker struct {
 
 // ringPicker returns the ring_hash picker of g. The ring depends only on
 // the endpoints and their weights, so it is built once per group.
-func (g *group) ringPicker(policy resources.LBPolicy) endpointPicker {
+func (g *group) ringPicker(p *priority) endpointPicker {
 	eps := make([]ringEndpoint, len(g.eps))
 	for i, e := range g.eps {
 		eps[i] = ringEndpoint{sc: e.conn.sc, state: e.conn.state, err: e.conn.err}
+		if p.od.ejected(e.conn) { // failing, to the ring
+			eps[i].state, eps[i].err = connectivity.TransientFailure, errEjected
+		}
 	}
 	if g.ring == nil {
-		g.ring = buildRing(g.eps, policy.MinRingSize, policy.MaxRingSize)
+		g.ring = buildRing(g.eps, p.policy.MinRingSize, p.policy.MaxRingSize)
 	}
 	return &ringPicker{ring: g.ring, eps: eps}
 }
