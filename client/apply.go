@@ -49,6 +49,13 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	if newControlPlane {
 		s.controlPlane = r.ControlPlane
 	}
+	// istiod's delta server has a known fault (see istiodDeltaWarning):
+	// said once per server, not on every response or reconnect.
+	var istiod string
+	if r.Delta && !s.warnedIstiod {
+		istiod = istiodSign(r.ControlPlane, s.cfg.ServerURI, c.node)
+		s.warnedIstiod = istiod != ""
+	}
 	nowConnected := !s.connected
 	s.connected = true
 	// A higher-priority server that answers is current again, before its
@@ -75,6 +82,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	if newControlPlane {
 		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
+	}
+	if istiod != "" {
+		c.logger.Warn(istiodDeltaWarning, "server", s.cfg.ServerURI, "sign", istiod)
 	}
 	if nowConnected {
 		c.metrics.Connected(s.cfg.ServerURI, true)

@@ -208,6 +208,9 @@ type server struct {
 	// controlPlane is the identifier the server last gave in a response
 	// (control_plane), "" if none. Guarded by c.mu.
 	controlPlane string
+	// warnedIstiod is set once the istiod warning has been logged for this
+	// server (see istiodDeltaWarning). Guarded by c.mu.
+	warnedIstiod bool
 	// connected is what Metrics.Connected last said. Guarded by c.mu.
 	connected bool
 	// refs counts the authorities that use the server, as current or as a

@@ -92,6 +92,13 @@
 // The identifier a server gives in a response's control_plane is logged
 // when first given and when it changes, and is in
 // [ResourceStatus].ControlPlane.
+// When a delta stream's server looks like istiod, the client warns once per
+// server: istiod's delta server stops updating resources a client still
+// watches once it unsubscribes from another, so use state of the world
+// (api_type AGGREGATED_GRPC) with it. The signs, named in the warning: a
+// control_plane identifier of istiod's (releases up to early 2025 give it
+// on every type), a server_uri host of istiod's Service ("istiod…"), or a
+// bootstrap written by istio-agent (node metadata ISTIO_VERSION).
 //
 // # Logs
 //
