@@ -19,6 +19,9 @@ import (
 // failing: the policy passes it over, as gRPC's child policies pass over
 // the subchannels its outlier detection reports failing.
 
+// minOutlierInterval is the shortest interval outlier detection runs.
+const minOutlierInterval = 10 * time.Millisecond
+
 // errEjected is why an ejected endpoint takes no RPCs.
 var errEjected = errors.New("ejected by outlier detection")
 
@@ -205,8 +208,11 @@ func (d *outlierDetector) update(cfg outlierConfig, p *priority) {
 // startIntervalLocked arms d's timer to end the interval after wait.
 func (b *xdsBalancer) startIntervalLocked(cl *clusterLB, d *outlierDetector, wait time.Duration) {
 	if !d.timerStart.IsZero() {
-		wait = max(0, d.cfg.interval-d.clock.Now().Sub(d.timerStart))
+		wait = d.cfg.interval - d.clock.Now().Sub(d.timerStart)
 	}
+	// An interval of 0 is valid; run back to back, intervals would keep a
+	// core busy and count next to nothing.
+	wait = max(wait, minOutlierInterval)
 	var t stopper
 	t = d.clock.AfterFunc(wait, func() {
 		b.mu.Lock()
