@@ -2,9 +2,6 @@ package grpcxds_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -16,28 +13,11 @@ import (
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/xds" // grpc-go's own xds resolver, the yardstick
 	"google.golang.org/protobuf/proto"
-
-	_ "google.golang.org/grpc/xds" // grpc-go's own xds resolver, the yardstick
 
 	"github.com/goxds/xds/testutils"
 )
-
-// childEnv names the test a child process of the test binary is to run.
-const childEnv = "GOXDS_GRPCXDS_TEST_CHILD"
-
-// runChild runs the current test again in a child process with env added,
-// and returns its output. grpc-go reads the name of its bootstrap file
-// from the environment once, when its xds package starts, so a test that
-// needs a bootstrap of its own for grpc-go's resolver runs in a child.
-func runChild(t *testing.T, env ...string) ([]byte, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*testTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(append(os.Environ(), childEnv+"="+t.Name()), env...)
-	return cmd.CombinedOutput()
-}
 
 // The same Clusters and endpoints, through grpc-go's xds resolver and
 // through goxds's, give the same split of RPCs over the backends within
@@ -46,23 +26,15 @@ func runChild(t *testing.T, env ...string) ([]byte, error) {
 // grpc-go 1.85 never serves it, its RPCs wait for ring_hash children that
 // stay idle; goxds serves it with one ring per locality.)
 func TestLBPolicyParityWithGRPC(t *testing.T) {
-	if os.Getenv(childEnv) != t.Name() {
-		t.Parallel()
-		out, err := runChild(t, "GRPC_XDS_BOOTSTRAP="+filepath.Join(t.TempDir(), "bootstrap.json"), "GRPC_XDS_BOOTSTRAP_CONFIG=")
-		if err != nil {
-			t.Fatalf("child: %v\n%s", err, out)
-		}
-		t.Logf("child:\n%s", out)
-		return
-	}
+	t.Parallel()
 	e := newEnv(t)
 	// The cases take longer than testTimeout under the race detector;
 	// each has its own deadline below, the whole test this one.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
 	defer cancel()
 	e.ctx = ctx
-	boot := testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: e.ms.Address(), NodeID: nodeID})
-	if err := os.WriteFile(os.Getenv("GRPC_XDS_BOOTSTRAP"), boot, 0o600); err != nil {
+	grpcGo, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: e.ms.Address(), NodeID: nodeID}))
+	if err != nil {
 		t.Fatal(err)
 	}
 	bs := []*backend{startBackend(t, "n1"), startBackend(t, "n2"), startBackend(t, "f1"), startBackend(t, "f2")}
@@ -98,7 +70,7 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 		const n = 3000
 		var got [2]map[string]int
 		for i, target := range []string{"xds:///" + listener, "goxds:///" + listener} {
-			conn, err := grpc.NewClient(target, grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
+			conn, err := grpc.NewClient(target, grpc.WithResolvers(grpcGo, e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
 			if err != nil {
 				t.Fatal(err)
 			}
