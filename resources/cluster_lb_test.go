@@ -228,6 +228,22 @@ func TestDecodeClusterLegacyLBPolicy(t *testing.T) {
 	}
 }
 
+func TestJSONDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{
+		"1s": time.Second, "1.5s": 1500 * time.Millisecond, ".25s": 250 * time.Millisecond, "2.s": 2 * time.Second,
+		"-1s": -time.Second, "+3s": 3 * time.Second, "0.000000001s": 1, "0s": 0,
+	} {
+		if got, err := jsonDuration(in); err != nil || got != want {
+			t.Errorf("jsonDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"1", "1m", "s", ".s", "1e3s", "0x1p-2s", "--1s", "1.2.3s", "1.0000000001s", "9999999999999s", "NaNs", " 1s"} {
+		if got, err := jsonDuration(in); err == nil {
+			t.Errorf("jsonDuration(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
 func TestLBPolicyKindString(t *testing.T) {
 	for k, want := range map[LBPolicyKind]string{LBRoundRobin: "round_robin", LBRingHash: "ring_hash", LBLeastRequest: "least_request", LBPickFirst: "pick_first", LBWeightedRoundRobin: "weighted_round_robin", 9: "LBPolicyKind(9)"} {
 		if k.String() != want {

@@ -322,15 +322,30 @@ func wrrJSON(js []byte) (LBPolicy, error) {
 }
 
 // jsonDuration parses a duration as JSON service configs write them: a
-// decimal number of seconds followed by "s".
+// decimal number of seconds, optionally signed, with at most nine
+// fractional digits, followed by "s".
 func jsonDuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("%q is not a duration in seconds such as \"1.5s\"", s)
 	num, ok := strings.CutSuffix(s, "s")
-	if !ok || num == "" || strings.ContainsAny(num, "eEnN+") {
-		return 0, fmt.Errorf("%q is not a duration in seconds such as \"1.5s\"", s)
+	if !ok {
+		return 0, bad
 	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || math.Abs(f) > 315_576_000_000 {
-		return 0, fmt.Errorf("%q is not a duration in seconds such as \"1.5s\"", s)
+	neg := strings.HasPrefix(num, "-")
+	if neg || strings.HasPrefix(num, "+") {
+		num = num[1:]
 	}
-	return time.Duration(f * float64(time.Second)), nil
+	whole, frac, _ := strings.Cut(num, ".")
+	if whole+frac == "" || len(frac) > 9 || strings.Trim(whole+frac, "0123456789") != "" {
+		return 0, bad
+	}
+	sec, err := strconv.ParseInt("0"+whole, 10, 64)
+	if err != nil || sec > int64(math.MaxInt64/time.Second)-1 { // beyond time.Duration
+		return 0, bad
+	}
+	ns, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+	d := time.Duration(sec)*time.Second + time.Duration(ns)
+	if neg {
+		d = -d
+	}
+	return d, nil
 }
