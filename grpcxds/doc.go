@@ -138,7 +138,6 @@
 // channel's own credentials are used), load reporting, and authority
 // rewriting. Of gRFC A52's custom policies only those above: a
 // TypedStruct naming another policy registered with gRPC is skipped (gRPC
-// would use it), so is one naming xds_wrr_locality_experimental. ORCA
-// load reports are not read, so client_side_weighted_round_robin never
-// weighs endpoints.
+// would use it). ORCA load reports are not read, so
+// client_side_weighted_round_robin never weighs endpoints.
 package grpcxds

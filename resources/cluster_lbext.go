@@ -102,13 +102,13 @@ func lbPolicyFromAny(typeURL string, b []byte, depth int) (pol LBPolicy, ok bool
 		if err = proto.Unmarshal(b, ts); err != nil {
 			break
 		}
-		return customPolicy(ts.GetTypeUrl(), ts.GetValue())
+		return customPolicy(ts.GetTypeUrl(), ts.GetValue(), depth)
 	case udpaStructName:
 		ts := new(udpatypev1.TypedStruct)
 		if err = proto.Unmarshal(b, ts); err != nil {
 			break
 		}
-		return customPolicy(ts.GetTypeUrl(), ts.GetValue())
+		return customPolicy(ts.GetTypeUrl(), ts.GetValue(), depth)
 	default:
 		return LBPolicy{}, false, nil
 	}
@@ -183,28 +183,32 @@ const (
 	grpcRingHash     = "ring_hash_experimental"
 	grpcLeastRequest = "least_request_experimental"
 	grpcWRR          = "weighted_round_robin"
+	grpcWRRLocality  = "xds_wrr_locality_experimental"
 )
 
 // customPolicy decodes a TypedStruct naming a gRPC policy, whose Struct is
 // that policy's JSON configuration. gRPC uses any policy registered in its
 // balancer registry this way; this package knows the ones it implements,
 // and skips every other name as gRPC skips a name it has not registered.
-func customPolicy(typeURL string, s *structpb.Struct) (LBPolicy, bool, error) {
+func customPolicy(typeURL string, s *structpb.Struct, depth int) (LBPolicy, bool, error) {
 	name := typeURL[strings.LastIndexByte(typeURL, '/')+1:]
-	var js []byte
+	js := []byte("{}")
 	if s != nil {
 		var err error
 		if js, err = protojson.Marshal(s); err != nil {
 			return LBPolicy{}, false, fieldErrorf("value", "%v", err)
 		}
 	}
-	if len(js) == 0 {
-		js = []byte("{}")
+	pol, ok, err := grpcPolicy(name, js, depth)
+	if err != nil {
+		return LBPolicy{}, false, at("value", err)
 	}
-	var (
-		pol LBPolicy
-		err error
-	)
+	return pol, ok, nil
+}
+
+// grpcPolicy decodes the JSON configuration js of the gRPC policy name;
+// ok false means this package does not implement the policy.
+func grpcPolicy(name string, js []byte, depth int) (pol LBPolicy, ok bool, err error) {
 	switch name {
 	case grpcRoundRobin:
 		pol.Kind = LBRoundRobin
@@ -229,6 +233,14 @@ func customPolicy(typeURL string, s *structpb.Struct) (LBPolicy, bool, error) {
 		pol, err = ringHashJSON(js)
 	case grpcWRR:
 		pol, err = wrrJSON(js)
+	case grpcWRRLocality:
+		var c struct {
+			ChildPolicy []map[string]json.RawMessage `json:"childPolicy"`
+		}
+		if err = json.Unmarshal(js, &c); err == nil {
+			pol, err = grpcPolicyList(c.ChildPolicy, depth+1)
+			pol.WRRLocality = true
+		}
 	default:
 		return LBPolicy{}, false, nil
 	}
@@ -236,9 +248,38 @@ func customPolicy(typeURL string, s *structpb.Struct) (LBPolicy, bool, error) {
 		if _, ok := err.(*FieldError); !ok { // a JSON error: say whose
 			err = fmt.Errorf("%s config: %w", name, err)
 		}
-		return LBPolicy{}, false, at("value", err)
+		return LBPolicy{}, false, err
 	}
 	return pol, true, nil
+}
+
+// grpcPolicyList picks the first policy of a gRPC JSON policy list (each
+// entry an object with one key, the policy's name) that this package
+// implements, as gRPC picks the first it has registered.
+func grpcPolicyList(list []map[string]json.RawMessage, depth int) (LBPolicy, error) {
+	if depth >= maxPolicyDepth {
+		return LBPolicy{}, fieldErrorf("childPolicy", "more than %d nested policy lists", maxPolicyDepth)
+	}
+	if list == nil {
+		return LBPolicy{}, fieldErrorf("childPolicy", "must be set")
+	}
+	var names []string
+	for i, entry := range list {
+		if len(entry) != 1 {
+			return LBPolicy{}, fieldErrorf(index("childPolicy", i), "has %d keys, want one: the policy's name", len(entry))
+		}
+		for name, js := range entry {
+			pol, ok, err := grpcPolicy(name, js, depth)
+			if err != nil {
+				return LBPolicy{}, at(index("childPolicy", i), err)
+			}
+			if ok {
+				return pol, nil
+			}
+			names = append(names, name)
+		}
+	}
+	return LBPolicy{}, fieldErrorf("childPolicy", "no supported policy among [%s]", strings.Join(names, ", "))
 }
 
 func ringHashJSON(js []byte) (LBPolicy, error) {

@@ -54,8 +54,9 @@
 // (round_robin, ring_hash with XX_HASH, least_request, pick_first,
 // client_side_weighted_round_robin, wrr_locality wrapping one of them,
 // nested at most 16 lists deep, or a TypedStruct naming one of these by
-// its gRPC name such as "ring_hash_experimental", its Struct the JSON
-// config); unsupported ones are skipped; a supported one with a bad config,
+// its gRPC name such as "ring_hash_experimental" or
+// "xds_wrr_locality_experimental", its Struct the JSON config); unsupported
+// ones are skipped; a supported one with a bad config,
 // or a list with none supported, makes the Cluster invalid. Without
 // load_balancing_policy, lb_policy ROUND_ROBIN means wrr_locality over
 // round_robin, as in gRPC; RING_HASH and LEAST_REQUEST are not wrapped.

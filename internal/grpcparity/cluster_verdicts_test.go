@@ -114,9 +114,13 @@ func TestClusterVerdicts(t *testing.T) {
 		{name: "TypedStruct ring_hash bad size", c: withPolicy(grpcPolicy("ring_hash_experimental", `{"minRingSize": "big"}`))},
 		{name: "TypedStruct least_request choice count 1", c: withPolicy(grpcPolicy("least_request_experimental", `{"choiceCount": 1}`))},
 		{name: "TypedStruct weighted_round_robin", c: withPolicy(grpcPolicy("weighted_round_robin", `{"blackoutPeriod": "1.5s"}`))},
+		{name: "TypedStruct xds_wrr_locality", c: withPolicy(grpcPolicy("xds_wrr_locality_experimental", `{"childPolicy": [{"acme": {}}, {"pick_first": {}}]}`))},
+		{name: "TypedStruct xds_wrr_locality nothing supported", c: withPolicy(grpcPolicy("xds_wrr_locality_experimental", `{"childPolicy": [{"acme": {}}]}`))},
+		{name: "TypedStruct xds_wrr_locality without child", c: withPolicy(grpcPolicy("xds_wrr_locality_experimental", `{}`))},
+		{name: "TypedStruct xds_wrr_locality bad child", c: withPolicy(grpcPolicy("xds_wrr_locality_experimental", `{"childPolicy": [{"least_request_experimental": {"choiceCount": 1}}]}`))},
 		{
 			name:    "TypedStruct naming a policy goxds lacks",
-			c:       withPolicy(grpcPolicy("xds_wrr_locality_experimental", `{"childPolicy": [{"round_robin": {}}]}`)),
+			c:       withPolicy(grpcPolicy("weighted_target_experimental", `{"targets": {}}`)),
 			differs: "grpc-go uses any policy of its registry; goxds implements its policies itself and skips the name",
 		},
 		{
