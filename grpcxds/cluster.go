@@ -80,6 +80,10 @@ type priority struct {
 	// (attachOutliersLocked).
 	outlier *outlierConfig
 	od      *outlierDetector
+	// repick has the cluster's picker built again, for timers (nil in
+	// tests); clock is theirs (nil: the real one).
+	repick func(func())
+	clock  clock
 }
 
 type locality struct {
@@ -155,6 +159,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	for _, p := range cl.prios {
 		p.pickedBefore = picked
+		p.repick = b.repickLocked(cl)
 	}
 	b.attachOutliersLocked(cl)
 	now := cl.conns()

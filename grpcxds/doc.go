@@ -88,7 +88,9 @@
 //     ready endpoints;
 //   - pick_first (gRFC A62): every RPC to the first ready endpoint in
 //     order, for as long as it stays ready (also across updates that keep
-//     it); shuffle_address_list draws the order anew at each update,
+//     it); one still connecting is waited for, 250ms per endpoint, before
+//     the next may be chosen (Happy Eyeballs, gRFC A61);
+//     shuffle_address_list draws the order anew at each update,
 //     weighted by the endpoints' shares (gRFC A113). Unlike gRPC's, which
 //     connects to one endpoint at a time, every endpoint is connected.
 //

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -140,6 +141,11 @@ type group struct {
 	// chosen is pick_first's endpoint: it keeps the RPCs while it is
 	// ready, even when an endpoint before it in the list becomes ready.
 	chosen *endpointConn
+	// waitStart is when pick_first began to wait for an endpoint still
+	// connecting (zero when not waiting); waitTimer lets the next one in
+	// when its turn comes.
+	waitStart time.Time
+	waitTimer stopper
 }
 
 // groupEndpoint is an endpoint of a group with its share of the group's
@@ -248,14 +254,20 @@ func (g *group) anyReady(p *priority) bool {
 	return false
 }
 
+// happyEyeballsDelay is how long pick_first waits for an endpoint still
+// connecting before it lets the next one in the list be chosen as well
+// (gRFC A61's Happy Eyeballs, as gRPC's pick_first does).
+const happyEyeballsDelay = 250 * time.Millisecond
+
 // pickFirst returns the picker sending every RPC to g's chosen endpoint,
 // nil while it waits for one. The chosen one stays while it is ready (so
-// does one chosen before this update, in p.pickedBefore): gRFC A62's pick_first
-// keeps the connection it has. Else the endpoints are tried in order, as
-// gRPC tries them: the first that is ready is chosen, one still
-// connecting is waited for, a failing one is passed over. (goxds connects
-// them all at once; choosing whichever is ready first would not follow
-// the order.)
+// does one chosen before this update, in p.pickedBefore): gRFC A62's
+// pick_first keeps the connection it has. Else the endpoints are tried in
+// order, as gRPC tries them: a failing one is passed over, the first
+// ready one is chosen, and one still connecting is waited for, but each
+// 250ms of waiting lets one more endpoint of the list in (Happy Eyeballs).
+// (goxds connects them all at once; choosing whichever is ready first
+// would not follow the order.)
 func (g *group) pickFirst(p *priority) endpointPicker {
 	if g.chosen != nil && !p.ready(g.chosen) {
 		g.chosen = nil
@@ -265,19 +277,62 @@ func (g *group) pickFirst(p *priority) endpointPicker {
 			g.chosen = e.conn
 		}
 	}
+	now := p.clk().Now()
+	turns := 1
+	if !g.waitStart.IsZero() {
+		turns += int(now.Sub(g.waitStart) / happyEyeballsDelay)
+	}
+	waiting, more := false, false
 	for _, e := range g.eps {
 		if g.chosen != nil || e.conn.state == connectivity.TransientFailure || p.od.ejected(e.conn) {
 			continue
 		}
-		if !p.ready(e.conn) {
-			return nil
+		if turns == 0 {
+			more = true
+			break
 		}
-		g.chosen = e.conn
+		if p.ready(e.conn) {
+			g.chosen = e.conn
+			break
+		}
+		waiting = true
+		turns--
 	}
-	if g.chosen == nil {
-		return nil
+	if g.chosen != nil {
+		g.waitStart = time.Time{}
+		return onePicker{g.chosen.sc}
 	}
-	return onePicker{g.chosen.sc}
+	if waiting && g.waitStart.IsZero() {
+		g.waitStart = now
+	}
+	if more && g.waitTimer == nil && p.repick != nil {
+		next := happyEyeballsDelay - now.Sub(g.waitStart)%happyEyeballsDelay
+		g.waitTimer = p.clk().AfterFunc(next, func() { p.repick(func() { g.waitTimer = nil }) })
+	}
+	return nil
+}
+
+// clk returns the clock of p's timers.
+func (p *priority) clk() clock {
+	if p.clock != nil {
+		return p.clock
+	}
+	return realClock{}
+}
+
+// repickLocked returns the function that a timer of cl's priorities calls
+// to have cl's picker built again: it runs f, then rebuilds, under mu.
+func (b *xdsBalancer) repickLocked(cl *clusterLB) func(f func()) {
+	return func(f func()) {
+		b.mu.Lock()
+		if b.closed || b.clusters[cl.name] != cl {
+			b.mu.Unlock()
+			return
+		}
+		f()
+		b.dirty[cl] = struct{}{}
+		b.finishAndUnlock()
+	}
 }
 
 // pickedFirst returns the endpoints pick_first has chosen in cl.

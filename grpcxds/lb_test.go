@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -153,11 +154,23 @@ func TestPickFirst(t *testing.T) {
 		t.Errorf("pick_first with a back: %v, want it to stay on b", got)
 	}
 	// The endpoints are tried in order: one connecting is waited for,
-	// even if one after it is ready.
-	q := prio(connectivity.Ready, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst})
+	// even if one after it is ready, for 250ms per endpoint (Happy
+	// Eyeballs): a and b connecting, c and d ready, c is chosen after
+	// 500ms.
+	q := prio(connectivity.Ready, []uint32{1, 1, 1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst})
+	clk := &fakeClock{now: time.Unix(1000, 0)}
+	q.clock = clk
 	q.localities[0].endpoints[0].conn.state = connectivity.Connecting
-	if pp := q.picker(connectivity.Ready).(*priorityPicker); pp.inner != nil {
-		t.Error("pick_first chose b while a, before it, is connecting")
+	q.localities[0].endpoints[1].conn.state = connectivity.Connecting
+	for _, wait := range []time.Duration{0, 249 * time.Millisecond, 250 * time.Millisecond, 499 * time.Millisecond} {
+		clk.now = time.Unix(1000, 0).Add(wait)
+		if pp := q.picker(connectivity.Ready).(*priorityPicker); pp.inner != nil {
+			t.Errorf("pick_first chose an endpoint after %v while a, before it, is connecting", wait)
+		}
+	}
+	clk.now = time.Unix(1000, 0).Add(500 * time.Millisecond)
+	if got := picks(t, readyPicker(t, q), 10); got["c"] != 10 {
+		t.Errorf("pick_first after 500ms with a and b connecting: %v, want c", got)
 	}
 	// A new priority from an update keeps the endpoint chosen before.
 	p2 := prio(connectivity.Ready).with(p.policy)
