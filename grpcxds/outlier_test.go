@@ -187,3 +187,28 @@ func TestPickerCountsOutcomes(t *testing.T) {
 		t.Errorf("counted %d ok, %d failed; want 2, 1", c.ok.Load(), c.failed.Load())
 	}
 }
+
+// Every policy passes over an ejected endpoint, as over a failing one.
+func TestEjectedPassedOver(t *testing.T) {
+	for _, pol := range []resources.LBPolicy{
+		{Kind: resources.LBRoundRobin, WRRLocality: true},
+		{Kind: resources.LBLeastRequest, ChoiceCount: 2},
+		{Kind: resources.LBPickFirst},
+		{Kind: resources.LBRingHash},
+		{Kind: resources.LBWeightedRoundRobin},
+	} {
+		p := prio(connectivity.Ready, []uint32{1, 1, 1}).with(pol)
+		d, clk := detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
+		d.eps[conn(p, 0)].ejectedAt = clk.now
+		pp := p.picker(connectivity.Ready)
+		for i := range 100 {
+			res, err := pp.pick(balancer.PickInfo{}, uint64(i)*0x9e3779b97f4a7c15)
+			if err != nil {
+				t.Fatalf("%v: %v", pol.Kind, err)
+			}
+			if res.SubConn.(fakeSC).name == "a" {
+				t.Fatalf("%+v: the ejected endpoint was picked", pol)
+			}
+		}
+	}
+}
