@@ -1,6 +1,7 @@
 package grpcxds_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -21,12 +22,18 @@ import (
 func TestOutlierDetectionEjectsAndReturns(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
+	// Two channels in turn, each waiting out an ejection: more than
+	// testTimeout on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
+	defer cancel()
+	e.ctx = ctx
 	bad, a, b := startBackend(t, "bad"), startBackend(t, "a"), startBackend(t, "b")
 	bad.fail.Store(true)
 	cluster := clusters("A")[0]
 	cluster.OutlierDetection = &clusterv3.OutlierDetection{
 		Interval:                       durationpb.New(50 * time.Millisecond),
 		BaseEjectionTime:               durationpb.New(time.Second),
+		MaxEjectionTime:                durationpb.New(2 * time.Second), // bounds the wait for its return
 		MaxEjectionPercent:             wrapperspb.UInt32(50),
 		EnforcingSuccessRate:           wrapperspb.UInt32(0),
 		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
