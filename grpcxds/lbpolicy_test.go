@@ -1,6 +1,7 @@
 package grpcxds_test
 
 import (
+	"context"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -42,6 +43,11 @@ func wrrLocality(t *testing.T, child proto.Message) proto.Message {
 func twoLocalities(t *testing.T, policy proto.Message, endpointWeights ...uint32) (*env, []*backend, func(n int) map[string]int) {
 	t.Helper()
 	e := newEnv(t)
+	// Thousands of RPCs under the race detector, beside the other tests:
+	// more than testTimeout on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*testTimeout)
+	t.Cleanup(cancel)
+	e.ctx = ctx
 	bs := []*backend{startBackend(t, "n1"), startBackend(t, "n2"), startBackend(t, "f1"), startBackend(t, "f2")}
 	near, far := testutils.Locality{Zone: "near"}, testutils.Locality{Zone: "far"}
 	var specs []testutils.EndpointSpec

@@ -25,8 +25,10 @@ import (
 // endpoint weights 1:3 in each. (wrr_locality over ring_hash is left out:
 // grpc-go 1.85 never serves it, its RPCs wait for ring_hash children that
 // stay idle; goxds serves it with one ring per locality.)
+//
+// It is not parallel: its 60,000 RPCs would starve the tests running
+// beside it.
 func TestLBPolicyParityWithGRPC(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	// The cases take longer than testTimeout under the race detector;
 	// each has its own deadline below, the whole test this one.
