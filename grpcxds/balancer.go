@@ -252,6 +252,7 @@ func (b *xdsBalancer) Close() {
 	b.closed = true
 	for _, cl := range b.clusters {
 		cl.stopTimer()
+		cl.stopOutliers()
 	}
 	for _, c := range b.conns {
 		c.shutdown()

@@ -51,6 +51,8 @@ type clusterLB struct {
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
+	// outliers are the outlier detectors of its priorities.
+	outliers map[odKey]*outlierDetector
 }
 
 // notChosen is clusterLB.chosen before the first choice of a priority.
@@ -68,8 +70,20 @@ type priority struct {
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
-	// ring is the ring of a ring_hash priority, built on first use.
-	ring []ringEntry
+	// groups are what the policy balances (endpointGroups), built on
+	// first use.
+	groups []*group
+	// pickedBefore are the endpoints pick_first had chosen before this
+	// update: one still listed and ready stays chosen, as in gRPC.
+	pickedBefore map[*endpointConn]bool
+	// outlier is the leaf's outlier detection, nil if none; od runs it
+	// (attachOutliersLocked).
+	outlier *outlierConfig
+	od      *outlierDetector
+	// repick has the cluster's picker built again, for timers (nil in
+	// tests); clock is theirs (nil: the real one).
+	repick func(func())
+	clock  clock
 }
 
 type locality struct {
@@ -117,6 +131,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	cl.inputs = inputs
 	old := cl.conns()
+	picked := cl.pickedFirst()
 	oldDNS := cl.dnsUsed
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed = nil, nil, nil, nil
 	root := inputs[0]
@@ -142,6 +157,11 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 			cl.err = fmt.Errorf("cluster %q has no usable endpoints: %s", cl.name, strings.Join(cl.leafErrs, "; "))
 		}
 	}
+	for _, p := range cl.prios {
+		p.pickedBefore = picked
+		p.repick = b.repickLocked(cl)
+	}
+	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
 		c.users[cl] = struct{}{}
@@ -183,6 +203,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		policy:      c.LBPolicy,
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(leaf.Name),
+		outlier:     outlierConfigOf(c.OutlierDetection),
 	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
@@ -252,6 +273,7 @@ func (cl *clusterLB) conns() map[*endpointConn]struct{} {
 // dropClusterLocked forgets a cluster the routes no longer name.
 func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 	cl.stopTimer()
+	cl.stopOutliers()
 	for c := range cl.wanted {
 		c.unwant()
 	}
@@ -363,6 +385,8 @@ func (p *priority) state(wanted map[*endpointConn]struct{}) (connectivity.State,
 		for _, e := range l.endpoints {
 			wanted[e.conn] = struct{}{}
 			switch {
+			case p.od.ejected(e.conn):
+				err = errEjected
 			case e.conn.state == connectivity.Ready:
 				state = connectivity.Ready
 			case e.conn.usable() && state != connectivity.Ready:

@@ -62,19 +62,54 @@
 // traffic. One still connecting is waited for, up to [Options].FailoverTimeout;
 // one whose endpoints all fail, or that has no HEALTHY or UNKNOWN endpoint,
 // is passed over; traffic returns to a higher priority as soon as it has
-// a ready endpoint. Within the priority the cluster's policy picks:
+// a ready endpoint. Within the priority the cluster's policy picks (gRFC
+// A52: load_balancing_policy's first supported policy, or the legacy
+// lb_policy), with gRPC's outcomes:
 //
-//   - round_robin: weighted round robin over the ready endpoints, each
-//     weighted by its locality's weight times its own (in proportion among
-//     what is ready);
-//   - ring_hash: the route's hash policies hash the RPC (headers with
-//     xxhash, io.grpc.channel_id; no hash gives a random one) onto a ring
-//     sized by the cluster, at most 4096 entries;
-//   - least_request: the least loaded of choice_count random endpoints.
+//   - wrr_locality (gRFC A52), and the legacy ROUND_ROBIN, which gRPC reads
+//     as wrr_locality over round_robin: a locality with a ready endpoint is
+//     drawn in proportion to its weight, then the wrapped policy picks
+//     within that locality. Without wrr_locality the policy picks among all
+//     the endpoints of the priority and locality weights count only where
+//     the policy weighs endpoints (ring_hash, pick_first's shuffle);
+//   - round_robin: the ready endpoints in turn; endpoint weights do not
+//     count, as in gRPC;
+//   - client_side_weighted_round_robin (gRFC A58): gRPC weighs endpoints by
+//     their ORCA load reports only, never by EDS weights, and spreads RPCs
+//     evenly until enough endpoints have reported. goxds reads no ORCA
+//     reports, so it is round_robin throughout;
+//   - ring_hash (gRFC A42): the route's hash policies hash the RPC (headers
+//     with xxhash, io.grpc.channel_id; no hash gives a random one), or the
+//     requestHashHeader of a TypedStruct ring_hash_experimental config
+//     (gRFC A76), onto a ring weighted by locality share times endpoint
+//     share (under wrr_locality, one ring per locality by endpoint
+//     weights), sized by the cluster, at most 4096 entries;
+//   - least_request (gRFC A48): the least loaded of choice_count random
+//     ready endpoints;
+//   - pick_first (gRFC A62): every RPC to the first ready endpoint in
+//     order, for as long as it stays ready (also across updates that keep
+//     it); one still connecting is waited for, 250ms per endpoint, before
+//     the next may be chosen (Happy Eyeballs, gRFC A61);
+//     shuffle_address_list draws the order anew at each update,
+//     weighted by the endpoints' shares (gRFC A113). Unlike gRPC's, which
+//     connects to one endpoint at a time, every endpoint is connected.
 //
 // A cluster's drop_overloads drop RPCs with UNAVAILABLE "dropped by load
 // balancing policy: <category>", and its circuit breaker's max_requests
 // caps the RPCs in flight.
+//
+// A leaf cluster's outlier_detection (gRFC A50) counts the outcome of
+// every RPC on each endpoint of a priority (any error is a failure) and,
+// at the end of each interval, ejects the endpoints whose success rate is
+// below the mean by success_rate_stdev_factor/1000 standard deviations,
+// or whose failure percentage is above failure_percentage_threshold,
+// among endpoints with the request volume, when enough have it; each with
+// its enforcing percentage, and never more than max_ejection_percent of
+// the endpoints. An ejected endpoint is failing to the policy and to the
+// priority's state (all ejected: the next priority takes over), for
+// base_ejection_time times the number of its ejections (at most
+// max(base_ejection_time, max_ejection_time)); that number drops by one
+// at each interval it is not ejected.
 //
 // # Connections
 //
@@ -115,5 +150,8 @@
 // listener's filters are validated as gRFC A39 says, and the fault
 // injection of gRFC A33 is implemented, but the per-RPC chain does not
 // call it yet; RBAC), the RLS cluster specifier plugin, load reporting,
-// outlier detection, and authority rewriting.
+// and authority rewriting. Of gRFC A52's custom policies only those above:
+// a TypedStruct naming another policy registered with gRPC is skipped (gRPC
+// would use it). ORCA load reports are not read, so
+// client_side_weighted_round_robin never weighs endpoints.
 package grpcxds

@@ -15,8 +15,10 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/bootstrap"
@@ -66,6 +68,8 @@ type backend struct {
 	port  uint32
 	conns atomic.Int64 // connections accepted, over restarts
 	rpcs  atomic.Int64
+	// fail makes every RPC fail with INTERNAL.
+	fail atomic.Bool
 
 	mu  sync.Mutex
 	srv *grpc.Server
@@ -74,6 +78,9 @@ type backend struct {
 
 func (b *backend) SayHello(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	b.rpcs.Add(1)
+	if b.fail.Load() {
+		return nil, status.Errorf(codes.Internal, "backend %s fails on purpose", b.name)
+	}
 	return wrapperspb.String(b.name), nil
 }
 

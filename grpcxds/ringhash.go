@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"math"
 	"math/bits"
@@ -45,54 +46,38 @@ type ringPicker struct {
 	eps  []ringEndpoint
 }
 
-// ringPicker returns the ring_hash picker of p. The ring depends only on
-// the endpoints and their weights, so it is built once per priority.
-func (p *priority) ringPicker() endpointPicker {
-	var eps []ringEndpoint
-	for _, l := range p.localities {
-		for _, e := range l.endpoints {
-			eps = append(eps, ringEndpoint{sc: e.conn.sc, state: e.conn.state, err: e.conn.err})
+// ringPicker returns the ring_hash picker of g. The ring depends only on
+// the endpoints and their weights, so it is built once per group.
+func (g *group) ringPicker(p *priority) endpointPicker {
+	eps := make([]ringEndpoint, len(g.eps))
+	for i, e := range g.eps {
+		eps[i] = ringEndpoint{sc: e.conn.sc, state: e.conn.state, err: e.conn.err}
+		if p.od.ejected(e.conn) { // failing, to the ring
+			eps[i].state, eps[i].err = connectivity.TransientFailure, errEjected
 		}
 	}
-	if p.ring == nil {
-		p.ring = p.buildRing()
+	if g.ring == nil {
+		g.ring = buildRing(g.eps, p.policy.MinRingSize, p.policy.MaxRingSize)
 	}
-	return &ringPicker{ring: p.ring, eps: eps}
+	return &ringPicker{ring: g.ring, eps: eps}
 }
 
-// buildRing places every endpoint of p on a ring in proportion to its
-// weight (locality weight share times endpoint weight share), with enough
-// points that the lightest endpoint gets a whole number of them, within
-// the cluster's ring sizes and ringSizeCap. An endpoint's points hash its
-// addresses and a counter, so they stay put when other endpoints come
-// and go.
-func (p *priority) buildRing() []ringEntry {
-	var keys []string
-	var weights []float64
-	var locSum float64
-	for _, l := range p.localities {
-		locSum += float64(l.weight)
-	}
-	for _, l := range p.localities {
-		var epSum float64
-		for _, e := range l.endpoints {
-			epSum += float64(e.weight)
-		}
-		for _, e := range l.endpoints {
-			keys = append(keys, e.conn.key)
-			weights = append(weights, float64(l.weight)/locSum*float64(e.weight)/epSum)
-		}
-	}
-	minSize := float64(min(p.policy.MinRingSize, ringSizeCap))
-	maxSize := float64(min(p.policy.MaxRingSize, ringSizeCap))
-	lightest := slices.Min(weights)
+// buildRing places every endpoint on a ring in proportion to its weight,
+// with enough points that the lightest endpoint gets a whole number of
+// them, within the cluster's ring sizes and ringSizeCap. An endpoint's
+// points hash its addresses and a counter, so they stay put when other
+// endpoints come and go.
+func buildRing(eps []groupEndpoint, minRing, maxRing uint64) []ringEntry {
+	minSize := float64(min(minRing, ringSizeCap))
+	maxSize := float64(min(maxRing, ringSizeCap))
+	lightest := slices.MinFunc(eps, func(a, b groupEndpoint) int { return cmp.Compare(a.weight, b.weight) }).weight
 	scale := math.Min(math.Ceil(lightest*minSize)/lightest, maxSize)
 	ring := make([]ringEntry, 0, int(math.Ceil(scale)))
 	var placed, due float64
-	for i, key := range keys {
-		due += scale * weights[i]
+	for i, e := range eps {
+		due += scale * e.weight
 		for n := 0; placed < due; n++ {
-			ring = append(ring, ringEntry{hash: xxhash.Sum64String(key + "_" + strconv.Itoa(n)), ep: i})
+			ring = append(ring, ringEntry{hash: xxhash.Sum64String(e.conn.key + "_" + strconv.Itoa(n)), ep: i})
 			placed++
 		}
 	}
@@ -100,6 +85,17 @@ func (p *priority) buildRing() []ringEntry {
 		return cmp.Or(cmp.Compare(a.hash, b.hash), cmp.Compare(a.ep, b.ep))
 	})
 	return ring
+}
+
+// headerHash hashes an RPC by one header of its metadata (ring_hash's
+// requestHashHeader, gRFC A76): its values joined with ",", or a random
+// hash when the RPC does not carry it.
+func headerHash(ctx context.Context, name string) uint64 {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	if v, ok := header(md, name); ok {
+		return xxhash.Sum64String(v)
+	}
+	return rand.Uint64()
 }
 
 // pick walks the ring from the RPC's hash. The endpoint owning that point

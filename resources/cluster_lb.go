@@ -2,24 +2,10 @@ package resources
 
 import (
 	"strconv"
-	"strings"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
-	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
-	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
-	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-)
-
-// Full proto names of the load balancing policy extensions understood in
-// a Cluster's load_balancing_policy.
-const (
-	roundRobinName   = "envoy.extensions.load_balancing_policies.round_robin.v3.RoundRobin"
-	ringHashName     = "envoy.extensions.load_balancing_policies.ring_hash.v3.RingHash"
-	leastRequestName = "envoy.extensions.load_balancing_policies.least_request.v3.LeastRequest"
-	wrrLocalityName  = "envoy.extensions.load_balancing_policies.wrr_locality.v3.WrrLocality"
 )
 
 // Ring hash and least request defaults and bounds (gRFC A42, A48).
@@ -28,6 +14,9 @@ const (
 	DefaultMaxRingSize        = 8 * 1024 * 1024
 	MaxRingSizeLimit          = 8 * 1024 * 1024
 	DefaultChoiceCount uint32 = 2
+	// MaxChoiceCount is the most candidates least_request draws: a larger
+	// choice_count is lowered to it, as gRFC A48 says.
+	MaxChoiceCount uint32 = 10
 )
 
 // LBPolicyKind names a cluster's load balancing policy.
@@ -40,6 +29,13 @@ const (
 	LBRingHash
 	// LBLeastRequest picks the least loaded of ChoiceCount random endpoints.
 	LBLeastRequest
+	// LBPickFirst sends every RPC to one endpoint: the first of the list
+	// (shuffled when ShuffleAddressList is set) that connects, for as long
+	// as it stays connected (gRFC A62).
+	LBPickFirst
+	// LBWeightedRoundRobin is client_side_weighted_round_robin (gRFC A58):
+	// weights from ORCA load reports, WRR holding its parameters.
+	LBWeightedRoundRobin
 )
 
 // String returns the LBPolicyKind as text, for logs and errors.
@@ -51,19 +47,36 @@ func (k LBPolicyKind) String() string {
 		return "ring_hash"
 	case LBLeastRequest:
 		return "least_request"
+	case LBPickFirst:
+		return "pick_first"
+	case LBWeightedRoundRobin:
+		return "weighted_round_robin"
 	}
 	return "LBPolicyKind(" + strconv.Itoa(int(k)) + ")"
 }
 
 // LBPolicy is a cluster's validated load balancing policy, from lb_policy
-// or, when set, load_balancing_policy (which wins, as gRFC A52 says).
+// or, when set, load_balancing_policy (which wins, as gRFC A52 says). It is
+// comparable with ==.
 type LBPolicy struct {
 	Kind LBPolicyKind
 	// MinRingSize and MaxRingSize bound the ring of LBRingHash, with
 	// MinRingSize <= MaxRingSize <= MaxRingSizeLimit.
 	MinRingSize, MaxRingSize uint64
-	// ChoiceCount is LBLeastRequest's number of candidates, at least 2.
+	// RequestHashHeader is, for LBRingHash configured through a
+	// TypedStruct as gRPC's ring_hash_experimental, the header whose value
+	// hashes the RPC instead of the route's hash policies (gRFC A76);
+	// lower case, never a "-bin" header. Empty: the route decides.
+	RequestHashHeader string
+	// ChoiceCount is LBLeastRequest's number of candidates, 2 to
+	// MaxChoiceCount.
 	ChoiceCount uint32
+	// ShuffleAddressList is LBPickFirst's shuffle_address_list: the
+	// endpoints are tried in a random order, drawn anew at each update and
+	// weighted by the endpoints' weights (gRFC A62, A113).
+	ShuffleAddressList bool
+	// WRR holds LBWeightedRoundRobin's parameters.
+	WRR WRRConfig
 	// WRRLocality reports that load_balancing_policy wrapped the policy in
 	// wrr_locality: localities are picked by weight, then the policy picks
 	// an endpoint within the locality. (gRPC treats the legacy ROUND_ROBIN
@@ -71,9 +84,34 @@ type LBPolicy struct {
 	WRRLocality bool
 }
 
+// WRRConfig is client_side_weighted_round_robin's configuration with gRFC
+// A58's defaults filled in.
+type WRRConfig struct {
+	// EnableOOBLoadReport asks for out-of-band ORCA reports every
+	// OOBReportingPeriod (0 when disabled) instead of per-call ones.
+	EnableOOBLoadReport bool
+	OOBReportingPeriod  time.Duration
+	// BlackoutPeriod is how long an endpoint's reports are ignored after it
+	// connects; WeightExpirationPeriod how long a weight lasts without a
+	// new report; WeightUpdatePeriod how often weights are recomputed (at
+	// least 100ms).
+	BlackoutPeriod, WeightExpirationPeriod, WeightUpdatePeriod time.Duration
+	// ErrorUtilizationPenalty weighs errors per second against QPS; not
+	// negative.
+	ErrorUtilizationPenalty float64
+}
+
+// defaultWRR is WRRConfig's defaults, as gRFC A58 gives them.
+var defaultWRR = WRRConfig{
+	BlackoutPeriod:          10 * time.Second,
+	WeightExpirationPeriod:  3 * time.Minute,
+	WeightUpdatePeriod:      time.Second,
+	ErrorUtilizationPenalty: 1,
+}
+
 func lbPolicyOf(m *clusterv3.Cluster) (LBPolicy, error) {
 	if lbp := m.GetLoadBalancingPolicy(); lbp != nil {
-		p, err := lbPolicyFromExtensions(lbp, false)
+		p, err := lbPolicyFromExtensions(lbp, 0)
 		if err != nil {
 			return LBPolicy{}, at("load_balancing_policy", err)
 		}
@@ -81,13 +119,13 @@ func lbPolicyOf(m *clusterv3.Cluster) (LBPolicy, error) {
 	}
 	switch p := m.GetLbPolicy(); p {
 	case clusterv3.Cluster_ROUND_ROBIN:
-		return LBPolicy{Kind: LBRoundRobin}, nil
+		return LBPolicy{Kind: LBRoundRobin, WRRLocality: true}, nil
 	case clusterv3.Cluster_RING_HASH:
 		rh := m.GetRingHashLbConfig()
 		if hf := rh.GetHashFunction(); hf != clusterv3.Cluster_RingHashLbConfig_XX_HASH {
 			return LBPolicy{}, fieldErrorf("ring_hash_lb_config.hash_function", "%v is not supported (want XX_HASH)", hf)
 		}
-		pol, err := ringHashPolicy(rh.GetMinimumRingSize(), rh.GetMaximumRingSize())
+		pol, err := ringHashPolicy(rh.GetMinimumRingSize().GetValue(), rh.GetMaximumRingSize().GetValue())
 		if err != nil {
 			return LBPolicy{}, at("ring_hash_lb_config", err)
 		}
@@ -105,91 +143,39 @@ func lbPolicyOf(m *clusterv3.Cluster) (LBPolicy, error) {
 	}
 }
 
-func ringHashPolicy(minSize, maxSize *wrapperspb.UInt64Value) (LBPolicy, error) {
-	p := LBPolicy{Kind: LBRingHash, MinRingSize: DefaultMinRingSize, MaxRingSize: DefaultMaxRingSize}
-	if minSize != nil {
-		p.MinRingSize = minSize.GetValue()
-	}
-	if maxSize != nil {
-		p.MaxRingSize = maxSize.GetValue()
-	}
+// ringHashPolicy validates ring sizes as gRPC does: a size of 0 (or unset)
+// takes the default, so an explicit minimum of 0 means 1024.
+func ringHashPolicy(minSize, maxSize uint64) (LBPolicy, error) {
 	switch {
-	case p.MaxRingSize > MaxRingSizeLimit:
-		return LBPolicy{}, fieldErrorf("maximum_ring_size", "%d is above the limit %d", p.MaxRingSize, MaxRingSizeLimit)
-	case p.MinRingSize > p.MaxRingSize:
+	case minSize > MaxRingSizeLimit:
+		return LBPolicy{}, fieldErrorf("minimum_ring_size", "%d is above the limit %d", minSize, MaxRingSizeLimit)
+	case maxSize > MaxRingSizeLimit:
+		return LBPolicy{}, fieldErrorf("maximum_ring_size", "%d is above the limit %d", maxSize, MaxRingSizeLimit)
+	}
+	p := LBPolicy{Kind: LBRingHash, MinRingSize: minSize, MaxRingSize: maxSize}
+	if p.MinRingSize == 0 {
+		p.MinRingSize = DefaultMinRingSize
+	}
+	if p.MaxRingSize == 0 {
+		p.MaxRingSize = DefaultMaxRingSize
+	}
+	if p.MinRingSize > p.MaxRingSize {
 		return LBPolicy{}, fieldErrorf("minimum_ring_size", "%d is above maximum_ring_size %d", p.MinRingSize, p.MaxRingSize)
 	}
 	return p, nil
 }
 
 func leastRequestPolicy(choiceCount *wrapperspb.UInt32Value) (LBPolicy, error) {
-	p := LBPolicy{Kind: LBLeastRequest, ChoiceCount: DefaultChoiceCount}
+	n := DefaultChoiceCount
 	if choiceCount != nil {
-		p.ChoiceCount = choiceCount.GetValue()
+		n = choiceCount.GetValue()
 	}
-	if p.ChoiceCount < 2 {
-		return LBPolicy{}, fieldErrorf("choice_count", "must be at least 2, got %d", p.ChoiceCount)
-	}
-	return p, nil
+	return leastRequestChoices(n)
 }
 
-// lbPolicyFromExtensions picks the first policy of the list that this
-// package supports, as gRFC A52 says; a supported policy with a bad config
-// is an error, not a reason to try the next. Inside wrr_locality another
-// wrr_locality is not supported, which also bounds the recursion.
-func lbPolicyFromExtensions(lbp *clusterv3.LoadBalancingPolicy, inWRRLocality bool) (LBPolicy, error) {
-	var unsupported []string
-	for i, p := range lbp.GetPolicies() {
-		tc := p.GetTypedExtensionConfig().GetTypedConfig()
-		path := index("policies", i) + ".typed_extension_config.typed_config"
-		var (
-			pol LBPolicy
-			err error
-		)
-		switch {
-		case anyIs(tc, roundRobinName):
-			err = proto.Unmarshal(tc.GetValue(), new(roundrobinv3.RoundRobin))
-			pol.Kind = LBRoundRobin
-		case anyIs(tc, ringHashName):
-			pol, err = ringHashExtension(tc.GetValue())
-		case anyIs(tc, leastRequestName):
-			lr := new(leastrequestv3.LeastRequest)
-			if err = proto.Unmarshal(tc.GetValue(), lr); err == nil {
-				pol, err = leastRequestPolicy(lr.GetChoiceCount())
-			}
-		case anyIs(tc, wrrLocalityName) && !inWRRLocality:
-			w := new(wrrlocalityv3.WrrLocality)
-			if err = proto.Unmarshal(tc.GetValue(), w); err != nil {
-				break
-			}
-			if pol, err = lbPolicyFromExtensions(w.GetEndpointPickingPolicy(), true); err != nil {
-				err = at("endpoint_picking_policy", err)
-			}
-			pol.WRRLocality = true
-		default:
-			unsupported = append(unsupported, anyName(tc))
-			continue
-		}
-		if err != nil {
-			return LBPolicy{}, at(path, err)
-		}
-		return pol, nil
+func leastRequestChoices(n uint32) (LBPolicy, error) {
+	if n < 2 {
+		return LBPolicy{}, fieldErrorf("choice_count", "must be at least 2, got %d", n)
 	}
-	if len(unsupported) == 0 {
-		return LBPolicy{}, fieldErrorf("policies", "must not be empty")
-	}
-	return LBPolicy{}, fieldErrorf("policies", "no supported policy among [%s] (want round_robin, ring_hash, least_request, or wrr_locality wrapping one of them)", strings.Join(unsupported, ", "))
-}
-
-func ringHashExtension(b []byte) (LBPolicy, error) {
-	rh := new(ringhashv3.RingHash)
-	if err := proto.Unmarshal(b, rh); err != nil {
-		return LBPolicy{}, err
-	}
-	switch hf := rh.GetHashFunction(); hf {
-	case ringhashv3.RingHash_DEFAULT_HASH, ringhashv3.RingHash_XX_HASH:
-	default:
-		return LBPolicy{}, fieldErrorf("hash_function", "%v is not supported (want XX_HASH)", hf)
-	}
-	return ringHashPolicy(rh.GetMinimumRingSize(), rh.GetMaximumRingSize())
+	return LBPolicy{Kind: LBLeastRequest, ChoiceCount: min(n, MaxChoiceCount)}, nil
 }

@@ -138,8 +138,11 @@ func TestDecodeClusterRules(t *testing.T) {
 			wantErr: "ring_hash_lb_config.minimum_ring_size: 10 is above maximum_ring_size 9"},
 		{name: "ring hash max above limit", base: eds, edit: ringHash(clusterv3.Cluster_RingHashLbConfig_XX_HASH, 10, 8<<20+1),
 			wantErr: "ring_hash_lb_config.maximum_ring_size: 8388609 is above the limit 8388608"},
-		{name: "ring hash default max below min", base: eds, edit: ringHash(clusterv3.Cluster_RingHashLbConfig_XX_HASH, 9<<20, 0),
-			wantErr: "ring_hash_lb_config.minimum_ring_size: 9437184 is above maximum_ring_size 8388608"},
+		{name: "ring hash min above limit", base: eds, edit: ringHash(clusterv3.Cluster_RingHashLbConfig_XX_HASH, 9<<20, 0),
+			wantErr: "ring_hash_lb_config.minimum_ring_size: 9437184 is above the limit 8388608"},
+		// gRPC reads a size of 0 as unset: the minimum is then 1024.
+		{name: "ring hash zero min above max", base: eds, edit: ringHash(clusterv3.Cluster_RingHashLbConfig_XX_HASH, 0, 4),
+			wantErr: "ring_hash_lb_config.minimum_ring_size: 1024 is above maximum_ring_size 4"},
 		{name: "least request default", base: eds, edit: func(c *clusterv3.Cluster) { c.LbPolicy = clusterv3.Cluster_LEAST_REQUEST }},
 		{name: "least request choice count 1", base: eds, edit: leastRequest(1),
 			wantErr: "least_request_lb_config.choice_count: must be at least 2, got 1"},
@@ -258,7 +261,7 @@ func TestDecodeClusterValues(t *testing.T) {
 
 	c := decode(edsCluster("c", ""))
 	if c.Kind != ClusterKindEDS || c.ServiceName != "" || c.EDSServiceName() != "c" || c.MaxRequests != 1024 ||
-		c.LBPolicy != (LBPolicy{Kind: LBRoundRobin}) || c.TLS != nil || c.LRSServerSelf || c.OutlierDetection != nil {
+		c.LBPolicy != (LBPolicy{Kind: LBRoundRobin, WRRLocality: true}) || c.TLS != nil || c.LRSServerSelf || c.OutlierDetection != nil {
 		t.Errorf("plain EDS cluster = %+v", c)
 	}
 	if c.ResourceName() != "c" || c.Proto() != c.Raw {

@@ -49,6 +49,18 @@
 // fields it does not model; values, and the messages they point to, are
 // shared by every watcher and must not be modified.
 //
+// A Cluster's [LBPolicy] comes from load_balancing_policy as gRPC reads it
+// (gRFC A52): the first policy of the list that gRPC supports is used
+// (round_robin, ring_hash with XX_HASH, least_request, pick_first,
+// client_side_weighted_round_robin, wrr_locality wrapping one of them,
+// nested at most 16 lists deep, or a TypedStruct naming one of these by
+// its gRPC name such as "ring_hash_experimental" or
+// "xds_wrr_locality_experimental", its Struct the JSON config); unsupported
+// ones are skipped; a supported one with a bad config,
+// or a list with none supported, makes the Cluster invalid. Without
+// load_balancing_policy, lb_policy ROUND_ROBIN means wrr_locality over
+// round_robin, as in gRPC; RING_HASH and LEAST_REQUEST are not wrapped.
+//
 // Helpers answer the questions a client asks of the values:
 // [FindVirtualHost] picks the virtual host for an authority,
 // [Route.MatchPath] and the header matchers match a request, and

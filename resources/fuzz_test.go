@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -197,9 +198,16 @@ func FuzzDecodeCluster(f *testing.F) {
 				t.Fatalf("ring sizes %d..%d", p.MinRingSize, p.MaxRingSize)
 			}
 		case LBLeastRequest:
-			if p.ChoiceCount < 2 {
+			if p.ChoiceCount < 2 || p.ChoiceCount > MaxChoiceCount {
 				t.Fatalf("choice count %d", p.ChoiceCount)
 			}
+		case LBWeightedRoundRobin:
+			if p.WRR.ErrorUtilizationPenalty < 0 || p.WRR.WeightUpdatePeriod < 100*time.Millisecond {
+				t.Fatalf("weighted round robin %+v", p.WRR)
+			}
+		}
+		if p := c.LBPolicy; p.Kind == LBRingHash && p.MinRingSize == 0 {
+			t.Fatal("ring of minimum size 0")
 		}
 	})
 }
