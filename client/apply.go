@@ -58,6 +58,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	var released []releasedServer
 	if !transportReport(r) {
 		released = c.preferLocked(s)
+		if !s.answered {
+			c.serverAnsweredLocked(s)
+		}
 	}
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
@@ -277,7 +280,8 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 	if (code == codes.NotFound || code == codes.PermissionDenied) && s.cfg.FailOnDataErrors() && had {
 		e.stopTTLTimer()
 		c.dropRawLocked(tc, e)
-		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.fromDisk = nil, "", nil, "", "", false
+		c.persistDirtyLocked(tc)
 	}
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
@@ -429,9 +433,10 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	raw := string(it.env.Body.GetValue())
 	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
 	tc.byRaw[raw] = e
-	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
+	e.value, e.version, e.rcvVersion, e.src, e.fromDisk = it.value, version, version, e.srv, false
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
 	c.applyTTLLocked(tc, e, it.env)
+	c.persistDirtyLocked(tc)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
 }
 
@@ -467,7 +472,9 @@ func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.
 // timer: the response may predate the request.
 func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now time.Time) {
 	for _, e := range tc.entries {
-		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() {
+		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() || e.fromDisk {
+			// A value from disk was not received in this run: like a
+			// name never received, it is left to its timer.
 			continue
 		}
 		if s.cfg.IgnoreResourceDeletion() {
@@ -484,7 +491,10 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropRawLocked(tc, e)
-	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+	if e.value != nil {
+		c.persistDirtyLocked(tc)
+	}
+	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.fromDisk = nil, "", nil, "", "", false
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)

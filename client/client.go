@@ -57,6 +57,10 @@ type Options struct {
 	// Tests of code that depends on those timers can pass a fake one
 	// (testutils.FakeClock) and move time on by hand.
 	Clock Clock
+	// Persist keeps the last accepted version of every watched resource
+	// on disk, to serve at start while the servers cannot be reached. The
+	// zero value persists nothing.
+	Persist PersistOptions
 }
 
 // Client is an xDS client: it subscribes to the resources its watchers
@@ -74,6 +78,7 @@ type Client struct {
 	clock   Clock
 	cbs     *serializer   // runs every watcher callback
 	closing chan struct{} // closed once Close has closed every transport
+	persist *persister    // nil unless Options.Persist.Dir is set; its state is guarded by mu
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
@@ -138,6 +143,9 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	}
 	c.cbs = newSerializer()
 	c.closing = make(chan struct{})
+	if opts.Persist.Dir != "" {
+		c.persist = c.newPersister(opts.Persist)
+	}
 	return c, nil
 }
 
@@ -174,6 +182,7 @@ func (c *Client) Close() {
 			e.stopTimers()
 		}
 	}
+	c.stopPersistTimerLocked()
 	c.mu.Unlock()
 	// Safe from a callback: a transport's goroutines wait for the done of
 	// a response, which only a callback calls, no longer than the stream's
@@ -183,6 +192,9 @@ func (c *Client) Close() {
 	}
 	// Transports released by a switch back close the same way.
 	c.releasing.Wait()
+	// No response applies any more: the writer's last round has the last
+	// values.
+	c.closePersister()
 	close(c.closing)
 	c.cbs.close()
 }
@@ -208,6 +220,10 @@ type server struct {
 	// controlPlane is the identifier the server last gave in a response
 	// (control_plane), "" if none. Guarded by c.mu.
 	controlPlane string
+	// answered tells whether the server has sent a response since the
+	// client started: until then, what was persisted may be served for
+	// its resources (Options.Persist). Guarded by c.mu.
+	answered bool
 	// connected is what Metrics.Connected last said. Guarded by c.mu.
 	connected bool
 	// refs counts the authorities that use the server, as current or as a

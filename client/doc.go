@@ -93,6 +93,47 @@
 // when first given and when it changes, and is in
 // [ResourceStatus].ControlPlane.
 //
+// # Last known good on disk
+//
+// With [Options].Persist set to a directory, the client keeps there the
+// last version it accepted of every resource it holds, so that a process
+// restarted while its servers are down still has its configuration (the
+// idea of Envoy's xds_resources_delegate). There is one file per resource
+// type ("envoy.config.cluster.v3.Cluster.lkg"), rewritten whole by a
+// goroutine of the client after changes (changes made during a write go
+// together into the next): written to a temporary file, synced and renamed
+// over the old one, so a crash leaves the old file or the new. Each file
+// starts with the node id and the bootstrap's server URIs and ends with a
+// SHA-256 checksum. A resource that is deleted or whose data is dropped
+// leaves the file at the next write, and a type with nothing left has no
+// file; resources that came with a TTL are not kept. Close writes what is
+// pending before it returns.
+//
+// At start the client reads the directory. A file that is unreadable,
+// corrupt (its checksum fails), written for another node, for servers none
+// of which is in the bootstrap, or of an unknown type is ignored, with a
+// warning naming the file and why; so is a resource of a server not in the
+// bootstrap, or one that no longer decodes. If, [PersistOptions].Wait after
+// New, the server of a watched resource has not answered once, the
+// watchers get the persisted value, decoded and validated as if the server
+// had sent it, and flagged as coming from disk: watchers that implement
+// [UpdateInfoWatcher] (or set [WatcherFuncs].OnUpdateWithInfo) get
+// [UpdateInfo].FromDisk, and [Client.Dump] shows [ResourceStatus].FromDisk
+// with status [StatusRequested] (REQUESTED in CSDS, with the value). A
+// watch made later, while the server still has not answered, gets the
+// persisted value at once. A file never replaces what a server sent:
+// once a server has answered, its persisted resources are no longer used.
+//
+// The server's word replaces the persisted value: the resource sent (an
+// update without the flag, even with the same bytes; a delta stream does
+// not list persisted values in initial_resource_versions, so that the
+// server sends them), deleted, or reported in error. The does-not-exist
+// timer does not report a persisted resource missing while its server has
+// not answered; once it has, a persisted resource not sent within
+// [Options].WatchExpiry of the request is dropped as not existing. A SotW
+// Listener or Cluster response does not delete a persisted resource for
+// its absence: like a name never received, it is left to that timer.
+//
 // # Logs
 //
 // [Options].Logger receives the client's log lines. Each names the server,

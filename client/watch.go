@@ -33,9 +33,22 @@ type Watcher[T resources.Resource] interface {
 // WatcherFuncs adapts functions to a Watcher. Nil functions ignore their
 // events.
 type WatcherFuncs[T resources.Resource] struct {
-	OnUpdate        func(T)
-	OnResourceError func(error)
-	OnAmbientError  func(error)
+	OnUpdate func(T)
+	// OnUpdateWithInfo, if set, is called for updates instead of
+	// OnUpdate, with where the update comes from.
+	OnUpdateWithInfo func(T, UpdateInfo)
+	OnResourceError  func(error)
+	OnAmbientError   func(error)
+}
+
+// UpdateWithInfo implements UpdateInfoWatcher: OnUpdateWithInfo, or else
+// OnUpdate.
+func (f WatcherFuncs[T]) UpdateWithInfo(v T, info UpdateInfo) {
+	if f.OnUpdateWithInfo != nil {
+		f.OnUpdateWithInfo(v, info)
+		return
+	}
+	f.Update(v)
 }
 
 // Update implements Watcher.
@@ -70,25 +83,41 @@ func (f WatcherFuncs[T]) AmbientError(err error) {
 // after the running callbacks, so that a watch in between, which cancels the
 // unsubscription out, finds it.
 func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string, w Watcher[T]) (cancel func()) {
-	return c.watch(typ.TypeURL(), name, &watcher{
+	convert := func(v resources.Resource) (T, bool) {
+		t, ok := v.(T)
+		if !ok {
+			w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
+				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
+		}
+		return t, ok
+	}
+	iw := &watcher{
 		update: func(v resources.Resource) {
-			t, ok := v.(T)
-			if !ok {
-				w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
-					Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
-				return
+			if t, ok := convert(v); ok {
+				w.Update(t)
 			}
-			w.Update(t)
 		},
 		resErr: w.ResourceError,
 		ambErr: w.AmbientError,
-	})
+	}
+	if uw, ok := w.(UpdateInfoWatcher[T]); ok {
+		iw.updateInfo = func(v resources.Resource, info UpdateInfo) {
+			if t, ok := convert(v); ok {
+				uw.UpdateWithInfo(t, info)
+			}
+		}
+	}
+	return c.watch(typ.TypeURL(), name, iw)
 }
 
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	return c.watch(typeURL, name, &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError})
+	iw := &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError}
+	if uw, ok := w.(UpdateInfoWatcher[resources.Resource]); ok {
+		iw.updateInfo = uw.UpdateWithInfo
+	}
+	return c.watch(typeURL, name, iw)
 }
 
 func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
@@ -148,7 +177,15 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		// replay below then finds the new server, not yet failed.
 		c.fallBackLocked(a, s.unreachable)
 	}
+	if c.serveFromDiskLocked(tc, e) {
+		// Told to every watcher of e, w among them.
+		return c.cancelFunc(tc, e, w)
+	}
 	c.replayLocked(tc, e, w)
+	return c.cancelFunc(tc, e, w)
+}
+
+func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
 	return sync.OnceFunc(func() {
 		w.canceled.Store(true)
 		c.unwatch(tc, e, w)
@@ -160,8 +197,11 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 	mkErr := func(err error) error { return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: err} }
 	switch {
 	case e.value != nil:
-		v := e.value
-		c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+		v, kind := e.value, notifyUpdate
+		if e.fromDisk {
+			kind = notifyUpdateFromDisk
+		}
+		c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		switch {
 		case e.reported != nil:
 			err := e.reported
@@ -248,13 +288,17 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 		if s := a.current(); s.unreachable != nil {
 			c.fallBackLocked(a, s.unreachable) // as for a named watch
 		}
+		c.serveWildcardFromDiskLocked(tc)
 	}
 	ww := tc.wildcard
 	ww.watchers[w] = struct{}{}
 	for _, e := range tc.entries {
 		if e.srv == ww.srv && e.value != nil {
-			v := e.value
-			c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+			v, kind := e.value, notifyUpdate
+			if e.fromDisk {
+				kind = notifyUpdateFromDisk
+			}
+			c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		}
 	}
 	return sync.OnceFunc(func() {

@@ -1,0 +1,271 @@
+package test
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
+)
+
+// Last known good on disk (client.Options.Persist): a client keeps what it
+// accepted in a directory; a later client whose servers cannot be reached
+// serves it, flagged, until a server answers.
+
+// persistWait is how long the restarted clients wait for their servers:
+// on their fake clock, so only the tests' Advance makes it pass.
+const persistWait = time.Second
+
+// diskRecorder is a recorder that also learns where each update comes from.
+type diskRecorder[T resources.Resource] struct {
+	*recorder[T]
+	fromDisk chan bool // one per update, in order
+}
+
+func newDiskRecorder[T resources.Resource]() *diskRecorder[T] {
+	return &diskRecorder[T]{recorder: newRecorder[T](), fromDisk: make(chan bool, 1000)}
+}
+
+// UpdateWithInfo implements client.UpdateInfoWatcher.
+func (r *diskRecorder[T]) UpdateWithInfo(v T, info client.UpdateInfo) {
+	r.fromDisk <- info.FromDisk
+	r.recorder.Update(v)
+}
+
+// wantUpdateFrom waits, past reports of the outage, for an update of name
+// and checks where it came from.
+func (r *diskRecorder[T]) wantUpdateFrom(t *testing.T, name string, fromDisk bool) T {
+	t.Helper()
+	v := r.wantUpdatePastOutage(t, name)
+	if got := <-r.fromDisk; got != fromDisk {
+		t.Fatalf("update of %s: FromDisk = %v, want %v", name, got, fromDisk)
+	}
+	return v
+}
+
+// diskTree is the watchers of svc's tree, each told where updates come from.
+type diskTree struct {
+	l *diskRecorder[*resources.Listener]
+	r *diskRecorder[*resources.RouteConfig]
+	c *diskRecorder[*resources.Cluster]
+	e *diskRecorder[*resources.Endpoints]
+}
+
+func watchDiskTree(c *client.Client) diskTree {
+	t := diskTree{newDiskRecorder[*resources.Listener](), newDiskRecorder[*resources.RouteConfig](),
+		newDiskRecorder[*resources.Cluster](), newDiskRecorder[*resources.Endpoints]()}
+	client.WatchListener(c, "svc", t.l)
+	client.WatchRouteConfig(c, "svc-route", t.r)
+	client.WatchCluster(c, "svc-cluster", t.c)
+	client.WatchEndpoints(c, "svc-cluster", t.e)
+	return t
+}
+
+// wantAll waits for an update of each resource of the tree, from disk or
+// not, and returns the endpoints' port.
+func (tr diskTree) wantAll(t *testing.T, fromDisk bool) uint32 {
+	t.Helper()
+	tr.l.wantUpdateFrom(t, "svc", fromDisk)
+	tr.r.wantUpdateFrom(t, "svc-route", fromDisk)
+	tr.c.wantUpdateFrom(t, "svc-cluster", fromDisk)
+	eps := tr.e.wantUpdateFrom(t, "svc-cluster", fromDisk)
+	return eps.Raw.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
+}
+
+// newPersistClient is a client of addr persisting in dir, its timers on clk,
+// identified as node, logging to logger (nil: the test logger).
+func newPersistClient(t *testing.T, addr string, p protocol, dir string, clk *testutils.FakeClock, node string, logger *slog.Logger, features ...string) *client.Client {
+	t.Helper()
+	b, err := bootstrapFor(addr, p, config{features: features})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Node.ID = node
+	if logger == nil {
+		logger = testLogger()
+	}
+	opts := client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: logger,
+		Persist: client.PersistOptions{Dir: dir, Wait: persistWait}}
+	if clk != nil {
+		opts.Clock = clk
+	}
+	c, err := client.New(b, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// persistTree runs a management server serving svc on port 8080 and a
+// client persisting in dir that watches its tree, until the client has it
+// all; then closes the client, which writes its last files, and stops the
+// server. It returns the environment, whose server is down.
+func persistTree(t *testing.T, p protocol, dir string) *e2eEnv {
+	t.Helper()
+	e := &e2eEnv{t: t, v: variant{name: p.name, p: p}}
+	e.start(svc(8080))
+	c := newPersistClient(t, e.addr, p, dir, nil, nodeID, nil)
+	tr := watchDiskTree(c)
+	if port := tr.wantAll(t, false); port != 8080 {
+		t.Fatalf("endpoints on port %d, want 8080", port)
+	}
+	c.Close()
+	e.ms.Stop()
+	for _, typ := range []string{"Listener", "RouteConfiguration", "Cluster", "ClusterLoadAssignment"} {
+		if _, err := os.Stat(fileOfType(dir, typ)); err != nil {
+			t.Fatalf("no file for %s after Close: %v", typ, err)
+		}
+	}
+	return e
+}
+
+// fileOfType is the file of the type whose type URL ends in "."+typ.
+func fileOfType(dir, typ string) string {
+	names, _ := filepath.Glob(filepath.Join(dir, "*."+typ+".lkg"))
+	if len(names) != 1 {
+		return filepath.Join(dir, "missing-"+typ+".lkg")
+	}
+	return names[0]
+}
+
+// A client restarted with its server down serves what the one before it
+// accepted, flagged as from disk in updates and in the dump; the server
+// coming back replaces everything: new values, flag cleared.
+func TestPersistRestartServesFromDiskUntilServerReturns(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		e := persistTree(t, p, dir)
+
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		c := newPersistClient(t, e.addr, p, dir, clk, nodeID, nil)
+		tr := watchDiskTree(c)
+		barrier(t, c)
+		tr.l.nonePastOutage(t) // nothing from disk before the wait is over
+		clk.Advance(persistWait)
+		if port := tr.wantAll(t, true); port != 8080 {
+			t.Fatalf("endpoints from disk on port %d, want 8080", port)
+		}
+		for _, st := range c.Dump() {
+			if !st.FromDisk || st.Status != client.StatusRequested || st.Value == nil {
+				t.Errorf("dump of %s %s: FromDisk %v, status %v, value %v; want from disk, REQUESTED, with its value",
+					st.TypeURL, st.Name, st.FromDisk, st.Status, st.Value != nil)
+			}
+		}
+
+		e.start(svc(9090)) // the server returns, at the same address, with new endpoints
+		if port := tr.wantAll(t, false); port != 9090 {
+			t.Fatalf("endpoints from the server on port %d, want 9090", port)
+		}
+		for _, st := range c.Dump() {
+			if st.FromDisk || st.Status != client.StatusACKed {
+				t.Errorf("dump of %s %s once the server answered: FromDisk %v, status %v", st.TypeURL, st.Name, st.FromDisk, st.Status)
+			}
+		}
+	})
+}
+
+// A file whose checksum fails is ignored, with a warning naming it; the
+// other files still serve.
+func TestPersistCorruptFileIgnored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := persistTree(t, sotw, dir)
+	path := fileOfType(dir, "Cluster")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	logger, sink := newCaptureLogger()
+	c := newPersistClient(t, e.addr, sotw, dir, clk, nodeID, logger)
+	tr := watchDiskTree(c)
+	clk.Advance(persistWait)
+	tr.l.wantUpdateFrom(t, "svc", true)
+	tr.r.wantUpdateFrom(t, "svc-route", true)
+	tr.e.wantUpdateFrom(t, "svc-cluster", true)
+	barrier(t, c)
+	tr.c.nonePastOutage(t)
+	wantWarning(t, sink, path, "checksum")
+}
+
+// Files written for another node are ignored, with a warning naming each.
+func TestPersistFileOfAnotherNodeIgnored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := persistTree(t, sotw, dir)
+
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	logger, sink := newCaptureLogger()
+	c := newPersistClient(t, e.addr, sotw, dir, clk, "node-2", logger)
+	tr := watchDiskTree(c)
+	clk.Advance(persistWait)
+	barrier(t, c)
+	tr.l.nonePastOutage(t)
+	tr.r.nonePastOutage(t)
+	tr.c.nonePastOutage(t)
+	tr.e.nonePastOutage(t)
+	wantWarning(t, sink, fileOfType(dir, "Listener"), `written for node "node-1"`)
+	wantWarning(t, sink, fileOfType(dir, "Cluster"), `written for node "node-1"`)
+}
+
+// wantWarning checks that a warning about file says why, with reason in it.
+func wantWarning(t *testing.T, sink *logSink, file, reason string) {
+	t.Helper()
+	for _, r := range sink.all() {
+		if r.level == slog.LevelWarn && r.attrs["file"] == file && strings.Contains(r.attrs["reason"], reason) {
+			return
+		}
+	}
+	t.Errorf("no warning about %s mentioning %q; logs: %v", file, reason, sink.all())
+}
+
+// A resource the server deletes leaves the directory: the file of its
+// type, which held only it, is removed.
+func TestPersistDeletionRemovesFile(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fs.Stop)
+		// fail_on_data_errors: the server's deletion drops what is held
+		// (gRFC A88), which is what is persisted.
+		c := newPersistClient(t, fs.Address(), p, dir, nil, nodeID, nil, "fail_on_data_errors")
+		e := &fakeEnv{t: t, fs: fs, c: c}
+		r := newRecorder[*resources.Cluster]()
+		client.WatchCluster(c, "c1", r)
+		e.reply(p) // the subscription
+		e.respond(p, cdsURL, "n1", cluster("c1", "1", 0))
+		r.wantUpdate(t, "c1")
+		waitFor(t, "the cluster's file", func() bool { _, err := os.Stat(fileOfType(dir, "Cluster")); return err == nil })
+		if p.delta {
+			e.deltaReq() // the ACK
+			e.sendDelta(&discoveryv3.DeltaDiscoveryResponse{TypeUrl: cdsURL, Nonce: "n2", RemovedResources: []string{"c1"}})
+		} else {
+			e.req() // the ACK
+			e.send(&discoveryv3.DiscoveryResponse{TypeUrl: cdsURL, VersionInfo: "2", Nonce: "n2"})
+		}
+		r.wantNotFound(t, "c1")
+		c.Close() // waits for the writer's last round
+		if _, err := os.Stat(fileOfType(dir, "Cluster")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the cluster's file after its deletion: %v, want none", err)
+		}
+	})
+}
