@@ -45,7 +45,10 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 	if e.fromDisk {
 		if !e.srv.answered || e.srv.cfg.ResourceTimerIsTransientFailure() {
 			// Connected but silent, or slow: the persisted value is the
-			// best there is, and silence says nothing of it.
+			// best there is, and silence says nothing of it. The timer
+			// runs again, so that a server that answers and still does
+			// not send it is found out.
+			c.startDNETimerLocked(tc, e)
 			return
 		}
 		// The server answers, and has not sent it: it is gone.

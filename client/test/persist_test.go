@@ -269,3 +269,65 @@ func TestPersistDeletionRemovesFile(t *testing.T) {
 		}
 	})
 }
+
+// Values from disk, with the server back but silent: the first request
+// claims nothing (no SotW version, no delta initial_resource_versions: the
+// server must send what the client holds from disk); the does-not-exist
+// timer runs but does not report the persisted resource missing; the
+// server's first answer replaces it. Then, the server answering, a
+// persisted resource it does not send within the timeout is dropped.
+func TestPersistServerBackButSilent(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		e := persistTree(t, p, dir)
+
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		c := newPersistClient(t, e.addr, p, dir, clk, nodeID, nil)
+		wc := newDiskRecorder[*resources.Cluster]()
+		we := newDiskRecorder[*resources.Endpoints]()
+		client.WatchCluster(c, "svc-cluster", wc)
+		client.WatchEndpoints(c, "svc-cluster", we)
+		clk.Advance(persistWait)
+		wc.wantUpdateFrom(t, "svc-cluster", true)
+		we.wantUpdateFrom(t, "svc-cluster", true)
+
+		fs := startFake(t, e.addr)
+		fe := &fakeEnv{t: t, fs: fs, c: c}
+		// The two types' first requests, in either order.
+		for range 2 {
+			if p.delta {
+				r := fe.deltaReq()
+				wantReq(t, r, &discoveryv3.DeltaDiscoveryRequest{Node: r.GetNode(), TypeUrl: r.GetTypeUrl(),
+					ResourceNamesSubscribe: []string{"svc-cluster"}})
+			} else {
+				r := fe.req()
+				wantReq(t, r, &discoveryv3.DiscoveryRequest{Node: r.GetNode(), TypeUrl: r.GetTypeUrl(),
+					ResourceNames: []string{"svc-cluster"}})
+			}
+		}
+		waitTimers(t, clk, 2) // the does-not-exist timers of both
+		clk.Advance(2 * noExpiry)
+		barrier(t, c)
+		wc.nonePastOutage(t)
+		we.nonePastOutage(t)
+		if st, _ := status(c, cdsURL, "svc-cluster"); !st.FromDisk {
+			t.Fatalf("cluster after the timeout with a silent server: %+v, want still from disk", st)
+		}
+
+		// The server answers with the cluster, not the endpoints.
+		fe.respond(p, cdsURL, "n1", res("svc-cluster", "2", testutils.Cluster("svc-cluster", "svc-cluster")))
+		wc.wantUpdateFrom(t, "svc-cluster", false)
+		fe.reply(p) // the ACK
+		// The endpoints never come: a timeout after the server answered,
+		// the value from disk is dropped as not existing.
+		if st, _ := status(c, edsURL, "svc-cluster"); !st.FromDisk {
+			t.Fatalf("endpoints after the server answered CDS: %+v, want still from disk", st)
+		}
+		clk.Advance(noExpiry)
+		we.wantNotFound(t, "svc-cluster")
+		if st, _ := status(c, edsURL, "svc-cluster"); st.FromDisk || st.Status != client.StatusDoesNotExist || st.Value != nil {
+			t.Fatalf("endpoints a timeout after the server answered: %+v, want DOES_NOT_EXIST without a value", st)
+		}
+	})
+}
