@@ -53,12 +53,14 @@
 // [Watcher.Update] brings each new valid version. [Watcher.ResourceError]
 // says the resource cannot be used: it does not exist
 // ([ErrResourceNotFound]: not received within [Options].WatchExpiry of being
-// requested, deleted by the server, or its TTL expired), it was rejected and
-// no good version is held ([ErrResourceInvalid]), or the server cannot be
-// reached and nothing is cached ([ErrServerUnavailable]).
+// requested, deleted by the server while nothing valid was held or by a
+// server marked fail_on_data_errors, or its TTL expired), it was rejected
+// and no good version is held ([ErrResourceInvalid]), or the server cannot
+// be reached and nothing is cached ([ErrServerUnavailable]).
 // [Watcher.AmbientError] reports trouble that leaves the last good value in
-// force: a rejected update, an error the server reports for the resource,
-// or the server becoming unreachable. Following
+// force: a rejected update, the deletion of a Listener or Cluster, an error
+// the server reports for the resource, or the server becoming unreachable.
+// Following
 // gRFC A57, a stream that ends after delivering responses is routine (the
 // client reconnects, and nobody is told); a stream that fails without a
 // response makes the server unhealthy, which watchers are told once per
@@ -86,8 +88,21 @@
 // resource_timer_is_transient_failure feature the does-not-exist timer
 // runs twice [Options].WatchExpiry, and its expiry means the server is
 // slow: a resource error matching [ErrServerUnavailable], status
-// [StatusTimeout]. NACKs and deletions keep their behaviour above:
-// fail_on_data_errors does not change them.
+// [StatusTimeout].
+//
+// NACKs and the deletion of a Listener or Cluster are data errors too (gRFC
+// A88). By default the value held stays in force: a NACK is an ambient
+// error ([ErrResourceInvalid], [StatusNACKed]); so is a deletion, SotW
+// (missing from a response) or delta (in removed_resources), which matches
+// [ErrResourceNotFound], is told once, shows as [StatusDoesNotExist] with
+// the value in [Client.Dump] (does_not_exist_but_cached in
+// [Client.ResourceCounts]), and ends when the server sends the resource
+// again. A server marked fail_on_data_errors has the value dropped
+// instead, and watchers get a resource error. The ignore_resource_deletion
+// feature (gRFC A53), which A88 deprecates, changes nothing: keeping the
+// value is now the default. Deletion of other types (delta
+// removed_resources of a RouteConfiguration or endpoints), and of anything
+// from resource files, still deletes.
 //
 // The identifier a server gives in a response's control_plane is logged
 // when first given and when it changes, and is in
@@ -168,9 +183,10 @@
 // # Rules applied to responses
 //
 // For Listener and Cluster (whole-world types), a SotW response lists every
-// resource: one received before and now missing is deleted, unless the
-// server has the ignore_resource_deletion feature. A name never received is
-// left to its does-not-exist timer. For other types absence means nothing.
+// resource: one received before and now missing is deleted (which, with
+// the value kept unless the server is marked fail_on_data_errors, is an
+// ambient error: see gRFC A88 above). A name never received is left to its
+// does-not-exist timer. For other types absence means nothing.
 // Delta responses delete only what removed_resources names. Resources
 // nobody asked for are ignored (and not decoded when their name is known
 // without decoding). A name twice in one response, a body whose type_url

@@ -26,7 +26,9 @@ type Watcher[T resources.Resource] interface {
 	// The error is an *Error naming the resource.
 	ResourceError(err error)
 	// AmbientError reports trouble that leaves the last good value in
-	// force: a rejected update, or a lost stream.
+	// force: a rejected update, a Listener or Cluster deleted by the
+	// server (gRFC A88, unless the server is marked fail_on_data_errors),
+	// an error the server reports, or a lost stream.
 	AmbientError(err error)
 }
 
