@@ -115,8 +115,9 @@
 // restarted while its servers are down still has its configuration (the
 // idea of Envoy's xds_resources_delegate). There is one file per resource
 // type ("envoy.config.cluster.v3.Cluster.lkg"), rewritten whole by a
-// goroutine of the client after changes (changes made during a write go
-// together into the next): written to a temporary file, synced and renamed
+// goroutine of the client after changes, at most every 200 ms (changes
+// made meanwhile go together into the next round): written to a temporary
+// file, synced and renamed
 // over the old one, so a crash leaves the old file or the new. Each file
 // starts with the node id and the bootstrap's server URIs and ends with a
 // SHA-256 checksum. A resource that is deleted or whose data is dropped
@@ -126,8 +127,9 @@
 //
 // At start the client reads the directory. A file that is unreadable,
 // corrupt (its checksum fails), written for another node, for servers none
-// of which is in the bootstrap, or of an unknown type is ignored, with a
-// warning naming the file and why; so is a resource of a server not in the
+// of which is in the bootstrap, of an unknown type, or stale (older than
+// [PersistOptions].MaxAge) is ignored, with a warning naming the file and
+// why; so is a resource of a server not in the
 // bootstrap, or one that no longer decodes. If, [PersistOptions].Wait after
 // New, the server of a watched resource has not answered once, the
 // watchers get the persisted value, decoded and validated as if the server

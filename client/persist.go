@@ -19,18 +19,27 @@ import (
 // waits for its servers at start before serving what it persisted.
 const DefaultPersistWait = 5 * time.Second
 
+// persistInterval is the least time between two rounds of the writer: a
+// flood of updates costs a rewrite of each type changed every interval, not
+// one per update (a 10,000-cluster file takes some 14 ms to write).
+const persistInterval = 200 * time.Millisecond
+
 // PersistOptions make the client keep the last version it accepted of every
 // resource it watches in a directory, and serve those at start when its
 // servers cannot be reached: the idea of Envoy's xds_resources_delegate.
 // The zero value (no Dir) persists nothing.
 type PersistOptions struct {
-	// Dir is the directory, which must exist. The client owns the files
-	// ending in ".lkg" there: one per resource type.
+	// Dir is the directory, made if missing. The client owns the files
+	// ending in ".lkg" there, one per resource type, and the temporary
+	// files it writes them through: two clients must not share one.
 	Dir string
 	// Wait is how long after New the client waits for its servers: a
 	// watched resource whose server has not answered once by then gets
 	// the persisted value. Zero: DefaultPersistWait.
 	Wait time.Duration
+	// MaxAge, if set, is how old a file may be to be used: an older one is
+	// stale, and ignored. Zero: any age.
+	MaxAge time.Duration
 }
 
 // UpdateInfo says where an update comes from.
@@ -51,8 +60,9 @@ type UpdateInfoWatcher[T resources.Resource] interface {
 // persister is the client's persistence: what it read at New, and the
 // goroutine that writes.
 type persister struct {
-	dir  string
-	wait time.Duration
+	dir    string
+	wait   time.Duration
+	maxAge time.Duration
 	// kick wakes the writer (capacity 1: kicks while it writes coalesce);
 	// stop ends it after a last write; done is closed when it has ended.
 	kick chan struct{}
@@ -77,6 +87,7 @@ func (c *Client) newPersister(opts PersistOptions) *persister {
 	p := &persister{
 		dir:     opts.Dir,
 		wait:    opts.Wait,
+		maxAge:  opts.MaxAge,
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
@@ -108,8 +119,13 @@ func (c *Client) bootstrapServers() []string {
 	return slices.Compact(out)
 }
 
-// readPersisted loads every file of the directory into p.records.
+// readPersisted loads every file of the directory into p.records, and
+// removes the temporary files a crash left behind.
 func (c *Client) readPersisted(p *persister) {
+	if err := os.MkdirAll(p.dir, 0o700); err != nil {
+		c.logger.Warn("cannot make the last-known-good directory", "dir", p.dir, "err", err)
+		return
+	}
 	ents, err := os.ReadDir(p.dir)
 	if err != nil {
 		c.logger.Warn("cannot read the last-known-good directory", "dir", p.dir, "err", err)
@@ -117,11 +133,23 @@ func (c *Client) readPersisted(p *persister) {
 	}
 	known := c.bootstrapServers()
 	for _, de := range ents {
-		if de.IsDir() || !strings.HasSuffix(de.Name(), lkgFileSuffix) {
+		if de.IsDir() {
 			continue
 		}
 		path := filepath.Join(p.dir, de.Name())
+		if strings.HasPrefix(de.Name(), lkgTempPrefix) && strings.Contains(de.Name(), lkgFileSuffix+"-") {
+			_ = os.Remove(path) // a write that never reached its rename
+			continue
+		}
+		if !strings.HasSuffix(de.Name(), lkgFileSuffix) {
+			continue
+		}
 		f, err := c.readPersistedFile(path, known)
+		if err == nil && p.maxAge > 0 {
+			if age := time.Since(f.written); age > p.maxAge {
+				err = fmt.Errorf("stale: written %v ago, more than the %v allowed", age.Round(time.Second), p.maxAge)
+			}
+		}
 		if err != nil {
 			c.logger.Warn("ignoring last-known-good file", "file", path, "reason", err)
 			continue
@@ -298,6 +326,13 @@ func (c *Client) persistLoop(p *persister) {
 			c.persistWrite(p)
 			return
 		}
+		// Changes made meanwhile wait for the next round, together.
+		select {
+		case <-time.After(persistInterval):
+		case <-p.stop:
+			c.persistWrite(p)
+			return
+		}
 	}
 }
 
@@ -340,6 +375,7 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	if tc == nil {
 		return f
 	}
+	f.records = make([]lkgRecord, 0, len(tc.entries))
 	for name, e := range tc.entries {
 		if e.value == nil || e.ttlTimer != nil || e.canonical != "" {
 			continue

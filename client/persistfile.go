@@ -31,8 +31,12 @@ import (
 const lkgMagic = "goxds-lkg 1\n"
 
 // lkgFileSuffix ends the name of every file the client writes in the
-// directory; other files there are not its business.
-const lkgFileSuffix = ".lkg"
+// directory; other files there are not its business, but for the temporary
+// files it writes them through, which start with lkgTempPrefix.
+const (
+	lkgFileSuffix = ".lkg"
+	lkgTempPrefix = ".tmp-"
+)
 
 // lkgFile is the content of one last-known-good file.
 type lkgFile struct {
@@ -234,7 +238,7 @@ func lkgFileName(typeURL string) string {
 // after a crash path holds the old content or the new, never a mix.
 func writeFileAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, ".tmp-"+filepath.Base(path)+"-*")
+	tmp, err := os.CreateTemp(dir, lkgTempPrefix+filepath.Base(path)+"-*")
 	if err != nil {
 		return err
 	}

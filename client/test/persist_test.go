@@ -80,22 +80,35 @@ func (tr diskTree) wantAll(t *testing.T, fromDisk bool) uint32 {
 	return eps.Raw.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
 }
 
-// newPersistClient is a client of addr persisting in dir, its timers on clk,
-// identified as node, logging to logger (nil: the test logger).
-func newPersistClient(t *testing.T, addr string, p protocol, dir string, clk *testutils.FakeClock, node string, logger *slog.Logger, features ...string) *client.Client {
+// persistCfg is what newPersistClient needs beyond the server's address.
+type persistCfg struct {
+	dir      string
+	clk      *testutils.FakeClock // nil: the real clock
+	node     string               // "": nodeID
+	logger   *slog.Logger         // nil: the test logger
+	features []string             // the server's server_features
+	maxAge   time.Duration
+}
+
+// newPersistClient is a client of addr persisting as pc says, waiting
+// persistWait for its server.
+func newPersistClient(t *testing.T, addr string, p protocol, pc persistCfg) *client.Client {
 	t.Helper()
-	b, err := bootstrapFor(addr, p, config{features: features})
+	b, err := bootstrapFor(addr, p, config{features: pc.features})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Node.ID = node
+	if pc.node != "" {
+		b.Node.ID = pc.node
+	}
+	logger := pc.logger
 	if logger == nil {
 		logger = testLogger()
 	}
 	opts := client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: logger,
-		Persist: client.PersistOptions{Dir: dir, Wait: persistWait}}
-	if clk != nil {
-		opts.Clock = clk
+		Persist: client.PersistOptions{Dir: pc.dir, Wait: persistWait, MaxAge: pc.maxAge}}
+	if pc.clk != nil {
+		opts.Clock = pc.clk
 	}
 	c, err := client.New(b, opts)
 	if err != nil {
@@ -113,7 +126,7 @@ func persistTree(t *testing.T, p protocol, dir string) *e2eEnv {
 	t.Helper()
 	e := &e2eEnv{t: t, v: variant{name: p.name, p: p}}
 	e.start(svc(8080))
-	c := newPersistClient(t, e.addr, p, dir, nil, nodeID, nil)
+	c := newPersistClient(t, e.addr, p, persistCfg{dir: dir})
 	tr := watchDiskTree(c)
 	if port := tr.wantAll(t, false); port != 8080 {
 		t.Fatalf("endpoints on port %d, want 8080", port)
@@ -147,7 +160,7 @@ func TestPersistRestartServesFromDiskUntilServerReturns(t *testing.T) {
 		e := persistTree(t, p, dir)
 
 		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-		c := newPersistClient(t, e.addr, p, dir, clk, nodeID, nil)
+		c := newPersistClient(t, e.addr, p, persistCfg{dir: dir, clk: clk})
 		tr := watchDiskTree(c)
 		barrier(t, c)
 		tr.l.nonePastOutage(t) // nothing from disk before the wait is over
@@ -192,7 +205,7 @@ func TestPersistCorruptFileIgnored(t *testing.T) {
 
 	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 	logger, sink := newCaptureLogger()
-	c := newPersistClient(t, e.addr, sotw, dir, clk, nodeID, logger)
+	c := newPersistClient(t, e.addr, sotw, persistCfg{dir: dir, clk: clk, logger: logger})
 	tr := watchDiskTree(c)
 	clk.Advance(persistWait)
 	tr.l.wantUpdateFrom(t, "svc", true)
@@ -211,7 +224,7 @@ func TestPersistFileOfAnotherNodeIgnored(t *testing.T) {
 
 	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 	logger, sink := newCaptureLogger()
-	c := newPersistClient(t, e.addr, sotw, dir, clk, "node-2", logger)
+	c := newPersistClient(t, e.addr, sotw, persistCfg{dir: dir, clk: clk, node: "node-2", logger: logger})
 	tr := watchDiskTree(c)
 	clk.Advance(persistWait)
 	barrier(t, c)
@@ -247,7 +260,7 @@ func TestPersistDeletionRemovesFile(t *testing.T) {
 		t.Cleanup(fs.Stop)
 		// fail_on_data_errors: the server's deletion drops what is held
 		// (gRFC A88), which is what is persisted.
-		c := newPersistClient(t, fs.Address(), p, dir, nil, nodeID, nil, "fail_on_data_errors")
+		c := newPersistClient(t, fs.Address(), p, persistCfg{dir: dir, features: failOnDataErrors})
 		e := &fakeEnv{t: t, fs: fs, c: c}
 		r := newRecorder[*resources.Cluster]()
 		client.WatchCluster(c, "c1", r)
@@ -283,7 +296,7 @@ func TestPersistServerBackButSilent(t *testing.T) {
 		e := persistTree(t, p, dir)
 
 		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-		c := newPersistClient(t, e.addr, p, dir, clk, nodeID, nil)
+		c := newPersistClient(t, e.addr, p, persistCfg{dir: dir, clk: clk})
 		wc := newDiskRecorder[*resources.Cluster]()
 		we := newDiskRecorder[*resources.Endpoints]()
 		client.WatchCluster(c, "svc-cluster", wc)
@@ -329,5 +342,55 @@ func TestPersistServerBackButSilent(t *testing.T) {
 		if st, _ := status(c, edsURL, "svc-cluster"); st.FromDisk || st.Status != client.StatusDoesNotExist || st.Value != nil {
 			t.Fatalf("endpoints a timeout after the server answered: %+v, want DOES_NOT_EXIST without a value", st)
 		}
+	})
+}
+
+// A file older than MaxAge is stale: ignored, with a warning naming it.
+func TestPersistStaleFileIgnored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	e := persistTree(t, sotw, dir)
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	logger, sink := newCaptureLogger()
+	c := newPersistClient(t, e.addr, sotw, persistCfg{dir: dir, clk: clk, logger: logger, maxAge: time.Nanosecond})
+	tr := watchDiskTree(c)
+	clk.Advance(persistWait)
+	barrier(t, c)
+	tr.l.nonePastOutage(t)
+	tr.c.nonePastOutage(t)
+	wantWarning(t, sink, fileOfType(dir, "Listener"), "stale")
+}
+
+// Files written by a client of another server are ignored, with a warning
+// naming each: what one server sent says nothing of another's.
+func TestPersistFileOfAnotherServerIgnored(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	persistTree(t, sotw, dir)
+	other := startFake(t, "127.0.0.1:0") // reachable, never answers
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	logger, sink := newCaptureLogger()
+	c := newPersistClient(t, other.Address(), sotw, persistCfg{dir: dir, clk: clk, logger: logger})
+	tr := watchDiskTree(c)
+	clk.Advance(persistWait)
+	barrier(t, c)
+	tr.l.nonePastOutage(t)
+	tr.c.nonePastOutage(t)
+	wantWarning(t, sink, fileOfType(dir, "Cluster"), "none of them in this bootstrap")
+}
+
+// A wildcard watch made with the server down gets every persisted resource
+// of its type, flagged.
+func TestPersistWildcardServedFromDisk(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		e := persistTree(t, p, dir)
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		c := newPersistClient(t, e.addr, p, persistCfg{dir: dir, clk: clk})
+		clk.Advance(persistWait)
+		w := newDiskRecorder[*resources.Cluster]()
+		client.WatchCluster(c, "*", w)
+		w.wantUpdateFrom(t, "svc-cluster", true)
 	})
 }
