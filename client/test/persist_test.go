@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/client/csds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
@@ -172,6 +174,13 @@ func TestPersistRestartServesFromDiskUntilServerReturns(t *testing.T) {
 			if !st.FromDisk || st.Status != client.StatusRequested || st.Value == nil {
 				t.Errorf("dump of %s %s: FromDisk %v, status %v, value %v; want from disk, REQUESTED, with its value",
 					st.TypeURL, st.Name, st.FromDisk, st.Status, st.Value != nil)
+			}
+		}
+		// CSDS: REQUESTED (no server sent it), with the config in force.
+		for _, g := range csds.ClientConfig(c, csds.Options{}).GetGenericXdsConfigs() {
+			if g.GetClientStatus() != adminv3.ClientResourceStatus_REQUESTED || g.GetXdsConfig() == nil || g.GetVersionInfo() == "" {
+				t.Errorf("CSDS of %s %s from disk: %v, config %v, version %q; want REQUESTED with the config and its version",
+					g.GetTypeUrl(), g.GetName(), g.GetClientStatus(), g.GetXdsConfig() != nil, g.GetVersionInfo())
 			}
 		}
 
@@ -392,5 +401,33 @@ func TestPersistWildcardServedFromDisk(t *testing.T) {
 		w := newDiskRecorder[*resources.Cluster]()
 		client.WatchCluster(c, "*", w)
 		w.wantUpdateFrom(t, "svc-cluster", true)
+	})
+}
+
+// A server that answers before the wait is over is never overridden by the
+// files: its values are delivered, and the wait passing brings nothing.
+func TestPersistNeverReplacesServerData(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		e := persistTree(t, p, dir)
+		e.start(svc(9090))
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		c := newPersistClient(t, e.addr, p, persistCfg{dir: dir, clk: clk})
+		tr := watchDiskTree(c)
+		if port := tr.wantAll(t, false); port != 9090 {
+			t.Fatalf("endpoints on port %d, want the server's 9090", port)
+		}
+		clk.Advance(persistWait)
+		barrier(t, c)
+		tr.l.none(t)
+		tr.r.none(t)
+		tr.c.none(t)
+		tr.e.none(t)
+		for _, st := range c.Dump() {
+			if st.FromDisk {
+				t.Errorf("%s %s from disk, though the server sent it", st.TypeURL, st.Name)
+			}
+		}
 	})
 }
