@@ -145,6 +145,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	c.closing = make(chan struct{})
 	if opts.Persist.Dir != "" {
 		c.persist = c.newPersister(opts.Persist)
+		c.startPersistWait()
 	}
 	return c, nil
 }

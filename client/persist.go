@@ -81,8 +81,9 @@ type persister struct {
 	dirty map[string]bool
 }
 
-// newPersister reads dir and starts the writer. Files that cannot be used
-// are logged and left alone: the next write of their type replaces them.
+// newPersister reads dir and starts the writer; startPersistWait starts
+// the wait. Files that cannot be used are logged and left alone: the next
+// write of their type replaces them.
 func (c *Client) newPersister(opts PersistOptions) *persister {
 	p := &persister{
 		dir:     opts.Dir,
@@ -99,8 +100,15 @@ func (c *Client) newPersister(opts PersistOptions) *persister {
 	}
 	c.readPersisted(p)
 	go c.persistLoop(p)
-	p.timer = c.clock.AfterFunc(p.wait, c.persistWaitOver)
 	return p
+}
+
+// startPersistWait starts the Wait timer, once c.persist is set: the timer
+// may fire at once.
+func (c *Client) startPersistWait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.persist.timer = c.clock.AfterFunc(c.persist.wait, c.persistWaitOver)
 }
 
 // bootstrapServers lists the server URIs of the bootstrap, sorted: the
