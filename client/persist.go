@@ -219,19 +219,28 @@ func (c *Client) persistWaitOver() {
 	}
 	p.ready, p.timer = true, nil
 	for _, tc := range c.caches {
+		served := 0
 		for _, e := range tc.entries {
-			c.serveFromDiskLocked(tc, e)
+			if c.serveFromDiskLocked(tc, e) {
+				served++
+			}
 		}
-		c.serveWildcardFromDiskLocked(tc)
+		served += c.serveWildcardFromDiskLocked(tc)
+		if served > 0 {
+			// One line per type: a tree of 10,000 clusters is served at once.
+			c.logger.Warn("servers not answering; serving last-known-good resources from disk",
+				"type", tc.typ.TypeURL(), "count", served, "dir", p.dir, "wait", p.wait)
+		}
 	}
 }
 
 // serveWildcardFromDiskLocked gives the wildcard watchers of tc, if any,
-// every persisted resource of the type that no entry holds.
-func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) {
+// every persisted resource of the type that no entry holds, and says how
+// many.
+func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) (served int) {
 	ww := tc.wildcard
 	if c.persist == nil || !c.persist.ready || ww == nil || ww.srv.answered {
-		return
+		return 0
 	}
 	for name, r := range c.persist.records[tc.typ.TypeURL()] {
 		if tc.entries[name] != nil || !authorityHas(ww.auth, r.server) {
@@ -239,10 +248,13 @@ func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) {
 		}
 		e := &entry{name: name, auth: ww.auth, srv: ww.srv, watchers: make(map[*watcher]struct{})}
 		tc.entries[name] = e
-		if !c.serveFromDiskLocked(tc, e) {
+		if c.serveFromDiskLocked(tc, e) {
+			served++
+		} else {
 			delete(tc.entries, name)
 		}
 	}
+	return served
 }
 
 func authorityHas(a *authority, uri string) bool {
@@ -270,10 +282,13 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 		return false
 	}
 	name, v, err := tc.typ.Decode(&anypb.Any{TypeUrl: typeURL, Value: []byte(r.value)})
-	if err == nil && canonicalReceived(name) != e.name {
+	if err == nil && name != "" && canonicalReceived(name) != e.name {
 		err = fmt.Errorf("the value is named %q", name)
 	}
 	if err != nil {
+		// Written by a client that accepted it, now refused (another
+		// version of goxds, a stricter validation): it will not improve.
+		delete(p.records[typeURL], e.name)
 		c.logger.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
 			"type", typeURL, "name", e.name, "reason", err)
 		return false
@@ -283,7 +298,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	// Requested still: the server has said nothing of it in this run. The
 	// error a timeout reported is over: there is a value now.
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusRequested, nil, nil, c.clock.Now()
-	c.logger.Info("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
+	c.logger.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
 		"type", typeURL, "name", e.name, "version", r.version)
 	c.notifyLocked(tc, e, notifyUpdateFromDisk, v, nil, true)
 	return true
