@@ -194,7 +194,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 // nothing: the server sends everything once, and what is byte for byte the
 // same is not delivered again.
 func (c *Client) renewLocked(a *authority, old *server) *server {
-	s := &server{c: c, cfg: old.cfg, unreachable: old.unreachable, unreachableSince: old.unreachableSince, refs: 1}
+	s := &server{c: c, cfg: old.cfg, unreachable: old.unreachable, unreachableSince: old.unreachableSince, warnedIstiod: old.warnedIstiod, refs: 1}
 	t, err := c.builder.Build(old.cfg, c.node, s)
 	if err != nil {
 		// Built once with this config, so unexpected: keep the old one.
@@ -213,7 +213,7 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.auth == a && len(e.watchers) > 0 {
-				c.subscribeLocked(s, typeURL, e.name)
+				c.subscribeLocked(s, typeURL, e.key)
 			}
 		}
 		if ww := tc.wildcard; ww != nil && ww.auth == a {
@@ -275,7 +275,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 			e.stopDNETimer()
 			e.srv = s
 			if toFallback && len(e.watchers) > 0 {
-				c.subscribeLocked(s, typeURL, e.name)
+				c.subscribeLocked(s, typeURL, e.key)
 			}
 			if !toFallback && waiting(e) {
 				c.startDNETimerLocked(tc, e)
@@ -295,7 +295,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.auth == a && len(e.watchers) > 0 {
-				c.unsubscribeLocked(s, typeURL, e.name)
+				c.unsubscribeLocked(s, typeURL, e.key)
 			}
 		}
 		if ww := tc.wildcard; ww != nil && ww.auth == a {

@@ -23,6 +23,25 @@
 // stream is state of the world or delta is the server's api_type in the
 // bootstrap; the watch API is the same.
 //
+// # Dynamic parameters
+//
+// A server may keep several variants of one resource name, each naming
+// itself with constraints on dynamic parameters (discovery.v3
+// ResourceName). [WatchWithOptions] watches with parameters
+// ([WatchOptions].DynamicParameters, over the client-wide
+// [Options].DynamicParameters): the server is sent a ResourceLocator, and
+// the watch gets the variant whose constraints its parameters match (a
+// resource without constraints matches every watch of its name). Watches of
+// one name with different parameter sets are separate subscriptions, each
+// with its own cache entry, status and does-not-exist timer; equal sets share
+// one. Two variants in one response that match the same watch are an error:
+// the response is NACKed naming both, and the watch is told. Delta
+// removed_resource_names removes the variant with those constraints; a plain
+// removed name the variant without constraints. [Client.Dump] reports each
+// parameter set ([ResourceStatus].DynamicParameters), CSDS as
+// name{k="v", ...}. The errors a watch gets carry its parameters
+// ([Error].DynamicParameters), and so do log lines.
+//
 // # Fallback
 //
 // xds_servers, top-level or an authority's, is a list in priority order
@@ -107,6 +126,13 @@
 // The identifier a server gives in a response's control_plane is logged
 // when first given and when it changes, and is in
 // [ResourceStatus].ControlPlane.
+// When a delta stream's server looks like istiod, the client warns once per
+// server: istiod's delta server stops updating resources a client still
+// watches once it unsubscribes from another, so use state of the world
+// (api_type AGGREGATED_GRPC) with it. The signs, named in the warning: a
+// control_plane identifier of istiod's (releases up to early 2025 give it
+// on every type), a server_uri host of istiod's Service ("istiod…"), or a
+// bootstrap written by istio-agent (node metadata ISTIO_VERSION).
 //
 // # Last known good on disk
 //

@@ -243,10 +243,12 @@ func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) (served int) {
 		return 0
 	}
 	for name, r := range c.persist.records[tc.typ.TypeURL()] {
-		if tc.entries[name] != nil || !authorityHas(ww.auth, r.server) {
+		// Records are keyed as entries are: a key with a NUL is a name
+		// with dynamic parameters, which a wildcard watch does not have.
+		if hasNUL(name) || tc.entries[name] != nil || !authorityHas(ww.auth, r.server) {
 			continue
 		}
-		e := &entry{name: name, auth: ww.auth, srv: ww.srv, watchers: make(map[*watcher]struct{})}
+		e := &entry{name: name, key: name, auth: ww.auth, srv: ww.srv, watchers: make(map[*watcher]struct{})}
 		tc.entries[name] = e
 		if c.serveFromDiskLocked(tc, e) {
 			served++
@@ -277,7 +279,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 		return false
 	}
 	typeURL := tc.typ.TypeURL()
-	r, ok := p.records[typeURL][e.name]
+	r, ok := p.records[typeURL][e.key]
 	if !ok || !authorityHas(e.auth, r.server) {
 		return false
 	}
@@ -288,9 +290,9 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	if err != nil {
 		// Written by a client that accepted it, now refused (another
 		// version of goxds, a stricter validation): it will not improve.
-		delete(p.records[typeURL], e.name)
+		delete(p.records[typeURL], e.key)
 		c.logger.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
-			"type", typeURL, "name", e.name, "reason", err)
+			"type", typeURL, "name", e.logName(), "reason", err)
 		return false
 	}
 	e.stopDNETimer()
@@ -299,7 +301,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	// error a timeout reported is over: there is a value now.
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusRequested, nil, nil, c.clock.Now()
 	c.logger.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
-		"type", typeURL, "name", e.name, "version", r.version)
+		"type", typeURL, "name", e.logName(), "version", r.version)
 	c.notifyLocked(tc, e, notifyUpdateFromDisk, v, nil, true)
 	return true
 }
@@ -389,9 +391,13 @@ func (c *Client) persistWrite(p *persister) {
 }
 
 // persistSnapshotLocked copies out what the file of typeURL must hold:
-// every value held, valid, and from a server or an earlier run's file. A
-// value with a TTL is left out: it is not meant to outlive its server's
-// word, let alone a restart. Values are strings, shared, not copied.
+// every value held, valid, and from a server or an earlier run's file, each
+// under its entry's key (the name, with the dynamic parameters of the watch
+// if any: a restarted client finds it by the same watch). A value with a
+// TTL is left out: it is not meant to outlive its server's word, let alone
+// a restart. Values are strings, shared, not copied. The constraints of a
+// variant are not kept: a value from disk counts as the variant without
+// constraints until the server sends its own.
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
 	tc := c.caches[typeURL]

@@ -20,7 +20,8 @@ var allowed = map[string][]string{
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
 	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
-	"testutils": nil, // anything
+	"metrics":   {"client"}, // the adapters: otelxds, promxds
+	"testutils": nil,        // anything
 	"example":   nil,
 	"internal":  nil,
 }
@@ -85,4 +86,24 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// The metrics adapters' dependencies stay theirs: a program that uses the
+// client, the tree watcher or the gRPC half without an adapter links
+// neither OpenTelemetry nor Prometheus.
+func TestCoreLinksNoMetricsSystem(t *testing.T) {
+	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "grpcxds"}
+	args := []string{"list", "-deps"}
+	for _, p := range core {
+		args = append(args, module+"/"+p)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "go.opentelemetry.io/") || strings.HasPrefix(dep, "github.com/prometheus/") {
+			t.Errorf("the core depends on %s: only the metrics adapters may", dep)
+		}
+	}
 }

@@ -1,0 +1,70 @@
+// Package otelxds reports a goxds client's metrics, those of gRFC A78, to
+// OpenTelemetry, under the instrument names, units, descriptions and
+// attributes grpc-go's own OpenTelemetry plugin uses for its xDS client: a
+// dashboard or alert built for grpc-go's xDS client works for goxds's.
+//
+// # Use
+//
+// Make a [Metrics] on your MeterProvider, give it to the client, then let
+// it observe the client:
+//
+//	m, err := otelxds.New(provider, otelxds.Options{Target: "goxds:///my-service"})
+//	...
+//	c, err := client.New(cfg, client.Options{Metrics: m})
+//	...
+//	m.Observe(c)
+//	defer m.Close()
+//
+// # Instruments
+//
+//   - grpc.xds_client.resource_updates_valid, _invalid (counters,
+//     {resource}): resources received, valid (unchanged ones too) and
+//     invalid (NACKed); attributes grpc.target, grpc.xds.server,
+//     grpc.xds.resource_type.
+//   - grpc.xds_client.server_failure (counter, {failure}): a server going
+//     from healthy to unhealthy, a stream that failed or could not start
+//     without a response (gRFC A57); grpc.target, grpc.xds.server.
+//   - grpc.xds_client.connected (asynchronous gauge, {connected}): 1 while
+//     the client has a working stream to the server, 0 after it failed;
+//     grpc.target, grpc.xds.server. A server appears once the client first
+//     reports it (its first response, or its first failure).
+//   - grpc.xds_client.resources (asynchronous gauge, {resource}): the
+//     resources in the client's cache, by grpc.xds.authority ("#old" for
+//     names that are not xdstp), grpc.xds.cache_state ("requested", "acked",
+//     "nacked", "nacked_but_cached", "does_not_exist", and gRFC A88's
+//     "received_error", "received_error_but_cached", "timeout") and
+//     grpc.xds.resource_type, with grpc.target; read from
+//     [client.Client.ResourceCounts] at each collection.
+//
+// The meter is named [ScopeName]. The gauges are read when the reader
+// collects, and cost nothing in between.
+//
+// # With grpcxds
+//
+// A grpcxds.Builder given only ClientOptions makes its client itself, when
+// its first channel starts: the counters and the connected gauge reach the
+// adapter through ClientOptions.Metrics, but there is no client to
+// observe. For the resources gauge too, make the client with the adapter
+// as its Metrics, observe it, and give it to the Builder in
+// grpcxds.Options.Client.
+//
+// # grpc.target
+//
+// grpc-go keeps one xDS client per channel target and labels its metrics
+// with that target. A goxds client is shared by every watch and channel of
+// the program that made it, so it has no target of its own: [Options].Target
+// names it, "#goxds" if empty. Give each client its own target if a
+// program has several.
+//
+// # grpc.xds.resource_type
+//
+// grpc-go calls its four types "ListenerResource", "RouteConfigResource",
+// "ClusterResource" and "EndpointsResource", where gRFC A78 would use the
+// message names ("envoy.config.listener.v3.Listener"). This package follows
+// grpc-go for those four, so that its dashboards match, and uses the
+// message name for any other type; [Options].ResourceTypeLabel chooses
+// otherwise.
+//
+// Package promxds (github.com/goxds/xds/metrics/promxds) is the same for
+// Prometheus's client_golang without OpenTelemetry.
+package otelxds
