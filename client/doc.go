@@ -146,7 +146,9 @@
 // file, synced and renamed
 // over the old one, so a crash leaves the old file or the new. Each file
 // starts with the node id and the bootstrap's server URIs and ends with a
-// SHA-256 checksum. A resource that is deleted or whose data is dropped
+// SHA-256 checksum. A resource watched with dynamic parameters is kept
+// under them, for the same watch after a restart (the constraints of the
+// variant are not kept). A resource that is deleted or whose data is dropped
 // leaves the file at the next write, and a type with nothing left has no
 // file; resources that came with a TTL are not kept. Close writes what is
 // pending before it returns.

@@ -431,3 +431,49 @@ func TestPersistNeverReplacesServerData(t *testing.T) {
 		}
 	})
 }
+
+// Watches with dynamic parameters are persisted each under its parameters:
+// a restarted client's watch with the same parameters gets its own
+// variant from disk, and a watch without them gets nothing.
+func TestPersistDynamicParameters(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		dir := t.TempDir()
+		fs, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(fs.Stop)
+		watch := func(c *client.Client, params map[string]string) *diskRecorder[*resources.Cluster] {
+			w := newDiskRecorder[*resources.Cluster]()
+			client.WatchWithOptions(c, resources.ClusterType, "C1", client.WatchOptions{DynamicParameters: params}, w)
+			return w
+		}
+		c := newPersistClient(t, fs.Address(), p, persistCfg{dir: dir})
+		e := &fakeEnv{t: t, fs: fs, c: c}
+		prod, dev := watch(c, dpProd), watch(c, dpDev)
+		e.waitLocators(p, 2)
+		e.respond(p, cdsURL, "n1",
+			testutils.WrapVariant("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "eds-prod")),
+			testutils.WrapVariant("C1", "v1", dpValue("env", "dev"), testutils.Cluster("C1", "eds-dev")))
+		e.replyTo(p, "n1")
+		prod.wantUpdateFrom(t, "C1", false)
+		dev.wantUpdateFrom(t, "C1", false)
+		c.Close()
+		addr := fs.Address()
+		fs.Stop()
+
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		c2 := newPersistClient(t, addr, p, persistCfg{dir: dir, clk: clk})
+		prod2, dev2, plain2 := watch(c2, dpProd), watch(c2, dpDev), watch(c2, nil)
+		clk.Advance(persistWait)
+		if got := prod2.wantUpdateFrom(t, "C1", true).EDSServiceName(); got != "eds-prod" {
+			t.Errorf("C1{env=prod} from disk: EDS name %q, want eds-prod", got)
+		}
+		if got := dev2.wantUpdateFrom(t, "C1", true).EDSServiceName(); got != "eds-dev" {
+			t.Errorf("C1{env=dev} from disk: EDS name %q, want eds-dev", got)
+		}
+		barrier(t, c2)
+		plain2.nonePastOutage(t)
+	})
+}
