@@ -27,17 +27,21 @@ const (
 	// FeatureXDSV3 asks for the v3 transport protocol. goxds speaks only v3,
 	// so the feature changes nothing; it is listed because generators write it.
 	FeatureXDSV3 = "xds_v3"
-	// FeatureIgnoreResourceDeletion tells the client to keep a Listener or
-	// Cluster that the server stops sending instead of dropping it (gRFC A53).
+	// FeatureIgnoreResourceDeletion asked the client to keep a Listener or
+	// Cluster that the server stops sending (gRFC A53). gRFC A88
+	// deprecates it: keeping it is now what the client does for every
+	// server not marked FeatureFailOnDataErrors, so the feature is parsed
+	// and changes nothing.
 	FeatureIgnoreResourceDeletion = "ignore_resource_deletion"
 	// FeatureTrustedXDSServer marks the server as trusted to send fields
 	// that affect security (gRFC A81).
 	FeatureTrustedXDSServer = "trusted_xds_server"
 	// FeatureFailOnDataErrors tells the client to drop what it holds of a
-	// resource when the server reports a data error for it (gRFC A88:
-	// resource_errors with NOT_FOUND or PERMISSION_DENIED): its watchers
-	// get a resource error instead of an ambient one. For servers that
-	// cannot be relied on to alert operators themselves.
+	// resource on a data error (gRFC A88): a NACK, the deletion of a
+	// Listener or Cluster, or resource_errors with NOT_FOUND or
+	// PERMISSION_DENIED. Its watchers then get a resource error instead of
+	// an ambient one. For servers that cannot be relied on to alert
+	// operators themselves.
 	FeatureFailOnDataErrors = "fail_on_data_errors"
 	// FeatureResourceTimerIsTransientFailure marks a server that reports
 	// missing resources itself (resource_errors): the does-not-exist timer
@@ -127,7 +131,8 @@ type TLSCreds struct {
 }
 
 // IgnoreResourceDeletion reports whether the server lists
-// FeatureIgnoreResourceDeletion.
+// FeatureIgnoreResourceDeletion, which the client no longer acts on (gRFC
+// A88).
 func (s ServerConfig) IgnoreResourceDeletion() bool {
 	return slices.Contains(s.ServerFeatures, FeatureIgnoreResourceDeletion)
 }

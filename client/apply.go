@@ -10,6 +10,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/transport"
 )
@@ -66,6 +67,9 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	var released []releasedServer
 	if !transportReport(r) {
 		released = c.preferLocked(s)
+		if !s.answered {
+			c.serverAnsweredLocked(s)
+		}
 	}
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
@@ -315,7 +319,8 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 	if (code == codes.NotFound || code == codes.PermissionDenied) && s.cfg.FailOnDataErrors() && had {
 		e.stopTTLTimer()
 		c.dropRawLocked(tc, e)
-		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.fromDisk = nil, "", nil, "", "", false
+		c.persistDirtyLocked(tc)
 	}
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
@@ -362,9 +367,10 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 			return e.rawErr
 		}
 		e.version = version
-		if e.status == StatusReceivedError {
-			// The server sends again what it had reported an error for:
-			// the error is over. Watchers hold this value already.
+		if e.status == StatusReceivedError || (e.status == StatusDoesNotExist && e.value != nil) {
+			// The server sends again what it had reported an error for,
+			// or deleted while the value was kept (gRFC A88): the error is
+			// over. Watchers hold this value already.
 			e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
 		}
 		c.applyTTLLocked(tc, e, it.env)
@@ -483,9 +489,10 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	raw := string(it.env.Body.GetValue())
 	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
 	tc.byRaw[raw] = e
-	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
+	e.value, e.version, e.rcvVersion, e.src, e.fromDisk = it.value, version, version, e.srv, false
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
 	c.applyTTLLocked(tc, e, it.env)
+	c.persistDirtyLocked(tc)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
 }
 
@@ -500,6 +507,14 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 		tc.byRaw[e.raw] = e
 	}
 	e.rawErr, e.rcvVersion, e.src = it.err, version, e.srv
+	if e.value != nil && e.srv.cfg.FailOnDataErrors() {
+		// gRFC A88: a NACK is a data error, and a server marked
+		// fail_on_data_errors cannot be trusted to have someone look into
+		// it: the last good value goes, and watchers get a resource error.
+		e.stopTTLTimer()
+		e.value, e.valueRaw, e.version, e.fromDisk = nil, "", "", false
+		c.persistDirtyLocked(tc)
+	}
 	c.markErrorLocked(tc, e, it.err, now)
 }
 
@@ -521,16 +536,47 @@ func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.
 // timer: the response may predate the request.
 func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now time.Time) {
 	for _, e := range tc.entries {
-		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() {
+		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() || e.fromDisk {
+			// A value from disk was not received in this run: like a
+			// name never received, it is left to its timer.
 			continue
 		}
-		if s.cfg.IgnoreResourceDeletion() {
-			c.logger.Warn("server omitted a resource; keeping it (ignore_resource_deletion)",
-				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
-			continue
-		}
-		c.deleteLocked(tc, e, s.deletedReason(), now)
+		c.serverDeletedLocked(s, tc, e, s.deletedReason(), now)
 	}
+}
+
+// serverDeletedLocked applies the server's deletion of e: omitted from a
+// SotW response of a whole-world type, or in a delta removed_resources.
+//
+// For Listeners and Clusters, gRFC A88 makes the deletion of a resource
+// the client holds a data error, like a NACK: by default the value stays
+// in force and watchers get an ambient error matching ErrResourceNotFound
+// (status DOES_NOT_EXIST, the value still in Dump and CSDS); only a server
+// marked fail_on_data_errors has the value dropped, and watchers a resource
+// error. ignore_resource_deletion (gRFC A53), which A88 deprecates, changes
+// nothing: its behaviour is now the default. A88 speaks of LDS and CDS
+// alone, the types whose deletion gRPC's SotW clients see; a delta
+// removal of another type (a RouteConfiguration, endpoints) still deletes,
+// as the protocol says, and a name nothing was held for is simply found not
+// to exist. Resource files (FILESYSTEM servers) are no control plane: a
+// resource taken out of its file was taken out by whoever keeps the files,
+// and is deleted.
+func (c *Client) serverDeletedLocked(s *server, tc *typeCache, e *entry, reason string, now time.Time) {
+	if e.value == nil || !tc.typ.AllResourcesRequiredInSotW() || s.cfg.FailOnDataErrors() || s.files() {
+		c.deleteLocked(tc, e, reason, now)
+		return
+	}
+	if e.status == StatusDoesNotExist {
+		return // told already: SotW omits it from every later response too
+	}
+	e.stopDNETimer()
+	cause := fmt.Errorf("%w: %s; keeping the last version (gRFC A88: the server is not marked %s)",
+		ErrResourceNotFound, reason, bootstrap.FeatureFailOnDataErrors)
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
+	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, cause, err, now
+	c.logger.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
+		"type", tc.typ.TypeURL(), "name", e.logName(), "reason", reason)
+	c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 }
 
 // deleteLocked records that e does not exist and tells its watchers.
@@ -538,7 +584,10 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropRawLocked(tc, e)
-	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints = nil, "", nil, "", "", nil
+	if e.value != nil {
+		c.persistDirtyLocked(tc)
+	}
+	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints, e.fromDisk = nil, "", nil, "", "", nil, false
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)

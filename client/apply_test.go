@@ -41,8 +41,10 @@ func (h *harness) watchAll(typ *resources.Type[*testValue], names ...string) map
 	return recs
 }
 
+// With fail_on_data_errors (gRFC A88), a Listener missing from a response
+// is deleted: its watchers get a resource error and the value goes.
 func TestSotWWholeWorldTypeMissingResourceIsDeleted(t *testing.T) {
-	h := newHarness(t, nil, Options{})
+	h := newHarness(t, testBootstrap(bootstrap.FeatureFailOnDataErrors), Options{})
 	w := h.watchAll(wholeWorldType, "L1", "L2")
 	if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a"), lis("L2", "a")); err != nil {
 		t.Fatal(err)
@@ -80,21 +82,58 @@ func TestSotWWholeWorldTypeNeverReceivedIsNotDeleted(t *testing.T) {
 	}
 }
 
-func TestIgnoreResourceDeletionKeepsOmittedResource(t *testing.T) {
-	h := newHarness(t, testBootstrap(bootstrap.FeatureIgnoreResourceDeletion), Options{})
-	w := h.watchAll(wholeWorldType, "L1", "L2")
-	if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a"), lis("L2", "a")); err != nil {
-		t.Fatal(err)
+// Without fail_on_data_errors, a Listener missing from a response is kept
+// (gRFC A88): its watchers get an ambient error, told once however often
+// the server omits it; the status is DOES_NOT_EXIST with the value; a
+// watcher that comes later gets the value, then the error; the resource
+// sent again, unchanged, ends the error without a new update.
+// ignore_resource_deletion, which A88 deprecates, makes no difference.
+func TestSotWWholeWorldDeletionKeptWithoutFailOnDataErrors(t *testing.T) {
+	for _, features := range [][]string{nil, {bootstrap.FeatureIgnoreResourceDeletion}} {
+		t.Run(fmt.Sprint(features), func(t *testing.T) {
+			h := newHarness(t, testBootstrap(features...), Options{})
+			w := h.watchAll(wholeWorldType, "L1", "L2")
+			if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a"), lis("L2", "a")); err != nil {
+				t.Fatal(err)
+			}
+			w["L1"].next(t)
+			w["L2"].next(t)
+			for _, v := range []string{"2", "3"} {
+				if err := h.sotw(resources.ListenerTypeURL, v, lis("L1", "a")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			w["L2"].wantError(t, "ambient-error", ErrResourceNotFound)
+			w["L2"].none(t)
+			w["L1"].none(t)
+			if st, _ := h.status(resources.ListenerTypeURL, "L2"); st.Status != StatusDoesNotExist || st.Value == nil {
+				t.Fatalf("L2 status %v value %v, want DOES_NOT_EXIST with the value kept", st.Status, st.Value)
+			}
+			if got := cacheStateOf(h.c, resources.ListenerTypeURL, "does_not_exist_but_cached"); got != 1 {
+				t.Fatalf("%d resources does_not_exist_but_cached, want 1", got)
+			}
+			late := newRecorder()
+			Watch(h.c, wholeWorldType, "L2", late)
+			late.wantUpdate(t, "L2", "a")
+			late.wantError(t, "ambient-error", ErrResourceNotFound)
+			if err := h.sotw(resources.ListenerTypeURL, "4", lis("L1", "a"), lis("L2", "a")); err != nil {
+				t.Fatal(err)
+			}
+			if st, _ := h.status(resources.ListenerTypeURL, "L2"); st.Status != StatusACKed || st.Value == nil {
+				t.Fatalf("L2 back: status %v, want ACKED", st.Status)
+			}
+			w["L2"].none(t)
+		})
 	}
-	w["L1"].next(t)
-	w["L2"].next(t)
-	if err := h.sotw(resources.ListenerTypeURL, "2", lis("L1", "a")); err != nil {
-		t.Fatal(err)
+}
+
+func cacheStateOf(c *Client, typeURL, state string) int {
+	for _, rc := range c.ResourceCounts() {
+		if rc.TypeURL == typeURL && rc.CacheState == state {
+			return rc.Count
+		}
 	}
-	w["L2"].none(t)
-	if st, _ := h.status(resources.ListenerTypeURL, "L2"); st.Status != StatusACKed || st.Value == nil {
-		t.Fatalf("L2 status %v, want kept ACKED", st.Status)
-	}
+	return 0
 }
 
 func TestSotWPartialTypeAbsenceIsNotDeletion(t *testing.T) {

@@ -142,7 +142,7 @@ func (c *Client) waitingLocked(a *authority) bool {
 }
 
 func waiting(e *entry) bool {
-	return len(e.watchers) > 0 && e.status == StatusRequested && !e.hasData()
+	return len(e.watchers) > 0 && e.status == StatusRequested && (!e.hasData() || e.fromDisk)
 }
 
 // fallBackLocked moves a from its current server, which failed without

@@ -200,6 +200,9 @@ type entry struct {
 	seenGen     uint64 // typeCache.gen of the last response naming it
 	dupGen      uint64 // typeCache.gen of the last response naming it twice
 	errGen      uint64 // typeCache.gen of a response with an error for it, until applied
+	// fromDisk: value was read from the persistence directory
+	// (Options.Persist), not received from a server in this run.
+	fromDisk bool
 	// canonical is the name of the resource this entry received under one
 	// of its aliases; "" for entries keyed by their own name.
 	canonical string
@@ -239,15 +242,19 @@ func (e *entry) stopTTLTimer() {
 
 // watcher is one watch, whatever the Go type its user sees.
 type watcher struct {
-	update   func(resources.Resource)
-	resErr   func(error)
-	ambErr   func(error)
-	canceled atomic.Bool
+	update func(resources.Resource)
+	// updateInfo, if set, replaces update: the watcher is an
+	// UpdateInfoWatcher.
+	updateInfo func(resources.Resource, UpdateInfo)
+	resErr     func(error)
+	ambErr     func(error)
+	canceled   atomic.Bool
 }
 
 // notification kinds.
 const (
 	notifyUpdate = iota
+	notifyUpdateFromDisk
 	notifyResourceError
 	notifyAmbientError
 )
@@ -281,7 +288,11 @@ func (w *watcher) deliver(kind int, v resources.Resource, err error) {
 		return
 	}
 	switch kind {
-	case notifyUpdate:
+	case notifyUpdate, notifyUpdateFromDisk:
+		if w.updateInfo != nil {
+			w.updateInfo(v, UpdateInfo{FromDisk: kind == notifyUpdateFromDisk})
+			return
+		}
 		w.update(v)
 	case notifyResourceError:
 		w.resErr(err)

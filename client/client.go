@@ -62,6 +62,10 @@ type Options struct {
 	// Tests of code that depends on those timers can pass a fake one
 	// (testutils.FakeClock) and move time on by hand.
 	Clock Clock
+	// Persist keeps the last accepted version of every watched resource
+	// on disk, to serve at start while the servers cannot be reached. The
+	// zero value persists nothing.
+	Persist PersistOptions
 }
 
 // Client is an xDS client: it subscribes to the resources its watchers
@@ -80,6 +84,7 @@ type Client struct {
 	params  map[string]string // Options.DynamicParameters
 	cbs     *serializer       // runs every watcher callback
 	closing chan struct{}     // closed once Close has closed every transport
+	persist *persister        // nil unless Options.Persist.Dir is set; its state is guarded by mu
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
@@ -150,6 +155,10 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	}
 	c.cbs = newSerializer()
 	c.closing = make(chan struct{})
+	if opts.Persist.Dir != "" {
+		c.persist = c.newPersister(opts.Persist)
+		c.startPersistWait()
+	}
 	return c, nil
 }
 
@@ -191,6 +200,7 @@ func (c *Client) Close() {
 			e.stopTimers()
 		}
 	}
+	c.stopPersistTimerLocked()
 	c.mu.Unlock()
 	// Safe from a callback: a transport's goroutines wait for the done of
 	// a response, which only a callback calls, no longer than the stream's
@@ -200,6 +210,9 @@ func (c *Client) Close() {
 	}
 	// Transports released by a switch back close the same way.
 	c.releasing.Wait()
+	// No response applies any more: the writer's last round has the last
+	// values.
+	c.closePersister()
 	close(c.closing)
 	c.cbs.close()
 }
@@ -225,6 +238,10 @@ type server struct {
 	// controlPlane is the identifier the server last gave in a response
 	// (control_plane), "" if none. Guarded by c.mu.
 	controlPlane string
+	// answered tells whether the server has sent a response since the
+	// client started: until then, what was persisted may be served for
+	// its resources (Options.Persist). Guarded by c.mu.
+	answered bool
 	// warnedIstiod is set once the istiod warning has been logged for this
 	// server (see istiodDeltaWarning). Guarded by c.mu.
 	warnedIstiod bool

@@ -72,12 +72,14 @@
 // [Watcher.Update] brings each new valid version. [Watcher.ResourceError]
 // says the resource cannot be used: it does not exist
 // ([ErrResourceNotFound]: not received within [Options].WatchExpiry of being
-// requested, deleted by the server, or its TTL expired), it was rejected and
-// no good version is held ([ErrResourceInvalid]), or the server cannot be
-// reached and nothing is cached ([ErrServerUnavailable]).
+// requested, deleted by the server while nothing valid was held or by a
+// server marked fail_on_data_errors, or its TTL expired), it was rejected
+// and no good version is held ([ErrResourceInvalid]), or the server cannot
+// be reached and nothing is cached ([ErrServerUnavailable]).
 // [Watcher.AmbientError] reports trouble that leaves the last good value in
-// force: a rejected update, an error the server reports for the resource,
-// or the server becoming unreachable. Following
+// force: a rejected update, the deletion of a Listener or Cluster, an error
+// the server reports for the resource, or the server becoming unreachable.
+// Following
 // gRFC A57, a stream that ends after delivering responses is routine (the
 // client reconnects, and nobody is told); a stream that fails without a
 // response makes the server unhealthy, which watchers are told once per
@@ -105,8 +107,21 @@
 // resource_timer_is_transient_failure feature the does-not-exist timer
 // runs twice [Options].WatchExpiry, and its expiry means the server is
 // slow: a resource error matching [ErrServerUnavailable], status
-// [StatusTimeout]. NACKs and deletions keep their behaviour above:
-// fail_on_data_errors does not change them.
+// [StatusTimeout].
+//
+// NACKs and the deletion of a Listener or Cluster are data errors too (gRFC
+// A88). By default the value held stays in force: a NACK is an ambient
+// error ([ErrResourceInvalid], [StatusNACKed]); so is a deletion, SotW
+// (missing from a response) or delta (in removed_resources), which matches
+// [ErrResourceNotFound], is told once, shows as [StatusDoesNotExist] with
+// the value in [Client.Dump] (does_not_exist_but_cached in
+// [Client.ResourceCounts]), and ends when the server sends the resource
+// again. A server marked fail_on_data_errors has the value dropped
+// instead, and watchers get a resource error. The ignore_resource_deletion
+// feature (gRFC A53), which A88 deprecates, changes nothing: keeping the
+// value is now the default. Deletion of other types (delta
+// removed_resources of a RouteConfiguration or endpoints), and of anything
+// from resource files, still deletes.
 //
 // The identifier a server gives in a response's control_plane is logged
 // when first given and when it changes, and is in
@@ -118,6 +133,51 @@
 // control_plane identifier of istiod's (releases up to early 2025 give it
 // on every type), a server_uri host of istiod's Service ("istiod…"), or a
 // bootstrap written by istio-agent (node metadata ISTIO_VERSION).
+//
+// # Last known good on disk
+//
+// With [Options].Persist set to a directory, the client keeps there the
+// last version it accepted of every resource it holds, so that a process
+// restarted while its servers are down still has its configuration (the
+// idea of Envoy's xds_resources_delegate). There is one file per resource
+// type ("envoy.config.cluster.v3.Cluster.lkg"), rewritten whole by a
+// goroutine of the client after changes, at most every 200 ms (changes
+// made meanwhile go together into the next round): written to a temporary
+// file, synced and renamed
+// over the old one, so a crash leaves the old file or the new. Each file
+// starts with the node id and the bootstrap's server URIs and ends with a
+// SHA-256 checksum. A resource watched with dynamic parameters is kept
+// under them, for the same watch after a restart (the constraints of the
+// variant are not kept). A resource that is deleted or whose data is dropped
+// leaves the file at the next write, and a type with nothing left has no
+// file; resources that came with a TTL are not kept. Close writes what is
+// pending before it returns.
+//
+// At start the client reads the directory. A file that is unreadable,
+// corrupt (its checksum fails), written for another node, for servers none
+// of which is in the bootstrap, of an unknown type, or stale (older than
+// [PersistOptions].MaxAge) is ignored, with a warning naming the file and
+// why; so is a resource of a server not in the
+// bootstrap, or one that no longer decodes. If, [PersistOptions].Wait after
+// New, the server of a watched resource has not answered once, the
+// watchers get the persisted value, decoded and validated as if the server
+// had sent it, and flagged as coming from disk: watchers that implement
+// [UpdateInfoWatcher] (or set [WatcherFuncs].OnUpdateWithInfo) get
+// [UpdateInfo].FromDisk, and [Client.Dump] shows [ResourceStatus].FromDisk
+// with status [StatusRequested] (REQUESTED in CSDS, with the value). A
+// watch made later, while the server still has not answered, gets the
+// persisted value at once. A file never replaces what a server sent:
+// once a server has answered, its persisted resources are no longer used.
+//
+// The server's word replaces the persisted value: the resource sent (an
+// update without the flag, even with the same bytes; a delta stream does
+// not list persisted values in initial_resource_versions, so that the
+// server sends them), deleted, or reported in error. The does-not-exist
+// timer does not report a persisted resource missing while its server has
+// not answered; once it has, a persisted resource not sent within
+// [Options].WatchExpiry of the request is dropped as not existing. A SotW
+// Listener or Cluster response does not delete a persisted resource for
+// its absence: like a name never received, it is left to that timer.
 //
 // # Logs
 //
@@ -153,9 +213,10 @@
 // # Rules applied to responses
 //
 // For Listener and Cluster (whole-world types), a SotW response lists every
-// resource: one received before and now missing is deleted, unless the
-// server has the ignore_resource_deletion feature. A name never received is
-// left to its does-not-exist timer. For other types absence means nothing.
+// resource: one received before and now missing is deleted (which, with
+// the value kept unless the server is marked fail_on_data_errors, is an
+// ambient error: see gRFC A88 above). A name never received is left to its
+// does-not-exist timer. For other types absence means nothing.
 // Delta responses delete only what removed_resources names. Resources
 // nobody asked for are ignored (and not decoded when their name is known
 // without decoding). A name twice in one response, a body whose type_url

@@ -42,6 +42,10 @@ type ResourceStatus struct {
 	LastUpdated time.Time
 	// Watchers counts the named watchers of the resource.
 	Watchers int
+	// FromDisk: Value was read from the persistence directory
+	// (Options.Persist) and no server has sent the resource since the
+	// client started. Status is then StatusRequested.
+	FromDisk bool
 }
 
 // Node returns the node the client identifies itself with.
@@ -73,6 +77,7 @@ func (c *Client) Dump() []ResourceStatus {
 				// ControlPlane: the server's latest; a held value from an
 				// earlier instance is still that server's data.
 				ControlPlane: from.controlPlane,
+				FromDisk:     e.fromDisk,
 			}
 			if e.value != nil {
 				st.Value = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.valueRaw)}

@@ -11,7 +11,9 @@ import (
 var (
 	// ErrResourceNotFound: the server does not have the resource. It never
 	// arrived before the does-not-exist timer fired, the server deleted it,
-	// or its TTL expired.
+	// or its TTL expired. A Listener or Cluster the server deletes while
+	// the client holds it is, by default, kept: the error then comes as an
+	// ambient one (gRFC A88).
 	ErrResourceNotFound = errors.New("resource does not exist")
 	// ErrResourceInvalid: the server sent the resource, but it failed to
 	// decode or validate, and was NACKed.

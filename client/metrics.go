@@ -70,6 +70,9 @@ func (c *Client) ResourceCounts() []ResourceCount {
 func cacheState(e *entry) string {
 	switch e.status {
 	case StatusDoesNotExist:
+		if e.value != nil {
+			return "does_not_exist_but_cached" // a deletion kept (gRFC A88)
+		}
 		return "does_not_exist"
 	case StatusACKed:
 		return "acked"

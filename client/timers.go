@@ -26,7 +26,8 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 	}
 	for _, name := range names {
 		e := tc.entries[name]
-		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || e.hasData() || len(e.watchers) == 0 {
+		// A value from disk is no answer of the server: its timer runs.
+		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || len(e.watchers) == 0 {
 			continue
 		}
 		c.startDNETimerLocked(tc, e)
@@ -41,6 +42,21 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 	}
 	e.dneTimer = nil
 	expiry := c.expiryOf(e.srv)
+	if e.fromDisk {
+		if !e.srv.answered || e.srv.cfg.ResourceTimerIsTransientFailure() {
+			// Connected but silent, or slow: the persisted value is the
+			// best there is, and silence says nothing of it. The timer
+			// runs again, so that a server that answers and still does
+			// not send it is found out.
+			c.startDNETimerLocked(tc, e)
+			return
+		}
+		// The server answers, and has not sent it: it is gone.
+		c.logger.Info("resource does not exist: not received in time; dropping its value from disk",
+			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
+		c.deleteLocked(tc, e, fmt.Sprintf("not received within %v of the request", expiry), c.clock.Now())
+		return
+	}
 	if e.srv.cfg.ResourceTimerIsTransientFailure() {
 		// gRFC A88: this server reports missing resources itself, so
 		// silence means it is slow, not that the resource is missing. The
@@ -207,7 +223,9 @@ func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 	out := make(map[string]string)
 	for name, e := range tc.entries {
 		// Only what came from s: versions are the server's own.
-		if e.srv == s && e.src == s && e.value != nil {
+		// Not what was read from disk: the server must send it, so that
+		// watchers learn the server's version.
+		if e.srv == s && e.src == s && e.value != nil && !e.fromDisk {
 			out[name] = e.version
 		}
 	}

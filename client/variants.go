@@ -81,7 +81,9 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 // the plain entry, and from those with dynamic parameters that hold it or
 // nothing yet (the server does not have what they asked for). A
 // removed_resource_names entry with constraints removes the variant with
-// exactly those from the entries holding it.
+// exactly those from the entries holding it. A removal of a Listener or
+// Cluster held is a data error (gRFC A88, serverDeletedLocked): kept unless
+// the server is marked fail_on_data_errors.
 func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Response, gen uint64, now time.Time) (errs []error) {
 	for _, name := range r.Removed {
 		if hasNUL(name) {
@@ -90,7 +92,7 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
 			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
-				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
+				c.serverDeletedLocked(s, tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
 		for _, e := range c.entriesOfLocked(tc, name) {
@@ -101,7 +103,7 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 				errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
 				continue
 			}
-			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
+			c.serverDeletedLocked(s, tc, e, "removed by the "+s.sourceName(), now)
 		}
 	}
 	for _, rn := range r.RemovedVariants {
@@ -118,7 +120,7 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 					name, resources.ConstraintsString(e.constraints)))
 				continue
 			}
-			c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
+			c.serverDeletedLocked(s, tc, e, "removed by the "+s.sourceName(), now)
 		}
 	}
 	return errs

@@ -27,16 +27,31 @@ type Watcher[T resources.Resource] interface {
 	// The error is an *Error naming the resource.
 	ResourceError(err error)
 	// AmbientError reports trouble that leaves the last good value in
-	// force: a rejected update, or a lost stream.
+	// force: a rejected update, a Listener or Cluster deleted by the
+	// server (gRFC A88, unless the server is marked fail_on_data_errors),
+	// an error the server reports, or a lost stream.
 	AmbientError(err error)
 }
 
 // WatcherFuncs adapts functions to a Watcher. Nil functions ignore their
 // events.
 type WatcherFuncs[T resources.Resource] struct {
-	OnUpdate        func(T)
-	OnResourceError func(error)
-	OnAmbientError  func(error)
+	OnUpdate func(T)
+	// OnUpdateWithInfo, if set, is called for updates instead of
+	// OnUpdate, with where the update comes from.
+	OnUpdateWithInfo func(T, UpdateInfo)
+	OnResourceError  func(error)
+	OnAmbientError   func(error)
+}
+
+// UpdateWithInfo implements UpdateInfoWatcher: OnUpdateWithInfo, or else
+// OnUpdate.
+func (f WatcherFuncs[T]) UpdateWithInfo(v T, info UpdateInfo) {
+	if f.OnUpdateWithInfo != nil {
+		f.OnUpdateWithInfo(v, info)
+		return
+	}
+	f.Update(v)
 }
 
 // Update implements Watcher.
@@ -89,25 +104,41 @@ type WatchOptions struct {
 // WatchWithOptions is Watch with options for this watch. The parameters
 // are copied; the caller may reuse the map.
 func WatchWithOptions[T resources.Resource](c *Client, typ *resources.Type[T], name string, opts WatchOptions, w Watcher[T]) (cancel func()) {
-	return c.watch(typ.TypeURL(), name, opts, &watcher{
+	convert := func(v resources.Resource) (T, bool) {
+		t, ok := v.(T)
+		if !ok {
+			w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
+				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
+		}
+		return t, ok
+	}
+	iw := &watcher{
 		update: func(v resources.Resource) {
-			t, ok := v.(T)
-			if !ok {
-				w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
-					Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
-				return
+			if t, ok := convert(v); ok {
+				w.Update(t)
 			}
-			w.Update(t)
 		},
 		resErr: w.ResourceError,
 		ambErr: w.AmbientError,
-	})
+	}
+	if uw, ok := w.(UpdateInfoWatcher[T]); ok {
+		iw.updateInfo = func(v resources.Resource, info UpdateInfo) {
+			if t, ok := convert(v); ok {
+				uw.UpdateWithInfo(t, info)
+			}
+		}
+	}
+	return c.watch(typ.TypeURL(), name, opts, iw)
 }
 
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	return c.watch(typeURL, name, WatchOptions{}, &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError})
+	iw := &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError}
+	if uw, ok := w.(UpdateInfoWatcher[resources.Resource]); ok {
+		iw.updateInfo = uw.UpdateWithInfo
+	}
+	return c.watch(typeURL, name, WatchOptions{}, iw)
 }
 
 // watchParams merges the client's default dynamic parameters with a
@@ -192,7 +223,15 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 		// replay below then finds the new server, not yet failed.
 		c.fallBackLocked(a, s.unreachable)
 	}
+	if c.serveFromDiskLocked(tc, e) {
+		// Told to every watcher of e, w among them.
+		return c.cancelFunc(tc, e, w)
+	}
 	c.replayLocked(tc, e, w)
+	return c.cancelFunc(tc, e, w)
+}
+
+func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
 	return sync.OnceFunc(func() {
 		w.canceled.Store(true)
 		c.unwatch(tc, e, w)
@@ -206,8 +245,11 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 	}
 	switch {
 	case e.value != nil:
-		v := e.value
-		c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+		v, kind := e.value, notifyUpdate
+		if e.fromDisk {
+			kind = notifyUpdateFromDisk
+		}
+		c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		switch {
 		case e.reported != nil:
 			err := e.reported
@@ -309,13 +351,17 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 		if s := a.current(); s.unreachable != nil {
 			c.fallBackLocked(a, s.unreachable) // as for a named watch
 		}
+		c.serveWildcardFromDiskLocked(tc)
 	}
 	ww := tc.wildcard
 	ww.watchers[w] = struct{}{}
 	for _, e := range tc.entries {
 		if e.srv == ww.srv && e.value != nil {
-			v := e.value
-			c.cbs.schedule(func() { w.deliver(notifyUpdate, v, nil) })
+			v, kind := e.value, notifyUpdate
+			if e.fromDisk {
+				kind = notifyUpdateFromDisk
+			}
+			c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		}
 	}
 	return sync.OnceFunc(func() {

@@ -216,11 +216,12 @@ func TestWildcardWatch(t *testing.T) {
 	if u := h.nextSubs(); !reflect.DeepEqual(u.add, []string{"A"}) {
 		t.Fatalf("subscription change %+v, want add [A]", u)
 	}
-	// B leaves the world: the wildcard watcher is told.
+	// B leaves the world: the wildcard watcher is told (an ambient error:
+	// the value stays, gRFC A88).
 	if err := h.sotw(resources.ListenerTypeURL, "2", lis("A", "1")); err != nil {
 		t.Fatal(err)
 	}
-	if xe := ww.wantError(t, "resource-error", ErrResourceNotFound); xe.Name != "B" {
+	if xe := ww.wantError(t, "ambient-error", ErrResourceNotFound); xe.Name != "B" {
 		t.Fatalf("deletion reported for %q, want B", xe.Name)
 	}
 	// Cancelling the wildcard keeps A (named) and unsubscribes "*".

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -193,11 +195,11 @@ func TestRouteSwitchUnderLoad(t *testing.T) {
 	t.Logf("%d RPCs under load through two route switches, none failed", n)
 }
 
-// A deleted listener fails RPCs with a status that says so; restored, they
-// succeed again.
+// A deleted listener (from a server marked fail_on_data_errors: gRFC A88)
+// fails RPCs with a status that says so; restored, they succeed again.
 func TestListenerDeletedAndRestored(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWithFeatures(t, grpcxds.Options{}, bootstrap.FeatureFailOnDataErrors)
 	a := startBackend(t, "a")
 	res := tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a))
 	e.update(res)

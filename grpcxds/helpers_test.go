@@ -171,6 +171,15 @@ func newEnv(t *testing.T) *env {
 // ClientOptions it fills in.
 func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
 	t.Helper()
+	return newEnvWithFeatures(t, opts)
+}
+
+// newEnvWithFeatures is newEnvWith with the server's server_features in the
+// bootstrap: bootstrap.FeatureFailOnDataErrors for a server whose deletions
+// drop what the client holds (gRFC A88; without it a deleted Listener or
+// Cluster stays in force).
+func newEnvWithFeatures(t *testing.T, opts grpcxds.Options, features ...string) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
@@ -178,7 +187,7 @@ func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(ms.Stop)
-	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: nodeID}))
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: nodeID, ServerFeatures: features}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
 )
@@ -23,7 +24,8 @@ import (
 func TestLogsDecisionsAndFailures(t *testing.T) {
 	t.Parallel()
 	logger, sink := newLogSink()
-	e := newEnvWith(t, grpcxds.Options{FailoverTimeout: 100 * time.Millisecond, Logger: logger})
+	// fail_on_data_errors: the listener's deletion drops it (gRFC A88).
+	e := newEnvWithFeatures(t, grpcxds.Options{FailoverTimeout: 100 * time.Millisecond, Logger: logger}, bootstrap.FeatureFailOnDataErrors)
 	silent := blackHole(t)
 	p1 := startBackend(t, "p1")
 	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), testutils.Endpoints("A", []testutils.EndpointSpec{

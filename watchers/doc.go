@@ -29,7 +29,8 @@
 //
 //   - Only when every part is resolved or known to be in error. A cluster
 //     that does not exist (not received within the client's WatchExpiry,
-//     deleted, or rejected) is in the snapshot with its Err set; it never
+//     deleted by a server marked fail_on_data_errors, or rejected) is in
+//     the snapshot with its Err set; it never
 //     stalls the tree and is never just absent. The listener or route
 //     configuration itself being unusable, or no virtual host matching,
 //     is reported to [TreeWatcher.ResourceError] instead.

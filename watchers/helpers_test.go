@@ -122,7 +122,9 @@ type env struct {
 	c    *client.Client
 }
 
-func newEnv(t *testing.T, v variant, expiry time.Duration) *env {
+// newEnv starts a management server and a client of it; features are the
+// server's server_features in the client's bootstrap.
+func newEnv(t *testing.T, v variant, expiry time.Duration, features ...string) *env {
 	t.Helper()
 	subs := newSubsLog()
 	ms, err := testutils.StartManagementServer(subs.hooks(testutils.ManagementServerOptions{Linear: v.linear, ADS: v.adsCache}))
@@ -131,16 +133,22 @@ func newEnv(t *testing.T, v variant, expiry time.Duration) *env {
 	}
 	t.Cleanup(ms.Stop)
 	e := &env{t: t, v: v, ms: ms, subs: subs}
-	e.c = newClient(t, ms.Address(), v, expiry)
+	e.c = newClient(t, ms.Address(), v, expiry, features...)
 	return e
 }
 
-func newClient(t *testing.T, addr string, v variant, expiry time.Duration) *client.Client {
+// failOnDataErrors marks a server whose deletions drop what the client
+// holds (gRFC A88); without it a deleted Listener or Cluster is kept, and
+// its watchers get an ambient error.
+const failOnDataErrors = bootstrap.FeatureFailOnDataErrors
+
+func newClient(t *testing.T, addr string, v variant, expiry time.Duration, features ...string) *client.Client {
 	t.Helper()
 	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
-		ServerURI: addr,
-		APIType:   v.apiType,
-		NodeID:    nodeID,
+		ServerURI:      addr,
+		APIType:        v.apiType,
+		NodeID:         nodeID,
+		ServerFeatures: features,
 	}))
 	if err != nil {
 		t.Fatal(err)

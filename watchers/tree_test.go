@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -234,12 +235,13 @@ func without(res testutils.Resources, cluster string) testutils.Resources {
 	return res
 }
 
-// A cluster deleted while a route still names it becomes that cluster's
-// error, the others keep their ClusterConfig pointers, and its endpoints
-// are unsubscribed; when it comes back, so does its entry.
+// A cluster deleted (by a server marked fail_on_data_errors: gRFC A88) while
+// a route still names it becomes that cluster's error, the others keep
+// their ClusterConfig pointers, and its endpoints are unsubscribed; when it
+// comes back, so does its entry.
 func TestClusterDeleted(t *testing.T) {
 	forEachServerVariant(t, func(t *testing.T, v variant) {
-		e := newEnv(t, v, longExpiry)
+		e := newEnv(t, v, longExpiry, failOnDataErrors)
 		full := simpleTree("svc", "svc-route", "a", "b")
 		e.update(full)
 		r, _ := e.watch("svc", watchers.TreeOptions{})
@@ -271,11 +273,36 @@ func TestClusterDeleted(t *testing.T) {
 	})
 }
 
-// The listener or route config going away breaks the tree, and every
-// subscription below the listener is dropped; its return restores it.
-func TestListenerDeletedAndBack(t *testing.T) {
+// Without fail_on_data_errors (gRFC A88) a deleted cluster is kept: the
+// tree is told by an ambient error naming it, the snapshot in force stays,
+// and nothing is unsubscribed.
+func TestClusterDeletedKeptWithoutFailOnDataErrors(t *testing.T) {
 	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
+		full := simpleTree("svc", "svc-route", "a", "b")
+		e.update(full)
+		r, _ := e.watch("svc", watchers.TreeOptions{})
+		r.nextUpdate()
+
+		without := simpleTree("svc", "svc-route", "a", "b")
+		without.Clusters = without.Clusters[:1]
+		e.update(without)
+		ev := r.next()
+		if !errors.Is(ev.ambErr, client.ErrResourceNotFound) || !strings.Contains(ev.ambErr.Error(), `"b"`) {
+			t.Fatalf("got %v after cluster b's deletion, want an AmbientError naming b", ev)
+		}
+		e.subs.waitNames(t, edsURL, "a", "b")
+		barrier(t, e.c)
+		r.noMore()
+	})
+}
+
+// The listener or route config going away (from a server marked
+// fail_on_data_errors: gRFC A88) breaks the tree, and every subscription
+// below the listener is dropped; its return restores it.
+func TestListenerDeletedAndBack(t *testing.T) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
+		e := newEnv(t, v, longExpiry, failOnDataErrors)
 		full := simpleTree("svc", "svc-route", "a")
 		e.update(full)
 		r, _ := e.watch("svc", watchers.TreeOptions{})

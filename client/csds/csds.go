@@ -75,6 +75,11 @@ func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 		if !st.LastUpdated.IsZero() {
 			g.LastUpdated = timestamppb.New(st.LastUpdated)
 		}
+		// A value served from disk (client.Options.Persist, st.FromDisk)
+		// is REQUESTED with its xds_config: no server has sent it since
+		// the client started, which is what REQUESTED says, and CSDS has
+		// no status for "held from an earlier run". ACKED would claim an
+		// answer no server gave; the config shows what is in force.
 		if !opts.ExcludeResourceContents {
 			g.XdsConfig = st.Value
 		}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
@@ -91,7 +92,8 @@ func TestDeltaSubscribeAndUnsubscribe(t *testing.T) {
 func TestDeltaWildcardAddAndRemove(t *testing.T) {
 	forEachProtocol(t, deltaProtocols, func(t *testing.T, delta protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, delta, config{})
+		// fail_on_data_errors: removed means dropped (gRFC A88).
+		e := newFakeEnv(t, delta, config{features: []string{bootstrap.FeatureFailOnDataErrors}})
 		ww := newRecorder[*resources.Cluster]()
 		cancel := client.WatchCluster(e.c, resources.Wildcard, ww)
 		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{Node: wantNode, TypeUrl: cdsURL})
@@ -118,7 +120,8 @@ func TestDeltaWildcardAddAndRemove(t *testing.T) {
 func TestDeltaRemovedResourcesAreDeletedAtOnce(t *testing.T) {
 	forEachProtocol(t, deltaProtocols, func(t *testing.T, delta protocol) {
 		t.Parallel()
-		e, w1 := deltaClusterEnv(t, delta, config{expiry: noExpiry})
+		// fail_on_data_errors: removed means dropped (gRFC A88).
+		e, w1 := deltaClusterEnv(t, delta, config{expiry: noExpiry, features: []string{bootstrap.FeatureFailOnDataErrors}})
 		w2 := newRecorder[*resources.Cluster]()
 		client.WatchCluster(e.c, "C2", w2)
 		e.deltaReq()

@@ -272,11 +272,13 @@ func TestDynamicParametersTwoMatchingVariantsNACK(t *testing.T) {
 
 // Delta removal: removed_resource_names removes the variant with those
 // constraints, from the watches holding it only; a plain name removes the
-// variant without constraints, and leaves constrained ones alone.
+// variant without constraints, and leaves constrained ones alone. (The
+// server is marked fail_on_data_errors: a removal then drops what is held,
+// gRFC A88.)
 func TestDynamicParametersDeltaRemoval(t *testing.T) {
 	forEachProtocol(t, deltaProtocols, func(t *testing.T, p protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, p, config{})
+		e := newFakeEnv(t, p, config{features: failOnDataErrors}) // removed means dropped (gRFC A88)
 		wPlain, _ := watchC1(e.c, nil)
 		wProd, _ := watchC1(e.c, dpProd)
 		wDev, _ := watchC1(e.c, dpDev)
@@ -303,11 +305,12 @@ func TestDynamicParametersDeltaRemoval(t *testing.T) {
 }
 
 // SotW, whole-world types: a response's variants replace the previous
-// ones; a watch no variant matches any more has lost its resource.
+// ones; a watch no variant matches any more has lost its resource (the
+// server is marked fail_on_data_errors: gRFC A88).
 func TestDynamicParametersSotWVariantsReplace(t *testing.T) {
 	forEachProtocol(t, sotwProtocols, func(t *testing.T, p protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, p, config{})
+		e := newFakeEnv(t, p, config{features: failOnDataErrors}) // deleted means dropped (gRFC A88)
 		wProd, _ := watchC1(e.c, dpProd)
 		wDev, _ := watchC1(e.c, dpDev)
 		e.waitLocators(p, 2)

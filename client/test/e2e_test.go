@@ -8,6 +8,7 @@ import (
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
@@ -257,12 +258,17 @@ func TestE2EWatchNameOfAnsweredType(t *testing.T) {
 	})
 }
 
+// failOnDataErrors marks a server fail_on_data_errors: what it deletes or
+// what the client rejects is dropped, not kept (gRFC A88).
+var failOnDataErrors = []string{bootstrap.FeatureFailOnDataErrors}
+
 // A deleted Listener or Cluster is reported as not existing on every
-// variant. A deleted ClusterLoadAssignment is reported over delta only:
-// SotW has no way to say so, and leaves it to the Cluster's deletion.
+// variant, with fail_on_data_errors. A deleted ClusterLoadAssignment is
+// reported over delta only: SotW has no way to say so, and leaves it to the
+// Cluster's deletion.
 func TestE2EDelete(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, v variant) {
-		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		e := newE2E(t, v, config{features: failOnDataErrors}, testutils.ManagementServerOptions{}, svc(1001))
 		tr := watchTree(e.c)
 		tr.l.wantUpdate(t, "svc")
 		tr.r.wantUpdate(t, "svc-route")
@@ -295,6 +301,54 @@ func TestE2EDelete(t *testing.T) {
 	})
 }
 
+// Without fail_on_data_errors, gRFC A88: a deleted Listener or Cluster is
+// kept, its watchers told by an ambient error (ErrResourceNotFound), the
+// dump DOES_NOT_EXIST with the value; back unchanged, it is ACKED again
+// without a new update. Endpoints removed over delta are deleted all the
+// same (A88 speaks of LDS and CDS). Resource files are exempt: what is
+// taken out of a file is deleted (TestE2EDelete/files).
+func TestE2EDeleteKeptWithoutFailOnDataErrors(t *testing.T) {
+	forVariants(t, variantsExcept("files"), func(t *testing.T, v variant) {
+		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		tr := watchTree(e.c)
+		tr.l.wantUpdate(t, "svc")
+		tr.r.wantUpdate(t, "svc-route")
+		tr.c.wantUpdate(t, "svc-cluster")
+		tr.e.wantUpdate(t, "svc-cluster")
+
+		rs := svc(1001)
+		rs.Clusters, rs.Endpoints = nil, nil
+		e.update(rs)
+		tr.c.wantError(t, "ambient-error", client.ErrResourceNotFound, "svc-cluster")
+		if v.p.delta {
+			tr.e.wantNotFound(t, "svc-cluster")
+		}
+		rs.Listeners = nil
+		e.update(rs)
+		tr.l.wantError(t, "ambient-error", client.ErrResourceNotFound, "svc")
+		barrier(t, e.c)
+		tr.none(t)
+		for _, k := range []struct{ typeURL, name string }{{ldsURL, "svc"}, {cdsURL, "svc-cluster"}} {
+			if st, _ := status(e.c, k.typeURL, k.name); st.Status != client.StatusDoesNotExist || st.Value == nil {
+				t.Fatalf("%s after its deletion: %v, value %v; want DOES_NOT_EXIST with the value", k.name, st.Status, st.Value != nil)
+			}
+		}
+
+		e.update(svc(1001))
+		if v.p.delta {
+			tr.e.wantUpdate(t, "svc-cluster")
+		}
+		waitFor(t, "the listener and cluster ACKED again", func() bool {
+			l, _ := status(e.c, ldsURL, "svc")
+			c, _ := status(e.c, cdsURL, "svc-cluster")
+			return l.Status == client.StatusACKed && c.Status == client.StatusACKed
+		})
+		barrier(t, e.c)
+		tr.l.none(t)
+		tr.c.none(t)
+	})
+}
+
 // A name the server does not have is reported missing by the timer (on
 // delta, go-control-plane does not answer it at all), and delivered when it
 // appears. Not on sotw-ads-cache: in ADS mode go-control-plane's snapshot
@@ -323,7 +377,7 @@ func TestE2EDoesNotExist(t *testing.T) {
 // resubscribes, and converges on the new state.
 func TestE2EServerRestartWithChangedResources(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, v variant) {
-		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, svc(1001))
+		e := newE2E(t, v, config{features: failOnDataErrors}, testutils.ManagementServerOptions{}, svc(1001)) // deletions drop (gRFC A88)
 		tr := watchTree(e.c)
 		tr.l.wantUpdate(t, "svc")
 		tr.r.wantUpdate(t, "svc-route")
@@ -359,7 +413,7 @@ func TestE2EServerRestartWithChangedResources(t *testing.T) {
 func TestE2EWildcard(t *testing.T) {
 	forEachVariant(t, func(t *testing.T, v variant) {
 		rs := testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: []string{"a", "b"}})
-		e := newE2E(t, v, config{}, testutils.ManagementServerOptions{}, rs)
+		e := newE2E(t, v, config{features: failOnDataErrors}, testutils.ManagementServerOptions{}, rs) // deletions drop (gRFC A88)
 		lw := newRecorder[*resources.Listener]()
 		client.WatchListener(e.c, resources.Wildcard, lw)
 		lw.wantUpdate(t, "svc")

@@ -164,7 +164,8 @@ func TestFaultServerRestartWithChangesAndDeletions(t *testing.T) {
 			checkLeaks(t)
 			before := testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: []string{"a", "b"}, Ports: []uint32{1001}})
 			before.Listeners = append(before.Listeners, testutils.Listener("extra", "svc-route"))
-			e := newE2E(t, variant{name: p.name, p: p}, config{}, testutils.ManagementServerOptions{}, before)
+			// fail_on_data_errors: deleted means dropped (gRFC A88).
+			e := newE2E(t, variant{name: p.name, p: p}, config{features: failOnDataErrors}, testutils.ManagementServerOptions{}, before)
 			ls := map[string]*recorder[*resources.Listener]{"svc": newRecorder[*resources.Listener](), "extra": newRecorder[*resources.Listener]()}
 			cs := map[string]*recorder[*resources.Cluster]{"a": newRecorder[*resources.Cluster](), "b": newRecorder[*resources.Cluster]()}
 			es := map[string]*recorder[*resources.Endpoints]{"a": newRecorder[*resources.Endpoints](), "b": newRecorder[*resources.Endpoints]()}

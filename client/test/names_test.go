@@ -103,8 +103,10 @@ func TestXDSTPWatchCanonicalServerScrambled(t *testing.T) {
 		}
 		e.sendDelta(testutils.DeltaResponse(cdsURL, "n2", []string{xdstpPrefix + "%63%31?b=2&a=1&"}))
 		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL, ResponseNonce: "n2"})
-		w.wantNotFound(t, canonicalC1)
-		w2.wantNotFound(t, canonicalC1)
+		// The removal found the entry: its watchers are told (an ambient
+		// error, the value kept: gRFC A88).
+		w.wantError(t, "ambient-error", client.ErrResourceNotFound, canonicalC1)
+		w2.wantError(t, "ambient-error", client.ErrResourceNotFound, canonicalC1)
 	})
 }
 

@@ -2,6 +2,7 @@ package test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -225,7 +226,7 @@ func TestSotWWrappedResourceIsUnwrapped(t *testing.T) {
 func TestSotWWholeWorldDeletionVersusPartialAbsence(t *testing.T) {
 	forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, sotw, config{})
+		e := newFakeEnv(t, sotw, config{features: []string{bootstrap.FeatureFailOnDataErrors}}) // deleted means dropped (gRFC A88)
 		l1, l2 := newRecorder[*resources.Listener](), newRecorder[*resources.Listener]()
 		r1, r2 := newRecorder[*resources.RouteConfig](), newRecorder[*resources.RouteConfig]()
 		client.WatchListener(e.c, "L1", l1)
@@ -265,28 +266,38 @@ func TestSotWWholeWorldDeletionVersusPartialAbsence(t *testing.T) {
 	})
 }
 
-// With ignore_resource_deletion, a Listener missing from a response is kept.
-func TestSotWIgnoreResourceDeletion(t *testing.T) {
-	forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
-		t.Parallel()
-		e := newFakeEnv(t, sotw, config{features: []string{bootstrap.FeatureIgnoreResourceDeletion}})
-		w := newRecorder[*resources.Listener]()
-		client.WatchListener(e.c, "L1", w)
-		client.WatchListener(e.c, "L2", newRecorder[*resources.Listener]())
-		e.reqsNaming(map[string][]string{ldsURL: {"L1", "L2"}})
-		e.send(sotwResp(ldsURL, "1", testutils.Listener("L1", "R1"), testutils.Listener("L2", "R2")))
-		e.req()
-		w.wantUpdate(t, "L1")
-		e.send(sotwResp(ldsURL, "2", testutils.Listener("L2", "R2")))
-		e.send(sotwResp(ldsURL, "3"))
-		e.req()
-		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, VersionInfo: "3", ResourceNames: []string{"L1", "L2"}, ResponseNonce: "n3"})
-		barrier(t, e.c)
-		w.none(t)
-		if st, _ := status(e.c, ldsURL, "L1"); st.Status != client.StatusACKed || st.Value == nil {
-			t.Fatalf("L1 dump %+v, want kept", st)
-		}
-	})
+// gRFC A88: without fail_on_data_errors, a Listener the server deletes is
+// kept. Its watchers get an ambient error (ErrResourceNotFound) once,
+// however often the server omits it; it is DOES_NOT_EXIST with its value in
+// the dump; every response is ACKed. ignore_resource_deletion (gRFC A53,
+// deprecated by A88) changes nothing.
+func TestSotWDeletionKeptWithoutFailOnDataErrors(t *testing.T) {
+	t.Parallel()
+	for _, features := range [][]string{nil, {bootstrap.FeatureIgnoreResourceDeletion}} {
+		t.Run(fmt.Sprint(features), func(t *testing.T) {
+			forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
+				t.Parallel()
+				e := newFakeEnv(t, sotw, config{features: features})
+				w := newRecorder[*resources.Listener]()
+				client.WatchListener(e.c, "L1", w)
+				client.WatchListener(e.c, "L2", newRecorder[*resources.Listener]())
+				e.reqsNaming(map[string][]string{ldsURL: {"L1", "L2"}})
+				e.send(sotwResp(ldsURL, "1", testutils.Listener("L1", "R1"), testutils.Listener("L2", "R2")))
+				e.req()
+				w.wantUpdate(t, "L1")
+				e.send(sotwResp(ldsURL, "2", testutils.Listener("L2", "R2")))
+				e.send(sotwResp(ldsURL, "3"))
+				e.req()
+				wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, VersionInfo: "3", ResourceNames: []string{"L1", "L2"}, ResponseNonce: "n3"})
+				w.wantError(t, "ambient-error", client.ErrResourceNotFound, "L1")
+				barrier(t, e.c)
+				w.none(t)
+				if st, _ := status(e.c, ldsURL, "L1"); st.Status != client.StatusDoesNotExist || st.Value == nil {
+					t.Fatalf("L1 dump %+v, want DOES_NOT_EXIST with the value kept", st)
+				}
+			})
+		})
+	}
 }
 
 // The wildcard alone is the legacy form, an empty list, which every server
@@ -296,7 +307,7 @@ func TestSotWIgnoreResourceDeletion(t *testing.T) {
 func TestSotWWildcard(t *testing.T) {
 	forEachProtocol(t, sotwProtocols, func(t *testing.T, sotw protocol) {
 		t.Parallel()
-		e := newFakeEnv(t, sotw, config{})
+		e := newFakeEnv(t, sotw, config{features: []string{bootstrap.FeatureFailOnDataErrors}}) // deleted means dropped (gRFC A88)
 		ww := newRecorder[*resources.Cluster]()
 		cancelWild := client.WatchCluster(e.c, resources.Wildcard, ww)
 		wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{Node: wantNode, TypeUrl: cdsURL})

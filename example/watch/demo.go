@@ -157,10 +157,14 @@ func runDemo(ctx context.Context, o options, stdout io.Writer, logger *slog.Logg
 	if o.delta {
 		apiType = testutils.APITypeDelta
 	}
+	// fail_on_data_errors: the script deletes a cluster to show what that
+	// does to the tree; without it the client would keep the cluster and
+	// only report the deletion (gRFC A88).
 	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
-		ServerURI: ms.Address(),
-		APIType:   apiType,
-		NodeID:    demoNode,
+		ServerURI:      ms.Address(),
+		APIType:        apiType,
+		NodeID:         demoNode,
+		ServerFeatures: []string{bootstrap.FeatureFailOnDataErrors},
 	}))
 	if err != nil {
 		return err
