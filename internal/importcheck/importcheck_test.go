@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
 	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
+	"xdsserver": {"watchers", "client", "resources", "bootstrap"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"testutils": nil,        // anything
 	"example":   nil,
