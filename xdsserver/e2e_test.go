@@ -2,15 +2,21 @@ package xdsserver_test
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/xdsserver"
 )
@@ -136,5 +142,60 @@ func TestListenerChangeDrainsOldConnections(t *testing.T) {
 	}
 	if err := call(e.ctx, conn, sayBye); err != nil {
 		t.Errorf("new version: %v", err)
+	}
+}
+
+func TestNotServingUntilRouteConfigurationArrives(t *testing.T) {
+	rdsAsked := make(chan struct{})
+	var once sync.Once
+	e := newEnvWith(t, testutils.ManagementServerOptions{
+		OnStreamRequest: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
+			if req.GetTypeUrl() == resources.RouteConfigTypeURL && slices.Contains(req.GetResourceNames(), "server-routes") {
+				once.Do(func() { close(rdsAsked) })
+			}
+			return nil
+		},
+	})
+	lis := e.serverListener(nil, serverRoutes())
+	setRDS(lis, "server-routes")
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
+	select {
+	case <-rdsAsked:
+	case <-e.ctx.Done():
+		t.Fatal("the server never asked for its route configuration")
+	}
+	// The Listener is held but its routes are not: connections are closed.
+	conn := e.dial()
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	if err := call(ctx, conn, sayHello); status.Code(err) != codes.Unavailable {
+		t.Errorf("without routes: %v, want UNAVAILABLE", err)
+	}
+	select {
+	case m := <-e.modes:
+		t.Fatalf("serving mode %v before the route configuration arrived", m.Mode)
+	default:
+	}
+
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}, Routes: []*routev3.RouteConfiguration{serverRoutes()}})
+	e.waitMode(xdsserver.ServingModeServing)
+	if err := call(e.ctx, conn, sayHello, waitForReady); err != nil {
+		t.Fatalf("with routes: %v", err)
+	}
+
+	// A new route configuration applies to the open connection: SayHello
+	// now forwards, which a server refuses.
+	rc := serverRoutes()
+	rc.VirtualHosts[0].Routes = rc.VirtualHosts[0].Routes[2:] // only Forward
+	rc.VirtualHosts[0].Routes[0].Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}, Routes: []*routev3.RouteConfiguration{rc}})
+	for {
+		err := call(e.ctx, conn, sayHello)
+		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "not non_forwarding_action") {
+			break
+		}
+		if err != nil {
+			t.Fatalf("during the route change: %v, want OK then UNAVAILABLE", err)
+		}
 	}
 }

@@ -83,9 +83,14 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, testutils.ManagementServerOptions{})
+}
+
+func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(msOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,3 +250,18 @@ func cidr(addr string, bits uint32) *corev3.CidrRange {
 // waitForReady makes an RPC wait through the channel's reconnection
 // backoff instead of failing at once.
 var waitForReady = grpc.WaitForReady(true)
+
+// setRDS makes the Listener's connection manager fetch route configuration
+// name over RDS instead of carrying its routes inline.
+func setRDS(l *listenerv3.Listener, name string) {
+	f := l.FilterChains[0].Filters[0]
+	hcm := new(hcmv3.HttpConnectionManager)
+	if err := f.GetTypedConfig().UnmarshalTo(hcm); err != nil {
+		panic(err)
+	}
+	hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_Rds{Rds: &hcmv3.Rds{
+		ConfigSource:    &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Ads{Ads: &corev3.AggregatedConfigSource{}}},
+		RouteConfigName: name,
+	}}
+	f.ConfigType = &listenerv3.Filter_TypedConfig{TypedConfig: testutils.MarshalAny(hcm)}
+}
