@@ -36,8 +36,11 @@ type Config struct {
 	// JSON: server_listener_resource_name_template.
 	ServerListenerResourceNameTemplate string
 	// CertificateProviders maps an instance name to a certificate provider
-	// plugin config. They are kept for callers and not interpreted.
-	// JSON: certificate_providers.
+	// plugin config (gRFC A29). The config of a plugin registered with
+	// grpc-go's certprovider package ("file_watcher" always is) is checked
+	// by the plugin's parser when the bootstrap is validated; entries of
+	// other plugins are kept and count as undefined, as in gRPC. Build them
+	// with CertificateProviderConfig. JSON: certificate_providers.
 	CertificateProviders map[string]CertificateProvider
 }
 
@@ -56,7 +59,7 @@ type Authority struct {
 	Servers []ServerConfig
 }
 
-// CertificateProvider is one entry of certificate_providers, kept as written.
+// CertificateProvider is one entry of certificate_providers, as written.
 type CertificateProvider struct {
 	// PluginName names the plugin, e.g. "file_watcher". JSON: plugin_name.
 	PluginName string
@@ -100,9 +103,8 @@ func (c *Config) validate() error {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.CertificateProviders)) {
-		cfg := c.CertificateProviders[name].Config
-		if len(cfg) > 0 && !json.Valid(cfg) {
-			return fieldErrorf(member(mapKey("certificate_providers", name), "config"), "not valid JSON")
+		if err := validateCertProvider(c.CertificateProviders[name], mapKey("certificate_providers", name)); err != nil {
+			return err
 		}
 	}
 	return nil

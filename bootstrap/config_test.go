@@ -24,7 +24,7 @@ func TestValidateGoConfig(t *testing.T) {
 				"a": {ClientListenerResourceNameTemplate: "xdstp://a/l/%s", Servers: []bootstrap.ServerConfig{insecureServer("a:443")}},
 				"b": {},
 			},
-			CertificateProviders: map[string]bootstrap.CertificateProvider{"p": {PluginName: "file_watcher", Config: []byte(`{}`)}},
+			CertificateProviders: map[string]bootstrap.CertificateProvider{"p": {PluginName: "file_watcher", Config: []byte(`{"ca_certificate_file":"/ca.pem"}`)}},
 		}
 	}
 	tests := []struct {
@@ -95,7 +95,7 @@ func TestServerKey(t *testing.T) {
 	base := func() bootstrap.ServerConfig {
 		return bootstrap.ServerConfig{
 			ServerURI:      "xds:443",
-			ChannelCreds:   []bootstrap.ChannelCreds{{Type: "google_default"}, {Type: "tls", TLS: &bootstrap.TLSCreds{CACertificateFile: "/ca"}}},
+			ChannelCreds:   []bootstrap.ChannelCreds{{Type: "mystery"}, {Type: "tls", TLS: &bootstrap.TLSCreds{CACertificateFile: "/ca"}}},
 			ServerFeatures: []string{"xds_v3", "ignore_resource_deletion"},
 		}
 	}
@@ -138,7 +138,7 @@ func TestServerKey(t *testing.T) {
 		})
 	}
 	parsed, err := bootstrap.Parse([]byte(`{"xds_servers": [{"server_uri": "xds:443",
-		"channel_creds": [{"type": "google_default"}, {"type": "tls", "config": {"ca_certificate_file": "/ca"}}],
+		"channel_creds": [{"type": "mystery"}, {"type": "tls", "config": {"ca_certificate_file": "/ca"}}],
 		"server_features": ["xds_v3", "ignore_resource_deletion"]}]}`))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -11,35 +12,121 @@ import (
 )
 
 // TransportCredentials builds the gRPC transport credentials of the selected
-// channel_creds entry: plaintext for "insecure"; for "tls", a TLS client
-// config whose roots come from CACertificateFile (the system roots when it is
-// empty) and whose client certificate comes from CertificateFile and
-// PrivateKeyFile when they are set.
+// channel_creds entry once: plaintext for "insecure"; for "tls", a TLS
+// client config whose roots come from CACertificateFile (the system roots
+// when it is empty) and whose client certificate comes from CertificateFile
+// and PrivateKeyFile when they are set, read now and not again. A
+// "google_default" entry is an error: it needs per-call credentials too.
+// ChannelCredentials is what a long-lived channel should use.
 //
-// The files are read on every call, so calling it again picks up rotated
-// files. Errors name the file that could not be used.
+// Errors name the file that could not be used.
 func (s ServerConfig) TransportCredentials() (credentials.TransportCredentials, error) {
 	i := s.selectedCreds()
 	if i < 0 {
 		return nil, fmt.Errorf("bootstrap: server %q: channel_creds: %s", s.ServerURI, noSupportedCreds(s.ChannelCreds))
 	}
 	c := s.ChannelCreds[i]
-	if c.Type == CredsInsecure {
+	switch c.Type {
+	case CredsInsecure:
 		return insecure.NewCredentials(), nil
+	case CredsGoogleDefault:
+		return nil, fmt.Errorf("bootstrap: server %q: channel_creds[%d]: %s needs per-call credentials: use ChannelCredentials", s.ServerURI, i, c.Type)
 	}
+	cfg, _, err := s.tlsClientConfig(i)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.NewTLS(cfg), nil
+}
+
+// tlsClientConfig reads the "tls" entry i of s into a TLS client config.
+func (s ServerConfig) tlsClientConfig(i int) (*tls.Config, TLSCreds, error) {
 	path := index("channel_creds", i)
-	t, err := c.tlsCreds(path)
+	t, err := s.ChannelCreds[i].tlsCreds(path)
 	if err == nil {
 		err = t.validate(member(path, "config"))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
+		return nil, t, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
 	}
 	cfg, err := t.clientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
+		return nil, t, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
 	}
-	return credentials.NewTLS(cfg), nil
+	return cfg, t, nil
+}
+
+// ChannelCredentials are what a gRPC channel to a management server needs,
+// made from the server's selected channel_creds entry by
+// [ServerConfig.ChannelCredentials].
+type ChannelCredentials struct {
+	// Transport secures the connection (dial option
+	// grpc.WithTransportCredentials).
+	Transport credentials.TransportCredentials
+	// PerRPC, when not nil, adds credentials to every call (dial option
+	// grpc.WithPerRPCCredentials): google_default's OAuth tokens.
+	PerRPC credentials.PerRPCCredentials
+
+	close func() // releases the file watcher of "tls"; nil if none
+}
+
+// Close releases what the credentials hold: the goroutine that re-reads
+// the files of "tls" credentials. Call it once the channel that uses them
+// is closed. It is safe on nil and idempotent.
+func (c *ChannelCredentials) Close() {
+	if c == nil || c.close == nil {
+		return
+	}
+	c.close()
+	c.close = nil
+}
+
+// ChannelCredentials builds the credentials of the selected channel_creds
+// entry, for a channel that lives long:
+//   - "insecure": plaintext.
+//   - "tls" (gRFC A65): TLS with roots from ca_certificate_file (the
+//     system's when unset) and, when set, the client certificate of
+//     certificate_file and private_key_file. The files are read again every
+//     refresh_interval (ten minutes by default), so a rotated certificate
+//     is used by the next connection; files that are missing or hold no
+//     usable certificate are an error now.
+//   - "google_default" (gRFC A27): TLS, with OAuth tokens of Google's
+//     application default credentials on every call. Where there are none
+//     (no GOOGLE_APPLICATION_CREDENTIALS, no gcloud login, not on Google
+//     Cloud) the error says so: this is where a Traffic Director bootstrap
+//     used off Google Cloud fails, not when it is read.
+//
+// The result must be closed after the channel.
+func (s ServerConfig) ChannelCredentials() (*ChannelCredentials, error) {
+	i := s.selectedCreds()
+	if i < 0 {
+		return nil, fmt.Errorf("bootstrap: server %q: channel_creds: %s", s.ServerURI, noSupportedCreds(s.ChannelCreds))
+	}
+	switch s.ChannelCreds[i].Type {
+	case CredsInsecure:
+		return &ChannelCredentials{Transport: insecure.NewCredentials()}, nil
+	case CredsGoogleDefault:
+		tc, rpc, err := googleDefaultCredentials(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("bootstrap: server %q: channel_creds[%d]: %s: %w", s.ServerURI, i, CredsGoogleDefault, err)
+		}
+		return &ChannelCredentials{Transport: tc, PerRPC: rpc}, nil
+	}
+	// Reading the files once now turns a bad file into an error here,
+	// naming it, instead of handshakes that wait for a certificate the
+	// file watcher never finds.
+	cfg, t, err := s.tlsClientConfig(i)
+	if err != nil {
+		return nil, err
+	}
+	if t.CACertificateFile == "" && t.CertificateFile == "" {
+		return &ChannelCredentials{Transport: credentials.NewTLS(cfg)}, nil // system roots, no file to watch
+	}
+	tc, closeFn, err := t.refreshingCredentials()
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap: server %q: channel_creds[%d]: %w", s.ServerURI, i, err)
+	}
+	return &ChannelCredentials{Transport: tc, close: closeFn}, nil
 }
 
 // clientConfig reads the files of t into a TLS client config.
@@ -82,13 +169,13 @@ func (t TLSCreds) validate(path string) error {
 // noSupportedCreds explains why no entry of creds could be selected.
 func noSupportedCreds(creds []ChannelCreds) string {
 	if len(creds) == 0 {
-		return fmt.Sprintf("must list at least one of %q, %q", CredsInsecure, CredsTLS)
+		return fmt.Sprintf("must list at least one of %q, %q, %q", CredsInsecure, CredsTLS, CredsGoogleDefault)
 	}
 	types := make([]string, len(creds))
 	for i, c := range creds {
 		types[i] = c.Type
 	}
-	return fmt.Sprintf("no supported type in %q (supported: %q, %q)", types, CredsInsecure, CredsTLS)
+	return fmt.Sprintf("no supported type in %q (supported: %q, %q, %q)", types, CredsInsecure, CredsTLS, CredsGoogleDefault)
 }
 
 // TLSConfig builds the TLS client config of the selected channel_creds
@@ -100,20 +187,12 @@ func (s ServerConfig) TLSConfig() (*tls.Config, error) {
 	if i < 0 {
 		return nil, fmt.Errorf("bootstrap: server %q: channel_creds: %s", s.ServerURI, noSupportedCreds(s.ChannelCreds))
 	}
-	c := s.ChannelCreds[i]
-	if c.Type == CredsInsecure {
+	switch c := s.ChannelCreds[i]; c.Type {
+	case CredsInsecure:
 		return nil, nil
+	case CredsGoogleDefault:
+		return nil, fmt.Errorf("bootstrap: server %q: channel_creds[%d]: %s is for gRPC channels only", s.ServerURI, i, c.Type)
 	}
-	path := index("channel_creds", i)
-	t, err := c.tlsCreds(path)
-	if err == nil {
-		err = t.validate(member(path, "config"))
-	}
-	if err == nil {
-		var cfg *tls.Config
-		if cfg, err = t.clientConfig(); err == nil {
-			return cfg, nil
-		}
-	}
-	return nil, fmt.Errorf("bootstrap: server %q: %w", s.ServerURI, err)
+	cfg, _, err := s.tlsClientConfig(i)
+	return cfg, err
 }

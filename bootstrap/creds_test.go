@@ -172,15 +172,15 @@ func TestTransportCredentials(t *testing.T) {
 		{name: "insecure", protocol: "insecure", server: bootstrap.ServerConfig{
 			ServerURI: "s:1", ChannelCreds: []bootstrap.ChannelCreds{{Type: "insecure"}}}},
 		{name: "unsupported skipped", protocol: "insecure", server: bootstrap.ServerConfig{
-			ServerURI: "s:1", ChannelCreds: []bootstrap.ChannelCreds{{Type: "google_default"}, {Type: "insecure"}, {Type: "tls"}}}},
+			ServerURI: "s:1", ChannelCreds: []bootstrap.ChannelCreds{{Type: "mystery"}, {Type: "insecure"}, {Type: "tls"}}}},
 		{name: "tls with system roots", protocol: "tls", server: tlsServer(bootstrap.TLSCreds{})},
 		{name: "tls from raw config", protocol: "tls", server: bootstrap.ServerConfig{ServerURI: "s:1",
 			ChannelCreds: []bootstrap.ChannelCreds{{Type: "tls", Config: []byte(`{"ca_certificate_file":"` + p.caFile + `"}`)}}}},
 		{name: "tls ca only", protocol: "tls", server: tlsServer(bootstrap.TLSCreds{CACertificateFile: p.caFile})},
 		{name: "tls client cert only", protocol: "tls", server: tlsServer(bootstrap.TLSCreds{CertificateFile: p.certFile, PrivateKeyFile: p.keyFile})},
 		{name: "none supported", server: bootstrap.ServerConfig{ServerURI: "s:1",
-			ChannelCreds: []bootstrap.ChannelCreds{{Type: "google_default"}}},
-			wantErr: []string{`"s:1"`, "channel_creds", "google_default"}},
+			ChannelCreds: []bootstrap.ChannelCreds{{Type: "mystery"}}},
+			wantErr: []string{`"s:1"`, "channel_creds", "mystery"}},
 		{name: "missing ca file", server: tlsServer(bootstrap.TLSCreds{CACertificateFile: missing}),
 			wantErr: []string{"ca_certificate_file", missing}},
 		{name: "ca file without certificates", server: tlsServer(bootstrap.TLSCreds{CACertificateFile: garbage}),
@@ -225,9 +225,9 @@ func TestSelectedCreds(t *testing.T) {
 		want  string
 	}{
 		{"first supported", []bootstrap.ChannelCreds{{Type: "tls"}, {Type: "insecure"}}, "tls"},
-		{"unsupported skipped", []bootstrap.ChannelCreds{{Type: "google_default"}, {Type: ""}, {Type: "insecure"}}, "insecure"},
+		{"unsupported skipped", []bootstrap.ChannelCreds{{Type: "mystery"}, {Type: ""}, {Type: "insecure"}}, "insecure"},
 		{"case matters", []bootstrap.ChannelCreds{{Type: "TLS"}, {Type: "insecure"}}, "insecure"},
-		{"none supported", []bootstrap.ChannelCreds{{Type: "google_default"}}, ""},
+		{"none supported", []bootstrap.ChannelCreds{{Type: "mystery"}}, ""},
 		{"empty", nil, ""},
 	}
 	for _, tt := range tests {

@@ -35,11 +35,38 @@
 // and the others as fallbacks, as gRFC A71 says (package client has the
 // rules). Each server must have a
 // server_uri and at least one channel_creds entry of a supported type,
-// "insecure" or "tls"; the first supported entry is used and unsupported ones
-// (such as "google_default") are skipped. The other top-level fields are node,
+// "insecure", "tls" or "google_default"; the first supported entry is used
+// and unsupported ones are skipped. The other top-level fields are node,
 // authorities, client_default_listener_resource_name_template,
 // server_listener_resource_name_template and certificate_providers; see the
 // fields of [Config].
+//
+// # Credentials and certificates
+//
+// [ServerConfig.ChannelCredentials] builds what a channel to a management
+// server needs:
+//
+//   - "tls" (gRFC A65): ca_certificate_file, certificate_file,
+//     private_key_file and refresh_interval. Files that cannot be opened
+//     are reported by [Load] and [FromEnv], naming the field; the files are
+//     watched by grpc-go's file_watcher (pemfile) and re-read every
+//     refresh_interval, so rotated certificates are used by new
+//     connections without a restart.
+//   - "google_default" (gRFC A27): TLS and OAuth tokens of Google's
+//     application default credentials. A Traffic Director bootstrap is read
+//     on any machine; where there are no such credentials the error comes
+//     when the first connection is made, and says so.
+//
+// certificate_providers (gRFC A29) maps instance names to plugins of
+// grpc-go's certprovider package. A registered plugin's config is parsed by
+// the plugin when the bootstrap is read, so a bad file_watcher config fails
+// the load:
+//
+//	bootstrap: certificate_providers["p"].config: plugin "file_watcher": pemfile: at least one credential file needs to be specified
+//
+// An unregistered plugin is ignored, as gRPC ignores it; a cluster naming
+// its instance fails (see [Config.CertificateProviderConfig] and
+// [ErrUnknownCertificateProvider]).
 //
 // Unknown fields are ignored, as gRPC ignores them. Anything else that is
 // wrong, a JSON type included, is an error naming the field by its JSON path,

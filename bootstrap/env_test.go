@@ -44,7 +44,7 @@ func TestLoad(t *testing.T) {
 }
 
 func tlsJSON(config string) string {
-	return `{"xds_servers": [{"server_uri": "xds:443", "channel_creds": [{"type": "google_default"}, {"type": "tls", "config": ` + config + `}]}]}`
+	return `{"xds_servers": [{"server_uri": "xds:443", "channel_creds": [{"type": "mystery"}, {"type": "tls", "config": ` + config + `}]}]}`
 }
 
 // A TLS file that cannot be opened fails Load, naming the field; Parse, which

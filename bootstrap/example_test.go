@@ -11,7 +11,7 @@ func ExampleParse() {
 	cfg, err := bootstrap.Parse([]byte(`{
 	  "xds_servers": [{
 	    "server_uri": "xds.example.com:443",
-	    "channel_creds": [{"type": "google_default"}, {"type": "insecure"}],
+	    "channel_creds": [{"type": "mystery"}, {"type": "insecure"}],
 	    "server_features": ["xds_v3", "ignore_resource_deletion"],
 	    "api_type": "AGGREGATED_DELTA_GRPC"
 	  }],

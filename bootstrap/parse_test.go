@@ -68,7 +68,7 @@ func TestParseValid(t *testing.T) {
 					t.Errorf("RefreshInterval = %v", got)
 				}
 			}},
-		{"unsupported creds skipped", withCreds(`[{"type": "google_default"}, {"type": "insecure"}, {"type": "tls"}]`),
+		{"unsupported creds skipped", withCreds(`[{"type": "mystery"}, {"type": "insecure"}, {"type": "tls"}]`),
 			func(t *testing.T, c *bootstrap.Config) {
 				s := c.Servers[0]
 				if s.SelectedCreds().Type != "insecure" || len(s.ChannelCreds) != 3 {
@@ -81,7 +81,7 @@ func TestParseValid(t *testing.T) {
 					t.Errorf("kept config = %s", got)
 				}
 			}},
-		{"unsupported creds config kept compacted", withCreds(`[{"type": "google_default", "config": { "a" : 1 }}, {"type": "insecure"}]`),
+		{"unsupported creds config kept compacted", withCreds(`[{"type": "mystery", "config": { "a" : 1 }}, {"type": "insecure"}]`),
 			func(t *testing.T, c *bootstrap.Config) {
 				if got := string(c.Servers[0].ChannelCreds[0].Config); got != `{"a":1}` {
 					t.Errorf("kept config = %s", got)
@@ -175,10 +175,10 @@ func TestParseValid(t *testing.T) {
 				}
 			}},
 		{"certificate providers", withServer(`, "certificate_providers": {
-			"default": {"plugin_name": "file_watcher", "config": { "certificate_file": "/c.pem" }}}`),
+			"default": {"plugin_name": "file_watcher", "config": { "certificate_file": "/c.pem", "private_key_file": "/k.pem" }}}`),
 			func(t *testing.T, c *bootstrap.Config) {
 				p := c.CertificateProviders["default"]
-				if p.PluginName != "file_watcher" || string(p.Config) != `{"certificate_file":"/c.pem"}` {
+				if p.PluginName != "file_watcher" || string(p.Config) != `{"certificate_file":"/c.pem","private_key_file":"/k.pem"}` {
 					t.Errorf("provider = %+v (config %s)", p, p.Config)
 				}
 			}},
@@ -231,14 +231,14 @@ func TestParseInvalid(t *testing.T) {
 		{"channel_creds empty", withCreds(`[]`), "xds_servers[0].channel_creds: must list at least one of"},
 		{"insecure config a number", withCreds(`[{"type": "insecure", "config": 5}]`),
 			"xds_servers[0].channel_creds[0].config: must be a JSON object, got number"},
-		{"tls config a string", withCreds(`[{"type": "google_default"}, {"type": "tls", "config": "ca.pem"}]`),
+		{"tls config a string", withCreds(`[{"type": "mystery"}, {"type": "tls", "config": "ca.pem"}]`),
 			"xds_servers[0].channel_creds[1].config: must be a JSON object, got string"},
-		{"channel_creds none supported", withCreds(`[{"type": "google_default"}, {"type": "mtls"}]`),
-			`xds_servers[0].channel_creds: no supported type in ["google_default" "mtls"]`},
+		{"channel_creds none supported", withCreds(`[{"type": "mystery"}, {"type": "mtls"}]`),
+			`xds_servers[0].channel_creds: no supported type in ["mystery" "mtls"]`},
 		{"channel_creds object", withCreds(`{"type": "insecure"}`), "xds_servers[0].channel_creds: must be a JSON array, got object"},
 		{"channel_creds entry string", withCreds(`["insecure"]`), "xds_servers[0].channel_creds[0]: must be a JSON object, got string"},
 		{"creds type number", withCreds(`[{"type": 1}]`), "xds_servers[0].channel_creds[0].type: must be a string, got number"},
-		{"tls config array", withCreds(`[{"type": "google_default"}, {"type": "tls", "config": []}]`),
+		{"tls config array", withCreds(`[{"type": "mystery"}, {"type": "tls", "config": []}]`),
 			"xds_servers[0].channel_creds[1].config: must be a JSON object, got array"},
 		{"tls cert without key", withCreds(`[{"type": "tls", "config": {"certificate_file": "/c"}}]`),
 			"xds_servers[0].channel_creds[0].config.private_key_file: must be set when certificate_file is set"},

@@ -14,6 +14,11 @@ import (
 const (
 	CredsInsecure = "insecure" // plaintext; no config
 	CredsTLS      = "tls"      // TLS, configured by a [TLSCreds] (gRFC A65)
+	// CredsGoogleDefault is TLS with Google's application default
+	// credentials as OAuth tokens on each call (gRFC A27), what Traffic
+	// Director bootstraps ask for; no config. The credentials are looked
+	// up when the first connection is made, not when the bootstrap is read.
+	CredsGoogleDefault = "google_default"
 )
 
 // Server features the xDS client acts on. Others are kept in
@@ -49,7 +54,8 @@ type ServerConfig struct {
 	// "trafficdirector.googleapis.com:443". JSON: server_uri. Required.
 	ServerURI string
 	// ChannelCreds lists the credentials the server accepts, in order of
-	// preference; the first whose Type is CredsInsecure or CredsTLS is used
+	// preference; the first whose Type is CredsInsecure, CredsTLS or
+	// CredsGoogleDefault is used
 	// (see SelectedCreds). JSON: channel_creds. At least one must be usable.
 	ChannelCreds []ChannelCreds
 	// ServerFeatures lists the features of the server, such as
@@ -85,8 +91,8 @@ type ServerConfig struct {
 
 // ChannelCreds is one entry of a server's channel_creds list.
 type ChannelCreds struct {
-	// Type names the kind of credentials: CredsInsecure, CredsTLS, or a type
-	// this package does not support (such as "google_default"), which is
+	// Type names the kind of credentials: CredsInsecure, CredsTLS,
+	// CredsGoogleDefault, or a type this package does not support, which is
 	// skipped when choosing. JSON: type.
 	Type string
 	// Config is the entry's config as written in the JSON, compacted, or nil
@@ -112,11 +118,11 @@ type TLSCreds struct {
 	// JSON: certificate_file, private_key_file.
 	CertificateFile string
 	PrivateKeyFile  string
-	// RefreshInterval is how often the files should be read again; zero
-	// means unset (gRPC's default is ten minutes). JSON: refresh_interval,
-	// a protobuf Duration string such as "600s". This package reads the
-	// files each time TransportCredentials is called and does not act on
-	// this value itself.
+	// RefreshInterval is how often the files are read again by the
+	// credentials ChannelCredentials builds, so that rotated files are used
+	// by the next connection without a restart; zero means gRPC's default,
+	// ten minutes. JSON: refresh_interval, a protobuf Duration string such
+	// as "600s".
 	RefreshInterval time.Duration
 }
 
@@ -160,7 +166,7 @@ func (s ServerConfig) selectedCreds() int {
 // selectCreds returns the index of the first entry of a supported type, or -1.
 func selectCreds(creds []ChannelCreds) int {
 	return slices.IndexFunc(creds, func(c ChannelCreds) bool {
-		return c.Type == CredsInsecure || c.Type == CredsTLS
+		return c.Type == CredsInsecure || c.Type == CredsTLS || c.Type == CredsGoogleDefault
 	})
 }
 
@@ -207,8 +213,8 @@ func (s ServerConfig) credsKey() []string {
 		return []string{"none"}
 	}
 	c := s.ChannelCreds[i]
-	if c.Type == CredsInsecure {
-		return []string{CredsInsecure}
+	if c.Type == CredsInsecure || c.Type == CredsGoogleDefault {
+		return []string{c.Type}
 	}
 	t, err := c.tlsCreds("")
 	if err != nil {

@@ -112,7 +112,7 @@ func TestValidateSourceFields(t *testing.T) {
 		}, "xds_servers[0].api_type_per_type: applies only to gRPC servers, not REST"},
 		{"files", fileServer, func(*bootstrap.ServerConfig) {}, ""},
 		{"files with creds of any kind", fileServer, func(s *bootstrap.ServerConfig) {
-			s.ChannelCreds = []bootstrap.ChannelCreds{{Type: "google_default"}}
+			s.ChannelCreds = []bootstrap.ChannelCreds{{Type: "mystery"}}
 		}, ""},
 		{"files none named", fileServer, func(s *bootstrap.ServerConfig) { s.ResourceFiles = nil },
 			"xds_servers[0].resource_files: must name at least one file"},

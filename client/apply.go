@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/resources"
@@ -97,7 +98,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 // (transport.reportUnservable) from one a server sent: no nonce, no
 // version, nothing but resource errors.
 func transportReport(r *transport.Response) bool {
-	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed) == 0
+	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed)+len(r.RemovedVariants) == 0
 }
 
 // received is one resource of a response, identified and, if it changed,
@@ -142,27 +143,56 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// the number of entries, none can be absent from the response.
 	seen := 0
 
+	// firstVariant and variantDup serve responses with variants (dynamic
+	// parameters): the constraints of the variant that first matched an
+	// entry, and the error when a second one matches it too.
+	var firstVariant map[*entry]*discoveryv3.DynamicParameterConstraints
+	var variantDup map[*entry]error
+	add := func(it received, variant bool) {
+		if it.entry == nil && !variant {
+			it.entry = tc.entries[it.name]
+		}
+		if e := it.entry; e != nil {
+			if e.seenGen == gen {
+				e.dupGen = gen
+				if prev := firstVariant[e]; variant && (prev != nil || it.env.Constraints != nil) && variantDup[e] == nil {
+					if variantDup == nil {
+						variantDup = make(map[*entry]error)
+					}
+					variantDup[e] = fmt.Errorf("resource %q: variants with constraints %s and %s both match the subscription with dynamic parameters %s",
+						e.name, resources.ConstraintsString(prev), resources.ConstraintsString(it.env.Constraints), formatParams(e.params))
+				}
+			} else {
+				seen++
+				if variant {
+					if firstVariant == nil {
+						firstVariant = make(map[*entry]*discoveryv3.DynamicParameterConstraints)
+					}
+					firstVariant[e] = it.env.Constraints
+				}
+			}
+			e.seenGen = gen
+		} else {
+			if fresh == nil {
+				fresh = make(map[string]int)
+			}
+			fresh[it.name]++
+		}
+		items = append(items, it)
+	}
 	identify := func(env resources.Envelope, err error) {
 		if err == nil {
 			it := c.identifyLocked(s, tc, env)
 			if it.name != "" {
-				if it.entry == nil {
-					it.entry = tc.entries[it.name]
-				}
-				if e := it.entry; e != nil {
-					if e.seenGen == gen {
-						e.dupGen = gen
-					} else {
-						seen++
+				if it.env.Constraints != nil || tc.variants[it.name] != nil {
+					// Variants: each entry of the name whose parameters
+					// the constraints match gets it (variants.go).
+					for _, vit := range c.variantItemsLocked(s, tc, it) {
+						add(vit, true)
 					}
-					e.seenGen = gen
-				} else {
-					if fresh == nil {
-						fresh = make(map[string]int)
-					}
-					fresh[it.name]++
+					return
 				}
-				items = append(items, it)
+				add(it, false)
 				return
 			}
 			err = it.err
@@ -188,17 +218,27 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		it := &items[i]
 		e := it.entry // nil only for a name without an entry: a fresh one is made below, once
 		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
-			if !reportedDup[it.name] {
-				reportedDup[it.name] = true
-				errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
+			dupKey := it.name
+			if e != nil {
+				dupKey = e.key
+			}
+			if !reportedDup[dupKey] {
+				reportedDup[dupKey] = true
+				cause := errors.New("named more than once in one response")
+				if err := variantDup[e]; err != nil {
+					errs = append(errs, err)
+					cause = errors.New("two variants in one response match its dynamic parameters")
+				} else {
+					errs = append(errs, fmt.Errorf("resource %q appears more than once in the response", it.name))
+				}
 				if e != nil && e.srv == s {
-					c.markErrorLocked(tc, e, errors.New("named more than once in one response"), now)
+					c.markErrorLocked(tc, e, cause, now)
 				}
 			}
 			continue
 		}
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
-			e = &entry{name: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
+			e = &entry{name: it.name, key: it.name, auth: tc.wildcard.auth, srv: s, watchers: make(map[*watcher]struct{}), seenGen: gen}
 			tc.entries[it.name] = e
 			seen++
 		}
@@ -222,49 +262,37 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// Every entry seen (the usual case): none is absent, no need to look.
 	// A resource the server reports an error for is not absent: the error
 	// is what the server says of it (gRFC A88), not an omission.
+	// own: errors the transport made up itself name subscription keys.
+	own := transportReport(r)
 	for _, re := range r.ResourceErrors {
-		if e := tc.entries[canonicalReceived(re.GetResourceName().GetName())]; e != nil && e.srv == s && e.seenGen != gen {
-			e.errGen = gen
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
+			if e.srv == s && e.seenGen != gen {
+				e.errGen = gen
+			}
 		}
 	}
 	if !r.Delta && tc.typ.AllResourcesRequiredInSotW() && nameless == 0 && !allHeartbeats(items) && seen < len(tc.entries) {
 		c.deleteAbsentLocked(s, tc, gen, now)
 	}
-	for _, name := range r.Removed {
-		name = canonicalReceived(name)
-		for ae := range tc.aliasesOf[name] {
-			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.name] == ae {
-				c.deleteLocked(tc, ae, "removed by the "+s.sourceName(), now)
-			}
-		}
-		e := tc.entries[name]
-		if e == nil || e.srv != s {
-			continue
-		}
-		if e.seenGen == gen {
-			errs = append(errs, fmt.Errorf("resource %q is both in resources and in removed_resources", name))
-			continue
-		}
-		c.deleteLocked(tc, e, "removed by the "+s.sourceName(), now)
-	}
+	errs = append(errs, c.applyRemovalsLocked(s, tc, r, gen, now)...)
 	for _, re := range r.ResourceErrors {
-		name := canonicalReceived(re.GetResourceName().GetName())
-		e := tc.entries[name]
-		if e == nil || e.srv != s || e.errGen != gen {
-			// Not subscribed, another server's, also sent in the
-			// response, or named twice: nothing to report.
-			continue
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
+			if e.srv != s || e.errGen != gen {
+				// Not subscribed, another server's, also sent in the
+				// response, or named twice: nothing to report.
+				continue
+			}
+			e.errGen = 0
+			detail := re.GetErrorDetail()
+			if transportReport(r) {
+				// The transport's own report (a type the server has no
+				// service for, an unreadable file): the client's failure to
+				// fetch, treated as a rejection, not as the server's word.
+				c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
+				continue
+			}
+			c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 		}
-		e.errGen = 0
-		detail := re.GetErrorDetail()
-		if transportReport(r) {
-			// The transport's own report (a type the server has no
-			// service for, an unreadable file): the client's failure to
-			// fetch, treated as a rejection, not as the server's word.
-			c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
-			continue
-		}
-		c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 	}
 	return errs, valid
 }
@@ -289,10 +317,10 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 		c.dropRawLocked(tc, e)
 		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
 	}
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
 	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
-		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.name, "code", code.String(), "message", msg)
+		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.logName(), "code", code.String(), "message", msg)
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 		return
@@ -316,6 +344,9 @@ func allHeartbeats(items []received) bool {
 // applyItemLocked applies one received resource to the entry it names and
 // returns the error to NACK with, if any.
 func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) error {
+	if !it.env.IsHeartbeat() {
+		e.constraints = it.env.Constraints
+	}
 	switch {
 	case it.env.IsHeartbeat():
 		// version, not the wrapper's: a SotW wrapper may leave its version
@@ -380,6 +411,11 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 // identifyLocked learns the name of a resource and decodes it unless its
 // bytes are those last received for that name, or nobody wants it.
 func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope) received {
+	if hasNUL(env.Name) {
+		// NUL separates a name from its parameters in cache keys: such a
+		// name could reach a subscription it does not name.
+		return received{env: env, err: fmt.Errorf("resource %q: a resource name cannot contain a NUL byte", env.Name)}
+	}
 	it := received{name: canonicalReceived(env.Name), env: env}
 	if env.IsHeartbeat() {
 		if it.name == "" {
@@ -402,9 +438,18 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.ignored = true
 		return it
 	}
-	name, v, err := tc.typ.Decode(body)
+	decodeInto(tc, &it)
+	return it
+}
+
+// decodeInto decodes the body of it, checking that the name it gives
+// itself is the one it was wrapped under.
+func decodeInto(tc *typeCache, it *received) {
+	name, v, err := tc.typ.Decode(it.env.Body)
 	name = canonicalReceived(name)
 	switch {
+	case hasNUL(name):
+		name, err = "", fmt.Errorf("resource %q: a resource name cannot contain a NUL byte", name)
 	case it.name == "":
 		it.name = name
 	case name != "" && name != it.name:
@@ -414,7 +459,6 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 	if it.err != nil {
 		it.value = nil
 	}
-	return it
 }
 
 func (c *Client) wantsLocked(s *server, tc *typeCache, name string) bool {
@@ -464,7 +508,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.Time) {
 	e.stopDNETimer()
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusNACKed, cause, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 	} else {
@@ -482,7 +526,7 @@ func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now ti
 		}
 		if s.cfg.IgnoreResourceDeletion() {
 			c.logger.Warn("server omitted a resource; keeping it (ignore_resource_deletion)",
-				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
+				"server", s.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 			continue
 		}
 		c.deleteLocked(tc, e, s.deletedReason(), now)
@@ -494,9 +538,9 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropRawLocked(tc, e)
-	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion = nil, "", nil, "", ""
+	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints = nil, "", nil, "", "", nil
 	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
 	if len(e.watchers) == 0 {
 		c.forgetLocked(tc, e)

@@ -4,6 +4,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
 	"github.com/goxds/xds/resources"
 )
 
@@ -20,11 +22,37 @@ type typeCache struct {
 	wildcard *wildcardWatch
 	// gen numbers the responses applied, to mark the entries each one saw.
 	gen uint64
+	// variants maps a resource name to its entries with dynamic
+	// parameters (the plain one is entries[name]): a variant received is
+	// matched against each. Nil until the type has such an entry.
+	variants map[string]map[*entry]struct{}
 	// aliasesOf maps a canonical resource name to the entries subscribed
 	// under one of its aliases (delta, VHDS).
 	aliasesOf map[string]map[*entry]struct{}
 	// items is applyLocked's buffer, kept empty between responses.
 	items []received
+}
+
+// addVariant and dropVariant keep variants in step with entries.
+func (tc *typeCache) addVariant(e *entry) {
+	if tc.variants == nil {
+		tc.variants = make(map[string]map[*entry]struct{})
+	}
+	set := tc.variants[e.name]
+	if set == nil {
+		set = make(map[*entry]struct{})
+		tc.variants[e.name] = set
+	}
+	set[e] = struct{}{}
+}
+
+func (tc *typeCache) dropVariant(e *entry) {
+	if set := tc.variants[e.name]; set != nil {
+		delete(set, e)
+		if len(set) == 0 {
+			delete(tc.variants, e.name)
+		}
+	}
 }
 
 func (tc *typeCache) trackAlias(canonical string, ae *entry) {
@@ -130,10 +158,19 @@ func (s Status) String() string {
 	return "UNKNOWN"
 }
 
-// entry is one resource: its watchers, its last good value and its timers.
+// entry is one subscription: a resource name and, optionally, dynamic
+// parameters; its watchers, its last good value and its timers.
 type entry struct {
-	name string
-	auth *authority // the servers the name is fetched from
+	// name is the resource name; key the entry's key in typeCache.entries
+	// and what the transport is told: name itself, or, with params,
+	// transport.SubscriptionKey(name, params).
+	name   string
+	key    string
+	params map[string]string // dynamic parameters; nil for none
+	// constraints are those of the variant held (or last received), nil
+	// for a variant without: removals name variants by them.
+	constraints *discoveryv3.DynamicParameterConstraints
+	auth        *authority // the servers the name is fetched from
 	// srv is auth's current server, the only one whose responses apply to
 	// the entry: it changes when the authority falls back or goes back.
 	srv *server

@@ -53,6 +53,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics receives the client's measurements. Nil: none.
 	Metrics Metrics
+	// DynamicParameters are the dynamic parameters of every watch
+	// (discovery.v3 ResourceLocator), under those of WatchOptions. Nil:
+	// watches without WatchOptions.DynamicParameters are plain. The map is
+	// copied.
+	DynamicParameters map[string]string
 	// Clock runs the does-not-exist and TTL timers. Nil: the real clock.
 	// Tests of code that depends on those timers can pass a fake one
 	// (testutils.FakeClock) and move time on by hand.
@@ -72,8 +77,9 @@ type Client struct {
 	logger  *slog.Logger
 	metrics Metrics
 	clock   Clock
-	cbs     *serializer   // runs every watcher callback
-	closing chan struct{} // closed once Close has closed every transport
+	params  map[string]string // Options.DynamicParameters
+	cbs     *serializer       // runs every watcher callback
+	closing chan struct{}     // closed once Close has closed every transport
 
 	mu             sync.Mutex
 	closed         bool                               // guarded by mu
@@ -117,6 +123,12 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	for _, t := range types {
 		c.types[t.TypeURL()] = t
 	}
+	if len(opts.DynamicParameters) > 0 {
+		c.params = make(map[string]string, len(opts.DynamicParameters))
+		for k, v := range opts.DynamicParameters {
+			c.params[k] = v
+		}
+	}
 	if c.expiry <= 0 {
 		c.expiry = DefaultWatchExpiry
 	}
@@ -140,6 +152,11 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	c.closing = make(chan struct{})
 	return c, nil
 }
+
+// Bootstrap returns the bootstrap the client was made with, for what
+// else it defines (certificate providers, listener name templates). It
+// must not be modified.
+func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
 
 // Close stops every stream and timer. Close is idempotent, and no watcher
 // callback starts after the first Close returns.

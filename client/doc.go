@@ -23,6 +23,25 @@
 // stream is state of the world or delta is the server's api_type in the
 // bootstrap; the watch API is the same.
 //
+// # Dynamic parameters
+//
+// A server may keep several variants of one resource name, each naming
+// itself with constraints on dynamic parameters (discovery.v3
+// ResourceName). [WatchWithOptions] watches with parameters
+// ([WatchOptions].DynamicParameters, over the client-wide
+// [Options].DynamicParameters): the server is sent a ResourceLocator, and
+// the watch gets the variant whose constraints its parameters match (a
+// resource without constraints matches every watch of its name). Watches of
+// one name with different parameter sets are separate subscriptions, each
+// with its own cache entry, status and does-not-exist timer; equal sets share
+// one. Two variants in one response that match the same watch are an error:
+// the response is NACKed naming both, and the watch is told. Delta
+// removed_resource_names removes the variant with those constraints; a plain
+// removed name the variant without constraints. [Client.Dump] reports each
+// parameter set ([ResourceStatus].DynamicParameters), CSDS as
+// name{k="v", ...}. The errors a watch gets carry its parameters
+// ([Error].DynamicParameters), and so do log lines.
+//
 // # Fallback
 //
 // xds_servers, top-level or an authority's, is a list in priority order

@@ -14,6 +14,10 @@ import (
 type ResourceStatus struct {
 	TypeURL string
 	Name    string
+	// DynamicParameters are those of the subscription (WatchOptions), nil
+	// for a plain one: a name watched with several parameter sets has one
+	// ResourceStatus for each.
+	DynamicParameters map[string]string
 	// Server is the server_uri of the server the data held came from, or,
 	// with none, of the server it is requested from. With fallback (gRFC
 	// A71) it may be a fallback server.
@@ -43,7 +47,8 @@ type ResourceStatus struct {
 // Node returns the node the client identifies itself with.
 func (c *Client) Node() *corev3.Node { return proto.Clone(c.node).(*corev3.Node) }
 
-// Dump reports every resource in the cache, sorted by type URL and name.
+// Dump reports every resource in the cache, sorted by type URL, name and
+// NameWithParameters.
 func (c *Client) Dump() []ResourceStatus {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -55,14 +60,16 @@ func (c *Client) Dump() []ResourceStatus {
 				from = e.src
 			}
 			st := ResourceStatus{
-				TypeURL:     typeURL,
-				Name:        e.name,
-				Server:      from.cfg.ServerURI,
-				Status:      e.status,
-				Version:     e.version,
-				Err:         e.lastErr,
-				LastUpdated: e.lastUpdated,
-				Watchers:    len(e.watchers),
+				TypeURL: typeURL,
+				Name:    e.name,
+				// Shared, not copied: entries never modify params.
+				DynamicParameters: e.params,
+				Server:            from.cfg.ServerURI,
+				Status:            e.status,
+				Version:           e.version,
+				Err:               e.lastErr,
+				LastUpdated:       e.lastUpdated,
+				Watchers:          len(e.watchers),
 				// ControlPlane: the server's latest; a held value from an
 				// earlier instance is still that server's data.
 				ControlPlane: from.controlPlane,
@@ -83,7 +90,21 @@ func (c *Client) Dump() []ResourceStatus {
 		if out[i].TypeURL != out[j].TypeURL {
 			return out[i].TypeURL < out[j].TypeURL
 		}
-		return out[i].Name < out[j].Name
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].NameWithParameters() < out[j].NameWithParameters()
 	})
 	return out
+}
+
+// NameWithParameters is Name, followed by the dynamic parameters when the
+// subscription has some: name{k1="v1", k2="v2"}, keys sorted, values
+// quoted as Go strings. Status dumps that have only a name field (CSDS)
+// show this.
+func (st ResourceStatus) NameWithParameters() string {
+	if len(st.DynamicParameters) == 0 {
+		return st.Name
+	}
+	return st.Name + formatParams(st.DynamicParameters)
 }

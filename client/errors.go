@@ -42,12 +42,18 @@ type Error struct {
 	// TypeURL and Name identify the resource.
 	TypeURL string
 	Name    string
+	// DynamicParameters are those of the watch (WatchOptions), nil for a
+	// plain one. Callers must not modify them.
+	DynamicParameters map[string]string
 	// Err wraps one of the Err* sentinels, with detail.
 	Err error
 }
 
 // Error implements error.
 func (e *Error) Error() string {
+	if len(e.DynamicParameters) > 0 {
+		return fmt.Sprintf("%s %q %s: %v", shortTypeName(e.TypeURL), e.Name, formatParams(e.DynamicParameters), e.Err)
+	}
 	return fmt.Sprintf("%s %q: %v", shortTypeName(e.TypeURL), e.Name, e.Err)
 }
 

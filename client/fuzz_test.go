@@ -38,6 +38,7 @@ func (l *lastSeen) AmbientError(error) {}
 // fuzzWatch is one open watch of the fuzz driver.
 type fuzzWatch struct {
 	typeURL, name string
+	key           string // name with its dynamic parameters (transport.SubscriptionKey)
 	w             *lastSeen
 	cancel        func()
 }
@@ -90,6 +91,10 @@ func FuzzResponseHandling(f *testing.F) {
 				return body
 			}
 			r := wrapped(name, fmt.Sprint(version), time.Duration(next()%2)*time.Hour, body)
+			if v := int(next() % 8); v < len(fuzzConstraints) {
+				// A variant, named by resource_name.
+				r.Name, r.ResourceName = "", &discoveryv3.ResourceName{Name: name, DynamicParameterConstraints: fuzzConstraints[v]}
+			}
 			if next()%5 == 0 {
 				r.Resource = nil // heartbeat
 			}
@@ -110,8 +115,12 @@ func FuzzResponseHandling(f *testing.F) {
 				if name == "*" && typ == partialType {
 					name = "A"
 				}
-				fw := &fuzzWatch{typeURL: typeURL, name: name, w: &lastSeen{}}
-				fw.cancel = Watch(h.c, typ, name, fw.w)
+				params := fuzzParams[int(next())%len(fuzzParams)]
+				if name == "*" {
+					params = nil
+				}
+				fw := &fuzzWatch{typeURL: typeURL, name: name, key: transport.SubscriptionKey(name, params), w: &lastSeen{}}
+				fw.cancel = WatchWithOptions(h.c, typ, name, WatchOptions{DynamicParameters: params}, fw.w)
 				watches = append(watches, fw)
 			case 2: // cancel
 				if len(watches) > 0 {
@@ -144,7 +153,11 @@ func FuzzResponseHandling(f *testing.F) {
 				for range int(next() % 3) {
 					removed = append(removed, pick("A", "B", "C"))
 				}
-				h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed})
+				var variants []*discoveryv3.ResourceName
+				if v := int(next() % 8); v < len(fuzzConstraints) && fuzzConstraints[v] != nil {
+					variants = append(variants, &discoveryv3.ResourceName{Name: pick("A", "B", "C"), DynamicParameterConstraints: fuzzConstraints[v]})
+				}
+				h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed, RemovedVariants: variants})
 			case 7:
 				h.transport().handler.OnStreamError(fmt.Errorf("stream %d failed", version))
 			case 8:
@@ -157,6 +170,20 @@ func FuzzResponseHandling(f *testing.F) {
 		}
 	})
 }
+
+// fuzzConstraints are the variants' constraints, fuzzParams the watches'
+// parameters the fuzz driver picks from.
+var (
+	fuzzConstraints = []*discoveryv3.DynamicParameterConstraints{
+		nil,
+		{Type: &discoveryv3.DynamicParameterConstraints_Constraint{Constraint: &discoveryv3.DynamicParameterConstraints_SingleConstraint{
+			Key: "env", ConstraintType: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Value{Value: "a"}}}},
+		{Type: &discoveryv3.DynamicParameterConstraints_NotConstraints{NotConstraints: &discoveryv3.DynamicParameterConstraints{
+			Type: &discoveryv3.DynamicParameterConstraints_Constraint{Constraint: &discoveryv3.DynamicParameterConstraints_SingleConstraint{
+				Key: "env", ConstraintType: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Exists_{Exists: &discoveryv3.DynamicParameterConstraints_SingleConstraint_Exists{}}}}}}},
+	}
+	fuzzParams = []map[string]string{nil, nil, {"env": "a"}, {"env": "b"}}
+)
 
 // hasTransport tells, without waiting, whether the client built its
 // transport yet.
@@ -184,12 +211,14 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 			if e.status == StatusDoesNotExist && (e.value != nil || e.rawErr != nil) {
 				t.Fatalf("%s does not exist yet holds data", name)
 			}
-			if e.raw != "" && tc.byRaw[e.raw] != e {
+			// Entries of a name with variants may share bytes (one variant
+			// matching several subscriptions): byRaw leads to one of them.
+			if o := tc.byRaw[e.raw]; e.raw != "" && o != e && (tc.variants[e.name] == nil || o == nil || o.raw != e.raw) {
 				t.Fatalf("%s: its bytes do not lead back to it", name)
 			}
 		}
 		for raw, e := range tc.byRaw {
-			if tc.entries[e.name] != e || e.raw != raw {
+			if tc.entries[e.key] != e || e.raw != raw {
 				t.Fatalf("byRaw holds a stale entry for %s", e.name)
 			}
 		}
@@ -202,7 +231,7 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 		if tc == nil {
 			continue
 		}
-		e := tc.entries[fw.name]
+		e := tc.entries[fw.key]
 		fw.w.mu.Lock()
 		value, kind := fw.w.value, fw.w.lastKind
 		fw.w.mu.Unlock()

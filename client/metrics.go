@@ -37,14 +37,16 @@ type ResourceCount struct {
 }
 
 // ResourceCounts counts the resources in the cache by authority, type and
-// state, sorted: gRFC A78's resources gauge.
+// state, sorted: gRFC A78's resources gauge. A name watched with several
+// sets of dynamic parameters counts once per set: each is a subscription
+// with its own state.
 func (c *Client) ResourceCounts() []ResourceCount {
 	type key struct{ authority, typeURL, state string }
 	counts := make(map[key]int)
 	c.mu.Lock()
 	for typeURL, tc := range c.caches {
-		for name, e := range tc.entries {
-			counts[key{authorityLabel(name), typeURL, cacheState(e)}]++
+		for _, e := range tc.entries {
+			counts[key{authorityLabel(e.name), typeURL, cacheState(e)}]++
 		}
 	}
 	c.mu.Unlock()

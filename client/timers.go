@@ -36,7 +36,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.dneGen != gen || tc.entries[e.name] != e {
+	if c.closed || e.dneGen != gen || tc.entries[e.key] != e {
 		return
 	}
 	e.dneTimer = nil
@@ -48,17 +48,17 @@ func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
 		// a resource error all the same, of another kind.
 		cause := fmt.Errorf("%w: %s did not send it within %v of the request (%s)",
 			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
-		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: cause}
+		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
 		e.status, e.lastErr, e.reported, e.lastUpdated = StatusTimeout, cause, err, c.clock.Now()
 		c.logger.Warn("resource not received in time; the server is slow",
-			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
+			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 		return
 	}
 	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
 	c.logger.Info("resource does not exist: not received in time",
-		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name,
+		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params,
 		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, expiry)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 }
@@ -91,11 +91,11 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.ttlGen != gen || tc.entries[e.name] != e {
+	if c.closed || e.ttlGen != gen || tc.entries[e.key] != e {
 		return
 	}
 	e.ttlTimer = nil
-	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name)
+	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
@@ -164,7 +164,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			if !first {
 				continue
 			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: s.unavailable(cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: s.unavailable(cause)}
 			switch {
 			case e.value != nil:
 				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/transport"
 )
 
 // Watcher receives the events of one watch.
@@ -70,7 +71,25 @@ func (f WatcherFuncs[T]) AmbientError(err error) {
 // after the running callbacks, so that a watch in between, which cancels the
 // unsubscription out, finds it.
 func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string, w Watcher[T]) (cancel func()) {
-	return c.watch(typ.TypeURL(), name, &watcher{
+	return WatchWithOptions(c, typ, name, WatchOptions{}, w)
+}
+
+// WatchOptions modify one watch.
+type WatchOptions struct {
+	// DynamicParameters select a variant of the resource (discovery.v3
+	// ResourceLocator.dynamic_parameters), on top of
+	// Options.DynamicParameters: a key set here overrides the client's. Two
+	// watches of one name whose merged parameters differ are two
+	// subscriptions with two cache entries, each getting the variant whose
+	// constraints its parameters match; equal sets share one. Ignored for
+	// a wildcard watch. Nil, with no client defaults: a plain watch.
+	DynamicParameters map[string]string
+}
+
+// WatchWithOptions is Watch with options for this watch. The parameters
+// are copied; the caller may reuse the map.
+func WatchWithOptions[T resources.Resource](c *Client, typ *resources.Type[T], name string, opts WatchOptions, w Watcher[T]) (cancel func()) {
+	return c.watch(typ.TypeURL(), name, opts, &watcher{
 		update: func(v resources.Resource) {
 			t, ok := v.(T)
 			if !ok {
@@ -88,10 +107,26 @@ func Watch[T resources.Resource](c *Client, typ *resources.Type[T], name string,
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	return c.watch(typeURL, name, &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError})
+	return c.watch(typeURL, name, WatchOptions{}, &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError})
 }
 
-func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
+// watchParams merges the client's default dynamic parameters with a
+// watch's; nil when both are empty.
+func (c *Client) watchParams(opts WatchOptions) map[string]string {
+	if len(c.params) == 0 && len(opts.DynamicParameters) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(c.params)+len(opts.DynamicParameters))
+	for k, v := range c.params {
+		out[k] = v
+	}
+	for k, v := range opts.DynamicParameters {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -122,6 +157,12 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
 	}
 	name = canonical
+	if hasNUL(name) {
+		// NUL separates a name from its parameters in subscription keys.
+		return fail(fmt.Errorf("%w %q: a resource name cannot contain a NUL byte", ErrInvalidName, name))
+	}
+	params := c.watchParams(opts)
+	key := transport.SubscriptionKey(name, params)
 	a, err := c.authorityForLocked(name)
 	if err != nil {
 		return fail(err)
@@ -131,15 +172,18 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
 			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
 	}
-	e := tc.entries[name]
+	e := tc.entries[key]
 	if e == nil {
-		e = &entry{name: name, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
-		tc.entries[name] = e
+		e = &entry{name: name, key: key, params: params, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
+		tc.entries[key] = e
+		if params != nil {
+			tc.addVariant(e)
+		}
 	}
 	if len(e.watchers) == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
-		c.subscribeAllLocked(a, typeURL, name)
+		c.subscribeAllLocked(a, typeURL, key)
 	}
 	e.watchers[w] = struct{}{}
 	if s.unreachable != nil && waiting(e) {
@@ -157,7 +201,9 @@ func (c *Client) watch(typeURL, name string, w *watcher) (cancel func()) {
 
 // replayLocked tells a new watcher what is already known of e.
 func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
-	mkErr := func(err error) error { return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, Err: err} }
+	mkErr := func(err error) error {
+		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: err}
+	}
 	switch {
 	case e.value != nil:
 		v := e.value
@@ -198,7 +244,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if len(e.watchers) > 0 {
 		return
 	}
-	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.name)
+	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key)
 	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
@@ -214,22 +260,37 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 // keptByWildcardLocked tells whether e, held, is wanted through the
 // wildcard of its type.
 func (c *Client) keptByWildcardLocked(tc *typeCache, e *entry) bool {
-	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData()
+	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() && e.params == nil
 }
 
 // forgetLocked drops an entry from the cache.
 func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	e.stopTimers()
-	tc.untrackAlias(e)
-	if tc.entries[e.name] == e {
-		delete(tc.entries, e.name)
-	}
+	// Before e leaves the name's entries: its bytes may lead to another.
 	c.dropRawLocked(tc, e)
+	tc.untrackAlias(e)
+	if tc.entries[e.key] == e {
+		delete(tc.entries, e.key)
+	}
+	if e.params != nil {
+		tc.dropVariant(e)
+	}
 }
 
 func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
 	if e.raw != "" && tc.byRaw[e.raw] == e {
 		delete(tc.byRaw, e.raw)
+		if tc.variants[e.name] != nil {
+			// One variant may be held by several entries of the name: the
+			// bytes lead to another, so that it still knows them when
+			// resent.
+			for _, o := range c.entriesOfLocked(tc, e.name) {
+				if o != e && o.raw == e.raw {
+					tc.byRaw[o.raw] = o
+					break
+				}
+			}
+		}
 	}
 	e.raw = ""
 }

@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/grpcxds/xdscreds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -50,9 +52,12 @@ type balancerBuilder struct{}
 
 func (balancerBuilder) Name() string { return BalancerName }
 
-func (balancerBuilder) Build(cc balancer.ClientConn, _ balancer.BuildOptions) balancer.Balancer {
+func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	return &xdsBalancer{
 		cc:              cc,
+		xdsCreds:        xdscreds.UsesXDS(opts.DialCreds),
+		security:        make(map[string]*secEntry),
+		warnedPlain:     make(map[string]bool),
 		channelID:       rand.Uint64(),
 		failoverTimeout: DefaultFailoverTimeout,
 		logger:          client.DefaultLogger(),
@@ -95,6 +100,7 @@ type xdsBalancer struct {
 	// Read-only after Build.
 	cc        balancer.ClientConn
 	channelID uint64 // what the channel_id hash policy hashes
+	xdsCreds  bool   // the channel's credentials are xdscreds': clusters' TLS is honoured
 
 	mu              sync.Mutex
 	closed          bool
@@ -124,6 +130,13 @@ type xdsBalancer struct {
 	// if no cluster is dirty.
 	dirty     map[*clusterLB]struct{}
 	republish bool
+	// bootstrap defines the certificate providers of clusters' TLS (nil:
+	// none); security holds the HandshakeInfos in use, by
+	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
+	// xdscreds was warned of (security.go).
+	bootstrap   *bootstrap.Config
+	security    map[string]*secEntry
+	warnedPlain map[string]bool
 }
 
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
@@ -133,6 +146,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}
+	b.setBootstrapLocked(bootstrapFromState(s.ResolverState))
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.failoverTimeout = cfg.failoverTimeout
 	}
@@ -242,6 +256,10 @@ func (b *xdsBalancer) Close() {
 	for _, c := range b.conns {
 		c.shutdown()
 	}
+	for _, e := range b.security {
+		e.hi.Close()
+	}
+	b.security = nil
 	var resolvers []resolver.Resolver
 	for _, w := range b.dns {
 		w.stopped = true
@@ -284,6 +302,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 			delete(b.conns, key)
 		}
 	}
+	b.pruneSecurityLocked()
 	start, stop := b.dnsChangesLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil

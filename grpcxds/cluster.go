@@ -173,6 +173,11 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q is incomplete in the xDS configuration", leaf.Name))
 		return
 	}
+	sec, err := b.securityLocked(leaf)
+	if err != nil {
+		cl.leafErrs = append(cl.leafErrs, err.Error())
+		return
+	}
 	base := priority{
 		leaf:        leaf.Name,
 		policy:      c.LBPolicy,
@@ -181,14 +186,14 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		b.addEDSLocked(cl, base, leaf.Endpoints)
+		b.addEDSLocked(cl, base, leaf.Endpoints, sec)
 	case resources.ClusterKindLogicalDNS:
 		w := b.dnsWatchLocked(leaf.DNSAddress)
 		cl.dnsUsed = append(cl.dnsUsed, w)
 		p := base
 		switch {
 		case len(w.addrs) > 0:
-			conn := b.connLocked(w.addrs, w)
+			conn := b.connLocked(w.addrs, w, sec, "")
 			p.localities = []locality{{weight: 1, endpoints: []weightedConn{{conn, 1}}}}
 		case w.err != nil:
 			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
@@ -204,7 +209,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 
 // addEDSLocked appends the priorities of an EDS leaf: its localities by
 // priority, with only the HEALTHY and UNKNOWN endpoints, and its drops.
-func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.Endpoints) {
+func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.Endpoints, sec *secEntry) {
 	var n int
 	for _, loc := range eps.Localities {
 		n = max(n, int(loc.Priority)+1)
@@ -221,7 +226,7 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(ep.Addresses, nil), ep.Weight})
+			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(ep.Addresses, nil, sec, ep.Hostname), ep.Weight})
 		}
 		if len(l.endpoints) > 0 {
 			p := prios[loc.Priority]

@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
+
+	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
 // endpointConn is one endpoint of the balancer: an address list (one
@@ -18,8 +20,11 @@ import (
 // Fields are guarded by xdsBalancer.mu, but for inflight.
 type endpointConn struct {
 	b     *xdsBalancer
-	key   string // the addresses joined by ","; the key in xdsBalancer.conns
+	key   string // the addresses joined by ",", then the security; the key in xdsBalancer.conns
 	addrs []resolver.Address
+	// sec is the TLS of the connection (its HandshakeInfo is on addrs),
+	// nil for the channel's own credentials.
+	sec *secEntry
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
 	dns *dnsWatch
@@ -44,10 +49,17 @@ type endpointConn struct {
 	inflight atomic.Int64
 }
 
-// connLocked returns the endpoint of the given addresses, creating it
-// (without a SubConn) if it is new.
-func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch) *endpointConn {
+// connLocked returns the endpoint of the given addresses and security,
+// creating it (without a SubConn) if it is new. hostname is the EDS
+// endpoint's, sent as SNI when the security says auto_host_sni.
+func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpointConn {
 	key := strings.Join(addrs, ",")
+	if sec != nil {
+		if !sec.hi.UsesHostname() {
+			hostname = ""
+		}
+		key += "|" + sec.key + "|" + hostname
+	}
 	if c := b.conns[key]; c != nil {
 		return c
 	}
@@ -62,6 +74,13 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch) *endpointConn {
 	c.addrs = make([]resolver.Address, len(addrs))
 	for i, a := range addrs {
 		c.addrs[i] = resolver.Address{Addr: a}
+		if sec != nil {
+			c.addrs[i] = xdscreds.SetHandshakeInfo(c.addrs[i], sec.hi, hostname)
+		}
+	}
+	if sec != nil {
+		c.sec = sec
+		sec.refs++
 	}
 	b.conns[key] = c
 	return c
@@ -95,6 +114,10 @@ func (c *endpointConn) shutdown() {
 	c.removed = true
 	if c.sc != nil {
 		c.sc.Shutdown()
+	}
+	if c.sec != nil {
+		c.sec.refs--
+		c.sec = nil
 	}
 }
 

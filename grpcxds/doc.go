@@ -85,6 +85,19 @@
 // ones. A priority's endpoints are connected when the priority is used or
 // tried, and stay connected while they are listed.
 //
+// # Security
+//
+// With the credentials of package xdscreds, a cluster's UpstreamTlsContext
+// (gRFC A29) makes the connections to its endpoints TLS or mutual TLS,
+// with the certificate providers of the bootstrap, and the server's
+// certificate is checked against the cluster's SAN matchers; a cluster
+// whose TLS cannot be honoured gets no connection and its RPCs fail with
+// UNAVAILABLE. There is one SubConn per address list and security config,
+// so two clusters that share an endpoint but not their TLS do not share a
+// connection. Any other channel credentials are used for every cluster, as
+// in grpc-go, with a warning once per cluster that asks for TLS. See
+// package xdscreds.
+//
 // # Logs
 //
 // [Options].Logger, a *slog.Logger, hears the resolver's and the
@@ -101,6 +114,6 @@
 // grpc-go's internal config selector), running HTTP filters on RPCs (a
 // listener's filters are validated as gRFC A39 says, and the fault
 // injection of gRFC A33 is implemented, but the per-RPC chain does not
-// call it yet; RBAC), the RLS cluster specifier plugin, cluster TLS (the channel's own credentials are used), load
-// reporting, outlier detection, and authority rewriting.
+// call it yet; RBAC), the RLS cluster specifier plugin, load reporting,
+// outlier detection, and authority rewriting.
 package grpcxds

@@ -169,7 +169,10 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name)}
+	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name), bootstrap: b.cfg}
+	if r.bootstrap == nil {
+		r.bootstrap = c.Bootstrap() // a shared Client's, for its certificate providers
+	}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -240,12 +243,15 @@ type xdsResolver struct {
 	logger   *slog.Logger // the Builder's, with the listener
 	cancel   func()       // of the tree watch; set right after the watch starts
 	release  func()
+	// bootstrap defines the certificate providers clusters' TLS names:
+	// the Builder's, or its shared Client's.
+	bootstrap *bootstrap.Config
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	if err := r.cc.UpdateState(stateOf(s, r.sc, r.logger)); err != nil {
+	if err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.bootstrap)); err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -33,6 +34,17 @@ type loggerKey struct{}
 func loggerFromState(s resolver.State) *slog.Logger {
 	l, _ := s.Attributes.Value(loggerKey{}).(*slog.Logger)
 	return l
+}
+
+// bootstrapKey is the State.Attributes key of the Builder's
+// *bootstrap.Config, whose certificate providers the balancer builds for
+// clusters with TLS.
+type bootstrapKey struct{}
+
+// bootstrapFromState returns the bootstrap the resolver put into s, or nil.
+func bootstrapFromState(s resolver.State) *bootstrap.Config {
+	b, _ := s.Attributes.Value(bootstrapKey{}).(*bootstrap.Config)
+	return b
 }
 
 // endpointInfoKey is the Endpoint.Attributes key of an EndpointInfo.
@@ -91,11 +103,12 @@ func EndpointInfoFromEndpoint(ep resolver.Endpoint) (EndpointInfo, bool) {
 }
 
 // stateOf is the resolver.State for a snapshot: the snapshot itself, the
-// endpoints of its EDS clusters, and the service config selecting the goxds
-// balancer. Clusters are visited in no particular order; the balancer does
-// not rely on State.Endpoints.
-func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger) resolver.State {
-	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger)}
+// endpoints of its EDS clusters, the service config selecting the goxds
+// balancer, and the bootstrap (nil if none) for certificate providers.
+// Clusters are visited in no particular order; the balancer does not rely
+// on State.Endpoints.
+func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config) resolver.State {
+	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger).WithValue(bootstrapKey{}, b)}
 	for name, cc := range snap.Clusters.All() {
 		if cc.Endpoints == nil {
 			continue

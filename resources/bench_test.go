@@ -14,7 +14,6 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
-	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -88,7 +87,7 @@ func benchRouteConfig() *routev3.RouteConfiguration {
 
 func benchCluster() *clusterv3.Cluster {
 	c := edsCluster("outbound|443||svc.example.com", "svc.example.com")
-	c.TransportSocket = tlsSocket(&tlsv3.UpstreamTlsContext{Sni: "svc.example.com"})
+	c.TransportSocket = tlsSocket(upstreamTLS("svc.example.com"))
 	c.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{
 		{Priority: corev3.RoutingPriority_DEFAULT, MaxRequests: wrapperspb.UInt32(4096)},
 	}}

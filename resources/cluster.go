@@ -82,8 +82,12 @@ type Cluster struct {
 	// MaxRequests is circuit_breakers' max_requests for priority DEFAULT,
 	// 1024 when unset.
 	MaxRequests uint32
-	// TLS is the transport socket's UpstreamTlsContext, nil for plaintext.
+	// TLS is the transport socket's UpstreamTlsContext as received, nil for
+	// plaintext.
 	TLS *tlsv3.UpstreamTlsContext
+	// Security is TLS validated and read as gRPC reads it (gRFC A29), nil
+	// exactly when TLS is nil.
+	Security *SecurityConfig
 	// LRSServerSelf reports that load is to be reported to the management
 	// server that sent the cluster (lrs_server: self).
 	LRSServerSelf bool
@@ -274,6 +278,9 @@ func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
 	if ts == nil {
 		return nil
 	}
+	if ts.GetName() != tlsTransportSocketName {
+		return fieldErrorf("transport_socket.name", "%q is not supported (want %q)", ts.GetName(), tlsTransportSocketName)
+	}
 	tc := ts.GetTypedConfig()
 	if !anyIs(tc, upstreamTLSName) {
 		return fieldErrorf("transport_socket.typed_config", "holds %s, want %s", anyName(tc), upstreamTLSName)
@@ -282,7 +289,11 @@ func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
 	if err := proto.Unmarshal(tc.GetValue(), tls); err != nil {
 		return fieldErrorf("transport_socket.typed_config", "unmarshal UpstreamTlsContext: %v", err)
 	}
-	c.TLS = tls
+	sc, err := securityConfig(tls)
+	if err != nil {
+		return at("transport_socket.typed_config", err)
+	}
+	c.TLS, c.Security = tls, sc
 	return nil
 }
 

@@ -15,6 +15,16 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
+// upstreamTLS returns an UpstreamTlsContext gRPC accepts: roots from the
+// provider instance "roots", the given SNI.
+func upstreamTLS(sni string) *tlsv3.UpstreamTlsContext {
+	return &tlsv3.UpstreamTlsContext{Sni: sni, CommonTlsContext: &tlsv3.CommonTlsContext{
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: "roots"},
+		}},
+	}}
+}
+
 func tlsSocket(ctx *tlsv3.UpstreamTlsContext) *corev3.TransportSocket {
 	return &corev3.TransportSocket{
 		Name:       "envoy.transport_sockets.tls",
@@ -144,10 +154,14 @@ func TestDecodeClusterRules(t *testing.T) {
 		// Circuit breakers, TLS, LRS, outlier detection.
 		{name: "circuit breakers", base: eds, edit: maxRequests(corev3.RoutingPriority_DEFAULT, 0)},
 		{name: "tls", base: eds, edit: func(c *clusterv3.Cluster) {
-			c.TransportSocket = tlsSocket(&tlsv3.UpstreamTlsContext{Sni: "x"})
+			c.TransportSocket = tlsSocket(upstreamTLS("x"))
 		}},
+		{name: "transport socket of another name", base: eds, edit: func(c *clusterv3.Cluster) {
+			c.TransportSocket = tlsSocket(upstreamTLS("x"))
+			c.TransportSocket.Name = "tls"
+		}, wantErr: `transport_socket.name: "tls" is not supported (want "envoy.transport_sockets.tls")`},
 		{name: "transport socket of another type", base: eds, edit: func(c *clusterv3.Cluster) {
-			c.TransportSocket = &corev3.TransportSocket{Name: "raw", ConfigType: &corev3.TransportSocket_TypedConfig{
+			c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{
 				TypedConfig: &anypb.Any{TypeUrl: "type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer"}}}
 		}, wantErr: "transport_socket.typed_config: holds envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer, want " + upstreamTLSName},
 		{name: "transport socket without config", base: eds, edit: func(c *clusterv3.Cluster) {
@@ -254,7 +268,7 @@ func TestDecodeClusterValues(t *testing.T) {
 	maxRequests(corev3.RoutingPriority_HIGH, 5)(in)
 	in.CircuitBreakers.Thresholds = append(in.CircuitBreakers.Thresholds,
 		&clusterv3.CircuitBreakers_Thresholds{Priority: corev3.RoutingPriority_DEFAULT, MaxRequests: wrapperspb.UInt32(7)})
-	in.TransportSocket = tlsSocket(&tlsv3.UpstreamTlsContext{Sni: "svc.example"})
+	in.TransportSocket = tlsSocket(upstreamTLS("svc.example"))
 	in.LrsServer = selfSource()
 	in.OutlierDetection = &clusterv3.OutlierDetection{MaxEjectionPercent: wrapperspb.UInt32(20)}
 	c = decode(in)

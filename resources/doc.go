@@ -55,6 +55,12 @@
 // [RouteConfig.ClusterNames] and [Route.ClusterNames] list the clusters to
 // fetch next.
 //
+// A Cluster's transport_socket is validated as gRPC validates an
+// UpstreamTlsContext (gRFC A29: certificates from certificate provider
+// instances only, SAN matchers, sni, auto_host_sni, auto_sni_san_validation;
+// what gRPC cannot honour is rejected, naming the field) and read into
+// [Cluster].Security, a [*SecurityConfig].
+//
 // The other resource types of the protocol are built in too, with Envoy's
 // rules where gRPC has none. [SecretType] (SDS) decodes a [*Secret]: a TLS
 // certificate, a validation context, session ticket keys or a generic

@@ -23,6 +23,11 @@ type Envelope struct {
 	Name string
 	// Version is the wrapper's per-resource version.
 	Version string
+	// Constraints are the dynamic parameter constraints of the variant the
+	// wrapper names with resource_name; nil for a resource named by name
+	// (or by a resource_name without constraints), which matches every
+	// subscription of its name. See MatchConstraints.
+	Constraints *discoveryv3.DynamicParameterConstraints
 	// Aliases are the wrapper's aliases (VHDS).
 	Aliases []string
 	// TTL is the wrapper's ttl; HasTTL tells a zero TTL from none.
@@ -74,8 +79,17 @@ func FromResource(r *discoveryv3.Resource) (Envelope, error) {
 		Aliases: r.GetAliases(),
 		Body:    r.GetResource(),
 	}
-	if env.Name == "" {
-		env.Name = r.GetResourceName().GetName()
+	if rn := r.GetResourceName(); rn != nil {
+		if env.Name != "" {
+			return Envelope{}, fmt.Errorf("resource %q: both name and resource_name (%q) are set; only one may be", env.Name, rn.GetName())
+		}
+		env.Name = rn.GetName()
+		if c := rn.GetDynamicParameterConstraints(); c.GetType() != nil {
+			if err := ValidateConstraints(c); err != nil {
+				return Envelope{}, fmt.Errorf("resource %q: dynamic parameter %w", env.Name, err)
+			}
+			env.Constraints = c
+		}
 	}
 	if ttl := r.GetTtl(); ttl != nil {
 		if err := ttl.CheckValid(); err != nil {

@@ -100,7 +100,10 @@
 // The builders ([Listener], [RouteConfig], [Cluster], [Endpoints], ...) make
 // resources that pass gRPC's client-side validation (gRFC A27, A28): config
 // sources are ADS, and the router filter is the last HTTP filter.
-// [BootstrapJSON] writes a gRFC A27 bootstrap with insecure credentials and the
+// [WrapVariant] names a resource as a variant (resource_name with dynamic
+// parameter constraints, built by [ConstraintValue], [ConstraintExists],
+// [ConstraintAnd], [ConstraintOr], [ConstraintNot]), for tests of watches
+// with dynamic parameters. [BootstrapJSON] writes a gRFC A27 bootstrap with insecure credentials and the
 // goxds fields that pick the protocol of each server: "api_type" (SotW or
 // delta, ADS or per type, REST, FILESYSTEM), "api_type_per_type",
 // "resource_files" and "refresh_delay".

@@ -43,10 +43,25 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 		return nil, nil, r
 	}
 	req := &discoveryv3.DeltaDiscoveryRequest{
-		Node:                     node,
-		TypeUrl:                  ts.typeURL,
-		ResourceNamesSubscribe:   sub,
-		ResourceNamesUnsubscribe: unsub,
+		Node:    node,
+		TypeUrl: ts.typeURL,
+	}
+	// A plain key alone may concern a name that parameterised keys still
+	// need (ts.params), so the wire form is worked out then too.
+	params := len(ts.params) > 0 || hasParamKey(sub) || hasParamKey(unsub)
+	if params {
+		// Subscriptions with dynamic parameters: locators beside the
+		// names (see locators.go).
+		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe, req.ResourceLocatorsSubscribe, req.ResourceLocatorsUnsubscribe = ts.deltaWireLocked(sub, unsub)
+		if !first && !more && r == nil && len(req.ResourceNamesSubscribe)+len(req.ResourceNamesUnsubscribe)+
+			len(req.ResourceLocatorsSubscribe)+len(req.ResourceLocatorsUnsubscribe) == 0 {
+			// Only a plain name left that parameterised subscriptions
+			// still need: the server is told nothing.
+			ts.sentLocked()
+			return nil, nil, nil
+		}
+	} else {
+		req.ResourceNamesSubscribe, req.ResourceNamesUnsubscribe = sub, unsub
 	}
 	if first {
 		req.InitialResourceVersions = heldVersions(ts)
@@ -59,6 +74,9 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 		}
 	}
 	names = sortedKeys(ts.pendingSub)
+	if params {
+		names = reportedKeys(names)
+	}
 	if len(sub) > 0 {
 		ts.namedOnStream = true
 	}
@@ -74,22 +92,48 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 
 // heldVersions are the initial_resource_versions of the first request on a
 // stream: the resources the client holds that it still wants, whether by name
-// or through the wildcard.
+// or through the wildcard. The map is keyed by name: the versions held by a
+// name's subscriptions with dynamic parameters go in only when they agree
+// (see locators.go).
 func heldVersions(ts *typeState) map[string]string {
 	if len(ts.initialVersions) == 0 {
 		return nil
 	}
 	_, wildcard := ts.names["*"]
 	out := make(map[string]string, len(ts.initialVersions))
-	for name, v := range ts.initialVersions {
-		if _, ok := ts.names[name]; ok || wildcard {
-			out[name] = v
+	var conflict map[string]bool
+	for key, v := range ts.initialVersions {
+		if _, ok := ts.names[key]; !ok && !wildcard {
+			continue
 		}
+		name, param := paramKey(key)
+		if !param && len(ts.params) == 0 {
+			out[name] = v
+			continue
+		}
+		if prev, ok := out[name]; (ok && prev != v) || conflict[name] {
+			if conflict == nil {
+				conflict = make(map[string]bool)
+			}
+			conflict[name] = true
+			delete(out, name)
+			continue
+		}
+		out[name] = v
 	}
 	if len(out) == 0 {
 		return nil
 	}
 	return out
+}
+
+func hasParamKey(keys []string) bool {
+	for _, k := range keys {
+		if _, ok := paramKey(k); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (p deltaProtocol) recordReplyLocked(ts *typeState, resp *Response, err error) {}
@@ -110,23 +154,31 @@ func (s deltaStream) recv() (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A ResourceName without constraints names the variant without
+	// constraints, as a plain removed_resources name does.
 	removed := m.GetRemovedResources()
+	var variants []*discoveryv3.ResourceName
 	if rn := m.GetRemovedResourceNames(); len(rn) > 0 {
 		all := make([]string, 0, len(removed)+len(rn))
 		all = append(all, removed...)
 		for _, n := range rn {
+			if n.GetDynamicParameterConstraints().GetType() != nil {
+				variants = append(variants, n)
+				continue
+			}
 			all = append(all, n.GetName())
 		}
 		removed = all
 	}
 	return &Response{
-		TypeURL:        m.GetTypeUrl(),
-		Version:        m.GetSystemVersionInfo(),
-		Nonce:          m.GetNonce(),
-		Delta:          true,
-		DeltaResources: m.GetResources(),
-		Removed:        removed,
-		ResourceErrors: m.GetResourceErrors(),
-		ControlPlane:   m.GetControlPlane().GetIdentifier(),
+		TypeURL:         m.GetTypeUrl(),
+		Version:         m.GetSystemVersionInfo(),
+		Nonce:           m.GetNonce(),
+		Delta:           true,
+		DeltaResources:  m.GetResources(),
+		Removed:         removed,
+		RemovedVariants: variants,
+		ResourceErrors:  m.GetResourceErrors(),
+		ControlPlane:    m.GetControlPlane().GetIdentifier(),
 	}, nil
 }

@@ -50,6 +50,22 @@
 // may already have applied the newer response and acted on the change.
 // Changes made meanwhile go out with the new nonce once the verdict is in.
 //
+// # Dynamic parameters
+//
+// A subscription with dynamic parameters is named by a key made with
+// [SubscriptionKey]; a plain name is its own key, and costs what it always
+// did. Such a subscription goes out as a ResourceLocator (SotW
+// resource_locators, delta resource_locators_subscribe and
+// resource_locators_unsubscribe), and its name goes in the plain names
+// beside it (once per name, however many parameter sets), so that a server
+// that ignores locators still serves the resource; the name leaves only with
+// the last subscription of it. A delta stream's initial_resource_versions is
+// keyed by name, as the spec's map is: a name goes in when every
+// subscription of it holds the same version, and is left out otherwise, so
+// that the server sends it again. A delta response's removed_resource_names
+// with constraints reach the handler as [Response].RemovedVariants; those
+// without join removed_resources. locators.go has the details.
+//
 // Over a gRPC stream every response must carry a nonce, which pairs it with
 // its reply; one without is NACKed unread and the handler never sees it.
 //

@@ -120,21 +120,26 @@ func (b grpcBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h H
 	return nil, fmt.Errorf("xDS server %s: api_type %v is not supported by this transport", server.ServerURI, server.APIType)
 }
 
-// dial makes the gRPC channel to a server.
-func (b grpcBuilder) dial(server bootstrap.ServerConfig) (*grpc.ClientConn, error) {
-	creds, err := server.TransportCredentials()
+// dial makes the gRPC channel to a server. release closes it, then the
+// credentials (which may hold a goroutine that re-reads certificate files).
+func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc *grpc.ClientConn, release func(), err error) {
+	creds, err := server.ChannelCredentials()
 	if err != nil {
-		return nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
+		return nil, nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
 	}
-	dialOpts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(creds),
+	dialOpts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds.Transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(b.opts.MaxResponseBytes)),
-	}, b.opts.DialOptions...)
-	cc, err := grpc.NewClient(server.ServerURI, dialOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("xDS server %s: dial: %w", server.ServerURI, err)
 	}
-	return cc, nil
+	if creds.PerRPC != nil {
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(creds.PerRPC))
+	}
+	cc, err = grpc.NewClient(server.ServerURI, append(dialOpts, b.opts.DialOptions...)...)
+	if err != nil {
+		creds.Close()
+		return nil, nil, fmt.Errorf("xDS server %s: dial: %w", server.ServerURI, err)
+	}
+	return cc, func() { cc.Close(); creds.Close() }, nil
 }
 
 // adsProtocol is the protocol of an aggregated stream of variant api.
@@ -151,20 +156,20 @@ func adsProtocol(ads discoveryv3.AggregatedDiscoveryServiceClient, api bootstrap
 
 // buildADS returns the transport of a server spoken to over one ADS stream.
 func (b grpcBuilder) buildADS(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
-	cc, err := b.dial(server)
+	cc, release, err := b.dial(server)
 	if err != nil {
 		return nil, err
 	}
 	p := adsProtocol(discoveryv3.NewAggregatedDiscoveryServiceClient(cc), server.APIType)
 	opts := b.opts
 	opts.Logger = opts.Logger.With("server", server.ServerURI, "protocol", server.APIType.String())
-	return &adsTransport{runner: newRunner(p, h, node, opts), cc: cc}, nil
+	return &adsTransport{runner: newRunner(p, h, node, opts), release: release}, nil
 }
 
 // adsTransport is one ADS stream over one gRPC channel.
 type adsTransport struct {
-	runner *runner
-	cc     *grpc.ClientConn
+	runner  *runner
+	release func() // closes the channel and its credentials
 }
 
 func (t *adsTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
@@ -173,5 +178,5 @@ func (t *adsTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 
 func (t *adsTransport) Close() {
 	t.runner.stop()
-	t.cc.Close()
+	t.release()
 }

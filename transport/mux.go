@@ -146,7 +146,7 @@ func reportUnservable(h Handler, typeURL string, names []string, reason string) 
 // buildMux returns the transport of a gRPC server that has per-type streams
 // (APITypeGRPC, APITypeDeltaGRPC, or per-type overrides).
 func (b grpcBuilder) buildMux(server bootstrap.ServerConfig, node *corev3.Node, h Handler) (Transport, error) {
-	cc, err := b.dial(server)
+	cc, release, err := b.dial(server)
 	if err != nil {
 		return nil, err
 	}
@@ -172,5 +172,5 @@ func (b grpcBuilder) buildMux(server bootstrap.ServerConfig, node *corev3.Node, 
 		}
 		return typeURL, func() *runner { return newRunner(p, h, node, ropts) }, true
 	}
-	return newMux(h, logger, route, func() { cc.Close() }), nil
+	return newMux(h, logger, route, release), nil
 }

@@ -51,12 +51,19 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 		ts.subsChanged = false
 		return nil, nil, r
 	}
+	var locs []*discoveryv3.ResourceLocator
+	if len(ts.params) > 0 && len(wire) > 0 {
+		// Subscriptions with dynamic parameters: locators beside the
+		// names (see locators.go).
+		wire, locs = ts.sotwWireLocked(wire)
+	}
 	req := &discoveryv3.DiscoveryRequest{
-		Node:          node,
-		TypeUrl:       ts.typeURL,
-		VersionInfo:   ts.version,
-		ResourceNames: wire,
-		ResponseNonce: ts.nonce,
+		Node:             node,
+		TypeUrl:          ts.typeURL,
+		VersionInfo:      ts.version,
+		ResourceNames:    wire,
+		ResourceLocators: locs,
+		ResponseNonce:    ts.nonce,
 	}
 	if r != nil && r.err != nil {
 		req.ErrorDetail = errorDetail(r.err)
@@ -69,6 +76,9 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 	}
 	if ts.subsChanged {
 		names = ts.sortedNamesLocked()
+		if len(ts.params) > 0 {
+			names = reportedKeys(names)
+		}
 		if names == nil {
 			names = []string{}
 		}

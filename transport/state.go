@@ -11,8 +11,14 @@ import (
 // logical sub-stream of that type. It is guarded by the runner's mutex.
 type typeState struct {
 	typeURL string
-	// names is every name the client wants, "*" included when wildcard.
+	// names is every name the client wants, "*" included when wildcard,
+	// and every subscription key with dynamic parameters, with the
+	// implicit key of its name (see locators.go).
 	names map[string]struct{}
+	// params counts, per name, the parameterised keys wanted (in names or
+	// resubscribe); nil until the type has one. The implicit key of a name
+	// is wanted while its count is above zero.
+	params map[string]int
 	// sorted is names, sorted, as the last SotW request carried them (see
 	// sortedNamesLocked). It may be stale; it is never modified in place.
 	sorted []string
@@ -117,33 +123,69 @@ func newTypeState(typeURL string) *typeState {
 // added again before the removal did is held back (see resubscribe).
 func (ts *typeState) updateLocked(add, remove []string) {
 	for _, n := range remove {
-		if _, ok := ts.resubscribe[n]; ok {
-			delete(ts.resubscribe, n)
+		if name, ok := paramKey(n); ok && ts.wantedLocked(n) {
+			ts.removeLocked(n)
+			// The last parameterised key of a name lets its plain name go
+			// (see locators.go).
+			if ts.params[name]--; ts.params[name] <= 0 {
+				delete(ts.params, name)
+				ts.removeLocked(implicitKey(name))
+			}
 			continue
 		}
-		if _, ok := ts.names[n]; !ok {
-			continue
-		}
-		delete(ts.names, n)
-		ts.subsChanged = true
-		if _, ok := ts.pendingSub[n]; ok {
-			delete(ts.pendingSub, n)
-		} else {
-			ts.pendingUnsub[n] = struct{}{}
-		}
+		ts.removeLocked(n)
 	}
 	for _, n := range add {
-		if _, ok := ts.names[n]; ok {
-			continue
+		if name, ok := paramKey(n); ok && !ts.wantedLocked(n) {
+			if ts.params == nil {
+				ts.params = make(map[string]int)
+			}
+			if ts.params[name]++; ts.params[name] == 1 {
+				ts.addLocked(implicitKey(name))
+			}
 		}
-		if _, ok := ts.pendingUnsub[n]; ok {
-			ts.resubscribe[n] = struct{}{}
-			continue
-		}
-		ts.names[n] = struct{}{}
-		ts.subsChanged = true
-		ts.pendingSub[n] = struct{}{}
+		ts.addLocked(n)
 	}
+}
+
+// wantedLocked tells whether key is wanted: subscribed, or held back to be
+// subscribed again.
+func (ts *typeState) wantedLocked(key string) bool {
+	if _, ok := ts.names[key]; ok {
+		return true
+	}
+	_, ok := ts.resubscribe[key]
+	return ok
+}
+
+func (ts *typeState) removeLocked(n string) {
+	if _, ok := ts.resubscribe[n]; ok {
+		delete(ts.resubscribe, n)
+		return
+	}
+	if _, ok := ts.names[n]; !ok {
+		return
+	}
+	delete(ts.names, n)
+	ts.subsChanged = true
+	if _, ok := ts.pendingSub[n]; ok {
+		delete(ts.pendingSub, n)
+	} else {
+		ts.pendingUnsub[n] = struct{}{}
+	}
+}
+
+func (ts *typeState) addLocked(n string) {
+	if _, ok := ts.names[n]; ok {
+		return
+	}
+	if _, ok := ts.pendingUnsub[n]; ok {
+		ts.resubscribe[n] = struct{}{}
+		return
+	}
+	ts.names[n] = struct{}{}
+	ts.subsChanged = true
+	ts.pendingSub[n] = struct{}{}
 }
 
 // sentLocked records that a request carrying every pending change of ts is

@@ -11,7 +11,10 @@ import (
 // no cache.
 type Transport interface {
 	// UpdateSubscriptions adds and removes resource names of interest for a
-	// type. It never blocks on the network. Changes made close together,
+	// type. A name may be a key made by [SubscriptionKey], for a
+	// subscription with dynamic parameters: it goes on the wire as a
+	// ResourceLocator (see locators.go), and is what OnSubscriptionsSent
+	// and ResourceVersions speak of. It never blocks on the network. Changes made close together,
 	// for one or many types, go out as one request per type. A name in both
 	// lists is removed, then added again; if its removal has not reached the
 	// server when it is added again, the server is told of the removal first,
@@ -91,9 +94,14 @@ type Response struct {
 	Resources []*anypb.Any
 	// DeltaResources are the resources of a delta response.
 	DeltaResources []*discoveryv3.Resource
-	// Removed names the resources a delta response deletes
-	// (removed_resources and removed_resource_names together).
+	// Removed names the resources a delta response deletes:
+	// removed_resources, and the removed_resource_names without dynamic
+	// parameter constraints. Either removes the variant of the name that
+	// has no constraints.
 	Removed []string
+	// RemovedVariants are the removed_resource_names with constraints:
+	// each removes the variant of its name with exactly those constraints.
+	RemovedVariants []*discoveryv3.ResourceName
 	// ResourceErrors are per-resource errors the server reported.
 	ResourceErrors []*discoveryv3.ResourceError
 	// ControlPlane is the identifier of the control plane instance that

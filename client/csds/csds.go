@@ -55,7 +55,10 @@ type Options struct {
 // version, value, last update, and in error_state the error: for rejected
 // ones with the rejected version, for RECEIVED_ERROR the server's error
 // (gRFC A88). The CSDS message has no field for the control plane
-// identifier (client.ResourceStatus.ControlPlane); it is left out.
+// identifier (client.ResourceStatus.ControlPlane); it is left out. Nor has
+// it one for a subscription's dynamic parameters: a resource watched with
+// some is named with them appended, name{k1="v1", k2="v2"}
+// (client.ResourceStatus.NameWithParameters), one config per parameter set.
 func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 	dump := c.Dump()
 	cfg := &statusv3.ClientConfig{
@@ -65,7 +68,7 @@ func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 	for _, st := range dump {
 		g := &statusv3.ClientConfig_GenericXdsConfig{
 			TypeUrl:      st.TypeURL,
-			Name:         st.Name,
+			Name:         st.NameWithParameters(),
 			VersionInfo:  st.Version,
 			ClientStatus: clientStatus(st.Status),
 		}

@@ -17,6 +17,9 @@
 //
 //	go run ./example/watch -bootstrap bootstrap.json -listener my-service
 //
+// -param key=value (repeatable) sends dynamic parameters with every
+// subscription, for servers that keep variants of resources.
+//
 // Logs go to stderr, warnings only unless -v.
 package main
 
@@ -29,6 +32,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -53,6 +57,8 @@ type options struct {
 	authority string
 	delta     bool
 	verbose   bool
+	// params are the dynamic parameters of every watch (-param).
+	params map[string]string
 }
 
 // run is the whole command, apart from signals and the exit status, so
@@ -66,6 +72,17 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&o.authority, "authority", "", "`authority` that picks the virtual host (default: the listener name)")
 	fs.BoolVar(&o.delta, "delta", false, "demo: speak delta ADS to the built-in server instead of state of the world")
 	fs.BoolVar(&o.verbose, "v", false, "log debug output to stderr")
+	fs.Func("param", "dynamic parameter `key=value` sent with every subscription, to select variants of resources (repeatable)", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q: want key=value", kv)
+		}
+		if o.params == nil {
+			o.params = make(map[string]string)
+		}
+		o.params[k] = v
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -109,7 +126,7 @@ func loadBootstrap(path string) (*bootstrap.Config, error) {
 // follow prints the tree from a real server and every change, until ctx
 // is done.
 func follow(ctx context.Context, cfg *bootstrap.Config, o options, stdout io.Writer, logger *slog.Logger) error {
-	c, err := client.New(cfg, client.Options{Logger: logger})
+	c, err := client.New(cfg, client.Options{Logger: logger, DynamicParameters: o.params})
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,8 @@ func TestBadCommandLines(t *testing.T) {
 		{"extra-argument"},
 		{"-bootstrap", filepath.Join(t.TempDir(), "missing.json")},
 		{"-bootstrap", path}, // no -listener
+		{"-param", "env"},
+		{"-param", "=prod"},
 	} {
 		var out bytes.Buffer
 		if err := run(context.Background(), args, &out); err == nil {
@@ -170,7 +172,11 @@ func TestFollowServerFromBootstrap(t *testing.T) {
 
 	out := &syncBuffer{wake: make(chan struct{})}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-listener", "demo", "-authority", "demo.example.com"}, out) }()
+	// With dynamic parameters: the stock server ignores the locators and
+	// serves the plain names beside them.
+	go func() {
+		done <- run(ctx, []string{"-listener", "demo", "-authority", "demo.example.com", "-param", "env=prod"}, out)
+	}()
 	out.waitFor(t, "legacy-dns  LOGICAL_DNS legacy.example.com:8080\n")
 
 	st.drained = true

@@ -1,0 +1,80 @@
+package grpcxds
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/watchers"
+)
+
+// Cluster TLS (gRFC A29). A cluster's SecurityConfig becomes an
+// xdscreds.HandshakeInfo, with the certificate providers it names built
+// from the bootstrap, and the HandshakeInfo rides on the addresses of the
+// cluster's SubConns for the channel's xdscreds credentials to use. An
+// endpoint's SubConn is per address list and security: two clusters that
+// list one address with different TLS get two connections.
+//
+// Only a channel whose credentials are xdscreds' honours clusters' TLS.
+// Any other channel uses its own credentials for every cluster, as grpc-go
+// does; a cluster that asks for TLS on such a channel is logged at warning
+// level, once per cluster.
+
+// secEntry is one HandshakeInfo, shared by the endpoints of every cluster
+// with the same security config. Guarded by xdsBalancer.mu.
+type secEntry struct {
+	key  string
+	hi   *xdscreds.HandshakeInfo
+	refs int // endpointConns that hold it
+}
+
+// securityLocked returns the security of a leaf's connections: nil for
+// the channel's credentials, or the HandshakeInfo of its TLS. An error
+// means the cluster's TLS cannot be honoured (a certificate provider
+// instance the bootstrap does not define): the leaf gets no endpoints, so
+// that its RPCs fail rather than go out unprotected.
+func (b *xdsBalancer) securityLocked(leaf *watchers.ClusterConfig) (*secEntry, error) {
+	sc := leaf.Cluster.Security
+	if sc == nil {
+		return nil, nil
+	}
+	if !b.xdsCreds {
+		if !b.warnedPlain[leaf.Name] {
+			b.warnedPlain[leaf.Name] = true
+			b.logLocked(slog.LevelWarn, "the cluster asks for TLS, but the channel's credentials are not xdscreds: the channel's own are used",
+				"cluster", leaf.Name)
+		}
+		return nil, nil
+	}
+	key := xdscreds.Key(sc)
+	if e := b.security[key]; e != nil {
+		return e, nil
+	}
+	hi, err := xdscreds.NewHandshakeInfo(b.bootstrap, sc)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %q: TLS cannot be set up: %w", leaf.Name, err)
+	}
+	e := &secEntry{key: key, hi: hi}
+	b.security[key] = e
+	return e, nil
+}
+
+// pruneSecurityLocked closes the HandshakeInfos no endpoint holds.
+func (b *xdsBalancer) pruneSecurityLocked() {
+	for key, e := range b.security {
+		if e.refs == 0 {
+			e.hi.Close()
+			delete(b.security, key)
+		}
+	}
+}
+
+// setBootstrapLocked takes the bootstrap of a resolver state. HandshakeInfos
+// built from another bootstrap are kept until their endpoints go: the
+// resolver's bootstrap does not change while the channel lives.
+func (b *xdsBalancer) setBootstrapLocked(cfg *bootstrap.Config) {
+	if cfg != nil {
+		b.bootstrap = cfg
+	}
+}

@@ -1,0 +1,57 @@
+// Package xdscreds secures the connections of goxds channels as the xDS
+// management server says (gRFC A29): a cluster whose Cluster resource has
+// an UpstreamTlsContext is reached over TLS or mutual TLS, with
+// certificates from the certificate providers of the bootstrap
+// (certificate_providers, such as grpc-go's "file_watcher"), and its
+// server's certificate is checked against the provider's roots and the
+// cluster's SAN matchers.
+//
+// # Using it
+//
+//	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{
+//		FallbackCreds: insecure.NewCredentials(), // for clusters without TLS
+//	})
+//	...
+//	conn, err := grpc.NewClient("goxds:///my-listener",
+//		grpc.WithResolvers(builder), grpc.WithTransportCredentials(creds))
+//
+// The goxds balancer (package grpcxds) builds a [HandshakeInfo] for each
+// security config in use and puts it on the addresses of the cluster's
+// connections; the credentials read it in the handshake. The providers
+// are those of the Builder's bootstrap (grpcxds.Options.Bootstrap, or read
+// from the environment), or of its shared Client's (client.Client.Bootstrap).
+//
+// # Never a silent downgrade
+//
+// A cluster whose TLS cannot be honoured (a certificate provider instance
+// the bootstrap does not define, or whose plugin is not registered) gets
+// no connection at all: its RPCs fail with UNAVAILABLE and a message that
+// names the instance. A failed verification fails the handshake, and the
+// RPCs with UNAVAILABLE, naming the certificate's SANs and the matchers.
+// Only clusters with no transport_socket use FallbackCreds.
+//
+// A channel whose credentials are not xdscreds' (insecure, or
+// credentials.NewTLS) uses them for every cluster, TLS ones included, as
+// grpc-go does with non-xDS credentials; the balancer logs a warning once
+// per such cluster.
+//
+// # Compared with grpc-go's credentials/xds
+//
+//	grpc-go (credentials/xds, xds internals)          goxds
+//	xds.NewClientCredentials(ClientOptions{Fallback})  xdscreds.NewClientCredentials(ClientOptions{FallbackCreds}); fallback required in both
+//	UpstreamTlsContext validation, NACK                resources.Cluster.Security: same accepted and rejected fields, NACKed with the field named
+//	instance missing from the bootstrap: NACK          the cluster is failed by the balancer (UNAVAILABLE naming it); the resource itself is accepted,
+//	                                                   as resources does not know the bootstrap
+//	tls_certificate_provider_instance,                 both, and the deprecated *_certificate_provider_instance fields
+//	  ca_certificate_provider_instance
+//	system_root_certs (A82, behind an env var)         supported, always on
+//	match_subject_alt_names: exact, prefix, suffix,    all, with ignore_case; DNS (wildcard SANs for exact), URI (SPIFFE IDs),
+//	  contains, safe_regex                              email and IP SANs
+//	sni, auto_host_sni, auto_sni_san_validation         supported, always on (grpc-go: behind GRPC_EXPERIMENTAL_XDS_SNI)
+//	  (A101, behind an env var)
+//	SPIFFE bundle maps (A87, behind an env var)        not supported
+//	certificate providers: certprovider registry       the same registry and plugins (bootstrap.Config.CertificateProviderConfig)
+//	file_watcher reloads rotated files                 the same plugin: new connections use the new files
+//	server side: xds.NewServerCredentials              not yet (the xDS-enabled server, gRFC A36, is still to come); HandshakeInfo and
+//	                                                   NewHandshakeInfo are meant for it too
+package xdscreds
