@@ -13,11 +13,9 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Names a server-side Listener's transport socket must carry (gRFC A29).
-const (
-	tlsTransportSocketName = "envoy.transport_sockets.tls"
-	downstreamTLSName      = "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
-)
+// downstreamTLSName is the config a server-side Listener's transport
+// socket must carry (gRFC A29).
+const downstreamTLSName = "envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
 
 // ServerListener is the server half of a Listener, one without an
 // api_listener, as an xDS-enabled gRPC server uses it (gRFC A36): the
