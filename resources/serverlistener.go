@@ -83,8 +83,16 @@ type FilterChain struct {
 	// HTTPFilters are the connection manager's filters that run on a
 	// server, in order, the terminal one (the router) last.
 	HTTPFilters []HTTPFilter
-	// TLS is the chain's DownstreamTlsContext, nil for plaintext.
+	// TLS is the chain's DownstreamTlsContext as received, nil for
+	// plaintext.
 	TLS *tlsv3.DownstreamTlsContext
+	// Security is what TLS asks for, nil for plaintext: the provider
+	// instances of the server's certificate (IdentityInstance, always set)
+	// and of the roots that verify clients (RootInstance, may be empty).
+	// Only those fields are used on a server.
+	Security *SecurityConfig
+	// RequireClientCert is require_client_certificate: mutual TLS.
+	RequireClientCert bool
 }
 
 // chainEntry is one point of a filter chain's match: its destination and
@@ -261,11 +269,11 @@ func (fc *FilterChain) init(p *listenerv3.FilterChain) error {
 		return err
 	}
 	if ts := p.GetTransportSocket(); ts != nil {
-		tls, err := downstreamTLS(ts)
+		tls, sc, err := downstreamTLS(ts)
 		if err != nil {
 			return at("transport_socket", err)
 		}
-		fc.TLS = tls
+		fc.TLS, fc.Security, fc.RequireClientCert = tls, sc, tls.GetRequireClientCertificate().GetValue()
 	}
 	return nil
 }
@@ -351,49 +359,68 @@ func (fc *FilterChain) setHCM(hcm *hcmv3.HttpConnectionManager, filters []HTTPFi
 
 // downstreamTLS validates a filter chain's transport socket as gRPC does
 // (gRFC A29): a DownstreamTlsContext without SNI requirements or strict
-// OCSP stapling, with a common_tls_context; a client certificate can only
-// be required when there are roots to check it against.
-func downstreamTLS(ts *corev3.TransportSocket) (*tlsv3.DownstreamTlsContext, error) {
+// OCSP stapling, whose common_tls_context names the provider instance of
+// the server's certificate (current or deprecated fields, as for a
+// cluster); a client certificate can only be required when there are
+// roots to check it against; and SAN matchers and system roots, which a
+// gRPC server does not apply to its clients, are refused rather than
+// ignored.
+func downstreamTLS(ts *corev3.TransportSocket) (*tlsv3.DownstreamTlsContext, *SecurityConfig, error) {
 	if ts.GetName() != tlsTransportSocketName {
-		return nil, fieldErrorf("name", "is %q, want %q", ts.GetName(), tlsTransportSocketName)
+		return nil, nil, fieldErrorf("name", "is %q, want %q", ts.GetName(), tlsTransportSocketName)
 	}
 	tc := ts.GetTypedConfig()
 	if !anyIs(tc, downstreamTLSName) {
-		return nil, fieldErrorf("typed_config", "holds %s, want %s", anyName(tc), downstreamTLSName)
+		return nil, nil, fieldErrorf("typed_config", "holds %s, want %s", anyName(tc), downstreamTLSName)
 	}
 	d := new(tlsv3.DownstreamTlsContext)
 	if err := proto.Unmarshal(tc.GetValue(), d); err != nil {
-		return nil, fieldErrorf("typed_config", "unmarshal DownstreamTlsContext: %v", err)
+		return nil, nil, fieldErrorf("typed_config", "unmarshal DownstreamTlsContext: %v", err)
 	}
+	const path = "typed_config.common_tls_context"
 	if d.GetRequireSni().GetValue() {
-		return nil, fieldErrorf("typed_config.require_sni", "not supported")
+		return nil, nil, fieldErrorf("typed_config.require_sni", "not supported")
 	}
 	if d.GetOcspStaplePolicy() != tlsv3.DownstreamTlsContext_LENIENT_STAPLING {
-		return nil, fieldErrorf("typed_config.ocsp_staple_policy", "%v not supported (only LENIENT_STAPLING)", d.GetOcspStaplePolicy())
+		return nil, nil, fieldErrorf("typed_config.ocsp_staple_policy", "%v not supported (only LENIENT_STAPLING)", d.GetOcspStaplePolicy())
 	}
 	common := d.GetCommonTlsContext()
 	if common == nil {
-		return nil, fieldErrorf("typed_config.common_tls_context", "missing")
+		return nil, nil, fieldErrorf(path, "missing")
 	}
-	if common.GetTlsCertificateProviderInstance() == nil {
-		return nil, fieldErrorf("typed_config.common_tls_context.tls_certificate_provider_instance", "missing: a server needs its identity certificate")
+	if common.GetTlsParams() != nil {
+		return nil, nil, fieldErrorf(path+".tls_params", "not supported")
 	}
-	if d.GetRequireClientCertificate().GetValue() && rootsInstance(common) == nil {
-		return nil, fieldErrorf("typed_config.require_client_certificate", "set without a validation context's ca_certificate_provider_instance to check client certificates with")
+	if common.GetCustomHandshaker() != nil {
+		return nil, nil, fieldErrorf(path+".custom_handshaker", "not supported")
 	}
-	return d, nil
-}
-
-// rootsInstance is the provider instance of a CommonTlsContext's roots,
-// wherever the validation context puts it; nil if none.
-func rootsInstance(c *tlsv3.CommonTlsContext) *tlsv3.CertificateProviderPluginInstance {
-	switch v := c.GetValidationContextType().(type) {
-	case *tlsv3.CommonTlsContext_ValidationContext:
-		return v.ValidationContext.GetCaCertificateProviderInstance()
-	case *tlsv3.CommonTlsContext_CombinedValidationContext:
-		return v.CombinedValidationContext.GetDefaultValidationContext().GetCaCertificateProviderInstance()
+	sc, err := securityFromProviderFields(common)
+	if err != nil {
+		return nil, nil, at(path, err)
 	}
-	return nil
+	old, err := securityFromDeprecatedFields(common)
+	if err != nil {
+		return nil, nil, at(path, err)
+	}
+	// A current field, where set, wins over its deprecated twin.
+	if sc.IdentityInstance == "" {
+		sc.IdentityInstance, sc.IdentityCertName = old.IdentityInstance, old.IdentityCertName
+	}
+	if sc.RootInstance == "" && !sc.UseSystemRoots {
+		sc.RootInstance, sc.RootCertName = old.RootInstance, old.RootCertName
+	}
+	sc.SANMatchers = append(sc.SANMatchers, old.SANMatchers...)
+	switch {
+	case sc.IdentityInstance == "":
+		return nil, nil, fieldErrorf(path+".tls_certificate_provider_instance", "missing: a server needs its identity certificate")
+	case len(sc.SANMatchers) != 0:
+		return nil, nil, fieldErrorf(path+".validation_context.match_subject_alt_names", "not supported on a server")
+	case sc.UseSystemRoots:
+		return nil, nil, fieldErrorf(path+".validation_context.system_root_certs", "not supported on a server")
+	case d.GetRequireClientCertificate().GetValue() && sc.RootInstance == "":
+		return nil, nil, fieldErrorf("typed_config.require_client_certificate", "set without a validation context's ca_certificate_provider_instance to check client certificates with")
+	}
+	return d, sc, nil
 }
 
 // FindFilterChain returns the filter chain for a connection from remote to

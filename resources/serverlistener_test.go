@@ -9,6 +9,7 @@ import (
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -245,6 +246,32 @@ func TestDecodeServerListenerRules(t *testing.T) {
 			wantErr: "tls_certificate_provider_instance: missing",
 		},
 		{
+			name: "tls with the deprecated identity field and roots",
+			lis: func(l *listenerv3.Listener) {
+				l.FilterChains[0].TransportSocket = downstreamSocket(&tlsv3.DownstreamTlsContext{
+					RequireClientCertificate: wrapperspb.Bool(true),
+					CommonTlsContext: &tlsv3.CommonTlsContext{
+						TlsCertificateCertificateProviderInstance: &tlsv3.CommonTlsContext_CertificateProviderInstance{InstanceName: "id"},
+						ValidationContextType: &tlsv3.CommonTlsContext_ValidationContextCertificateProviderInstance{
+							ValidationContextCertificateProviderInstance: &tlsv3.CommonTlsContext_CertificateProviderInstance{InstanceName: "roots"},
+						},
+					},
+				})
+			},
+		},
+		{
+			name: "tls san matchers on a server",
+			lis: func(l *listenerv3.Listener) {
+				c := identity()
+				c.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+					CaCertificateProviderInstance: &tlsv3.CertificateProviderPluginInstance{InstanceName: "roots"},
+					MatchSubjectAltNames:          []*matcherv3.StringMatcher{exact("x")},
+				}}
+				l.FilterChains[0].TransportSocket = downstreamSocket(&tlsv3.DownstreamTlsContext{CommonTlsContext: c})
+			},
+			wantErr: "match_subject_alt_names: not supported on a server",
+		},
+		{
 			name: "bad default chain",
 			lis: func(l *listenerv3.Listener) {
 				l.DefaultFilterChain = chain("d", nil)
@@ -261,6 +288,12 @@ func TestDecodeServerListenerRules(t *testing.T) {
 			}
 			_, l, err := decodeMsg(ListenerType, m)
 			checkErr(t, err, tt.wantErr)
+			if err == nil && m.FilterChains != nil && m.FilterChains[0].TransportSocket != nil {
+				fc := l.Server.FilterChains[0]
+				if fc.Security == nil || fc.Security.IdentityInstance != "id" {
+					t.Errorf("Security = %+v, want identity from instance id", fc.Security)
+				}
+			}
 			if err == nil && (l.Server == nil || l.HTTPFilters != nil || l.InlineRouteConfig != nil) {
 				t.Errorf("decoded %+v, want a server Listener only", l)
 			}
