@@ -155,7 +155,7 @@ func TestNotServingUntilRouteConfigurationArrives(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}, nil)
 	lis := e.serverListener(nil, serverRoutes())
 	setRDS(lis, "server-routes")
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})

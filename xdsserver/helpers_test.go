@@ -83,10 +83,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	return newEnvWith(t, testutils.ManagementServerOptions{})
+	return newEnvWith(t, testutils.ManagementServerOptions{}, nil)
 }
 
-func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions) *env {
+// newEnvWith is newEnv with options for the management server, and a
+// function that edits the server's bootstrap (nil: none).
+func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions, edit func(*bootstrap.Config)) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -100,9 +102,13 @@ func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions) *env {
 		t.Fatal(err)
 	}
 	cfg.ServerListenerResourceNameTemplate = template
+	if edit != nil {
+		edit(cfg)
+	}
 	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan xdsserver.ServingModeChangeArgs, 16)}
 	srv, err := xdsserver.NewGRPCServer(
 		xdsserver.BootstrapConfig(cfg),
+		xdsserver.Logger(slog.New(slog.DiscardHandler)),
 		xdsserver.ClientOptions(client.Options{
 			Logger:           slog.New(slog.DiscardHandler),
 			WatchExpiry:      2 * time.Second,

@@ -121,13 +121,20 @@ func (l *listener) handle(conn net.Conn) {
 		return
 	}
 	fc := g.cfg.FindFilterChain(local, remote)
-	if fc == nil || fc.TLS != nil {
-		// No chain for this peer; or a chain that asks for TLS, which
-		// this server cannot do yet: it must not serve plaintext instead.
-		conn.Close()
+	if fc == nil {
+		conn.Close() // no chain for this peer
 		return
 	}
-	if !g.lis.deliver(conn) {
+	cc := &chainConn{Conn: conn}
+	if fc.Security != nil {
+		if cc.sec = g.sec[fc]; cc.sec == nil {
+			// Its certificate providers could not be built: the chain
+			// asks for TLS, so it must not be served in plaintext.
+			conn.Close()
+			return
+		}
+	}
+	if !g.lis.deliver(cc) {
 		conn.Close() // the generation stopped meanwhile
 	}
 }
@@ -356,10 +363,28 @@ type generation struct {
 	cfg *resources.ServerListener
 	lis *chanListener
 	srv *grpc.Server
+	// sec holds the TLS of each chain that has a DownstreamTlsContext and
+	// whose providers could be built; closed when srv has stopped.
+	sec map[*resources.FilterChain]*chainSecurity
 }
 
 func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
-	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr())}
+	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*chainSecurity)}
+	chains := cfg.FilterChains
+	if cfg.DefaultFilterChain != nil {
+		chains = append(chains[:len(chains):len(chains)], cfg.DefaultFilterChain)
+	}
+	for _, fc := range chains {
+		if fc.Security == nil {
+			continue
+		}
+		cs, err := newChainSecurity(l.s.opts.bootstrap, fc)
+		if err != nil {
+			l.s.logf("filter chain %q of Listener %q: %v; its connections are refused", fc.Name, l.name, err)
+			continue
+		}
+		g.sec[fc] = cs
+	}
 	g.srv = l.s.newGRPCServer(g)
 	l.s.mu.Lock()
 	l.s.live[g] = true
@@ -389,19 +414,26 @@ func (g *generation) stop(graceful bool) {
 	s := g.l.s
 	if !graceful {
 		g.srv.Stop()
-		s.mu.Lock()
-		delete(s.live, g)
-		s.mu.Unlock()
+		g.stopped()
 		return
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		g.srv.GracefulStop()
-		s.mu.Lock()
-		delete(s.live, g)
-		s.mu.Unlock()
+		g.stopped()
 	}()
+}
+
+// stopped releases what the generation held once its server has stopped.
+func (g *generation) stopped() {
+	s := g.l.s
+	s.mu.Lock()
+	delete(s.live, g)
+	s.mu.Unlock()
+	for _, cs := range g.sec {
+		cs.close()
+	}
 }
 
 // chanListener is the net.Listener of a generation: the accept loop hands

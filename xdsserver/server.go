@@ -3,6 +3,7 @@ package xdsserver
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 
@@ -65,6 +66,7 @@ type serverOption struct {
 }
 
 type options struct {
+	logger       *slog.Logger
 	modeCallback ServingModeCallbackFunc
 	bootstrap    *bootstrap.Config
 	client       *client.Client
@@ -88,6 +90,13 @@ func BootstrapConfig(cfg *bootstrap.Config) grpc.ServerOption {
 // creates; unused with SharedClient.
 func ClientOptions(opts client.Options) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.clientOpts = opts }}
+}
+
+// Logger returns an option that sends the server's warnings (a filter
+// chain whose certificate providers cannot be built) to l. Default:
+// slog.Default().
+func Logger(l *slog.Logger) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.logger = l }}
 }
 
 // SharedClient returns an option that makes the server watch through c
@@ -255,6 +264,9 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}, s.grpcOpts...)
+	// Last, so that it wins over a grpc.Creds of the caller's: each
+	// connection's security is its filter chain's.
+	opts = append(opts, grpc.Creds(serverCreds{}))
 	srv := grpc.NewServer(opts...)
 	s.mu.Lock()
 	svcs := s.services
@@ -263,6 +275,14 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		srv.RegisterService(sv.desc, sv.impl)
 	}
 	return srv
+}
+
+func (s *GRPCServer) logf(format string, args ...any) {
+	l := s.opts.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("xdsserver: " + fmt.Sprintf(format, args...))
 }
 
 // reportMode tells the callback of a mode change. It is only called from
