@@ -67,7 +67,7 @@
 //	xds.BootstrapContentsForTesting                BootstrapConfig(*bootstrap.Config), ClientOptions, SharedClient
 //	Listener template, [::]/IP:port, xdstp %-enc   the same (bootstrap.Config.ServerListenerResourceName)
 //	Listener validation (filter chains, HCM,       the same rules, NACKed with the field named
-//	  duplicate matches, dropped chains)           (resources.ServerListener; internal/grpcparity: not yet)
+//	  duplicate matches, dropped chains)           (resources.ServerListener; checked against grpc-go by internal/grpcparity)
 //	filter chain match at accept                   the same order; destination prefixes are matched whatever the
 //	                                                 bound address (grpc-go: only when bound to a wildcard)
 //	RDS per filter chain, wait for all             the same; an RDS update applies to open connections
