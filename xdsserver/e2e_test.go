@@ -10,11 +10,14 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
@@ -191,6 +194,54 @@ func TestNotServingUntilRouteConfigurationArrives(t *testing.T) {
 		}
 		if err != nil {
 			t.Fatalf("during the route change: %v, want OK then UNAVAILABLE", err)
+		}
+	}
+}
+
+func TestRBACOverridesAndStreams(t *testing.T) {
+	e := newEnv(t)
+	rc := serverRoutes()
+	routes := rc.VirtualHosts[0].Routes
+	// SayBye: RBAC disabled on its route, so the Listener's rules (which
+	// allow SayHello and Chat only) do not apply to it.
+	routes[1].TypedPerFilterConfig = map[string]*anypb.Any{
+		"rbac": testutils.MarshalAny(&routev3.FilterConfig{Disabled: true}),
+	}
+	// Chat: an RBACPerRoute that denies everything replaces the
+	// Listener's rules on its route.
+	routes[2].TypedPerFilterConfig = map[string]*anypb.Any{
+		"rbac": testutils.MarshalAny(&rbacfilterv3.RBACPerRoute{Rbac: &rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
+			Action: rbacv3.RBAC_DENY,
+			Policies: map[string]*rbacv3.Policy{"no-chat": {
+				Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_Any{Any: true}}},
+				Principals:  []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+			}},
+		}}}),
+	}
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, rc, rbacAllowing(sayHello, chatMethod))}})
+	e.waitMode(xdsserver.ServingModeServing)
+	conn := e.dial()
+	if err := call(e.ctx, conn, sayHello); err != nil {
+		t.Errorf("SayHello (allowed by the Listener's rules): %v", err)
+	}
+	if err := call(e.ctx, conn, sayBye); err != nil {
+		t.Errorf("SayBye (RBAC disabled on its route): %v", err)
+	}
+	if err := chat(e.ctx, conn); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("Chat (denied by its route's override): %v, want PERMISSION_DENIED", err)
+	}
+
+	// Without the override the stream is allowed: the stream interceptor
+	// applies the Listener's rules.
+	routes[2].TypedPerFilterConfig = nil
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, rc, rbacAllowing(sayHello, chatMethod))}})
+	for {
+		err := chat(e.ctx, conn)
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("Chat during the change: %v", err)
 		}
 	}
 }

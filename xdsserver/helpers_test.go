@@ -39,6 +39,7 @@ const (
 	sayHello    = "/goxds.test.Greeter/SayHello"
 	sayBye      = "/goxds.test.Greeter/SayBye"
 	forward     = "/goxds.test.Greeter/Forward"
+	chatMethod  = "/goxds.test.Greeter/Chat"
 )
 
 // greeterDesc is a hand-made service whose methods all answer with their
@@ -47,6 +48,35 @@ var greeterDesc = grpc.ServiceDesc{
 	ServiceName: "goxds.test.Greeter",
 	HandlerType: (*any)(nil),
 	Methods:     []grpc.MethodDesc{method("SayHello"), method("SayBye"), method("Forward")},
+	// Chat is a bidirectional stream that echoes each message.
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler: func(_ any, ss grpc.ServerStream) error {
+			for {
+				m := new(wrapperspb.StringValue)
+				if err := ss.RecvMsg(m); err != nil {
+					return nil // the client is done
+				}
+				if err := ss.SendMsg(m); err != nil {
+					return err
+				}
+			}
+		},
+	}},
+}
+
+// chat opens a Chat stream and sends and receives one message.
+func chat(ctx context.Context, conn *grpc.ClientConn) error {
+	st, err := conn.NewStream(ctx, &greeterDesc.Streams[0], chatMethod)
+	if err != nil {
+		return err
+	}
+	if err := st.SendMsg(wrapperspb.String("hi")); err != nil {
+		return err
+	}
+	return st.RecvMsg(new(wrapperspb.StringValue))
 }
 
 func method(name string) grpc.MethodDesc {
@@ -220,6 +250,7 @@ func serverRoutes() *routev3.RouteConfiguration {
 			Routes: []*routev3.Route{
 				nonForwarding(sayHello),
 				nonForwarding(sayBye),
+				nonForwarding(chatMethod),
 				{
 					Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: forward}},
 					Action: &routev3.Route_Route{Route: &routev3.RouteAction{
