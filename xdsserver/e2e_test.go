@@ -184,7 +184,8 @@ func TestNotServingUntilRouteConfigurationArrives(t *testing.T) {
 	// A new route configuration applies to the open connection: SayHello
 	// now forwards, which a server refuses.
 	rc := serverRoutes()
-	rc.VirtualHosts[0].Routes = rc.VirtualHosts[0].Routes[2:] // only Forward
+	all := rc.VirtualHosts[0].Routes
+	rc.VirtualHosts[0].Routes = all[len(all)-1:] // only Forward
 	rc.VirtualHosts[0].Routes[0].Match.PathSpecifier = &routev3.RouteMatch_Prefix{Prefix: "/"}
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}, Routes: []*routev3.RouteConfiguration{rc}})
 	for {

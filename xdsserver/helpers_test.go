@@ -232,8 +232,8 @@ func (e *env) serverListener(m *listenerv3.FilterChainMatch, rc *routev3.RouteCo
 	}
 }
 
-// serverRoutes is a route configuration for any authority: SayHello and
-// SayBye are non-forwarding, Forward goes to a cluster (which a server
+// serverRoutes is a route configuration for any authority: SayHello,
+// SayBye and Chat are non-forwarding, Forward (last) goes to a cluster (which a server
 // must refuse).
 func serverRoutes() *routev3.RouteConfiguration {
 	nonForwarding := func(path string) *routev3.Route {
