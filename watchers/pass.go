@@ -41,7 +41,7 @@ func (t *tree) passLocked() outcome {
 	case l.value.Server != nil:
 		// A server's Listener decodes (the type serves both ends) but
 		// has no routes for a client.
-		treeErr = fmt.Errorf("Listener %q is a server-side Listener (no api_listener): a client cannot use it", l.value.Name)
+		treeErr = fmt.Errorf("%w: Listener %q", ErrServerListener, l.value.Name)
 	case l.value.InlineRouteConfig != nil:
 		rc = l.value.InlineRouteConfig
 	default:
