@@ -246,3 +246,28 @@ func TestRBACOverridesAndStreams(t *testing.T) {
 		}
 	}
 }
+
+func TestListenerForAnotherAddressIsNotServed(t *testing.T) {
+	e := newEnv(t)
+	lis := e.serverListener(nil, serverRoutes())
+	lis.Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: e.port + 1}
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "but the server listens on") {
+		t.Errorf("not serving because %v, want the address mismatch", got.Err)
+	}
+	refused(t, e.ctx, "Listener for another port", e.dial())
+
+	// Port 0 in the Listener stands for any port. (A new message: the
+	// management server holds the one it was given.)
+	lis = e.serverListener(nil, serverRoutes())
+	lis.Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: 0}
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
+	e.waitMode(xdsserver.ServingModeServing)
+
+	// A client-side Listener under the server's name is not one to serve.
+	client := testutils.Listener(e.name, "rc")
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{client}})
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "client-side Listener") {
+		t.Errorf("not serving because %v, want the client-side Listener named", got.Err)
+	}
+}
