@@ -270,13 +270,17 @@ func rbacAllowing(methods ...string) *hcmv3.HttpFilter {
 			Rule: &matcherv3.PathMatcher_Path{Path: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: m}}},
 		}}})
 	}
-	cfg := &rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
+	return rbacWith(&rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
 		Action: rbacv3.RBAC_ALLOW,
 		Policies: map[string]*rbacv3.Policy{"allowed-methods": {
 			Permissions: perms,
 			Principals:  []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
 		}},
-	}}
+	}})
+}
+
+// rbacWith is the RBAC filter with config cfg.
+func rbacWith(cfg *rbacfilterv3.RBAC) *hcmv3.HttpFilter {
 	return &hcmv3.HttpFilter{Name: "rbac", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: testutils.MarshalAny(cfg)}}
 }
 
