@@ -257,17 +257,21 @@ func TestListenerForAnotherAddressIsNotServed(t *testing.T) {
 	}
 	refused(t, e.ctx, "Listener for another port", e.dial())
 
+	// A client-side Listener under the server's name is not one to serve
+	// either; the callback is told the new reason, as grpc-go tells it.
+	client := testutils.Listener(e.name, "rc")
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{client}})
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "client-side Listener") {
+		t.Errorf("not serving because %v, want the client-side Listener named", got.Err)
+	}
+
 	// Port 0 in the Listener stands for any port. (A new message: the
 	// management server holds the one it was given.)
 	lis = e.serverListener(nil, serverRoutes())
 	lis.Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: 0}
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
 	e.waitMode(xdsserver.ServingModeServing)
-
-	// A client-side Listener under the server's name is not one to serve.
-	client := testutils.Listener(e.name, "rc")
-	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{client}})
-	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "client-side Listener") {
-		t.Errorf("not serving because %v, want the client-side Listener named", got.Err)
+	if err := call(e.ctx, e.dial(), sayHello, waitForReady); err != nil {
+		t.Errorf("Listener with port 0: %v", err)
 	}
 }

@@ -298,7 +298,6 @@ func (l *listener) notServing(err error) {
 		cancels = append(cancels, w.cancel)
 	}
 	l.routes = make(map[string]*routeWatch)
-	changed := l.mode != ServingModeNotServing
 	l.mode = ServingModeNotServing
 	l.mu.Unlock()
 	for _, c := range cancels {
@@ -307,9 +306,9 @@ func (l *listener) notServing(err error) {
 	if old != nil {
 		old.stop(true)
 	}
-	if changed {
-		l.s.reportMode(l.raw.Addr(), ServingModeNotServing, err)
-	}
+	// Reported even when already not serving, as grpc-go does: the
+	// reason may have changed, and the callback learns it.
+	l.s.reportMode(l.raw.Addr(), ServingModeNotServing, err)
 }
 
 // routeConfig returns the route configuration a filter chain uses now.
