@@ -52,7 +52,8 @@ type ServingModeChangeArgs struct {
 }
 
 // ServingModeCallbackFunc is told each change of an address's serving
-// mode. Calls for one server never overlap and run with no lock of the
+// mode, and each new reason for not serving while it is not serving (as in
+// grpc-go). Calls for one server never overlap and run with no lock of the
 // server held, so the callback may call the server; it should return
 // quickly, as the server's xDS updates wait for it.
 type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
