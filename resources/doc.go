@@ -99,7 +99,16 @@
 // each config as its type parsed it, the FilterOverrides maps each
 // override, and an override wrapped in a FilterConfig may be optional or
 // may disable the filter ([DisabledFilterOverride]). The fault filter's
-// config is a [*FaultConfig] (gRFC A33).
+// config is a [*FaultConfig] (gRFC A33). The RBAC filter (gRFC A41) runs on
+// servers only; its config and RBACPerRoute overrides are [*RBACConfig],
+// whose [RBACEngine] authorizes an [RBACRequest].
+//
+// # Server Listeners
+//
+// A Listener without an api_listener is a server's (gRFC A36): it decodes
+// with [Listener.Server] set to a [*ServerListener], its filter chains
+// validated as gRPC validates them, and [ServerListener.FindFilterChain]
+// picks a connection's chain. Package xdsserver serves by it.
 //
 // # Adding a type
 //
