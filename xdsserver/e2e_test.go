@@ -2,6 +2,7 @@ package xdsserver_test
 
 import (
 	"context"
+	"github.com/goxds/xds/bootstrap"
 	"slices"
 	"strings"
 	"sync"
@@ -52,8 +53,15 @@ func TestServesByListenerWithRBACAndNonForwardingRoutes(t *testing.T) {
 	}
 }
 
+// failOnDataErrors marks the bootstrap's management server
+// fail_on_data_errors: only then does its deletion of a Listener drop it
+// (gRFC A88).
+func failOnDataErrors(c *bootstrap.Config) {
+	c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureFailOnDataErrors)
+}
+
 func TestListenerDeletedAndRestored(t *testing.T) {
-	e := newEnv(t)
+	e := newEnvWith(t, testutils.ManagementServerOptions{}, failOnDataErrors)
 	lis := e.serverListener(nil, serverRoutes())
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
 	e.waitMode(xdsserver.ServingModeServing)
@@ -81,6 +89,31 @@ func TestListenerDeletedAndRestored(t *testing.T) {
 	// connections; the RPC waits for the next attempt, which is served.
 	if err := call(e.ctx, conn, sayHello, waitForReady); err != nil {
 		t.Errorf("serving again: %v", err)
+	}
+}
+
+// A server not marked fail_on_data_errors deleting the Listener is a data
+// error (gRFC A88): the Listener held stays in force, and so does serving.
+func TestListenerDeletedKeptWithoutFailOnDataErrors(t *testing.T) {
+	e := newEnv(t)
+	lis := e.serverListener(nil, serverRoutes())
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
+	e.waitMode(xdsserver.ServingModeServing)
+	conn := e.dial()
+	if err := call(e.ctx, conn, sayHello); err != nil {
+		t.Fatalf("serving: %v", err)
+	}
+
+	e.update(testutils.Resources{})
+	// The server is told of the deletion as an ambient error, and says so.
+	e.waitWarning("serving goes on")
+	if err := call(e.ctx, e.dial(), sayHello); err != nil {
+		t.Errorf("after the deletion, a new channel: %v, want served", err)
+	}
+	select {
+	case m := <-e.modes:
+		t.Errorf("serving mode changed to %v (%v) on a deletion A88 says to ignore", m.Mode, m.Err)
+	default:
 	}
 }
 

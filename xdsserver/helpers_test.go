@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,6 +110,40 @@ type env struct {
 	name  string // the server's Listener resource
 	port  uint32
 	modes chan xdsserver.ServingModeChangeArgs
+	// warnings receives the server's log lines (dropped when full).
+	warnings chan string
+}
+
+// warnings is a slog.Handler that hands each record's message to a
+// channel, so that a test can wait for a log line as an event.
+type warnings struct{ ch chan string }
+
+func (w warnings) Enabled(context.Context, slog.Level) bool { return true }
+
+func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	select {
+	case w.ch <- r.Message:
+	default:
+	}
+	return nil
+}
+
+func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w warnings) WithGroup(string) slog.Handler      { return w }
+
+// waitWarning waits for a log line of the server that contains sub.
+func (e *env) waitWarning(sub string) {
+	e.t.Helper()
+	for {
+		select {
+		case m := <-e.warnings:
+			if strings.Contains(m, sub) {
+				return
+			}
+		case <-e.ctx.Done():
+			e.t.Fatalf("no log line containing %q", sub)
+		}
+	}
 }
 
 func newEnv(t *testing.T) *env {
@@ -135,10 +170,10 @@ func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions, edit fun
 	if edit != nil {
 		edit(cfg)
 	}
-	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan xdsserver.ServingModeChangeArgs, 16)}
+	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan xdsserver.ServingModeChangeArgs, 16), warnings: make(chan string, 64)}
 	srv, err := xdsserver.NewGRPCServer(
 		xdsserver.BootstrapConfig(cfg),
-		xdsserver.Logger(slog.New(slog.DiscardHandler)),
+		xdsserver.Logger(slog.New(warnings{e.warnings})),
 		xdsserver.ClientOptions(client.Options{
 			Logger:           slog.New(slog.DiscardHandler),
 			WatchExpiry:      2 * time.Second,

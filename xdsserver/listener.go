@@ -67,7 +67,7 @@ func (l *listener) serve() error {
 	cancel := client.Watch(l.s.xc, resources.ListenerType, l.name, client.WatcherFuncs[*resources.Listener]{
 		OnUpdate:        l.onListener,
 		OnResourceError: l.onListenerError,
-		// An ambient error leaves the Listener held in force.
+		OnAmbientError:  l.onListenerAmbientError,
 	})
 	l.mu.Lock()
 	if l.closed {
@@ -282,6 +282,14 @@ func (l *listener) after(old *generation, nowServing bool, err error) {
 }
 
 func (l *listener) onListenerError(err error) { l.notServing(err) }
+
+// onListenerAmbientError leaves the Listener held in force: a management
+// server unreachable, an update rejected, or (gRFC A88) a deletion by a
+// server not marked fail_on_data_errors. Serving goes on, but the operator
+// is told, since the server no longer follows its configuration.
+func (l *listener) onListenerAmbientError(err error) {
+	l.s.logf("Listener %q: %v; serving goes on with the configuration held", l.name, err)
+}
 
 // notServing drops every Listener version held: new connections are
 // closed, open ones drained.

@@ -162,9 +162,16 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 }
 
 // bootstrap is a bootstrap for the management server with two certificate
-// providers: "identity" (cert and key) and "roots" (the demo's CA).
+// providers: "identity" (cert and key) and "roots" (the demo's CA). The
+// server is marked fail_on_data_errors: the demo deletes the greeter's
+// Listener to show the server stop serving, and without that feature a
+// deletion leaves the Listener held in force (gRFC A88).
 func (m *mesh) bootstrap(cert, key string) (*bootstrap.Config, error) {
-	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: m.ms.Address(), NodeID: nodeID}))
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
+		ServerURI:      m.ms.Address(),
+		NodeID:         nodeID,
+		ServerFeatures: []string{bootstrap.FeatureFailOnDataErrors},
+	}))
 	if err != nil {
 		return nil, err
 	}
