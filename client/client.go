@@ -141,6 +141,12 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
+// Bootstrap returns the bootstrap configuration the client was made with,
+// so that code handed only the client (the grpcxds resolver, for one) names
+// resources as the bootstrap says: listener name templates, authorities,
+// the node. The client keeps using it: the caller must not modify it.
+func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
+
 // Close stops every stream and timer. Close is idempotent, and no watcher
 // callback starts after the first Close returns.
 //

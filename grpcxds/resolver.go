@@ -37,8 +37,8 @@ type Options struct {
 	Client *client.Client
 	// Bootstrap names the management servers for a client the Builder
 	// creates, and holds the listener name templates (gRFC A47) used with
-	// Client too. Nil: bootstrap.FromEnv, unless Client is set, in which
-	// case a target's listener name is the target itself.
+	// Client too. Nil: the bootstrap Client was made with
+	// ((*client.Client).Bootstrap), or without Client bootstrap.FromEnv.
 	Bootstrap *bootstrap.Config
 	// ClientOptions tune a client the Builder creates; unused with Client.
 	ClientOptions client.Options
@@ -73,7 +73,7 @@ type Options struct {
 type Builder struct {
 	// Read-only after NewBuilder.
 	scheme     string
-	cfg        *bootstrap.Config // nil: targets are listener names as they are
+	cfg        *bootstrap.Config // Options.Bootstrap, or the client's
 	shared     *client.Client    // the Options.Client, or nil
 	clientOpts client.Options
 	scJSON     string       // the service config every channel gets
@@ -112,7 +112,11 @@ func NewBuilder(opts Options) (*Builder, error) {
 		if err := b.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("grpcxds: %w", err)
 		}
-	case b.shared == nil:
+	case b.shared != nil:
+		// The client's own: its listener name template and authorities are
+		// what its user configured, and its node ID names it in errors.
+		b.cfg = b.shared.Bootstrap()
+	default:
 		cfg, err := bootstrap.FromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
@@ -169,7 +173,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name)}
+	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release, logger: b.logger.With("listener", name)}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -181,17 +185,11 @@ func (b *Builder) listenerName(target resolver.Target) (string, error) {
 		return "", fmt.Errorf("grpcxds: target %q names no listener (want %s:///listener-name)", target.String(), b.scheme)
 	}
 	if authority := target.URL.Host; authority != "" {
-		if b.cfg == nil {
-			return "", fmt.Errorf("grpcxds: target %q names authority %q, but the Builder has no bootstrap", target.String(), authority)
-		}
 		name, ok := b.cfg.AuthorityListenerResourceName(authority, endpoint)
 		if !ok {
 			return "", fmt.Errorf("grpcxds: target %q: authority %q is not in the bootstrap", target.String(), authority)
 		}
 		return name, nil
-	}
-	if b.cfg == nil {
-		return endpoint, nil
 	}
 	return b.cfg.ListenerResourceName(endpoint), nil
 }
@@ -236,6 +234,7 @@ type xdsResolver struct {
 	// Read-only after Build.
 	cc       resolver.ClientConn
 	listener string
+	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
 	logger   *slog.Logger // the Builder's, with the listener
 	cancel   func()       // of the tree watch; set right after the watch starts
@@ -264,7 +263,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 // would not even run the goxds balancer.
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
-	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, Err: err}, r.sc, r.logger)); err != nil {
+	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}, r.sc, r.logger)); err != nil {
 		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
 	}
 }
@@ -296,18 +295,22 @@ func (r *xdsResolver) Close() {
 type ConfigError struct {
 	// Listener is the name of the Listener resource watched.
 	Listener string
+	// NodeID is the node ID the client gave the management server (the
+	// bootstrap's node.id): the first thing to look up on the server side.
+	NodeID string
 	// Err is the tree's error.
 	Err error
 }
 
-// Error names the listener and says what is wrong with its tree.
+// Error names the listener and the node ID and says what is wrong with
+// the tree.
 func (e *ConfigError) Error() string {
 	msg := e.Err.Error()
 	// The client's errors already name the listener.
 	if !strings.Contains(msg, e.Listener) {
 		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
 	}
-	return "goxds: no usable xDS configuration: " + msg
+	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, msg)
 }
 
 // Unwrap returns the cause.
