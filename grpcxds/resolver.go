@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -78,6 +80,9 @@ type Builder struct {
 	clientOpts client.Options
 	scJSON     string       // the service config every channel gets
 	logger     *slog.Logger // Options.Logger, or its default
+	// retryWait replaces the timer retries wait on, in tests; nil: the
+	// real one. Set before the first channel.
+	retryWait func(ctx context.Context, d time.Duration) error
 
 	// A client the Builder created, counted by the resolvers using it.
 	mu    sync.Mutex
@@ -156,7 +161,16 @@ func (b *Builder) Scheme() string { return b.scheme }
 // applied, or, for a target with an authority, that authority's template.
 // The virtual host is chosen for the channel's authority (the target's
 // path unless grpc.WithAuthority says otherwise).
+//
+// A channel made with only grpc.WithResolvers(b) routes by the
+// configuration but applies none of its per-RPC parts; see DialOptions.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	return b.build(target, cc, opts, newChannelState(b))
+}
+
+// build is Build for a channel whose state (shared with its interceptors,
+// if it has them) is cs.
+func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions, cs *channelState) (resolver.Resolver, error) {
 	name, err := b.listenerName(target)
 	if err != nil {
 		return nil, err
@@ -173,7 +187,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release, logger: b.logger.With("listener", name)}
+	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release, logger: b.logger.With("listener", name)}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -233,6 +247,7 @@ func (b *Builder) acquireClient() (*client.Client, func(), error) {
 type xdsResolver struct {
 	// Read-only after Build.
 	cc       resolver.ClientConn
+	cs       *channelState
 	listener string
 	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
@@ -243,8 +258,15 @@ type xdsResolver struct {
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
+//
+// The channel's interceptors get the snapshot first: an RPC that starts
+// meanwhile may choose a cluster the balancer does not have yet, and
+// waits for it.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	if err := r.cc.UpdateState(stateOf(s, r.sc, r.logger)); err != nil {
+	gen := r.cs.set(&channelConfig{snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID})
+	err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.cs, gen))
+	r.checkBalancer(gen)
+	if err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
 		return
 	}
@@ -263,9 +285,28 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 // would not even run the goxds balancer.
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
-	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}, r.sc, r.logger)); err != nil {
+	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
+	gen := r.cs.set(&channelConfig{err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
+	err = r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, gen))
+	r.checkBalancer(gen)
+	if err != nil {
 		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
 	}
+}
+
+// checkBalancer makes sure that the goxds balancer took configuration gen,
+// which it must have done by the time UpdateState returns. If it did not,
+// the channel runs another policy (made with grpc.WithDisableServiceConfig,
+// which ignores the resolver's service config): its RPCs would go wherever
+// that policy sends them, so the channel's interceptors fail them instead,
+// and the log says so.
+func (r *xdsResolver) checkBalancer(gen uint64) {
+	if r.cs.balancerGen.Load() >= gen {
+		return
+	}
+	err := errNotOurBalancer(r.listener)
+	r.logger.Warn("the channel ignores the xDS configuration", "err", err)
+	r.cs.set(&channelConfig{err: err, nodeID: r.nodeID})
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in force
@@ -283,6 +324,7 @@ func (r *xdsResolver) ResolveNow(resolver.ResolveNowOptions) {}
 func (r *xdsResolver) Close() {
 	r.cancel()
 	r.release()
+	r.cs.reset()
 }
 
 // ConfigError is what a channel's RPCs fail with while the config tree of
