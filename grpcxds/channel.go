@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -40,10 +41,11 @@ type channelState struct {
 	balancerGen atomic.Uint64
 
 	mu    sync.Mutex
-	built bool           // a resolver was built for it; guarded by mu
-	gen   uint64         // generations handed out; guarded by mu
-	cfg   *channelConfig // the configuration in force, nil before one; guarded by mu
-	ready chan struct{}  // closed when cfg is first set; guarded by mu
+	built bool             // a resolver was built for it; guarded by mu
+	owner *grpc.ClientConn // the channel of the first RPC; guarded by mu
+	gen   uint64           // generations handed out; guarded by mu
+	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
+	ready chan struct{}    // closed when cfg is first set; guarded by mu
 }
 
 // channelConfig is one configuration of a channel, immutable.
@@ -79,19 +81,23 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// set makes cfg the configuration in force, giving it the next
-// generation.
-func (cs *channelState) set(cfg *channelConfig) uint64 {
+// nextGen returns the generation of a new configuration.
+func (cs *channelState) nextGen() uint64 {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.gen++
-	cfg.gen = cs.gen
+	return cs.gen
+}
+
+// set makes cfg the configuration in force for the channel's new RPCs.
+func (cs *channelState) set(cfg *channelConfig) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
 	first := cs.cfg == nil
 	cs.cfg = cfg
 	if first {
 		close(cs.ready)
 	}
-	return cfg.gen
 }
 
 // reset forgets the configuration when the channel's resolver closes (the
@@ -112,8 +118,14 @@ func (cs *channelState) reset() {
 // gRPC, and the RPC waits here first.
 func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*channelConfig, error) {
 	cs.mu.Lock()
-	cfg, ready := cs.cfg, cs.ready
+	if cs.owner == nil {
+		cs.owner = cc
+	}
+	cfg, ready, owner := cs.cfg, cs.ready, cs.owner
 	cs.mu.Unlock()
+	if owner != cc {
+		return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
+	}
 	if cfg != nil {
 		return cfg, nil
 	}
@@ -146,16 +158,22 @@ func (cb channelBuilder) Build(target resolver.Target, cc resolver.ClientConn, o
 	cb.cs.mu.Lock()
 	if cb.cs.built {
 		cb.cs.mu.Unlock()
-		return nil, fmt.Errorf("grpcxds: the dial options of one Builder.DialOptions call are used by two channels: call DialOptions once per channel")
+		return nil, errors.New(errSharedDialOptions)
 	}
 	cb.cs.built = true
 	cb.cs.mu.Unlock()
 	r, err := cb.Builder.build(target, cc, opts, cb.cs)
 	if err != nil {
-		cb.cs.reset()
+		// RPCs waiting for a configuration fail with the reason.
+		cb.cs.set(&channelConfig{err: status.Error(codes.Unavailable, err.Error())})
+		cb.cs.mu.Lock()
+		cb.cs.built = false
+		cb.cs.mu.Unlock()
 	}
 	return r, err
 }
+
+const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptions call are used by two channels: call DialOptions once per channel"
 
 // DialOptions returns the dial options of one channel routed by b: its
 // resolver, and the interceptors that apply the xDS configuration to each
@@ -189,4 +207,31 @@ func NewClient(target string, b *Builder, opts ...grpc.DialOption) (*grpc.Client
 func errNotOurBalancer(listener string) error {
 	return status.Errorf(codes.Unavailable, "goxds: the channel to listener %q does not run the %s balancer the goxds resolver selects, "+
 		"so it cannot route by the xDS configuration: was it made with grpc.WithDisableServiceConfig?", listener, BalancerName)
+}
+
+// Register makes a Builder for opts and registers it with gRPC
+// (resolver.Register) under opts.Scheme: "goxds" by default, or "xds" to
+// take over targets written for grpc-go's own xDS resolver. It fails if a
+// resolver is already registered for the scheme: for "xds", that is
+// grpc-go's, linked in by an import of google.golang.org/grpc/xds, and the
+// two cannot share it. Like resolver.Register, call it at initialization
+// time only.
+//
+// A channel made from a target alone ("goxds:///my-listener") then routes
+// by xDS, but the per-RPC parts of the configuration (timeouts, retries,
+// HTTP filters) need the interceptors: make channels with
+// b.DialOptions() or NewClient.
+func Register(opts Options) (*Builder, error) {
+	b, err := NewBuilder(opts)
+	if err != nil {
+		return nil, err
+	}
+	if resolver.Get(b.scheme) != nil {
+		if b.scheme == "xds" {
+			return nil, errors.New(`grpcxds: scheme "xds" is taken by grpc-go's own xDS resolver (google.golang.org/grpc/xds is imported): use another scheme`)
+		}
+		return nil, fmt.Errorf("grpcxds: a resolver is already registered for scheme %q", b.scheme)
+	}
+	resolver.Register(b)
+	return b, nil
 }

@@ -17,3 +17,7 @@ func WithPickObserver(ctx context.Context, observe func(error)) context.Context 
 func SetRetryWait(b *Builder, wait func(ctx context.Context, d time.Duration) error) {
 	b.retryWait = wait
 }
+
+// NoInterceptorsWarning is what the balancer logs at the first RPC of a
+// channel made without the goxds interceptors.
+const NoInterceptorsWarning = noInterceptorsWarning

@@ -63,6 +63,12 @@ func pickWeighted(wcs []resources.WeightedCluster) int {
 	return len(wcs) - 1
 }
 
+// noInterceptorsWarning is logged at the first RPC of a channel that came
+// without the goxds interceptors.
+const noInterceptorsWarning = "an RPC came without the goxds interceptors (a channel made with grpc.WithResolvers alone): " +
+	"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
+	"make the channel with Builder.DialOptions"
+
 // pickObserverKey is the context key of a func(error) that tests put in an
 // RPC's context to hear of every pick of that RPC and its outcome.
 type pickObserverKey struct{}

@@ -259,13 +259,12 @@ type xdsResolver struct {
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
 //
-// The channel's interceptors get the snapshot first: an RPC that starts
-// meanwhile may choose a cluster the balancer does not have yet, and
-// waits for it.
+// The channel's interceptors get the snapshot once the balancer has it, so
+// that new RPCs choose among clusters it has.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	gen := r.cs.set(&channelConfig{snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID})
+	gen := r.cs.nextGen()
 	err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.cs, gen))
-	r.checkBalancer(gen)
+	r.publish(gen, &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID})
 	if err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
 		return
@@ -286,27 +285,27 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	gen := r.cs.set(&channelConfig{err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
+	gen := r.cs.nextGen()
 	err = r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, gen))
-	r.checkBalancer(gen)
+	r.publish(gen, &channelConfig{gen: gen, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
 	if err != nil {
 		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
 	}
 }
 
-// checkBalancer makes sure that the goxds balancer took configuration gen,
-// which it must have done by the time UpdateState returns. If it did not,
-// the channel runs another policy (made with grpc.WithDisableServiceConfig,
-// which ignores the resolver's service config): its RPCs would go wherever
-// that policy sends them, so the channel's interceptors fail them instead,
-// and the log says so.
-func (r *xdsResolver) checkBalancer(gen uint64) {
-	if r.cs.balancerGen.Load() >= gen {
-		return
+// publish hands the channel's interceptors cfg, of generation gen, once
+// the goxds balancer has taken it, which it must have done by the time
+// UpdateState returns. If it did not, the channel runs another policy (it
+// was made with grpc.WithDisableServiceConfig, which ignores the
+// resolver's service config): its RPCs would go wherever that policy
+// sends them, so the interceptors fail them instead, and the log says so.
+func (r *xdsResolver) publish(gen uint64, cfg *channelConfig) {
+	if r.cs.balancerGen.Load() < gen {
+		err := errNotOurBalancer(r.listener)
+		r.logger.Warn("the channel ignores the xDS configuration", "err", err)
+		cfg = &channelConfig{gen: gen, err: err, nodeID: r.nodeID}
 	}
-	err := errNotOurBalancer(r.listener)
-	r.logger.Warn("the channel ignores the xDS configuration", "err", err)
-	r.cs.set(&channelConfig{err: err, nodeID: r.nodeID})
+	r.cs.set(cfg)
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in force
