@@ -47,7 +47,10 @@
 // the outgoing metadata (binary "-bin" headers are never matched; the
 // content-type is "application/grpc"), and the runtime fraction. A route
 // with query parameter matchers never matches, as gRPC requests carry no
-// query. The route's cluster, or one of its weighted clusters drawn at
+// query; routes gRPC cannot use at all (a cluster_header target, an
+// unsupported cluster specifier plugin) are not there to match, being
+// skipped when the route configuration is decoded (gRFC A28). The route's
+// cluster, or one of its weighted clusters drawn at
 // random by weight, picks the endpoint. No matching route, or a route that
 // does not forward (redirect, direct response, non-forwarding), fails the
 // RPC with UNAVAILABLE and the reason.
@@ -95,7 +98,9 @@
 // # Not supported
 //
 // Route timeouts, max_stream_duration and retry policies (they need
-// grpc-go's internal config selector), HTTP filters (fault injection,
-// RBAC), cluster TLS (the channel's own credentials are used), load
+// grpc-go's internal config selector), running HTTP filters on RPCs (a
+// listener's filters are validated as gRFC A39 says, and the fault
+// injection of gRFC A33 is implemented, but the per-RPC chain does not
+// call it yet; RBAC), the RLS cluster specifier plugin, cluster TLS (the channel's own credentials are used), load
 // reporting, outlier detection, and authority rewriting.
 package grpcxds

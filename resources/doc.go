@@ -33,10 +33,13 @@
 // [ListenerType], [RouteConfigType], [ClusterType] and [EndpointsType]
 // decode the four resources of the LDS→RDS→CDS→EDS tree into [*Listener],
 // [*RouteConfig], [*Cluster] and [*Endpoints]. They apply the client-side
-// validation rules of gRPC's xDS support (gRFC A27, A28 and their
+// validation rules of gRPC's xDS support (gRFC A27, A28, A39 and their
 // successors), and leave to the caller what depends on the features it has:
-// unknown HTTP filters, route actions other than forwarding and query
-// parameter matchers are kept, not rejected. A resource that breaks a rule
+// route actions other than forwarding and query parameter matchers are
+// kept, not rejected. Routes gRPC cannot use at all (their target is a
+// cluster_header, an inline or optional unsupported cluster specifier
+// plugin, or nothing) are left out of their virtual host and listed in
+// [VirtualHost.SkippedRoutes] (gRFC A28). A resource that breaks a rule
 // fails to decode with an error that wraps a [*FieldError] naming the
 // offending field, for example
 //
@@ -63,6 +66,22 @@
 // inline route configuration follows the RouteConfiguration rules.
 // [VirtualHostType] (VHDS, delta only) decodes a [*VirtualHostResource],
 // whose [*VirtualHost] is validated as in a route configuration.
+//
+// # HTTP filters
+//
+// A Listener's HTTP filters, and the typed_per_filter_config overrides of
+// virtual hosts, routes and weighted clusters, are validated against a
+// second registry, of filter types (gRFC A39): [RegisterHTTPFilter] adds
+// an [HTTPFilterType], [LookupHTTPFilter] finds one by config type URL.
+// The router and the fault injection filter are built in. A filter of an
+// unregistered type, or of one that cannot run on a client, makes the
+// Listener invalid unless it is optional, in which case it is left out;
+// TypedStruct-wrapped configs are looked up by the type inside; a filter
+// found by config_discovery is of no known type. [HTTPFilter.Parsed] holds
+// each config as its type parsed it, the FilterOverrides maps each
+// override, and an override wrapped in a FilterConfig may be optional or
+// may disable the filter ([DisabledFilterOverride]). The fault filter's
+// config is a [*FaultConfig] (gRFC A33).
 //
 // # Adding a type
 //

@@ -41,7 +41,8 @@ func FuzzDecodeListener(f *testing.F) {
 		}
 		seen := map[string]bool{}
 		for i, f := range l.HTTPFilters {
-			if f.Name == "" || seen[f.Name] || (i < n-1 && anyIs(f.Config, routerName)) {
+			ft, ok := LookupHTTPFilter(f.TypeURL)
+			if f.Name == "" || seen[f.Name] || !ok || !ft.ClientSide || ft.Terminal != (i == n-1) || f.Parsed == nil {
 				t.Fatalf("bad filter %d: %+v", i, f)
 			}
 			seen[f.Name] = true
@@ -90,15 +91,39 @@ func checkRouteConfig(t *testing.T, rc *RouteConfig) {
 				t.Fatalf("exact domain %q does not find its own virtual host", d)
 			}
 		}
+		checkOverrides(t, vh.FilterOverrides)
 		for _, r := range vh.Routes {
 			checkRoute(t, r)
+		}
+		// Every route received is either kept or skipped, in order.
+		if len(vh.Routes)+len(vh.SkippedRoutes) != len(vh.Raw.GetRoutes()) {
+			t.Fatalf("%d routes kept and %d skipped of %d", len(vh.Routes), len(vh.SkippedRoutes), len(vh.Raw.GetRoutes()))
+		}
+		for i, s := range vh.SkippedRoutes {
+			if s.Reason == "" || (i > 0 && s.Index <= vh.SkippedRoutes[i-1].Index) {
+				t.Fatalf("bad skipped route %d: %+v", i, s)
+			}
 		}
 	}
 	FindVirtualHost(rc.VirtualHosts, "Fuzz.Example.com:443")
 }
 
+// checkOverrides asserts that every parsed filter override has a value.
+func checkOverrides(t *testing.T, m map[string]HTTPFilterConfig) {
+	t.Helper()
+	if m != nil && len(m) == 0 {
+		t.Fatal("empty, non-nil FilterOverrides")
+	}
+	for name, c := range m {
+		if c == nil {
+			t.Fatalf("override %q is nil", name)
+		}
+	}
+}
+
 func checkRoute(t *testing.T, r *Route) {
 	t.Helper()
+	checkOverrides(t, r.FilterOverrides)
 	if r.RuntimeFraction < -1 || r.RuntimeFraction > 1000000 {
 		t.Fatalf("RuntimeFraction %d out of range", r.RuntimeFraction)
 	}
@@ -124,6 +149,7 @@ func checkRoute(t *testing.T, r *Route) {
 		if wc.Weight == 0 || wc.Name == "" {
 			t.Fatalf("bad weighted cluster %+v", wc)
 		}
+		checkOverrides(t, wc.FilterOverrides)
 		sum += uint64(wc.Weight)
 	}
 	if sum > math.MaxUint32 {

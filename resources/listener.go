@@ -9,7 +9,6 @@ import (
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -45,9 +44,11 @@ type Listener struct {
 	// InlineRouteConfig is the route configuration carried inline; nil
 	// when RouteConfigName is set.
 	InlineRouteConfig *RouteConfig
-	// HTTPFilters are the connection manager's filters in order; the last
-	// is always the router. Filters this package does not know are kept:
-	// whoever builds the filter chain decides what to do with them.
+	// HTTPFilters are the connection manager's filters in order, each of
+	// a type registered with RegisterHTTPFilter that runs on a client; the
+	// last is a terminal filter (the router). Optional filters of unknown
+	// types are left out; a non-optional one makes the Listener invalid
+	// (gRFC A39).
 	HTTPFilters []HTTPFilter
 	// MaxStreamDuration is common_http_protocol_options.max_stream_duration
 	// of the connection manager, 0 when unset.
@@ -64,11 +65,14 @@ type HTTPFilter struct {
 	// Name is the filter's unique name in the chain.
 	Name string
 	// TypeURL is the type of the filter's configuration: Config's type URL,
-	// or for a config wrapped in a TypedStruct the type URL inside it.
-	// Empty for an optional filter without a config.
+	// or for a config wrapped in a TypedStruct the type URL inside it. It
+	// selects the filter's HTTPFilterType (LookupHTTPFilter).
 	TypeURL string
 	// Config is the filter's typed_config as received.
 	Config *anypb.Any
+	// Parsed is Config as the filter type's ParseConfig returned it: for
+	// the built-in filters a *RouterConfig or a *FaultConfig.
+	Parsed HTTPFilterConfig
 	// IsOptional: a client that does not support the filter may skip it.
 	IsOptional bool
 	// Disabled: the filter runs only where a route or virtual host enables
@@ -152,7 +156,7 @@ func (l *Listener) setHCM(hcm *hcmv3.HttpConnectionManager) error {
 		}
 		l.MaxStreamDuration = d
 	}
-	filters, err := httpFilters(hcm.GetHttpFilters())
+	filters, err := parseHTTPFilters(hcm.GetHttpFilters(), false)
 	if err != nil {
 		return err
 	}
@@ -191,59 +195,6 @@ func configSourceKind(cs *corev3.ConfigSource) string {
 	default:
 		return fmt.Sprintf("%T", s)
 	}
-}
-
-// httpFilters validates an HTTP filter chain: named filters, unique names,
-// a config unless optional, and the router last.
-func httpFilters(in []*hcmv3.HttpFilter) ([]HTTPFilter, error) {
-	out := make([]HTTPFilter, len(in))
-	for i, f := range in {
-		path := index("http_filters", i)
-		name := f.GetName()
-		if name == "" {
-			return nil, fieldErrorf(path+".name", "must not be empty")
-		}
-		for _, prev := range out[:i] {
-			if prev.Name == name {
-				return nil, fieldErrorf(path+".name", "duplicate filter name %q", name)
-			}
-		}
-		hf := HTTPFilter{Name: name, IsOptional: f.GetIsOptional(), Disabled: f.GetDisabled()}
-		switch ct := f.GetConfigType().(type) {
-		case *hcmv3.HttpFilter_TypedConfig:
-			typeURL, err := filterTypeURL(ct.TypedConfig)
-			if err != nil {
-				return nil, at(path+".typed_config", err)
-			}
-			hf.TypeURL, hf.Config = typeURL, ct.TypedConfig
-		case *hcmv3.HttpFilter_ConfigDiscovery:
-			if !hf.IsOptional {
-				return nil, fieldErrorf(path+".config_discovery", "not supported")
-			}
-		default:
-			if !hf.IsOptional {
-				return nil, fieldErrorf(path, "filter %q has no typed_config", name)
-			}
-		}
-		out[i] = hf
-	}
-	last := len(out) - 1
-	for i, f := range out {
-		if !anyIs(f.Config, routerName) {
-			continue
-		}
-		if i != last {
-			return nil, fieldErrorf(index("http_filters", i), "router filter %q must be the last filter", f.Name)
-		}
-		if f.Disabled {
-			return nil, fieldErrorf(index("http_filters", i)+".disabled", "the router filter must not be disabled")
-		}
-		if err := proto.Unmarshal(f.Config.GetValue(), new(routerv3.Router)); err != nil {
-			return nil, fieldErrorf(index("http_filters", i)+".typed_config", "unmarshal Router: %v", err)
-		}
-		return out, nil
-	}
-	return nil, fieldErrorf("http_filters", "no router filter (%s) at the end of the chain", routerName)
 }
 
 // filterTypeURL returns the type URL of a filter config, looking inside

@@ -8,8 +8,10 @@ import (
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -21,6 +23,14 @@ func namedFilter(name string, cfg *anypb.Any, optional bool) *hcmv3.HttpFilter {
 		f.ConfigType = &hcmv3.HttpFilter_TypedConfig{TypedConfig: cfg}
 	}
 	return f
+}
+
+// faultAny packs a fault filter config; nil packs an empty one.
+func faultAny(m *faultv3.HTTPFault) *anypb.Any {
+	if m == nil {
+		m = &faultv3.HTTPFault{}
+	}
+	return toAny(m)
 }
 
 // unknownConfig is a filter config of a type no client knows.
@@ -113,27 +123,43 @@ func TestDecodeListenerRules(t *testing.T) {
 			wantErr: hcmPath + "common_http_protocol_options.max_stream_duration: must not be negative",
 		},
 		{
-			name: "unknown filters kept, optional or not",
+			name: "optional filters of unknown types left out",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
 				h.HttpFilters = []*hcmv3.HttpFilter{
-					namedFilter("fault", unknownConfig, false),
 					namedFilter("opt", unknownConfig, true),
 					namedFilter("opt-empty", nil, true),
+					{Name: "opt-ecds", IsOptional: true, ConfigType: &hcmv3.HttpFilter_ConfigDiscovery{}},
 					routerFilter(),
 				}
 			},
 		},
 		{
+			name: "required filter of an unknown type",
+			hcm: func(h *hcmv3.HttpConnectionManager) {
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("acme", unknownConfig, false), routerFilter()}
+			},
+			wantErr: hcmPath + `http_filters[0].typed_config: filter "acme" has unknown type acme.Fault and is not optional`,
+		},
+		{
+			name: "required filter of an unknown type in a typed struct",
+			hcm: func(h *hcmv3.HttpConnectionManager) {
+				ts := toAny(&xdstypev3.TypedStruct{TypeUrl: "type.googleapis.com/acme.Wrapped"})
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("acme", ts, false), routerFilter()}
+			},
+			wantErr: hcmPath + `http_filters[0].typed_config: filter "acme" has unknown type acme.Wrapped and is not optional`,
+		},
+		{
 			name: "filter without a name",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
-				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("", unknownConfig, false), routerFilter()}
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("", unknownConfig, true), routerFilter()}
 			},
 			wantErr: hcmPath + "http_filters[0].name: must not be empty",
 		},
 		{
+			// The first "a" is left out, but its name still counts.
 			name: "duplicate filter names",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
-				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", unknownConfig, false), namedFilter("a", unknownConfig, true), routerFilter()}
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", unknownConfig, true), namedFilter("a", faultAny(nil), false), routerFilter()}
 			},
 			wantErr: hcmPath + `http_filters[1].name: duplicate filter name "a"`,
 		},
@@ -147,7 +173,7 @@ func TestDecodeListenerRules(t *testing.T) {
 		{
 			name: "filter config with an empty type url",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
-				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", &anypb.Any{}, false), routerFilter()}
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", &anypb.Any{}, true), routerFilter()}
 			},
 			wantErr: hcmPath + "http_filters[0].typed_config: empty type_url",
 		},
@@ -156,36 +182,52 @@ func TestDecodeListenerRules(t *testing.T) {
 			hcm: func(h *hcmv3.HttpConnectionManager) {
 				h.HttpFilters = []*hcmv3.HttpFilter{{Name: "a", ConfigType: &hcmv3.HttpFilter_ConfigDiscovery{}}, routerFilter()}
 			},
-			wantErr: hcmPath + "http_filters[0].config_discovery: not supported",
+			wantErr: hcmPath + `http_filters[0].config_discovery: not supported (filter "a"`,
 		},
 		{
 			name:    "no filters",
 			hcm:     func(h *hcmv3.HttpConnectionManager) { h.HttpFilters = nil },
-			wantErr: hcmPath + "http_filters: no router filter",
+			wantErr: hcmPath + "http_filters: no filter this client supports",
+		},
+		{
+			name: "only optional unknown filters",
+			hcm: func(h *hcmv3.HttpConnectionManager) {
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", unknownConfig, true)}
+			},
+			wantErr: hcmPath + "http_filters: no filter this client supports",
 		},
 		{
 			name: "no router",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
-				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", unknownConfig, false)}
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("a", faultAny(nil), false)}
 			},
-			wantErr: hcmPath + "http_filters: no router filter",
+			wantErr: hcmPath + `http_filters[0]: last filter "a" is not a terminal filter`,
 		},
 		{
 			name: "router not last",
 			hcm: func(h *hcmv3.HttpConnectionManager) {
-				h.HttpFilters = []*hcmv3.HttpFilter{routerFilter(), namedFilter("a", unknownConfig, false)}
+				h.HttpFilters = []*hcmv3.HttpFilter{routerFilter(), namedFilter("a", faultAny(nil), false)}
 			},
-			wantErr: hcmPath + `http_filters[0]: router filter "envoy.filters.http.router" must be the last filter`,
+			wantErr: hcmPath + `http_filters[0]: terminal filter "envoy.filters.http.router" must be the last filter`,
+		},
+		{
+			// The index is the one received, counting the optional
+			// filter that was left out.
+			name: "router not last, a left-out filter before it",
+			hcm: func(h *hcmv3.HttpConnectionManager) {
+				h.HttpFilters = []*hcmv3.HttpFilter{namedFilter("o", unknownConfig, true), routerFilter(), namedFilter("a", faultAny(nil), false)}
+			},
+			wantErr: hcmPath + `http_filters[1]: terminal filter "envoy.filters.http.router" must be the last filter`,
 		},
 		{
 			name:    "router disabled",
 			hcm:     func(h *hcmv3.HttpConnectionManager) { h.HttpFilters[0].Disabled = true },
-			wantErr: hcmPath + "http_filters[0].disabled: the router filter must not be disabled",
+			wantErr: hcmPath + `http_filters[0].disabled: terminal filter "envoy.filters.http.router" must not be disabled`,
 		},
 		{
 			name:    "router config garbage",
 			hcm:     func(h *hcmv3.HttpConnectionManager) { h.HttpFilters[0].GetTypedConfig().Value = []byte{0xff} },
-			wantErr: hcmPath + "http_filters[0].typed_config: unmarshal Router",
+			wantErr: hcmPath + `http_filters[0].typed_config: filter "envoy.filters.http.router" (router): unmarshal Router`,
 		},
 	}
 	for _, tt := range tests {
@@ -221,13 +263,14 @@ func TestDecodeListenerValue(t *testing.T) {
 	h := rdsHCM("rc")
 	h.CommonHttpProtocolOptions = &corev3.HttpProtocolOptions{MaxStreamDuration: durationpb.New(3 * time.Second)}
 	wrapped := toAny(&xdstypev3.TypedStruct{TypeUrl: "type.googleapis.com/acme.Wrapped"})
+	fault := faultAny(&faultv3.HTTPFault{MaxActiveFaults: wrapperspb.UInt32(7)})
 	h.HttpFilters = []*hcmv3.HttpFilter{
-		namedFilter("fault", unknownConfig, false),
+		namedFilter("fault", fault, false),
 		namedFilter("wrapped", wrapped, true),
 		namedFilter("empty", nil, true),
 		routerFilter(),
 	}
-	h.HttpFilters[1].Disabled = true
+	h.HttpFilters[0].Disabled = true
 	_, l, err := decodeMsg(ListenerType, listenerWith("lis", h))
 	if err != nil {
 		t.Fatal(err)
@@ -236,20 +279,23 @@ func TestDecodeListenerValue(t *testing.T) {
 		t.Errorf("got RouteConfigName %q, inline %v, MaxStreamDuration %v", l.RouteConfigName, l.InlineRouteConfig, l.MaxStreamDuration)
 	}
 	want := []HTTPFilter{
-		{Name: "fault", TypeURL: "type.googleapis.com/acme.Fault", Config: unknownConfig},
-		{Name: "wrapped", TypeURL: "type.googleapis.com/acme.Wrapped", Config: wrapped, IsOptional: true, Disabled: true},
-		{Name: "empty", IsOptional: true},
+		{Name: "fault", TypeURL: "type.googleapis.com/" + faultName, Config: fault, Disabled: true},
 		{Name: "envoy.filters.http.router", TypeURL: "type.googleapis.com/" + routerName, Config: h.HttpFilters[3].GetTypedConfig()},
 	}
 	if len(l.HTTPFilters) != len(want) {
-		t.Fatalf("got %d filters, want %d", len(l.HTTPFilters), len(want))
+		t.Fatalf("got %d filters, want %d: %+v", len(l.HTTPFilters), len(want), l.HTTPFilters)
 	}
 	for i, f := range l.HTTPFilters {
 		w := want[i]
-		if f.Name != w.Name || f.TypeURL != w.TypeURL || f.IsOptional != w.IsOptional || f.Disabled != w.Disabled ||
-			(f.Config == nil) != (w.Config == nil) || f.Config.GetTypeUrl() != w.Config.GetTypeUrl() {
+		if f.Name != w.Name || f.TypeURL != w.TypeURL || f.IsOptional != w.IsOptional || f.Disabled != w.Disabled || !proto.Equal(f.Config, w.Config) {
 			t.Errorf("filter %d = %+v, want %+v", i, f, w)
 		}
+	}
+	if fc, ok := l.HTTPFilters[0].Parsed.(*FaultConfig); !ok || fc.MaxActiveFaults == nil || *fc.MaxActiveFaults != 7 {
+		t.Errorf("fault filter parsed as %#v, want a *FaultConfig with MaxActiveFaults 7", l.HTTPFilters[0].Parsed)
+	}
+	if _, ok := l.HTTPFilters[1].Parsed.(*RouterConfig); !ok {
+		t.Errorf("router parsed as %#v, want a *RouterConfig", l.HTTPFilters[1].Parsed)
 	}
 	if l.ResourceName() != "lis" || l.Proto() != l.Raw {
 		t.Errorf("ResourceName/Proto do not reflect the value")

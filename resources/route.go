@@ -124,14 +124,25 @@ type Route struct {
 	// RetryPolicy is the route action's retry_policy, nil when unset.
 	RetryPolicy *routev3.RetryPolicy
 
+	// FilterOverrides are the route's typed_per_filter_config, by filter
+	// name, each parsed by its filter type's ParseOverride (or a
+	// DisabledFilterOverride); nil when there are none. A weighted
+	// cluster's overrides beat these, and these beat the virtual host's.
+	FilterOverrides map[string]HTTPFilterConfig
+
 	// Raw is the route as received.
 	Raw *routev3.Route
 }
 
 // WeightedCluster is one target of a weighted_clusters action.
 type WeightedCluster struct {
-	Name   string
+	// Name is the cluster.
+	Name string
+	// Weight is the cluster's share, out of the sum of the route's weights.
 	Weight uint32
+	// FilterOverrides are the entry's typed_per_filter_config, as in
+	// Route.FilterOverrides; they apply to requests sent to this entry.
+	FilterOverrides map[string]HTTPFilterConfig
 }
 
 // HashPolicyKind says what a HashPolicy hashes.
@@ -219,17 +230,25 @@ func (r *Route) ClusterNames() []string {
 	return out
 }
 
-// init fills the zero Route r from p.
-func (r *Route) init(p *routev3.Route) error {
+// init fills the zero Route r from p. A route gRPC cannot use is not an
+// error (gRFC A28): init returns why it is skipped instead, and r is then
+// to be dropped.
+func (r *Route) init(p *routev3.Route, plugins *clusterPlugins) (skip string, err error) {
 	r.Name, r.RuntimeFraction, r.Raw = p.GetName(), -1, p
 	if err := r.setMatch(p.GetMatch()); err != nil {
-		return at("match", err)
+		return "", at("match", err)
 	}
 	switch a := p.GetAction().(type) {
 	case *routev3.Route_Route:
 		r.Action = RouteActionRoute
-		if err := r.setRouteAction(a.Route); err != nil {
-			return at("route", err)
+		skip, err := r.setRouteAction(a.Route, plugins)
+		if err != nil {
+			return "", at("route", err)
+		}
+		if skip != "" {
+			// Like gRPC, look no further: overrides of a route that is
+			// dropped cannot make the resource invalid.
+			return skip, nil
 		}
 	case *routev3.Route_NonForwardingAction:
 		r.Action = RouteActionNonForwarding
@@ -240,7 +259,10 @@ func (r *Route) init(p *routev3.Route) error {
 	default:
 		r.Action = RouteActionUnsupported
 	}
-	return nil
+	if r.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+		return "", err
+	}
+	return "", nil
 }
 
 func (r *Route) setMatch(m *routev3.RouteMatch) error {
@@ -323,30 +345,46 @@ func perMillion(f *typev3.FractionalPercent) (uint32, error) {
 	return uint32(n), nil
 }
 
-func (r *Route) setRouteAction(a *routev3.RouteAction) error {
+// setRouteAction reads a route action; a non-empty skip says the route
+// is of no use to gRPC and why. Hash policies are checked first, so that a
+// route that is skipped and one that is not fail on the same bad policy, as
+// in gRPC.
+func (r *Route) setRouteAction(a *routev3.RouteAction, plugins *clusterPlugins) (skip string, err error) {
+	if r.HashPolicies, err = hashPolicies(a.GetHashPolicy()); err != nil {
+		return "", err
+	}
 	switch cs := a.GetClusterSpecifier().(type) {
 	case *routev3.RouteAction_Cluster:
 		if cs.Cluster == "" {
-			return fieldErrorf("cluster", "must not be empty")
+			return "", fieldErrorf("cluster", "must not be empty")
 		}
 		r.Cluster = cs.Cluster
 	case *routev3.RouteAction_WeightedClusters:
 		wcs, err := weightedClusters(cs.WeightedClusters.GetClusters())
 		if err != nil {
-			return at("weighted_clusters", err)
+			return "", at("weighted_clusters", err)
 		}
 		r.WeightedClusters = wcs
-	case *routev3.RouteAction_ClusterHeader:
-		return fieldErrorf("cluster_header", "not supported")
 	case *routev3.RouteAction_ClusterSpecifierPlugin:
-		return fieldErrorf("cluster_specifier_plugin", "not supported")
+		return plugins.skipRoute(cs.ClusterSpecifierPlugin)
+	case *routev3.RouteAction_ClusterHeader:
+		return "cluster_header is not supported", nil
 	case *routev3.RouteAction_InlineClusterSpecifierPlugin:
-		return fieldErrorf("inline_cluster_specifier_plugin", "not supported")
+		return "inline_cluster_specifier_plugin is not supported", nil
 	case nil:
-		return errors.New("no cluster specifier (want cluster or weighted_clusters)")
+		return "no cluster specifier", nil
 	default:
-		return fmt.Errorf("unsupported cluster specifier %T", cs)
+		return fmt.Sprintf("unsupported cluster specifier %T", cs), nil
 	}
+	if err := r.setRouteActionRest(a); err != nil {
+		return "", err
+	}
+	return "", nil
+}
+
+// setRouteActionRest reads what a forwarding route action has besides its
+// target.
+func (r *Route) setRouteActionRest(a *routev3.RouteAction) error {
 	var err error
 	if r.Timeout, err = optionalDuration(a.GetTimeout()); err != nil {
 		return at("timeout", err)
@@ -357,9 +395,6 @@ func (r *Route) setRouteAction(a *routev3.RouteAction) error {
 	}
 	if r.GRPCTimeoutHeaderMax, err = optionalDuration(msd.GetGrpcTimeoutHeaderMax()); err != nil {
 		return at("max_stream_duration.grpc_timeout_header_max", err)
-	}
-	if r.HashPolicies, err = hashPolicies(a.GetHashPolicy()); err != nil {
-		return err
 	}
 	r.RetryPolicy = a.GetRetryPolicy()
 	return nil
@@ -383,7 +418,11 @@ func weightedClusters(in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCl
 		if total > math.MaxUint32 {
 			return nil, fieldErrorf("clusters", "total weight exceeds %d", uint32(math.MaxUint32))
 		}
-		out = append(out, WeightedCluster{Name: c.GetName(), Weight: w})
+		overrides, err := parseFilterOverrides(c.GetTypedPerFilterConfig())
+		if err != nil {
+			return nil, at(index("clusters", i), err)
+		}
+		out = append(out, WeightedCluster{Name: c.GetName(), Weight: w, FilterOverrides: overrides})
 	}
 	if total == 0 {
 		return nil, fieldErrorf("clusters", "no cluster with a weight above 0")

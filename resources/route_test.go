@@ -162,17 +162,7 @@ func TestDecodeRouteRules(t *testing.T) {
 			wantErr: p + "route.weighted_clusters.clusters[1].name: must not be empty"},
 		{name: "weighted cluster header", edit: withWeights(&routev3.WeightedCluster_ClusterWeight{ClusterHeader: "h", Weight: wrapperspb.UInt32(1)}),
 			wantErr: p + "route.weighted_clusters.clusters[0].cluster_header: not supported"},
-		{name: "cluster header", edit: withAction(func(a *routev3.RouteAction) {
-			a.ClusterSpecifier = &routev3.RouteAction_ClusterHeader{ClusterHeader: "x-cluster"}
-		}),
-			wantErr: p + "route.cluster_header: not supported"},
-		{name: "cluster specifier plugin", edit: withAction(func(a *routev3.RouteAction) {
-			a.ClusterSpecifier = &routev3.RouteAction_ClusterSpecifierPlugin{ClusterSpecifierPlugin: "rls"}
-		}),
-			wantErr: p + "route.cluster_specifier_plugin: not supported"},
-		{name: "inline cluster specifier plugin", edit: withAction(func(a *routev3.RouteAction) { a.ClusterSpecifier = &routev3.RouteAction_InlineClusterSpecifierPlugin{} }),
-			wantErr: p + "route.inline_cluster_specifier_plugin: not supported"},
-		{name: "no cluster specifier", edit: withAction(func(a *routev3.RouteAction) { a.ClusterSpecifier = nil }), wantErr: p + "route: no cluster specifier"},
+		// Routes gRPC cannot use are skipped: routeskip_test.go.
 
 		// Durations.
 		{name: "durations", edit: withAction(func(a *routev3.RouteAction) {

@@ -139,7 +139,7 @@ func TestRouteActionKinds(t *testing.T) {
 
 func TestRouteClusterNames(t *testing.T) {
 	r := decodeRoute(t, weightedRoute("/", map[string]uint32{"b": 1, "a": 2, "zero": 0}, "b", "zero", "a", "b"))
-	if want := []WeightedCluster{{"b", 1}, {"a", 2}, {"b", 1}}; !reflect.DeepEqual(r.WeightedClusters, want) {
+	if want := []WeightedCluster{{Name: "b", Weight: 1}, {Name: "a", Weight: 2}, {Name: "b", Weight: 1}}; !reflect.DeepEqual(r.WeightedClusters, want) {
 		t.Errorf("WeightedClusters = %v, want %v", r.WeightedClusters, want)
 	}
 	if got, want := r.ClusterNames(), []string{"b", "a"}; !reflect.DeepEqual(got, want) {

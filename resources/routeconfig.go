@@ -37,13 +37,33 @@ type VirtualHost struct {
 	// Domains are the host patterns the virtual host serves, as
 	// configured; each is valid (see FindVirtualHost).
 	Domains []string
-	// Routes are tried in order; the first match wins.
+	// Routes are tried in order; the first match wins. Routes gRPC
+	// cannot use are not here (see SkippedRoutes).
 	Routes []*Route
+	// SkippedRoutes are the routes left out because gRPC cannot use them
+	// (gRFC A28): a route action whose target is a cluster_header, an
+	// inline or optional unsupported cluster specifier plugin, or none.
+	SkippedRoutes []SkippedRoute
 	// RetryPolicy is the virtual host's retry_policy, nil when unset. A
 	// route's own policy replaces it.
 	RetryPolicy *routev3.RetryPolicy
+	// FilterOverrides are the virtual host's typed_per_filter_config, as
+	// in Route.FilterOverrides; a route's or weighted cluster's own
+	// override of a filter beats this one.
+	FilterOverrides map[string]HTTPFilterConfig
 	// Raw is the virtual host as received.
 	Raw *routev3.VirtualHost
+}
+
+// SkippedRoute is a route of a virtual host that gRPC cannot use, left out
+// of VirtualHost.Routes; for logs and status pages.
+type SkippedRoute struct {
+	// Index is the route's index in the virtual host as received.
+	Index int
+	// Name is the route's name, if it has one.
+	Name string
+	// Reason says why the route was left out.
+	Reason string
 }
 
 // ResourceName implements Resource.
@@ -101,10 +121,14 @@ func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
 // own or one inlined in a Listener.
 func newRouteConfig(m *routev3.RouteConfiguration) (*RouteConfig, error) {
 	rc := &RouteConfig{Name: m.GetName(), Raw: m}
+	plugins, err := newClusterPlugins(m.GetClusterSpecifierPlugins())
+	if err != nil {
+		return nil, err
+	}
 	vhs := m.GetVirtualHosts()
 	rc.VirtualHosts = make([]*VirtualHost, len(vhs))
 	for i, p := range vhs {
-		vh, err := newVirtualHost(p)
+		vh, err := newVirtualHost(p, plugins)
 		if err != nil {
 			return nil, at(index("virtual_hosts", i), err)
 		}
@@ -113,7 +137,10 @@ func newRouteConfig(m *routev3.RouteConfiguration) (*RouteConfig, error) {
 	return rc, nil
 }
 
-func newVirtualHost(p *routev3.VirtualHost) (*VirtualHost, error) {
+// newVirtualHost validates a virtual host of a route configuration whose
+// cluster specifier plugins are plugins (nil for a virtual host that came
+// alone, over VHDS).
+func newVirtualHost(p *routev3.VirtualHost, plugins *clusterPlugins) (*VirtualHost, error) {
 	if p == nil {
 		return nil, errors.New("missing")
 	}
@@ -126,6 +153,10 @@ func newVirtualHost(p *routev3.VirtualHost) (*VirtualHost, error) {
 	if len(vh.Domains) == 0 {
 		return nil, fieldErrorf("domains", "must not be empty")
 	}
+	var err error
+	if vh.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+		return nil, err
+	}
 	for i, d := range vh.Domains {
 		if err := validateDomain(d); err != nil {
 			return nil, at(index("domains", i), err)
@@ -134,13 +165,55 @@ func newVirtualHost(p *routev3.VirtualHost) (*VirtualHost, error) {
 	routes := p.GetRoutes()
 	// One allocation for all routes of the virtual host.
 	backing := make([]Route, len(routes))
-	vh.Routes = make([]*Route, len(routes))
+	vh.Routes = make([]*Route, 0, len(routes))
 	for i, rp := range routes {
 		r := &backing[i]
-		if err := r.init(rp); err != nil {
+		skip, err := r.init(rp, plugins)
+		if err != nil {
 			return nil, at(index("routes", i), err)
 		}
-		vh.Routes[i] = r
+		if skip != "" {
+			vh.SkippedRoutes = append(vh.SkippedRoutes, SkippedRoute{Index: i, Name: rp.GetName(), Reason: skip})
+			continue
+		}
+		vh.Routes = append(vh.Routes, r)
 	}
 	return vh, nil
+}
+
+// clusterPlugins are the cluster specifier plugins of a route
+// configuration (RouteConfiguration.cluster_specifier_plugins, gRFC A28 as
+// gRPC's RLS support amends it). No plugin type is supported yet, so a
+// valid route configuration has only optional plugins, and the routes that
+// use one are skipped.
+type clusterPlugins struct {
+	// names are the plugins' names.
+	names map[string]bool
+}
+
+// newClusterPlugins validates the plugin list: every plugin is optional,
+// since none is of a supported type. Like gRPC, it does not check names:
+// a route names a plugin, or not, by the name as given.
+func newClusterPlugins(in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, error) {
+	cp := &clusterPlugins{names: make(map[string]bool, len(in))}
+	for i, p := range in {
+		path := index("cluster_specifier_plugins", i)
+		ext := p.GetExtension()
+		if !p.GetIsOptional() {
+			return nil, fieldErrorf(path+".extension.typed_config", "plugin %q has unsupported type %s and is not optional", ext.GetName(), anyName(ext.GetTypedConfig()))
+		}
+		cp.names[ext.GetName()] = true
+	}
+	return cp, nil
+}
+
+// skipRoute judges a route whose action names the plugin name: it is
+// skipped if the route configuration has that plugin (optional, as all
+// are), and the route configuration is invalid if it has not. A virtual
+// host that came alone cannot tell, and skips the route.
+func (cp *clusterPlugins) skipRoute(name string) (skip string, err error) {
+	if cp != nil && !cp.names[name] {
+		return "", fieldErrorf("cluster_specifier_plugin", "names %q, which is not in the route configuration's cluster_specifier_plugins", name)
+	}
+	return fmt.Sprintf("cluster specifier plugin %q is optional and not supported", name), nil
 }

@@ -66,7 +66,7 @@ func decodeVirtualHost(body *anypb.Any) (string, *VirtualHostResource, error) {
 	if name == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	vh, err := newVirtualHost(m)
+	vh, err := newVirtualHost(m, nil)
 	if err != nil {
 		return name, nil, err
 	}
