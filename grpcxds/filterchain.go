@@ -3,12 +3,11 @@ package grpcxds
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
-	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/resources"
 )
@@ -18,55 +17,44 @@ import (
 // channel itself. Each filter runs with its effective configuration for
 // the RPC: the most specific typed_per_filter_config override (the
 // weighted cluster's, else the route's, else the virtual host's), else its
-// own. An override wrapped in a FilterConfig with disabled set switches the
-// filter off there; a filter disabled in the listener runs only where an
-// override switches it on.
+// own. An override that disables the filter (a FilterConfig with disabled
+// set) switches it off there; a filter disabled in the listener runs only
+// where an override switches it on. Parsing and validation are the
+// resources package's (its HTTP filter registry); what runs is here.
 
 // clientFilterRuntime runs one kind of HTTP filter on a client's RPCs.
 type clientFilterRuntime interface {
 	// start runs the filter for one RPC, whose outgoing metadata is md,
-	// with config, the filter's effective configuration. A non-nil error
-	// fails the RPC with it (a status error keeps its code); otherwise
-	// release, if not nil, is called once when the RPC ends. start may
-	// block (a delay) but must return when ctx is done.
-	start(ctx context.Context, config any, md metadata.MD) (release func(), err error)
+	// with config, the filter's effective configuration as its
+	// resources.HTTPFilterType parsed it. A non-nil error fails the RPC
+	// with it (a status error keeps its code); otherwise release, if not
+	// nil, is called once when the RPC ends. start may block (a delay),
+	// but returns when ctx is done.
+	start(ctx context.Context, config resources.HTTPFilterConfig, md metadata.MD) (release func(), err error)
 }
 
 // clientFilterRuntimes makes the client-side runtime of each HTTP filter
 // kind gRPC clients run, by the full name of its configuration message. A
-// runtime is made once per channel configuration; per-channel state (a
-// count of active faults) lives in it. The router has none: it is the
-// channel. Server-side runtimes (RBAC) belong to the server package's own
-// registry.
-var clientFilterRuntimes = map[string]func() clientFilterRuntime{}
-
-// routerConfigName is the router filter's configuration message.
-const routerConfigName = "envoy.extensions.filters.http.router.v3.Router"
-
-// filterConfigName is the wrapper of an override that can switch its
-// filter off.
-const filterConfigName = "envoy.config.route.v3.FilterConfig"
-
-// filterChain is a listener's HTTP filters as a channel runs them, made
-// once per configuration.
-type filterChain struct {
-	filters []chainFilter // in order, the router left out
-	// err is why the chain cannot run: every RPC fails with it.
-	err error
+// runtime is made once per filter per channel configuration, and holds
+// what lives that long (a count of active faults). The router has none:
+// it is the channel. Server-side runtimes (RBAC) belong to a server
+// package's own registry, keyed the same way.
+var clientFilterRuntimes = map[string]func() clientFilterRuntime{
+	faultConfigName: func() clientFilterRuntime { return faultRuntime{newFaultFilter(nil)} },
 }
 
-type chainFilter struct {
-	name     string
-	runtime  clientFilterRuntime
-	config   any  // the filter's own configuration
-	disabled bool // runs only where an override switches it on
-}
+// faultConfigName is the fault injection filter's configuration message.
+const faultConfigName = "envoy.extensions.filters.http.fault.v3.HTTPFault"
 
-// filterCall is one filter to run for one RPC, with its effective
-// configuration.
-type filterCall struct {
-	runtime clientFilterRuntime
-	config  any
+// faultRuntime runs the fault injection filter (gRFC A33, fault.go).
+type faultRuntime struct{ f *faultFilter }
+
+func (r faultRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, md metadata.MD) (func(), error) {
+	cfg, ok := config.(*resources.FaultConfig)
+	if !ok {
+		return nil, fmt.Errorf("fault filter: config is a %T", config)
+	}
+	return r.f.inject(ctx, cfg, md)
 }
 
 // messageName is the message name of a type URL: what follows the last '/'.
@@ -74,9 +62,33 @@ func messageName(typeURL string) string {
 	return typeURL[strings.LastIndexByte(typeURL, '/')+1:]
 }
 
-// newFilterChain builds the chain of l's filters. An optional filter gRPC
-// clients cannot run is left out; a required one makes the chain unusable
-// (its Listener should have been rejected; gRFC A39).
+// filterChain is a listener's HTTP filters as a channel runs them, made
+// once per configuration.
+type filterChain struct {
+	filters []chainFilter // in order, the terminal router left out
+	// err is why the chain cannot run: every RPC fails with it.
+	err error
+}
+
+type chainFilter struct {
+	name     string
+	runtime  clientFilterRuntime
+	config   resources.HTTPFilterConfig // the filter's own
+	disabled bool                       // runs only where an override switches it on
+}
+
+// filterCall is one filter to run for one RPC, with its effective
+// configuration.
+type filterCall struct {
+	runtime clientFilterRuntime
+	config  resources.HTTPFilterConfig
+}
+
+// newFilterChain builds the chain of l's filters. The resources package
+// has already left out the optional filters gRPC clients cannot run and
+// rejected listeners with required ones; a filter type registered there
+// that has no client runtime here makes the chain unusable, unless
+// optional.
 func newFilterChain(l *resources.Listener) *filterChain {
 	c := &filterChain{}
 	if l == nil {
@@ -84,7 +96,7 @@ func newFilterChain(l *resources.Listener) *filterChain {
 	}
 	for _, f := range l.HTTPFilters {
 		name := messageName(f.TypeURL)
-		if name == routerConfigName {
+		if t, ok := resources.LookupHTTPFilter(f.TypeURL); ok && t.Terminal {
 			continue
 		}
 		mk, ok := clientFilterRuntimes[name]
@@ -95,47 +107,38 @@ func newFilterChain(l *resources.Listener) *filterChain {
 			c.err = fmt.Errorf("HTTP filter %q of type %s cannot run on a gRPC client", f.Name, f.TypeURL)
 			return c
 		}
-		c.filters = append(c.filters, chainFilter{name: f.Name, runtime: mk(), config: f.Config, disabled: f.Disabled})
+		c.filters = append(c.filters, chainFilter{name: f.Name, runtime: mk(), config: f.Parsed, disabled: f.Disabled})
 	}
 	return c
 }
 
 // forRPC returns the filters to run for an RPC of virtual host vh routed
-// by r to cluster (a weighted cluster of r when weighted), each with its
-// effective configuration.
-func (c *filterChain) forRPC(vh *resources.VirtualHost, r *resources.Route, cluster string, weighted bool) ([]filterCall, error) {
+// by r, to its weighted cluster wc when wc >= 0, each with its effective
+// configuration.
+func (c *filterChain) forRPC(vh *resources.VirtualHost, r *resources.Route, wc int) ([]filterCall, error) {
 	if c.err != nil {
 		return nil, c.err
 	}
 	if len(c.filters) == 0 {
 		return nil, nil
 	}
-	levels := make([]map[string]*anypb.Any, 0, 3)
-	if weighted {
-		for _, wc := range r.Raw.GetRoute().GetWeightedClusters().GetClusters() {
-			if wc.GetName() == cluster {
-				levels = append(levels, wc.GetTypedPerFilterConfig())
-				break
-			}
-		}
+	levels := make([]map[string]resources.HTTPFilterConfig, 0, 3)
+	if wc >= 0 {
+		levels = append(levels, r.WeightedClusters[wc].FilterOverrides)
 	}
-	levels = append(levels, r.Raw.GetTypedPerFilterConfig())
+	levels = append(levels, r.FilterOverrides)
 	if vh != nil {
-		levels = append(levels, vh.Raw.GetTypedPerFilterConfig())
+		levels = append(levels, vh.FilterOverrides)
 	}
 	calls := make([]filterCall, 0, len(c.filters))
 	for _, f := range c.filters {
 		config, on := f.config, !f.disabled
 		for _, level := range levels {
-			o, ok := level[f.name]
-			if !ok {
-				continue
+			if o, ok := level[f.name]; ok {
+				_, off := o.(resources.DisabledFilterOverride)
+				config, on = o, !off
+				break
 			}
-			var err error
-			if config, on, err = unwrapOverride(o); err != nil {
-				return nil, fmt.Errorf("HTTP filter %q override: %v", f.name, err)
-			}
-			break
 		}
 		if on {
 			calls = append(calls, filterCall{runtime: f.runtime, config: config})
@@ -144,18 +147,16 @@ func (c *filterChain) forRPC(vh *resources.VirtualHost, r *resources.Route, clus
 	return calls, nil
 }
 
-// unwrapOverride reads a typed_per_filter_config entry: the config, and
-// whether the filter runs.
-func unwrapOverride(o *anypb.Any) (config any, on bool, err error) {
-	if messageName(o.GetTypeUrl()) != filterConfigName {
-		return o, true, nil
-	}
-	fc := new(routev3.FilterConfig)
-	if err := proto.Unmarshal(o.GetValue(), fc); err != nil {
-		return nil, false, err
-	}
-	if fc.GetDisabled() {
-		return nil, false, nil
-	}
-	return fc.GetConfig(), true, nil
-}
+// endedStream is the stream of an RPC a fault abort with status OK ended
+// before it was sent: gRPC's outcome is a stream that is over, with no
+// header and no message.
+type endedStream struct{ ctx context.Context }
+
+func (endedStream) Header() (metadata.MD, error) { return nil, nil }
+func (endedStream) Trailer() metadata.MD         { return nil }
+func (endedStream) CloseSend() error             { return nil }
+func (s endedStream) Context() context.Context   { return s.ctx }
+func (endedStream) SendMsg(any) error            { return io.EOF }
+func (endedStream) RecvMsg(any) error            { return io.EOF }
+
+var _ grpc.ClientStream = endedStream{}

@@ -76,6 +76,11 @@ func runFilters(ctx context.Context, calls []filterCall, md metadata.MD) (func()
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	ctx, rc, finish, err := cs.start(ctx, method, cc)
+	if errors.Is(err, errFaultAbortOK) {
+		// What a unary RPC of grpc-go sees of a stream that ended with OK
+		// before any response: io.EOF.
+		return io.EOF
+	}
 	if err != nil {
 		return err
 	}
@@ -106,6 +111,9 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 // stream is the channel's stream interceptor.
 func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	ctx, rc, finish, err := cs.start(ctx, method, cc)
+	if errors.Is(err, errFaultAbortOK) {
+		return endedStream{ctx}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -241,7 +241,6 @@ func listenerWithMaxStreamDuration(t *testing.T, d time.Duration) *listenerv3.Li
 func TestRouteTimeouts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	a := startBackend(t, "a")
 	block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 	for _, tc := range []struct {
 		name  string
@@ -253,14 +252,16 @@ func TestRouteTimeouts(t *testing.T) {
 		{"grpc_timeout_header_max wins", maxStreamDuration(toCluster(prefix("/"), "A"), time.Hour, 400*time.Millisecond), 0, 400 * time.Millisecond},
 		{"connection manager's", toCluster(prefix("/"), "A"), 500 * time.Millisecond, 500 * time.Millisecond},
 	} {
+		// A backend of its own per case: the first RPC it serves says the
+		// case's configuration is in force.
+		a := startBackend(t, tc.name)
 		res := tree(routes(tc.route), clusters("A"), eds("A", a))
 		if tc.hcm > 0 {
 			res.Listeners = []*listenerv3.Listener{listenerWithMaxStreamDuration(t, tc.hcm)}
 		}
-		a.handler.Store(nil)
 		e.update(res)
 		conn := e.dial()
-		e.waitServed(conn, 1, func(string) bool { return true })
+		e.waitServed(conn, 1, func(name string) bool { return name == tc.name })
 		a.handler.Store(&block)
 		start := time.Now()
 		_, err := call(e.ctx, conn)

@@ -79,7 +79,7 @@ func (c *channelConfig) selectRPC(method string, md metadata.MD) (*rpcConfig, er
 	}
 	if c.chain != nil {
 		var err error
-		if rc.filters, err = c.chain.forRPC(vh, r, name, wc >= 0); err != nil {
+		if rc.filters, err = c.chain.forRPC(vh, r, wc); err != nil {
 			return nil, status.Errorf(codes.Unavailable, "goxds: RPC %s, route %s: %v (xDS node ID %q)", method, describeRoute(r), err, c.nodeID)
 		}
 	}

@@ -164,9 +164,9 @@ func TestDialOptionsOncePerChannel(t *testing.T) {
 }
 
 // Register serves a scheme of the user's choosing, "xds" included when
-// grpc-go's own resolver is not linked in, and refuses a scheme taken.
+// grpc-go's own resolver is not linked in, and refuses a scheme taken. Not
+// parallel: gRPC's resolver registry is for init time, unguarded.
 func TestRegister(t *testing.T) {
-	t.Parallel()
 	e := newEnv(t)
 	a := startBackend(t, "a")
 	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
