@@ -113,7 +113,8 @@
 //   - gRFC A44 retries: the route's retry_policy, else the virtual host's.
 //     retry_on's gRPC codes (cancelled, deadline-exceeded, internal,
 //     resource-exhausted, unavailable) are retried; num_retries (default
-//     1) plus one attempts, at most 5 as grpc-go allows; the backoff is
+//     1) plus one attempts, not capped at 5 (grpc-go caps service config
+//     policies, not those of its xds resolver); the backoff is
 //     base_interval (default 25ms) doubled each retry up to max_interval
 //     (default 10 times base), times a jitter of 0.8 to 1.2; the server's
 //     grpc-retry-pushback-ms trailer replaces it, and a negative or

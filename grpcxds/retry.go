@@ -14,11 +14,6 @@ import (
 	"github.com/goxds/xds/resources"
 )
 
-// maxAttempts caps the attempts of an RPC, as grpc-go caps them unless
-// grpc.WithMaxCallAttempts says otherwise: a route's num_retries of 10 is
-// 5 attempts.
-const maxAttempts = 5
-
 // Defaults of gRFC A44 for a retry_policy without retry_back_off.
 const (
 	defaultBaseInterval = 25 * time.Millisecond
@@ -34,7 +29,7 @@ const pushbackHeader = "grpc-retry-pushback-ms"
 // applies it (gRFC A44).
 type retryPolicy struct {
 	on          [codes.Unauthenticated + 1]bool // the status codes retried
-	maxAttempts int                             // num_retries+1, at most maxAttempts
+	maxAttempts int                             // num_retries+1
 	base, max   time.Duration                   // backoff intervals
 }
 
@@ -76,8 +71,12 @@ func retryPolicyOf(r *resources.Route, vh *resources.VirtualHost) *retryPolicy {
 		return nil
 	}
 	if n := in.GetNumRetries(); n != nil {
-		// grpc-go rejects num_retries 0; taken here as "no retries".
-		p.maxAttempts = int(min(uint64(n.GetValue())+1, maxAttempts))
+		// grpc-go rejects num_retries 0; taken here as "no retries". No
+		// cap: grpc-go's limit of 5 attempts (grpc.WithMaxCallAttempts)
+		// applies to service config policies, not to those of its xds
+		// resolver, which makes num_retries+1 attempts (11 for 10, seen
+		// at the server by the parity test).
+		p.maxAttempts = int(min(uint64(n.GetValue())+1, math.MaxInt32))
 	}
 	if b := in.GetRetryBackOff().GetBaseInterval(); b != nil && b.AsDuration() > 0 {
 		p.base = b.AsDuration()
