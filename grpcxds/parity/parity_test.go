@@ -294,6 +294,28 @@ func TestParityWithGRPCGo(t *testing.T) {
 			return outcome{code: status.Code(err)}
 		},
 	}, {
+		// gRPC does not use route.timeout: the application's deadline ends
+		// the RPC.
+		name: "route timeout 100ms, application deadline 1s",
+		setup: func(ready, _ *backend) testutils.Resources {
+			r := toCluster("A")
+			r.GetRoute().Timeout = durationpb.New(100 * time.Millisecond)
+			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+		},
+		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
+			block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+			ready.handler.Store(&block)
+			defer ready.handler.Store(nil)
+			ctx, cancel := context.WithTimeout(p.ctx, time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := call(ctx, conn)
+			if took := time.Since(start); took < time.Second {
+				t.Errorf("RPC ended after %v; want the application's 1s", took)
+			}
+			return outcome{code: status.Code(err)}
+		},
+	}, {
 		name: "weighted 80/20",
 		setup: func(ready, other *backend) testutils.Resources {
 			r := toCluster("A")
@@ -329,6 +351,15 @@ func TestParityWithGRPCGo(t *testing.T) {
 		setup: func(ready, _ *backend) testutils.Resources {
 			return tree(vhost(toCluster("A")), withFault(t, &faultv3.HTTPFault{Abort: &faultv3.FaultAbort{
 				ErrorType:  &faultv3.FaultAbort_GrpcStatus{GrpcStatus: uint32(codes.Aborted)},
+				Percentage: &typev3.FractionalPercent{Numerator: 100},
+			}}), clusters("A"), eds("A", ready))
+		},
+	}, {
+		name:  "fault abort with status OK",
+		fault: codes.Unknown, // a unary RPC sees io.EOF
+		setup: func(ready, _ *backend) testutils.Resources {
+			return tree(vhost(toCluster("A")), withFault(t, &faultv3.HTTPFault{Abort: &faultv3.FaultAbort{
+				ErrorType:  &faultv3.FaultAbort_GrpcStatus{GrpcStatus: uint32(codes.OK)},
 				Percentage: &typev3.FractionalPercent{Numerator: 100},
 			}}), clusters("A"), eds("A", ready))
 		},
@@ -379,7 +410,7 @@ func (p *pair) waitConfig(conn *grpc.ClientConn, ready *backend, fault codes.Cod
 		if fault == codes.OK && err == nil && name == ready.name {
 			return
 		}
-		if fault != codes.OK && status.Code(err) == fault && strings.Contains(strings.ToLower(err.Error()), "fault") {
+		if fault != codes.OK && status.Code(err) == fault && (fault == codes.Unknown || strings.Contains(strings.ToLower(err.Error()), "fault")) {
 			return
 		}
 	}
@@ -401,4 +432,40 @@ func failing(ctx context.Context, conn *grpc.ClientConn, ready *backend, n int64
 	ready.rpcs.Store(0)
 	_, err := call(ctx, conn)
 	return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
+}
+
+// An RPC to a listener that does not exist fails with UNAVAILABLE through
+// both, once the does-not-exist timer (15s in both) has fired, and both
+// errors name the node ID.
+func TestParityMissingListener(t *testing.T) {
+	t.Parallel()
+	p := newPair(t)
+	p.update(testutils.Resources{})
+	errs := make(map[string]chan error)
+	for name, conn := range p.conns {
+		ch := make(chan error, 1)
+		errs[name] = ch
+		go func() {
+			_, err := call(p.ctx, conn)
+			ch <- err
+		}()
+	}
+	for name, ch := range errs {
+		if err := <-ch; status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: RPC to a missing listener: %v; want UNAVAILABLE naming node ID %q", name, err, name)
+		}
+	}
+}
+
+// With grpc-go's resolver linked in, the scheme "xds" is its: Register
+// refuses it, and says why.
+func TestRegisterXDSTaken(t *testing.T) {
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: "127.0.0.1:1"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = grpcxds.Register(grpcxds.Options{Scheme: "xds", Bootstrap: cfg})
+	if err == nil || !strings.Contains(err.Error(), "grpc-go's own xDS resolver") {
+		t.Errorf("Register(xds) with grpc-go's resolver linked: %v; want an error saying the scheme is taken", err)
+	}
 }
