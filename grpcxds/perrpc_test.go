@@ -1,6 +1,7 @@
 package grpcxds_test
 
 import (
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
@@ -90,5 +92,57 @@ func TestClusterChosenOncePerRPC(t *testing.T) {
 	t.Logf("%d RPCs: %d were queued at their first pick; served by A %d, B %d", n, queued.Load(), a.rpcs.Load()+a2.rpcs.Load(), toB)
 	if share := float64(toB) / n; share < 0.4 || share > 0.6 {
 		t.Errorf("B served %d of %d RPCs of a 50/50 route (%.0f%%); want 40%% to 60%%", toB, n, 100*share)
+	}
+}
+
+// A channel that went idle closes its resolver; the interceptors' next RPC
+// wakes it and waits for the new resolver's configuration, instead of
+// waiting for a configuration no resolver will bring.
+func TestIdleChannelWakes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := startBackend(t, "a")
+	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
+	conn := e.dial(grpc.WithIdleTimeout(50 * time.Millisecond))
+	for i := range 2 {
+		if got, err := call(e.ctx, conn); err != nil || got != "a" {
+			t.Fatalf("RPC %d: %q, %v; want served by a", i+1, got, err)
+		}
+		for s := conn.GetState(); s != connectivity.Idle; s = conn.GetState() {
+			if !conn.WaitForStateChange(e.ctx, s) {
+				t.Fatalf("channel never went idle: %v", s)
+			}
+		}
+	}
+}
+
+// An RPC waiting for a cluster that then leaves the configuration is
+// routed again by the configuration in force, not failed.
+func TestQueuedRPCRoutedAgainWhenClusterRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, grpcxds.Options{FailoverTimeout: time.Minute})
+	a := startBackend(t, "a")
+	b, _ := unservedBackend(t, "b")
+	e.update(tree(routes(toCluster(prefix("/"), "B")), clusters("A", "B"), eds("A", a), eds("B", b)))
+	conn := e.dial()
+	picked := make(chan struct{})
+	var once sync.Once
+	ctx := grpcxds.WithPickObserver(e.ctx, func(err error) {
+		if err != nil {
+			once.Do(func() { close(picked) })
+		}
+	})
+	done := make(chan error, 1)
+	go func() {
+		got, err := call(ctx, conn, grpc.WaitForReady(true))
+		if err == nil && got != "a" {
+			err = fmt.Errorf("served by %q", got)
+		}
+		done <- err
+	}()
+	<-picked // waiting for B
+	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
+	if err := <-done; err != nil {
+		t.Errorf("RPC that waited for removed cluster B: %v; want served by a", err)
 	}
 }
