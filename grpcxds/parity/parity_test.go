@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -72,6 +73,46 @@ var greeterDesc = grpc.ServiceDesc{
 			return srv.(greeter).SayHello(ctx, in)
 		},
 	}},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler:       func(srv any, stream grpc.ServerStream) error { return srv.(*backend).chat(stream) },
+	}},
+}
+
+// chat counts the messages the client sends and answers with the count.
+func (b *backend) chat(stream grpc.ServerStream) error {
+	b.rpcs.Add(1)
+	if h := b.handler.Load(); h != nil {
+		if err := (*h)(stream.Context()); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for stream.RecvMsg(new(wrapperspb.StringValue)) == nil {
+		n++
+	}
+	return stream.SendMsg(wrapperspb.String(fmt.Sprint(n)))
+}
+
+// chat sends n messages on a Chat stream and returns the answer.
+func chat(ctx context.Context, conn *grpc.ClientConn, n int) (string, error) {
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/goxds.test.Greeter/Chat")
+	if err != nil {
+		return "", err
+	}
+	for range n {
+		if err := s.SendMsg(wrapperspb.String("hi")); err != nil {
+			break // RecvMsg says why
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return "", err
+	}
+	out := new(wrapperspb.StringValue)
+	err = s.RecvMsg(out)
+	return out.GetValue(), err
 }
 
 func (b *backend) SayHello(ctx context.Context, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
@@ -274,6 +315,68 @@ func TestParityWithGRPCGo(t *testing.T) {
 		},
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
 			return failing(p.ctx, conn, ready, 100, codes.Internal)
+		},
+	}, {
+		name: "retries: UNAVAILABLE after response headers is not retried",
+		setup: func(ready, _ *backend) testutils.Resources {
+			r := toCluster("A")
+			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
+			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+		},
+		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
+			h := func(ctx context.Context) error {
+				if err := grpc.SendHeader(ctx, metadata.Pairs("x-answered", "yes")); err != nil {
+					return err
+				}
+				return status.Error(codes.Unavailable, "failing after headers")
+			}
+			ready.handler.Store(&h)
+			defer ready.handler.Store(nil)
+			ready.rpcs.Store(0)
+			_, err := call(p.ctx, conn)
+			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
+		},
+	}, {
+		name: "retries: a negative pushback ends them",
+		setup: func(ready, _ *backend) testutils.Resources {
+			r := toCluster("A")
+			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
+			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+		},
+		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
+			h := func(ctx context.Context) error {
+				grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
+				return status.Error(codes.Unavailable, "do not retry")
+			}
+			ready.handler.Store(&h)
+			defer ready.handler.Store(nil)
+			ready.rpcs.Store(0)
+			_, err := call(p.ctx, conn)
+			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
+		},
+	}, {
+		name: "retries: a stream failing twice, replayed",
+		setup: func(ready, _ *backend) testutils.Resources {
+			r := toCluster("A")
+			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
+			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+		},
+		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
+			var seen atomic.Int64
+			h := func(context.Context) error {
+				if seen.Add(1) > 2 {
+					return nil
+				}
+				return status.Error(codes.Unavailable, "failing as told")
+			}
+			ready.handler.Store(&h)
+			defer ready.handler.Store(nil)
+			ready.rpcs.Store(0)
+			got, err := chat(p.ctx, conn, 3)
+			if err == nil && got != "3" {
+				t.Errorf("stream answered %q; want 3: every message sent again", got)
+			}
+			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 		},
 	}, {
 		name: "max_stream_duration 300ms on a server that blocks",
