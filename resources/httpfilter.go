@@ -198,10 +198,10 @@ func parseHTTPFilters(in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error)
 	if !terminal[last] {
 		return nil, fieldErrorf(index("http_filters", from[last]), "last filter %q is not a terminal filter such as the router %s", out[last].Name, routerName)
 	}
-	if out[last].Disabled {
-		// A disabled router would leave RPCs nowhere to go.
-		return nil, fieldErrorf(index("http_filters", from[last])+".disabled", "terminal filter %q must not be disabled", out[last].Name)
-	}
+	// gRPC accepts a disabled terminal filter and routes anyway: the chain
+	// must end somewhere. So disabled is dropped here rather than left
+	// for the chain to trip on.
+	out[last].Disabled = false
 	return out, nil
 }
 

@@ -75,8 +75,9 @@ type HTTPFilter struct {
 	Parsed HTTPFilterConfig
 	// IsOptional: a client that does not support the filter may skip it.
 	IsOptional bool
-	// Disabled: the filter runs only where a route or virtual host enables
-	// it.
+	// Disabled: the filter runs only where an override (of a virtual
+	// host, route or weighted cluster) enables it. Never set on the
+	// terminal filter, which always runs.
 	Disabled bool
 }
 

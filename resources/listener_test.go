@@ -220,9 +220,9 @@ func TestDecodeListenerRules(t *testing.T) {
 			wantErr: hcmPath + `http_filters[1]: terminal filter "envoy.filters.http.router" must be the last filter`,
 		},
 		{
-			name:    "router disabled",
-			hcm:     func(h *hcmv3.HttpConnectionManager) { h.HttpFilters[0].Disabled = true },
-			wantErr: hcmPath + `http_filters[0].disabled: terminal filter "envoy.filters.http.router" must not be disabled`,
+			// As gRPC does: the router runs whatever disabled says.
+			name: "router disabled",
+			hcm:  func(h *hcmv3.HttpConnectionManager) { h.HttpFilters[0].Disabled = true },
 		},
 		{
 			name:    "router config garbage",
@@ -271,6 +271,7 @@ func TestDecodeListenerValue(t *testing.T) {
 		routerFilter(),
 	}
 	h.HttpFilters[0].Disabled = true
+	h.HttpFilters[3].Disabled = true // ignored on the router
 	_, l, err := decodeMsg(ListenerType, listenerWith("lis", h))
 	if err != nil {
 		t.Fatal(err)

@@ -191,10 +191,17 @@ type clusterPlugins struct {
 	names map[string]bool
 }
 
+// noClusterPlugins is a route configuration's empty plugin list; it is
+// never modified.
+var noClusterPlugins = &clusterPlugins{}
+
 // newClusterPlugins validates the plugin list: every plugin is optional,
 // since none is of a supported type. Like gRPC, it does not check names:
 // a route names a plugin, or not, by the name as given.
 func newClusterPlugins(in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, error) {
+	if len(in) == 0 {
+		return noClusterPlugins, nil // the common case costs nothing
+	}
 	cp := &clusterPlugins{names: make(map[string]bool, len(in))}
 	for i, p := range in {
 		path := index("cluster_specifier_plugins", i)
