@@ -38,7 +38,7 @@ func headerAbort() *anypb.Any {
 }
 
 // listenerWithFilters is the test listener with filters before its router.
-func listenerWithFilters(t *testing.T, filters ...*hcmv3.HttpFilter) *listenerv3.Listener {
+func listenerWithFilters(t testing.TB, filters ...*hcmv3.HttpFilter) *listenerv3.Listener {
 	t.Helper()
 	l := testutils.Listener(listener, "greeter-route")
 	hcm := new(hcmv3.HttpConnectionManager)

@@ -113,7 +113,7 @@ func (b *backend) SayHello(ctx context.Context, _ *wrapperspb.StringValue) (*wra
 }
 
 // startBackend starts a backend; the test stops it.
-func startBackend(t *testing.T, name string) *backend {
+func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	b := &backend{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -184,7 +184,7 @@ var fastConnect = grpc.WithConnectParams(grpc.ConnectParams{Backoff: fastBackoff
 // env is a management server, a Builder whose client talks to it, and the
 // resources the server serves.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	ms      *testutils.ManagementServer
 	builder *grpcxds.Builder
@@ -197,7 +197,7 @@ func newEnv(t *testing.T) *env {
 
 // newEnvWith is newEnv with a Builder made from opts, whose Bootstrap and
 // ClientOptions it fills in.
-func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
+func newEnvWith(t testing.TB, opts grpcxds.Options) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
