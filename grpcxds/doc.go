@@ -121,7 +121,8 @@
 //     malformed one ends the retries. An attempt that got response
 //     headers is not retried, nor a pick that failed with a status (a
 //     drop). A stream is retried until it receives a header or message or
-//     has sent more than 256 KiB: what it sent is sent again. A policy
+//     has sent more than 256 KiB: what it sent is sent again; a unary
+//     request over 256 KiB is not retried. A policy
 //     with num_retries 0 (which grpc-go rejects) retries nothing.
 //   - gRFC A39 HTTP filters: the listener's filters run in order on each
 //     RPC before it is sent, once per RPC (not per attempt), each with its

@@ -73,6 +73,14 @@ func runFilters(ctx context.Context, calls []filterCall, md metadata.MD) (func()
 	return releaseAll, nil
 }
 
+// replayable reports whether a unary request can be sent again: gRPC keeps
+// at most maxReplayBytes to replay, and commits an RPC with a larger
+// request to its first attempt.
+func replayable(req any) bool {
+	m, ok := req.(proto.Message)
+	return ok && proto.Size(m) <= maxReplayBytes
+}
+
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	ctx, rc, finish, err := cs.start(ctx, method, cc)
@@ -85,7 +93,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 		return err
 	}
 	defer finish()
-	if rc == nil || rc.retry == nil {
+	if rc == nil || rc.retry == nil || !replayable(req) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	var rs retryState

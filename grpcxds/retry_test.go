@@ -3,6 +3,7 @@ package grpcxds_test
 import (
 	"context"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -121,6 +122,15 @@ func TestRetries(t *testing.T) {
 	if ds := w.take(); len(ds) != 3 || ds[2] < 2400*time.Millisecond || ds[2] > 3600*time.Millisecond {
 		t.Errorf("backoffs %v; want 3, the third within 20%% of max_interval 3s", ds)
 	}
+
+	// A request larger than what gRPC keeps to replay (256 KiB) is not
+	// retried.
+	failFirst(a, 1, codes.Unavailable, nil)
+	big := wrapperspb.String(strings.Repeat("x", 300<<10))
+	if err := conn.Invoke(e.ctx, sayHello, big, new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable || a.rpcs.Load() != 1 {
+		t.Errorf("300 KiB request failing once: %v after %d attempts; want UNAVAILABLE after 1", err, a.rpcs.Load())
+	}
+	w.take()
 
 	// A code retry_on does not name is not retried.
 	failFirst(a, 100, codes.Internal, nil)

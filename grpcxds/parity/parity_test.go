@@ -337,6 +337,27 @@ func TestParityWithGRPCGo(t *testing.T) {
 			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 		},
 	}, {
+		name: "retries: a 300 KiB request is not retried",
+		setup: func(ready, _ *backend) testutils.Resources {
+			r := toCluster("A")
+			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
+			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+		},
+		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
+			var seen atomic.Int64
+			h := func(context.Context) error {
+				if seen.Add(1) > 1 {
+					return nil
+				}
+				return status.Error(codes.Unavailable, "failing once")
+			}
+			ready.handler.Store(&h)
+			defer ready.handler.Store(nil)
+			ready.rpcs.Store(0)
+			err := conn.Invoke(p.ctx, sayHello, wrapperspb.String(strings.Repeat("x", 300<<10)), new(wrapperspb.StringValue))
+			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
+		},
+	}, {
 		name: "retries: a negative pushback ends them",
 		setup: func(ready, _ *backend) testutils.Resources {
 			r := toCluster("A")
