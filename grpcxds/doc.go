@@ -132,7 +132,8 @@
 //     filter disabled in the listener runs only where an override switches
 //     it on. Fault injection (gRFC A33) is the filter clients run: delays
 //     and aborts, percentages with their denominators, header-controlled
-//     faults, max_active_faults (counted per filter per configuration).
+//     faults, max_active_faults (counted for the whole process, as grpc-go
+//     counts them).
 //     An abort is not retried; an abort with status OK ends a stream at
 //     once, and a unary RPC with io.EOF, as in grpc-go.
 //

@@ -1,12 +1,15 @@
 package grpcxds_test
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	faultcommonv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/common/fault/v3"
 	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
@@ -15,8 +18,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -143,5 +148,39 @@ func TestFaultFilterChain(t *testing.T) {
 	}
 	if err := s.RecvMsg(new(wrapperspb.StringValue)); err != io.EOF {
 		t.Errorf("stream aborted with OK: RecvMsg says %v; want io.EOF", err)
+	}
+}
+
+// max_active_faults caps the faults of the whole process (gRFC A33, as
+// grpc-go counts them): with a cap of 1 and one RPC being delayed on one
+// channel, an RPC of another channel gets no fault. Not parallel: the
+// count is the process's.
+func TestMaxActiveFaultsProcessWide(t *testing.T) {
+	e := newEnv(t)
+	a := startBackend(t, "a")
+	delayAll := testutils.MarshalAny(&faultv3.HTTPFault{
+		Delay: &faultcommonv3.FaultDelay{
+			FaultDelaySecifier: &faultcommonv3.FaultDelay_FixedDelay{FixedDelay: durationpb.New(time.Hour)},
+			Percentage:         &typev3.FractionalPercent{Numerator: 100},
+		},
+		MaxActiveFaults: wrapperspb.UInt32(1),
+	})
+	res := tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a))
+	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, faultFilter("fault", delayAll, false))}
+	e.update(res)
+	first, second := e.dial(), e.dial()
+	ctx, cancel := context.WithCancel(e.ctx)
+	delayed := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, first, grpc.WaitForReady(true))
+		delayed <- err
+	}()
+	waitFor(t, e.ctx, func() bool { return grpcxds.ActiveFaults() == 1 })
+	if got, err := call(e.ctx, second, grpc.WaitForReady(true)); err != nil || got != "a" {
+		t.Errorf("RPC of a second channel while one fault is active, max_active_faults 1: %q, %v; want served by a", got, err)
+	}
+	cancel()
+	if err := <-delayed; status.Code(err) != codes.Canceled {
+		t.Errorf("delayed RPC: %v; want CANCELLED", err)
 	}
 }

@@ -35,13 +35,18 @@ type clientFilterRuntime interface {
 
 // clientFilterRuntimes makes the client-side runtime of each HTTP filter
 // kind gRPC clients run, by the full name of its configuration message. A
-// runtime is made once per filter per channel configuration, and holds
-// what lives that long (a count of active faults). The router has none:
+// runtime is made once per filter per channel configuration; state that
+// must outlive it (the count of active faults) lives elsewhere. The router has none:
 // it is the channel. Server-side runtimes (RBAC) belong to a server
 // package's own registry, keyed the same way.
 var clientFilterRuntimes = map[string]func() clientFilterRuntime{
-	faultConfigName: func() clientFilterRuntime { return faultRuntime{newFaultFilter(nil)} },
+	faultConfigName: func() clientFilterRuntime { return faultRuntime{processFaults} },
 }
+
+// processFaults is the fault filter of every channel: gRFC A33's
+// max_active_faults caps the faults of the whole process, as grpc-go
+// counts them, across channels and configuration updates.
+var processFaults = newFaultFilter(nil)
 
 // faultConfigName is the fault injection filter's configuration message.
 const faultConfigName = "envoy.extensions.filters.http.fault.v3.HTTPFault"
