@@ -93,8 +93,7 @@ func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalanc
 // Pickers never take mu: each holds an immutable view.
 type xdsBalancer struct {
 	// Read-only after Build.
-	cc        balancer.ClientConn
-	channelID uint64 // what the channel_id hash policy hashes
+	cc balancer.ClientConn
 
 	// warnedNoInterceptors: an RPC came without the goxds interceptors,
 	// and the log was told so; pickers set it.
@@ -102,6 +101,7 @@ type xdsBalancer struct {
 
 	mu              sync.Mutex
 	closed          bool
+	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
 	// logger is the Builder's, as the resolver state carries it; logs are
 	// the lines to write once mu is released (finishAndUnlock): a logger's
@@ -143,6 +143,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	}
 	b.mu.Lock()
 	b.gen = gen
+	if cs != nil {
+		b.channelID = cs.channelID
+	}
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +32,10 @@ import (
 type channelState struct {
 	// Read-only after newChannelState.
 	b *Builder
+	// channelID is what the channel_id hash policy hashes; the balancer
+	// takes it from the resolver state, so that the interceptors' hashes
+	// and the picker's agree.
+	channelID uint64
 	// wait is how a retry waits for its backoff: it returns nil after d,
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
@@ -66,7 +71,7 @@ func newChannelState(b *Builder) *channelState {
 	if wait == nil {
 		wait = sleepCtx
 	}
-	return &channelState{b: b, wait: wait, ready: make(chan struct{})}
+	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{})}
 }
 
 // sleepCtx waits d, or until ctx is done.

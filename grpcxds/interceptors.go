@@ -31,7 +31,7 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 		return ctx, nil, nil, cfg.err
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
-	rc, err := cfg.selectRPC(method, md)
+	rc, err := cfg.selectRPC(method, md, cs.channelID)
 	if err != nil {
 		return ctx, nil, nil, err
 	}

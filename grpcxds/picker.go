@@ -95,7 +95,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	if sel != nil {
 		if cp := p.clusters[sel.cluster]; cp != nil {
-			res, err := cp.pick(info, requestHash(sel.route.HashPolicies, md, p.channelID))
+			res, err := cp.pick(info, sel.hash)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
 			return res, err

@@ -20,6 +20,10 @@ type selection struct {
 	gen     uint64 // the configuration's generation
 	route   *resources.Route
 	cluster string
+	// hash is the RPC's request hash for ring_hash, computed once, as
+	// grpc-go does: an RPC whose route hashes nothing gets one random hash,
+	// not a new one at each pick.
+	hash uint64
 	// statusPick: the last pick failed with a status error (a drop, a
 	// circuit breaker, no route), which gRPC hands the RPC without any
 	// retry.
@@ -48,7 +52,7 @@ type rpcConfig struct {
 // selectRPC chooses the route and cluster of an RPC to method whose
 // outgoing metadata is md, as grpc-go's config selector does: the first
 // matching route, and for weighted clusters one drawn by weight.
-func (c *channelConfig) selectRPC(method string, md metadata.MD) (*rpcConfig, error) {
+func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint64) (*rpcConfig, error) {
 	vh := c.snap.VirtualHost
 	var r *resources.Route
 	if vh != nil {
@@ -73,7 +77,7 @@ func (c *channelConfig) selectRPC(method string, md metadata.MD) (*rpcConfig, er
 		name = r.WeightedClusters[wc].Name
 	}
 	rc := &rpcConfig{
-		sel:     &selection{gen: c.gen, route: r, cluster: name},
+		sel:     &selection{gen: c.gen, route: r, cluster: name, hash: requestHash(r.HashPolicies, md, channelID)},
 		timeout: timeoutOf(r, c.snap.Listener),
 		retry:   retryPolicyOf(r, vh),
 	}
