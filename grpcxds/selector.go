@@ -72,6 +72,9 @@ func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint6
 	}
 	wc := -1
 	name := r.Cluster
+	if name == "" && len(r.WeightedClusters) == 0 { // validation promises otherwise
+		return nil, status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, describeRoute(r), c.nodeID)
+	}
 	if name == "" {
 		wc = pickWeighted(r.WeightedClusters)
 		name = r.WeightedClusters[wc].Name
