@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -40,5 +42,15 @@ func TestRequestHashOncePerRPC(t *testing.T) {
 	}
 	if h := rec.hashes; len(h) != 3 || h[0] != rc.sel.hash || h[1] != h[0] || h[2] != h[0] {
 		t.Errorf("hashes of 3 picks of one RPC: %v; want its one hash %d each time", h, rc.sel.hash)
+	}
+}
+
+// A route that names no cluster (which validation does not let through)
+// fails the RPC; the weighted draw would panic on it.
+func TestRouteWithoutClusterFails(t *testing.T) {
+	route := &resources.Route{Prefix: "/", Action: resources.RouteActionRoute, RuntimeFraction: -1}
+	cfg := &channelConfig{gen: 1, nodeID: "n", snap: &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{route}}}}
+	if _, err := cfg.selectRPC("/svc/M", nil, 7); status.Code(err) != codes.Unavailable {
+		t.Errorf("selectRPC with a route naming no cluster: %v; want UNAVAILABLE", err)
 	}
 }
