@@ -175,7 +175,10 @@ func (s *retryStream) current() grpc.ClientStream {
 	return s.attempt
 }
 
-// Header implements grpc.ClientStream.
+// Header implements grpc.ClientStream. An attempt that ended without
+// headers gives none (gRPC's streams say nil, nil then); RecvMsg learns
+// how it ended, and retries it. grpc-go's own retries would already have
+// made the next attempt here.
 func (s *retryStream) Header() (metadata.MD, error) {
 	md, err := s.current().Header()
 	if md != nil {

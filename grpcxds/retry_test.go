@@ -159,6 +159,25 @@ func TestRetries(t *testing.T) {
 		t.Errorf("stream failing twice: %q, %v after %d attempts; want \"a:3\" after 3", got, err, a.rpcs.Load())
 	}
 
+	// A stream whose Header is read first: the failed attempt has no
+	// header, and RecvMsg retries it.
+	failFirst(a, 2, codes.Unavailable, nil)
+	s, err := conn.NewStream(e.ctx, chatDesc, "/goxds.test.Greeter/Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Header(); err != nil {
+		t.Errorf("Header of a stream whose first attempt failed: %v; want none", err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := s.RecvMsg(out); err != nil || out.GetValue() != "a:0" || a.rpcs.Load() != 3 {
+		t.Errorf("RecvMsg after Header: %q, %v after %d attempts; want \"a:0\" after 3", out.GetValue(), err, a.rpcs.Load())
+	}
+	w.take()
+
 	// num_retries 10 is 11 attempts; the virtual host's policy applies to
 	// a route without one.
 	rc = routes(toCluster(prefix("/"), "A"))
