@@ -245,7 +245,7 @@ func (s *retryStream) RecvMsg(m any) error {
 			}
 			return nil
 		}
-		if !s.retry(a, err) {
+		if err = s.retry(a, err); err != nil {
 			s.commit()
 			s.finish()
 			return err
@@ -253,24 +253,28 @@ func (s *retryStream) RecvMsg(m any) error {
 	}
 }
 
-// retry replaces the failed attempt a with a new one if the policy allows
-// it, and reports whether it did.
-func (s *retryStream) retry(a grpc.ClientStream, err error) bool {
+// retry replaces the attempt a, which failed with err, with a new one if
+// the policy allows it: it returns nil if it did, or the error the RPC
+// ends with.
+func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 	s.mu.Lock()
 	committed := s.committed
 	s.mu.Unlock()
 	if s.policy == nil || committed {
-		return false
+		return err
 	}
 	header, _ := a.Header()
 	d, ok := s.policy.next(&s.rs, err, header != nil, a.Trailer(), s.sel)
-	if !ok || s.cs.wait(s.ctx, d) != nil {
-		return false
+	if !ok {
+		return err
+	}
+	if werr := s.cs.wait(s.ctx, d); werr != nil {
+		return status.FromContextError(werr).Err()
 	}
 	s.rs.attempts++
 	next, nerr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 	if nerr != nil {
-		return false
+		return nerr
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,5 +287,5 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) bool {
 		_ = next.CloseSend()
 	}
 	s.attempt = next
-	return true
+	return nil
 }
