@@ -312,3 +312,28 @@ func TestRouteTimeouts(t *testing.T) {
 		}
 	}
 }
+
+// An RPC whose deadline comes during a retry's backoff ends with
+// DEADLINE_EXCEEDED, unary or stream, as grpc-go's do.
+func TestRetryBackoffPastDeadline(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	// A backoff longer than any deadline: it ends when the RPC does.
+	grpcxds.SetRetryWait(e.builder, func(ctx context.Context, _ time.Duration) error { <-ctx.Done(); return ctx.Err() })
+	a := startBackend(t, "a")
+	e.update(tree(routes(withRetry(toCluster(prefix("/"), "A"), retryPolicy("unavailable", 3, time.Hour, 0))), clusters("A"), eds("A", a)))
+	conn := e.dial()
+	e.waitServed(conn, 1, func(string) bool { return true })
+	failFirst(a, 100, codes.Unavailable, nil)
+	for name, rpc := range map[string]func(context.Context) error{
+		"unary":  func(ctx context.Context) error { _, err := call(ctx, conn); return err },
+		"stream": func(ctx context.Context) error { _, err := chat(ctx, conn, 1); return err },
+	} {
+		ctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
+		err := rpc(ctx)
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("%s RPC whose deadline passed in a backoff: %v; want DEADLINE_EXCEEDED", name, err)
+		}
+	}
+}
