@@ -2,6 +2,7 @@ package grpcxds_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -253,9 +254,9 @@ func maxStreamDuration(r *routev3.Route, msd, headerMax time.Duration) *routev3.
 
 // listenerWithMaxStreamDuration is the test listener with the connection
 // manager's max_stream_duration set.
-func listenerWithMaxStreamDuration(t *testing.T, d time.Duration) *listenerv3.Listener {
+func listenerWithMaxStreamDuration(t *testing.T, routeName string, d time.Duration) *listenerv3.Listener {
 	t.Helper()
-	l := testutils.Listener(listener, "greeter-route")
+	l := testutils.Listener(listener, routeName)
 	hcm := new(hcmv3.HttpConnectionManager)
 	if err := l.ApiListener.ApiListener.UnmarshalTo(hcm); err != nil {
 		t.Fatal(err)
@@ -272,7 +273,7 @@ func TestRouteTimeouts(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-	for _, tc := range []struct {
+	for i, tc := range []struct {
 		name  string
 		route *routev3.Route
 		hcm   time.Duration // the connection manager's
@@ -282,12 +283,18 @@ func TestRouteTimeouts(t *testing.T) {
 		{"grpc_timeout_header_max wins", maxStreamDuration(toCluster(prefix("/"), "A"), time.Hour, 400*time.Millisecond), 0, 400 * time.Millisecond},
 		{"connection manager's", toCluster(prefix("/"), "A"), 500 * time.Millisecond, 500 * time.Millisecond},
 	} {
-		// A backend of its own per case: the first RPC it serves says the
-		// case's configuration is in force.
+		// A backend, cluster and route configuration of its own per case:
+		// the listener leads to the backend only through the case's route
+		// configuration, so the first RPC the backend serves says the
+		// case's listener and routes are in force.
 		a := startBackend(t, tc.name)
-		res := tree(routes(tc.route), clusters("A"), eds("A", a))
+		cluster := fmt.Sprint("A", i)
+		tc.route.GetRoute().ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: cluster}
+		rc := routes(tc.route)
+		rc.Name = fmt.Sprint("route-", i)
+		res := tree(rc, clusters(cluster), eds(cluster, a))
 		if tc.hcm > 0 {
-			res.Listeners = []*listenerv3.Listener{listenerWithMaxStreamDuration(t, tc.hcm)}
+			res.Listeners = []*listenerv3.Listener{listenerWithMaxStreamDuration(t, rc.Name, tc.hcm)}
 		}
 		e.update(res)
 		conn := e.dial()

@@ -250,3 +250,41 @@ func withFault(t *testing.T, f *faultv3.HTTPFault) *listenerv3.Listener {
 	l.ApiListener.ApiListener = testutils.MarshalAny(hcm)
 	return l
 }
+
+// isolate gives the clusters and the route configuration of res names of
+// their own, ending in suffix, so that a backend serving an RPC says that
+// the whole tree of res is in force: its listener (which names the route
+// configuration), routes, clusters and endpoints, not a mix with the
+// resources of the previous case.
+func isolate(t *testing.T, res testutils.Resources, suffix string) testutils.Resources {
+	t.Helper()
+	for _, c := range res.Clusters {
+		c.Name += suffix
+	}
+	for _, e := range res.Endpoints {
+		e.ClusterName += suffix
+	}
+	for _, rc := range res.Routes {
+		rc.Name += suffix
+		for _, vh := range rc.VirtualHosts {
+			for _, r := range vh.Routes {
+				a := r.GetRoute()
+				if c := a.GetCluster(); c != "" {
+					a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: c + suffix}
+				}
+				for _, wc := range a.GetWeightedClusters().GetClusters() {
+					wc.Name += suffix
+				}
+			}
+		}
+	}
+	for _, l := range res.Listeners {
+		hcm := new(hcmv3.HttpConnectionManager)
+		if err := l.ApiListener.ApiListener.UnmarshalTo(hcm); err != nil {
+			t.Fatal(err)
+		}
+		hcm.GetRds().RouteConfigName += suffix
+		l.ApiListener.ApiListener = testutils.MarshalAny(hcm)
+	}
+	return res
+}

@@ -297,7 +297,7 @@ func TestParityWithGRPCGo(t *testing.T) {
 		for _, name := range []string{"goxds", "grpc-go"} {
 			conn := p.conns[name]
 			ready, other := startBackend(t, fmt.Sprintf("%s-%d", name, i)), startBackend(t, fmt.Sprintf("%s-%d-other", name, i))
-			p.update(tc.setup(ready, other))
+			p.update(isolate(t, tc.setup(ready, other), fmt.Sprintf("-%s-%d", name, i)))
 			p.waitConfig(conn, ready, tc.fault)
 			run := tc.run
 			if run == nil {
