@@ -231,7 +231,10 @@ func Register(opts Options) (*Builder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resolver.Get(b.scheme) != nil {
+	if prev := resolver.Get(b.scheme); prev != nil {
+		if _, ours := prev.(*Builder); ours {
+			return nil, fmt.Errorf("grpcxds: scheme %q is already registered by another goxds Builder", b.scheme)
+		}
 		if b.scheme == "xds" {
 			return nil, errors.New(`grpcxds: scheme "xds" is taken by grpc-go's own xDS resolver (google.golang.org/grpc/xds is imported): use another scheme`)
 		}

@@ -1,14 +1,17 @@
 package grpcxds_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
@@ -174,7 +177,13 @@ func TestRegister(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, scheme := range []string{"goxds-register-test", "xds"} {
+	// With -count, the test runs again in the same process, whose
+	// registry keeps what the last run registered.
+	schemes := []string{fmt.Sprintf("goxds-register-test-%d", registerRuns.Add(1))}
+	if resolver.Get("xds") == nil {
+		schemes = append(schemes, "xds")
+	}
+	for _, scheme := range schemes {
 		b, err := grpcxds.Register(grpcxds.Options{Scheme: scheme, Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
 		if err != nil {
 			t.Fatalf("Register(%q): %v", scheme, err)
@@ -193,4 +202,10 @@ func TestRegister(t *testing.T) {
 	if _, err := grpcxds.Register(grpcxds.Options{Scheme: "dns", Bootstrap: cfg}); err == nil || !strings.Contains(err.Error(), `"dns"`) {
 		t.Errorf("Register(dns): %v; want an error: gRPC's dns resolver has the scheme", err)
 	}
+	if _, err := grpcxds.Register(grpcxds.Options{Scheme: "xds", Bootstrap: cfg}); err == nil || !strings.Contains(err.Error(), "another goxds Builder") {
+		t.Errorf("Register(xds) again: %v; want an error: a goxds Builder has the scheme", err)
+	}
 }
+
+// registerRuns counts TestRegister's runs, for schemes of their own.
+var registerRuns atomic.Int64
