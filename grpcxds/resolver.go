@@ -259,12 +259,21 @@ type xdsResolver struct {
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
 //
-// The channel's interceptors get the snapshot once the balancer has it, so
-// that new RPCs choose among clusters it has.
+// Once the goxds balancer is known to run, the interceptors get the
+// snapshot before the balancer: an RPC that chooses a cluster the balancer
+// does not have yet waits for its picker, whereas one that chose from a
+// configuration older than the picker's would get the old route's
+// timeout and retries. The first snapshot goes to them only once the
+// balancer has taken it (publish), so that a channel that ignores the
+// service config sends nothing anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	gen := r.cs.nextGen()
+	cfg := &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
+	if r.cs.balancerGen.Load() > 0 {
+		r.cs.set(cfg)
+	}
 	err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.cs, gen))
-	r.publish(gen, &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID})
+	r.publish(gen, cfg)
 	if err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
 		return
