@@ -97,8 +97,9 @@
 // internal API; the interceptors of [Builder.DialOptions] do the same
 // through public ones, sharing the channel's state with its resolver:
 //
-//   - gRFC A31: the route, and the cluster a weighted route draws, are
-//     chosen once when the RPC starts, from the configuration in force, and
+//   - gRFC A31: the route, the cluster a weighted route draws and the
+//     ring_hash request hash are chosen once when the RPC starts, from the
+//     configuration in force, and
 //     carried in the RPC's context to the picker, which uses them at every
 //     pick: an RPC waiting for a cluster that is still connecting keeps it
 //     across picker updates. (A cluster that leaves the configuration while
