@@ -162,7 +162,10 @@ func (a *restAnswered) record(version string, names []string) {
 // (see restStream.post).
 func (p restProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (proto.Message, []string, *reply) {
 	ts.namedOnStream = true
-	return p.sotwProtocol.requestLocked(ts, node, now)
+	// A poll's reply is not paired by a nonce that a crossing request could
+	// make stale, and each poll costs a round trip: a reply and a change go
+	// out in one.
+	return p.request(ts, node, now, false)
 }
 
 func (p restProtocol) openStream(ctx context.Context) (wireStream, error) {
