@@ -6,6 +6,8 @@ import (
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/testutils"
@@ -65,5 +67,33 @@ func TestSotWReplyToResponseCrossingUnsubscriptionPrecedesChange(t *testing.T) {
 		// Nothing else went out: response 3 is answered by the next request.
 		e.fs.Send(testutils.SotWResponse(cdsURL, "v3", "n3", testutils.Cluster("C1", ""), testutils.Cluster("C2", "")))
 		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, VersionInfo: "v3", ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n3"})
+	})
+}
+
+// A NACK owed while the subscriptions changed carries the change: a change
+// sent apart would read as an ACK of the rejected response, and the NACK's
+// older version has the server send every name anyway.
+func TestSotWNACKCarriesChangeMadeWhileJudged(t *testing.T) {
+	forEachAPIType(t, sotwVariants, func(t *testing.T, api bootstrap.APIType) {
+		h := newHandler()
+		e := newEnv(t, api, fastOptions, h)
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
+		e.next()
+		judging, changed := make(chan struct{}), make(chan struct{})
+		h.setVerdict(func(*transport.Response) error {
+			close(judging)
+			<-changed
+			return errRejected
+		})
+		e.fs.Send(testutils.SotWResponse(cdsURL, "v1", "n1", testutils.Cluster("C1", "")))
+		select {
+		case <-judging:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the response never reached the handler")
+		}
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C2"}, nil)
+		close(changed)
+		want(t, e.next(), &discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"C1", "C2"}, ResponseNonce: "n1",
+			ErrorDetail: &statuspb.Status{Code: int32(codes.InvalidArgument), Message: errRejected.Error()}})
 	})
 }

@@ -38,30 +38,30 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 	return p.request(ts, node, now, true)
 }
 
-// request is requestLocked. With replyApart, a reply owed while the
+// request is requestLocked. With replyApart, an ACK owed while the
 // subscriptions changed goes out first on its own, naming what the last
 // request on the stream did; the change follows in the next request. The
-// reply must describe the client as it was when the response arrived: a
+// ACK must describe the client as it was when the response arrived: a
 // removal sent just before may have crossed the response and been ignored
-// for its stale nonce, and were the change to go out in the reply, a name
-// removed then wanted again would look unchanged to the server, which would
-// not send it again though the client has dropped it. Told the names of the
-// response's time first, the server sees the removal, then the addition.
-// A held NACK that a change forces out still goes with it (see
-// takeReplyLocked): alone, the change would read as an ACK of what the NACK
-// rejects, and a NACK's old version makes the server send every name anyway.
+// for its stale nonce, and were the change to go out in the ACK, a name
+// removed then wanted again would look unchanged to the server, which
+// believes the client holds it from the response and would not send it
+// again though the client has dropped it. Told the names of the response's
+// time first, the server sees the removal, then the addition. A NACK still
+// carries the change: alone, the change would read as an ACK of what the
+// NACK rejects (see takeReplyLocked), and the NACK's older version makes
+// the server send every name anyway.
 func (p sotwProtocol) request(ts *typeState, node *corev3.Node, now time.Time, replyApart bool) (msg proto.Message, names []string, r *reply) {
 	if ts.judging {
 		// Sent now, it would carry a nonce the server has replaced (see
 		// typeState.judging); recvLoop signals once the verdict is recorded.
 		return nil, nil, nil
 	}
-	held := ts.reply != nil && now.Before(ts.replyDue)
 	r = ts.takeReplyLocked(now, ts.subsChanged)
 	if !ts.subsChanged && r == nil {
 		return nil, nil, nil
 	}
-	if replyApart && r != nil && !held && ts.subsChanged && ts.sentOnStream {
+	if replyApart && r != nil && r.err == nil && ts.subsChanged && ts.sentOnStream {
 		req := &discoveryv3.DiscoveryRequest{
 			Node:             node,
 			TypeUrl:          ts.typeURL,
@@ -69,9 +69,6 @@ func (p sotwProtocol) request(ts *typeState, node *corev3.Node, now time.Time, r
 			ResourceNames:    ts.lastWire,
 			ResourceLocators: ts.lastLocators,
 			ResponseNonce:    ts.nonce,
-		}
-		if r.err != nil {
-			req.ErrorDetail = errorDetail(r.err)
 		}
 		return req, nil, r // subsChanged stays set: the change is next
 	}

@@ -55,8 +55,8 @@ type typeState struct {
 	// subscription change included. The client may have applied the newer
 	// response by then and acted on the change (forgotten what it removed):
 	// the server would go on believing the client holds it. Held, the
-	// change goes out with the new nonce, right after the reply (see
-	// sotwProtocol.request).
+	// change goes out with the new nonce: right after an ACK, in a NACK
+	// (see sotwProtocol.request).
 	judging bool
 
 	// pendingSub and pendingUnsub are the subscription changes not yet sent
