@@ -200,6 +200,9 @@ type restStream struct {
 	next     *discoveryv3.DiscoveryRequest // to post; nil when taken or when nothing is wanted; guarded by mu
 	gen      int                           // counts sends; guarded by mu
 	inflight context.CancelFunc            // cancels the poll in flight; guarded by mu
+	// stopped is set when a send wanted nothing, so polling stopped; the
+	// poller then forgets what it reported. Guarded by mu.
+	stopped bool
 
 	// Poller only: the names the client was last told reached the server.
 	reported []string
@@ -220,7 +223,10 @@ func (s *restStream) send(m proto.Message) error {
 	if len(req.GetResourceNames()) == 0 {
 		// Nothing is wanted. A poll naming nothing would ask for
 		// everything (the legacy wildcard), so polling stops instead.
+		// The client forgets what it no longer wants: names polled for
+		// again are news to it, to be reported again.
 		req = nil
+		s.stopped = true
 	}
 	s.next = req
 	s.gen++
@@ -256,6 +262,9 @@ func (s *restStream) take() (*discoveryv3.DiscoveryRequest, int) {
 		s.mu.Lock()
 		req, gen := s.next, s.gen
 		s.next = nil
+		if s.stopped {
+			s.stopped, s.told = false, false
+		}
 		s.mu.Unlock()
 		if req != nil {
 			return req, gen
