@@ -141,9 +141,10 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Bootstrap returns the bootstrap the client was made with, for what
-// else it defines (certificate providers, listener name templates). It
-// must not be modified.
+// Bootstrap returns the bootstrap configuration the client was made with,
+// so that code handed only the client (the grpcxds resolver, for one) names
+// resources as the bootstrap says: listener name templates, authorities,
+// the node. The client keeps using it: the caller must not modify it.
 func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
 
 // Close stops every stream and timer. Close is idempotent, and no watcher

@@ -102,6 +102,10 @@ type xdsBalancer struct {
 	channelID uint64 // what the channel_id hash policy hashes
 	xdsCreds  bool   // the channel's credentials are xdscreds': clusters' TLS is honoured
 
+	// warnedNoInterceptors: an RPC came without the goxds interceptors,
+	// and the log was told so; pickers set it.
+	warnedNoInterceptors atomic.Bool
+
 	mu              sync.Mutex
 	closed          bool
 	failoverTimeout time.Duration
@@ -125,6 +129,8 @@ type xdsBalancer struct {
 	// inflight counts the requests in flight per leaf cluster, for its
 	// circuit breaker; the counters outlive pickers.
 	inflight map[string]*atomic.Int64
+	// gen is the generation of the channel configuration in force.
+	gen uint64
 	// dirty are the clusters whose priority and picker must be chosen
 	// again; republish is set when the route picker must be rebuilt even
 	// if no cluster is dirty.
@@ -142,7 +148,14 @@ type xdsBalancer struct {
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, ok := SnapshotFromState(s.ResolverState)
+	cs, gen := channelFromState(s.ResolverState)
+	if cs != nil {
+		// Before anything can fail: the resolver reads it when this
+		// returns, to know that the goxds balancer runs.
+		defer cs.balancerGen.Store(gen)
+	}
 	b.mu.Lock()
+	b.gen = gen
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}
@@ -334,7 +347,8 @@ func (b *xdsBalancer) publishLocked() {
 		})
 		return
 	}
-	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID}
+	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID,
+		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}

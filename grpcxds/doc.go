@@ -9,15 +9,28 @@
 //
 //	b, err := grpcxds.NewBuilder(grpcxds.Options{}) // bootstrap from GRPC_XDS_BOOTSTRAP(_CONFIG)
 //	...
-//	conn, err := grpc.NewClient("goxds:///my-listener", grpc.WithResolvers(b),
+//	conn, err := grpcxds.NewClient("goxds:///my-listener", b,
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// [NewClient] is grpc.NewClient with [Builder.DialOptions]: the resolver,
+// and unary and stream interceptors that apply the per-RPC part of the
+// configuration (see Per RPC below). Call DialOptions once per channel.
+// A channel made with grpc.WithResolvers(b) alone, or from a target of a
+// scheme registered with [Register], routes by the configuration but
+// applies none of the per-RPC part; the balancer logs a warning at its
+// first RPC.
 //
 // Importing the package registers the balancer ([BalancerName]) with gRPC.
 // [Options].Client shares one goxds client between the Builder and the rest
-// of the program; without it the Builder creates one from the bootstrap for
+// of the program, and its bootstrap ((*client.Client).Bootstrap) names the
+// listeners; without it the Builder creates one from the bootstrap for
 // as long as some channel uses it. The channel must accept service configs
-// from its resolver (do not use grpc.WithDisableServiceConfig): that is how
-// the balancer is selected.
+// from its resolver: that is how the balancer is selected. On a channel
+// made with grpc.WithDisableServiceConfig, RPCs fail with UNAVAILABLE
+// saying so, rather than going wherever gRPC's default policy sends them.
+//
+// [Register] registers a Builder with gRPC under a scheme: "goxds" by
+// default, or "xds" when grpc-go's own xDS resolver is not linked in.
 //
 // # The resolver
 //
@@ -53,7 +66,9 @@
 // cluster, or one of its weighted clusters drawn at
 // random by weight, picks the endpoint. No matching route, or a route that
 // does not forward (redirect, direct response, non-forwarding), fails the
-// RPC with UNAVAILABLE and the reason.
+// RPC with UNAVAILABLE and the reason, naming the xDS node ID. With the
+// interceptors, the route and cluster are chosen once when the RPC starts,
+// and kept at every pick (below).
 //
 // Each cluster has priorities: its localities by priority for EDS, a
 // single endpoint with every resolved address for LOGICAL_DNS (resolved by
@@ -75,6 +90,50 @@
 // A cluster's drop_overloads drop RPCs with UNAVAILABLE "dropped by load
 // balancing policy: <category>", and its circuit breaker's max_requests
 // caps the RPCs in flight.
+//
+// # Per RPC
+//
+// grpc-go applies the per-RPC part of xDS through its config selector, an
+// internal API; the interceptors of [Builder.DialOptions] do the same
+// through public ones, sharing the channel's state with its resolver:
+//
+//   - gRFC A31: the route, and the cluster a weighted route draws, are
+//     chosen once when the RPC starts, from the configuration in force, and
+//     carried in the RPC's context to the picker, which uses them at every
+//     pick: an RPC waiting for a cluster that is still connecting keeps it
+//     across picker updates. (A cluster that leaves the configuration while
+//     an RPC waits for it is given up and the RPC routed again; grpc-go
+//     keeps such a cluster until its RPCs commit.)
+//   - gRFC A31 timeouts, as grpc-go applies them: the route's
+//     max_stream_duration.grpc_timeout_header_max if set, else its
+//     max_stream_duration.max_stream_duration, else the connection
+//     manager's common_http_protocol_options.max_stream_duration, bound
+//     the whole RPC (retries included); an earlier deadline of the
+//     application stays. Zero means none; route.timeout is not used.
+//   - gRFC A44 retries: the route's retry_policy, else the virtual host's.
+//     retry_on's gRPC codes (cancelled, deadline-exceeded, internal,
+//     resource-exhausted, unavailable) are retried; num_retries (default
+//     1) plus one attempts, not capped at 5 (grpc-go caps service config
+//     policies, not those of its xds resolver); the backoff is
+//     base_interval (default 25ms) doubled each retry up to max_interval
+//     (default 10 times base), times a jitter of 0.8 to 1.2; the server's
+//     grpc-retry-pushback-ms trailer replaces it, and a negative or
+//     malformed one ends the retries. An attempt that got response
+//     headers is not retried, nor a pick that failed with a status (a
+//     drop). A stream is retried until it receives a header or message or
+//     has sent more than 256 KiB: what it sent is sent again. A policy
+//     with num_retries 0 (which grpc-go rejects) retries nothing.
+//   - gRFC A39 HTTP filters: the listener's filters run in order on each
+//     RPC before it is sent, once per RPC (not per attempt), each with its
+//     effective configuration: the weighted cluster's
+//     typed_per_filter_config, else the route's, else the virtual host's,
+//     else its own; an override that disables it switches it off, and a
+//     filter disabled in the listener runs only where an override switches
+//     it on. Fault injection (gRFC A33) is the filter clients run: delays
+//     and aborts, percentages with their denominators, header-controlled
+//     faults, max_active_faults (counted per filter per configuration).
+//     An abort is not retried; an abort with status OK ends a stream at
+//     once, and a unary RPC with io.EOF, as in grpc-go.
 //
 // # Connections
 //
@@ -110,10 +169,8 @@
 //
 // # Not supported
 //
-// Route timeouts, max_stream_duration and retry policies (they need
-// grpc-go's internal config selector), running HTTP filters on RPCs (a
-// listener's filters are validated as gRFC A39 says, and the fault
-// injection of gRFC A33 is implemented, but the per-RPC chain does not
-// call it yet; RBAC), the RLS cluster specifier plugin, load reporting,
-// outlier detection, and authority rewriting.
+// The RLS cluster specifier plugin, load reporting, outlier detection, authority
+// rewriting, and retry throttling (which xDS does not configure either).
+// grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
+// interceptors' retries.
 package grpcxds

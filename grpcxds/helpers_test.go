@@ -3,6 +3,7 @@ package grpcxds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -57,6 +58,32 @@ var greeterDesc = grpc.ServiceDesc{
 			return srv.(greeter).SayHello(ctx, in)
 		},
 	}},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler:       func(srv any, stream grpc.ServerStream) error { return srv.(*backend).chat(stream) },
+	}},
+}
+
+// chat is a bidi streaming method: it counts the messages the client
+// sends, and when the client is done answers with the backend's name and
+// the count.
+func (b *backend) chat(stream grpc.ServerStream) error {
+	b.rpcs.Add(1)
+	if h := b.handler.Load(); h != nil {
+		if err := (*h)(stream.Context()); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for {
+		if err := stream.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			break
+		}
+		n++
+	}
+	return stream.SendMsg(wrapperspb.String(fmt.Sprintf("%s:%d", b.name, n)))
 }
 
 // backend is a greeter server on a free port of 127.0.0.1.
@@ -66,14 +93,22 @@ type backend struct {
 	port  uint32
 	conns atomic.Int64 // connections accepted, over restarts
 	rpcs  atomic.Int64
+	// handler, if set, runs first in every SayHello: an error fails the
+	// RPC with it.
+	handler atomic.Pointer[func(context.Context) error]
 
 	mu  sync.Mutex
 	srv *grpc.Server
 	wg  sync.WaitGroup
 }
 
-func (b *backend) SayHello(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+func (b *backend) SayHello(ctx context.Context, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	b.rpcs.Add(1)
+	if h := b.handler.Load(); h != nil {
+		if err := (*h)(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return wrapperspb.String(b.name), nil
 }
 
@@ -198,10 +233,11 @@ func (e *env) update(res testutils.Resources) {
 	}
 }
 
-// dial returns a channel to the listener through the goxds resolver.
+// dial returns a channel to the listener through the goxds resolver and
+// interceptors.
 func (e *env) dial(opts ...grpc.DialOption) *grpc.ClientConn {
 	e.t.Helper()
-	opts = append([]grpc.DialOption{grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect}, opts...)
+	opts = append(append(e.builder.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect), opts...)
 	conn, err := grpc.NewClient("goxds:///"+listener, opts...)
 	if err != nil {
 		e.t.Fatal(err)
