@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -64,7 +65,11 @@ type priority struct {
 	drops       []resources.DropOverload
 	maxRequests uint32
 	inflight    *atomic.Int64 // the leaf's circuit breaker count
-	localities  []locality
+	// load records the leaf's RPCs and drops for LRS (load.go), nil if it
+	// reports none; lrsKey is the key of the server it reports to.
+	load       *client.ClusterLoad
+	lrsKey     string
+	localities []locality
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
@@ -73,6 +78,7 @@ type priority struct {
 }
 
 type locality struct {
+	id        resources.LocalityID
 	weight    uint32
 	endpoints []weightedConn
 }
@@ -184,6 +190,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(leaf.Name),
 	}
+	base.load, base.lrsKey = b.loadLocked(leaf)
 	switch c.Kind {
 	case resources.ClusterKindEDS:
 		b.addEDSLocked(cl, base, leaf.Endpoints, sec)
@@ -221,7 +228,7 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.
 		prios[i] = &p
 	}
 	for _, loc := range eps.Localities {
-		l := locality{weight: loc.Weight}
+		l := locality{id: loc.ID, weight: loc.Weight}
 		for _, ep := range loc.Endpoints {
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue

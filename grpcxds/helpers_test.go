@@ -199,9 +199,15 @@ func newEnv(t *testing.T) *env {
 // ClientOptions it fills in.
 func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
 	t.Helper()
+	return newEnvServer(t, opts, testutils.ManagementServerOptions{})
+}
+
+// newEnvServer is newEnvWith with a management server started with msOpts.
+func newEnvServer(t *testing.T, opts grpcxds.Options, msOpts testutils.ManagementServerOptions) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(msOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 )
 
@@ -49,11 +50,18 @@ type priorityPicker struct {
 	maxRequests uint32
 	inflight    *atomic.Int64
 	inner       endpointPicker
+	// load, if not nil, records drops; locs then has the LocalityLoad of
+	// each endpoint inner may pick.
+	load *client.ClusterLoad
+	locs map[balancer.SubConn]*client.LocalityLoad
 }
 
 func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
 	for _, d := range p.drops {
 		if d.PerMillion > 0 && rand.Uint32N(1_000_000) < d.PerMillion {
+			if p.load != nil {
+				p.load.CallDropped(d.Category)
+			}
 			return balancer.PickResult{}, status.Errorf(codes.Unavailable, "dropped by load balancing policy: %s", d.Category)
 		}
 	}
@@ -62,6 +70,9 @@ func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickRe
 	}
 	if p.inflight.Add(1) > int64(p.maxRequests) {
 		p.inflight.Add(-1)
+		if p.load != nil {
+			p.load.CallDropped("") // counted in the total only, as gRPC does
+		}
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable,
 			"goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", p.leaf, p.maxRequests)
 	}
@@ -71,8 +82,15 @@ func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickRe
 		return res, err
 	}
 	done := res.Done
+	ll := p.locs[res.SubConn] // nil without load reporting
+	if ll != nil {
+		ll.CallStarted()
+	}
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
+		if ll != nil {
+			ll.CallFinished(di.Err != nil)
+		}
 		if done != nil {
 			done(di)
 		}
@@ -83,10 +101,11 @@ func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickRe
 // picker returns the picker of p for a cluster using it in state (READY or
 // CONNECTING), by the leaf cluster's policy.
 func (p *priority) picker(state connectivity.State) clusterPicker {
-	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight}
+	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight, load: p.load}
 	if state != connectivity.Ready {
 		return pp
 	}
+	pp.locs = p.localityLoads()
 	switch p.policy.Kind {
 	case resources.LBRingHash:
 		pp.inner = p.ringPicker()
