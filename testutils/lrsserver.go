@@ -97,8 +97,14 @@ func (s *LRSServer) StreamLoadStats(gs grpc.BidiStreamingServer[lrsv3.LoadStatsR
 }
 
 // NextRequest returns the next LoadStatsRequest of the stream, waiting for
-// it until ctx is done.
+// it until ctx is done. A request already received is returned even if ctx
+// is done, so a done ctx asks whether one is there.
 func (st *LRSStream) NextRequest(ctx context.Context) (*lrsv3.LoadStatsRequest, error) {
+	select {
+	case r := <-st.reqs:
+		return r, nil
+	default:
+	}
 	select {
 	case r := <-st.reqs:
 		return r, nil

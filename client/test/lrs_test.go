@@ -241,3 +241,46 @@ func TestLoadReportingUnsupportedServer(t *testing.T) {
 		t.Errorf("ReportLoad of a REST server: %v, want an error about load reporting", err)
 	}
 }
+
+// TestLoadReportingInvalidInterval checks that a LoadStatsResponse whose
+// load_reporting_interval is not a positive duration ends the stream (no
+// report is sent on it) and that the client opens a new one.
+func TestLoadReportingInvalidInterval(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	c, lrs, _ := newLRSSetup(t)
+	_, release, err := c.ReportLoad(c.Bootstrap().Servers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	for _, d := range []*durationpb.Duration{nil, durationpb.New(-time.Second)} {
+		st, err := lrs.NextStream(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nextReport(ctx, t, st)
+		if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: d}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-st.Done():
+		case <-ctx.Done():
+			t.Fatalf("load_reporting_interval %v: the stream did not end", d)
+		}
+		if req, err := st.NextRequest(shortContext(ctx)); err == nil {
+			t.Errorf("load_reporting_interval %v: a request after the response: %v", d, req)
+		}
+	}
+	if _, err := lrs.NextStream(ctx); err != nil {
+		t.Fatalf("no new stream after the invalid responses: %v", err)
+	}
+}
+
+// shortContext is done at once: NextRequest then tells whether a request
+// has been received, without waiting.
+func shortContext(ctx context.Context) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	cancel()
+	return ctx
+}
