@@ -91,6 +91,15 @@
 // balancing policy: <category>", and its circuit breaker's max_requests
 // caps the RPCs in flight.
 //
+// A cluster whose lrs_server is self reports its load to the management
+// server it came from over LRS (gRFC A27), as gRPC does: per locality the
+// RPCs issued, in progress, succeeded and errored (any status but OK), each
+// attempt counted in the locality of the endpoint it went to; drops by
+// drop_overloads category; circuit breaker refusals in the total of drops
+// only. The goxds client keeps the counts and runs the stream
+// ([client.Client.ReportLoad]); the stream is open while a cluster in use
+// reports to the server. Backend metrics (ORCA) are not reported.
+//
 // # Per RPC
 //
 // grpc-go applies the per-RPC part of xDS through its config selector, an
@@ -169,8 +178,9 @@
 //
 // # Not supported
 //
-// The RLS cluster specifier plugin, load reporting, outlier detection, authority
-// rewriting, and retry throttling (which xDS does not configure either).
+// The RLS cluster specifier plugin, outlier detection, authority rewriting,
+// backend metrics (ORCA) in load reports, and retry throttling (which xDS
+// does not configure either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries.
 package grpcxds
