@@ -88,13 +88,30 @@ func (c *ClusterLoad) CallDropped(category string) {
 	n.(*atomic.Uint64).Add(1)
 }
 
-// LocalityLoad counts the RPCs sent to one locality of a cluster.
+// LocalityLoad counts the RPCs sent to one locality of a cluster, and sums
+// the backend metrics their ends carried.
 type LocalityLoad struct {
 	inProgress atomic.Int64
 	issued     atomic.Uint64
 	succeeded  atomic.Uint64
 	errored    atomic.Uint64
+	metrics    sync.Map // metric name to *metricSum
 }
+
+// metricSum is one backend metric of a locality over an interval.
+type metricSum struct {
+	mu    sync.Mutex
+	count uint64  // guarded by mu
+	sum   float64 // guarded by mu
+}
+
+// Backend metric names that LRS reports in fields of their own, as gRPC
+// names them; any other name goes in load_metric_stats.
+const (
+	metricCPU = "cpu_utilization"
+	metricMem = "mem_utilization"
+	metricApp = "application_utilization"
+)
 
 // CallStarted records an RPC sent to an endpoint of the locality. Each call
 // must be followed by one CallFinished.
@@ -112,6 +129,52 @@ func (l *LocalityLoad) CallFinished(failed bool) {
 	} else {
 		l.succeeded.Add(1)
 	}
+}
+
+// CallServerLoad records one value of a backend metric that an RPC of the
+// locality reported as it ended (an ORCA load report, gRFC A64). The
+// report carries, per metric, how many RPCs reported it and the sum of
+// their values. cpu_utilization, mem_utilization and
+// application_utilization go in the fields LRS has for them; other names
+// in load_metric_stats, as given (gRPC names an ORCA named metric
+// "named_metrics.<name>").
+func (l *LocalityLoad) CallServerLoad(name string, value float64) {
+	m, ok := l.metrics.Load(name)
+	if !ok {
+		m, _ = l.metrics.LoadOrStore(name, new(metricSum))
+	}
+	ms := m.(*metricSum)
+	ms.mu.Lock()
+	ms.count++
+	ms.sum += value
+	ms.mu.Unlock()
+}
+
+// takeMetrics puts the metrics of the interval in ls and starts a new one.
+func (l *LocalityLoad) takeMetrics(ls *endpointv3.UpstreamLocalityStats) {
+	l.metrics.Range(func(k, v any) bool {
+		ms := v.(*metricSum)
+		ms.mu.Lock()
+		count, sum := ms.count, ms.sum
+		ms.count, ms.sum = 0, 0
+		ms.mu.Unlock()
+		if count == 0 {
+			return true
+		}
+		unnamed := &endpointv3.UnnamedEndpointLoadMetricStats{NumRequestsFinishedWithMetric: count, TotalMetricValue: sum}
+		switch name := k.(string); name {
+		case metricCPU:
+			ls.CpuUtilization = unnamed
+		case metricMem:
+			ls.MemUtilization = unnamed
+		case metricApp:
+			ls.ApplicationUtilization = unnamed
+		default:
+			ls.LoadMetricStats = append(ls.LoadMetricStats, &endpointv3.EndpointLoadMetricStats{
+				MetricName: name, NumRequestsFinishedWithMetric: count, TotalMetricValue: sum})
+		}
+		return true
+	})
 }
 
 // LoadStats returns the load of the clusters named (all of them when all
@@ -170,7 +233,9 @@ func (c *ClusterLoad) stats(now time.Time) *endpointv3.ClusterStats {
 			TotalErrorRequests:      l.errored.Swap(0),
 			TotalRequestsInProgress: uint64(max(inProgress, 0)),
 		}
-		if ls.TotalIssuedRequests == 0 && ls.TotalSuccessfulRequests == 0 && ls.TotalErrorRequests == 0 && ls.TotalRequestsInProgress == 0 {
+		l.takeMetrics(ls)
+		if ls.TotalIssuedRequests == 0 && ls.TotalSuccessfulRequests == 0 && ls.TotalErrorRequests == 0 && ls.TotalRequestsInProgress == 0 &&
+			ls.CpuUtilization == nil && ls.MemUtilization == nil && ls.ApplicationUtilization == nil && len(ls.LoadMetricStats) == 0 {
 			continue
 		}
 		cs.UpstreamLocalityStats = append(cs.UpstreamLocalityStats, ls)

@@ -169,3 +169,40 @@ func BenchmarkLoadStoreDrop(b *testing.B) {
 		}
 	})
 }
+
+// TestLoadStoreServerLoad checks how backend metrics are reported: the
+// utilizations in their own fields, other names in load_metric_stats, each
+// with the count of RPCs that reported it and the sum; then reset.
+func TestLoadStoreServerLoad(t *testing.T) {
+	t.Parallel()
+	clock := &stepClock{now: time.Unix(0, 0)}
+	s := newLoadStore(clock)
+	l := s.Cluster("c", "").Locality(resources.LocalityID{Zone: "z"})
+	for _, v := range []float64{0.5, 0.75} {
+		l.CallStarted()
+		l.CallFinished(false)
+		l.CallServerLoad("cpu_utilization", v)
+	}
+	l.CallServerLoad("application_utilization", 0.25)
+	l.CallServerLoad("named_metrics.queue", 3)
+	got := s.LoadStats(nil, true)
+	if len(got) != 1 || len(got[0].UpstreamLocalityStats) != 1 {
+		t.Fatalf("report: %v", got)
+	}
+	ls := got[0].UpstreamLocalityStats[0]
+	if c := ls.CpuUtilization; c.GetNumRequestsFinishedWithMetric() != 2 || c.GetTotalMetricValue() != 1.25 {
+		t.Errorf("cpu_utilization: %v, want 2 RPCs summing 1.25", c)
+	}
+	if a := ls.ApplicationUtilization; a.GetNumRequestsFinishedWithMetric() != 1 || a.GetTotalMetricValue() != 0.25 {
+		t.Errorf("application_utilization: %v, want 1 RPC, 0.25", a)
+	}
+	if ls.MemUtilization != nil {
+		t.Errorf("mem_utilization: %v, want none reported", ls.MemUtilization)
+	}
+	if m := ls.LoadMetricStats; len(m) != 1 || m[0].MetricName != "named_metrics.queue" || m[0].NumRequestsFinishedWithMetric != 1 || m[0].TotalMetricValue != 3 {
+		t.Errorf("load_metric_stats: %v, want named_metrics.queue: 1 RPC, 3", m)
+	}
+	if got := s.LoadStats(nil, true); len(got) != 0 {
+		t.Errorf("second report: %v, want none", got)
+	}
+}

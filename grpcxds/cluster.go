@@ -69,6 +69,7 @@ type priority struct {
 	// reports none; lrsKey is the key of the server it reports to.
 	load       *client.ClusterLoad
 	lrsKey     string
+	metrics    *lrsMetrics // the backend metrics load carries, nil for none
 	localities []locality
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
@@ -191,6 +192,9 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		inflight:    b.counterLocked(leaf.Name),
 	}
 	base.load, base.lrsKey = b.loadLocked(leaf)
+	if base.load != nil {
+		base.metrics = lrsMetricsOf(c)
+	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
 		b.addEDSLocked(cl, base, leaf.Endpoints, sec)

@@ -98,7 +98,11 @@
 // drop_overloads category; circuit breaker refusals in the total of drops
 // only. The goxds client keeps the counts and runs the stream
 // ([client.Client.ReportLoad]); the stream is open while a cluster in use
-// reports to the server. Backend metrics (ORCA) are not reported.
+// reports to the server. The backend metrics an RPC ends with (an ORCA
+// load report in its trailer) are summed per locality as the cluster's
+// lrs_report_endpoint_metrics select them (gRFC A85): cpu_utilization,
+// mem_utilization, application_utilization, named_metrics.<name> or
+// named_metrics.*; without that field, none.
 //
 // # Per RPC
 //
@@ -179,8 +183,7 @@
 // # Not supported
 //
 // The RLS cluster specifier plugin, outlier detection, authority rewriting,
-// backend metrics (ORCA) in load reports, and retry throttling (which xDS
-// does not configure either).
+// and retry throttling (which xDS does not configure either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries.
 package grpcxds

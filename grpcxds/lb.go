@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -52,8 +53,9 @@ type priorityPicker struct {
 	inner       endpointPicker
 	// load, if not nil, records drops; locs then has the LocalityLoad of
 	// each endpoint inner may pick.
-	load *client.ClusterLoad
-	locs map[balancer.SubConn]*client.LocalityLoad
+	load    *client.ClusterLoad
+	locs    map[balancer.SubConn]*client.LocalityLoad
+	metrics *lrsMetrics
 }
 
 func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
@@ -90,6 +92,9 @@ func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickRe
 		p.inflight.Add(-1)
 		if ll != nil {
 			ll.CallFinished(di.Err != nil)
+			if r, ok := di.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil && p.metrics != nil {
+				p.metrics.record(ll, r)
+			}
 		}
 		if done != nil {
 			done(di)
@@ -101,7 +106,7 @@ func (p *priorityPicker) pick(_ balancer.PickInfo, hash uint64) (balancer.PickRe
 // picker returns the picker of p for a cluster using it in state (READY or
 // CONNECTING), by the leaf cluster's policy.
 func (p *priority) picker(state connectivity.State) clusterPicker {
-	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight, load: p.load}
+	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight, load: p.load, metrics: p.metrics}
 	if state != connectivity.Ready {
 		return pp
 	}

@@ -4,11 +4,16 @@ import (
 	"log/slog"
 	"strings"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/balancer"
+	// Registers the parser of the ORCA trailer: without it gRPC leaves
+	// DoneInfo.ServerLoad nil, and load reports would carry no metrics.
+	_ "google.golang.org/grpc/orca"
 	"google.golang.org/grpc/resolver"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -84,6 +89,60 @@ func (b *xdsBalancer) loadLocked(leaf *watchers.ClusterConfig) (*client.ClusterL
 		b.loads[key] = h
 	}
 	return h.store.Cluster(leaf.Name, c.ServiceName), key
+}
+
+// lrsMetrics is which backend metrics reported at the end of RPCs (ORCA)
+// a cluster's load reports carry: its lrs_report_endpoint_metrics, read as
+// gRPC reads them (gRFC A85). Without the field, none.
+type lrsMetrics struct {
+	cpu, mem, app bool
+	allNamed      bool            // named_metrics.*
+	named         map[string]bool // named_metrics.<name>
+}
+
+// lrsMetricsOf returns c's lrsMetrics, nil if it reports no metric.
+func lrsMetricsOf(c *resources.Cluster) *lrsMetrics {
+	names := c.Raw.GetLrsReportEndpointMetrics()
+	if len(names) == 0 {
+		return nil
+	}
+	m := &lrsMetrics{named: make(map[string]bool)}
+	for _, n := range names {
+		switch n {
+		case "cpu_utilization":
+			m.cpu = true
+		case "mem_utilization":
+			m.mem = true
+		case "application_utilization":
+			m.app = true
+		case "named_metrics.*":
+			m.allNamed = true
+		default:
+			// Names of any other form are not metrics gRPC knows.
+			if name, ok := strings.CutPrefix(n, "named_metrics."); ok && name != "" {
+				m.named[name] = true
+			}
+		}
+	}
+	return m
+}
+
+// record adds the metrics of r that m selects to ll.
+func (m *lrsMetrics) record(ll *client.LocalityLoad, r *v3orcapb.OrcaLoadReport) {
+	if m.cpu {
+		ll.CallServerLoad("cpu_utilization", r.CpuUtilization)
+	}
+	if m.mem {
+		ll.CallServerLoad("mem_utilization", r.MemUtilization)
+	}
+	if m.app {
+		ll.CallServerLoad("application_utilization", r.ApplicationUtilization)
+	}
+	for name, v := range r.NamedMetrics {
+		if m.allNamed || m.named[name] {
+			ll.CallServerLoad("named_metrics."+name, v)
+		}
+	}
 }
 
 // pruneLoadsLocked lets go of the stores no priority reports to, and

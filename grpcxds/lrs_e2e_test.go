@@ -2,6 +2,8 @@ package grpcxds_test
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,9 +16,13 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
@@ -197,4 +203,108 @@ func shortContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// orcaGreeterDesc is greeterDesc's SayHello through the server's
+// interceptors, which the ORCA recorder comes from.
+var orcaGreeterDesc = grpc.ServiceDesc{
+	ServiceName: "goxds.test.Greeter",
+	HandlerType: (*greeter)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "SayHello",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, interceptor grpc.UnaryServerInterceptor) (any, error) {
+			in := new(wrapperspb.StringValue)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			handler := func(ctx context.Context, req any) (any, error) {
+				return srv.(greeter).SayHello(ctx, req.(*wrapperspb.StringValue))
+			}
+			if interceptor == nil {
+				return handler(ctx, in)
+			}
+			return interceptor(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: sayHello}, handler)
+		},
+	}},
+}
+
+// orcaGreeter answers SayHello with an ORCA load report in the trailer.
+type orcaGreeter struct{ rpcs atomic.Int64 }
+
+func (g *orcaGreeter) SayHello(ctx context.Context, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+	g.rpcs.Add(1)
+	rec := orca.CallMetricsRecorderFromContext(ctx)
+	rec.SetCPUUtilization(0.5)
+	rec.SetMemoryUtilization(0.25)
+	rec.SetNamedMetric("queue", 3)
+	rec.SetNamedMetric("other", 1)
+	return wrapperspb.String("orca"), nil
+}
+
+// TestLoadReportingBackendMetrics checks that the backend metrics an RPC
+// ends with (ORCA) reach the load reports as the cluster's
+// lrs_report_endpoint_metrics select them (gRFC A85): cpu_utilization in
+// its own field, named_metrics.queue in load_metric_stats, with the count
+// of RPCs and the sum; mem_utilization and other named metrics not.
+func TestLoadReportingBackendMetrics(t *testing.T) {
+	t.Parallel()
+	lrs := testutils.NewLRSServer()
+	e := newEnvServer(t, grpcxds.Options{}, testutils.ManagementServerOptions{LoadReporting: lrs})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &orcaGreeter{}
+	srv := grpc.NewServer(orca.CallMetricsServerOption(nil))
+	srv.RegisterService(&orcaGreeterDesc, g)
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+
+	c := lrsSelf(testutils.Cluster("main", ""))
+	c.LrsReportEndpointMetrics = []string{"cpu_utilization", "named_metrics.queue"}
+	port := uint32(lis.Addr().(*net.TCPAddr).Port)
+	e.update(tree(routes(toCluster(prefix("/"), "main")), []*clusterv3.Cluster{c},
+		testutils.Endpoints("main", []testutils.EndpointSpec{{Host: "127.0.0.1", Port: port, Locality: testutils.Locality{Zone: "z"}}})))
+	conn := e.dial()
+	for range 10 {
+		if _, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := uint64(g.rpcs.Load())
+
+	st, err := lrs.NextStream(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextRequest(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&lrsv3.LoadStatsResponse{Clusters: []string{"main"}, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var got *endpointv3.UpstreamLocalityStats
+	for got == nil {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cs := range req.ClusterStats {
+			if len(cs.UpstreamLocalityStats) > 0 {
+				got = cs.UpstreamLocalityStats[0]
+			}
+		}
+	}
+	want := &endpointv3.UpstreamLocalityStats{
+		Locality:                &corev3.Locality{Zone: "z"},
+		TotalIssuedRequests:     n,
+		TotalSuccessfulRequests: n,
+		CpuUtilization:          &endpointv3.UnnamedEndpointLoadMetricStats{NumRequestsFinishedWithMetric: n, TotalMetricValue: 0.5 * float64(n)},
+		LoadMetricStats: []*endpointv3.EndpointLoadMetricStats{
+			{MetricName: "named_metrics.queue", NumRequestsFinishedWithMetric: n, TotalMetricValue: 3 * float64(n)},
+		},
+	}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("locality load (-want +got):\n%s", diff)
+	}
 }
