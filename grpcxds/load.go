@@ -69,11 +69,13 @@ func (b *xdsBalancer) loadLocked(leaf *watchers.ClusterConfig) (*client.ClusterL
 	if !c.LRSServerSelf || b.closed {
 		return nil, ""
 	}
-	if b.client == nil || b.bootstrap == nil {
+	if b.client == nil {
 		b.logLocked(slog.LevelWarn, "cluster reports load to its management server, but the channel has no goxds client to report with", "cluster", leaf.Name)
 		return nil, ""
 	}
-	server, ok := lrsServerOf(b.bootstrap, leaf.Name)
+	// The client's own bootstrap: its servers are the ones that sent the
+	// cluster.
+	server, ok := lrsServerOf(b.client.Bootstrap(), leaf.Name)
 	if !ok {
 		return nil, ""
 	}
