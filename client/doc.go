@@ -141,7 +141,8 @@
 // load_reporting_interval the server asks for, the load of the clusters
 // it names (or all, with send_all_clusters) counted since the last report.
 // The stream restarts with the transport's backoff, and closes when the
-// last user has released it, or on Close. Recording an RPC costs a few
+// last user has released it, or on Close, after a last report of what was
+// counted since the previous one (at most transport.FinalReportTimeout). Recording an RPC costs a few
 // atomic adds on a [LocalityLoad] looked up beforehand.
 //
 // # Rules applied to responses

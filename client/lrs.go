@@ -28,8 +28,10 @@ type lrsState struct {
 // (gRFC A27's load reporting; a cluster with lrs_server: self reports to
 // the management server it came from), and starts the LRS stream to that
 // server unless it runs already. Each call must be followed by one call of
-// release; the stream stops when the last user has released it. A
-// LoadStore got again after that starts from zero.
+// release; the stream stops when the last user has released it, after a
+// last report (release then waits for it, at most
+// transport.FinalReportTimeout). A LoadStore got again after that starts
+// from zero.
 //
 // The stream uses the server's credentials and the client's transport
 // options; it fails with an error for a server reached over REST or files,

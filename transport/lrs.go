@@ -38,11 +38,18 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
 }
 
-// LoadReporter is an LRS stream to one server. Close stops it; once Close
+// LoadReporter is an LRS stream to one server. Close stops it, after a
+// last report of the load counted since the previous one if the server has
+// asked for reports: the report is sent, the stream half-closed, and Close
+// waits at most FinalReportTimeout for the server to end it. Once Close
 // returns, none of its goroutines runs and src is not called again.
 type LoadReporter interface {
 	Close()
 }
+
+// FinalReportTimeout bounds how long LoadReporter.Close waits for the last
+// report to be sent, as gRPC bounds it.
+const FinalReportTimeout = time.Second
 
 // LoadReportingBuilder is a Builder that can also report load over LRS
 // (envoy.service.load_stats.v3.LoadReportingService). The Builder of
@@ -76,14 +83,16 @@ func (b grpcBuilder) BuildLoadReporter(server bootstrap.ServerConfig, node *core
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &lrsReporter{
-		lrs:     lrsv3.NewLoadReportingServiceClient(cc),
-		node:    n,
-		src:     src,
-		clock:   clock,
-		opts:    b.opts,
-		logger:  b.opts.Logger.With("server", server.ServerURI, "protocol", "LRS"),
-		cancel:  cancel,
-		release: release,
+		lrs:      lrsv3.NewLoadReportingServiceClient(cc),
+		node:     n,
+		src:      src,
+		clock:    clock,
+		opts:     b.opts,
+		logger:   b.opts.Logger.With("server", server.ServerURI, "protocol", "LRS"),
+		cancel:   cancel,
+		release:  release,
+		stopping: make(chan struct{}),
+		done:     make(chan struct{}),
 	}
 	r.wg.Add(1)
 	go r.run(ctx)
@@ -103,10 +112,22 @@ type lrsReporter struct {
 	release func() // closes the channel and its credentials
 	wg      sync.WaitGroup
 	once    sync.Once
+	// stopping is closed by Close: the stream sends its last report and
+	// run returns, closing done.
+	stopping chan struct{}
+	done     chan struct{}
 }
 
 func (r *lrsReporter) Close() {
 	r.once.Do(func() {
+		close(r.stopping)
+		t := time.NewTimer(FinalReportTimeout)
+		select {
+		case <-r.done:
+		case <-t.C:
+			r.logger.Warn("the LRS stream did not end in time after the last load report; cancelling it", "timeout", FinalReportTimeout)
+		}
+		t.Stop()
 		r.cancel()
 		r.wg.Wait()
 		r.release()
@@ -118,6 +139,7 @@ func (r *lrsReporter) Close() {
 // and at least MinStreamInterval between two starts.
 func (r *lrsReporter) run(ctx context.Context) {
 	defer r.wg.Done()
+	defer close(r.done)
 	failures := 0
 	var lastStart time.Time
 	for {
@@ -131,11 +153,19 @@ func (r *lrsReporter) run(ctx context.Context) {
 			case <-ctx.Done():
 				t.Stop()
 				return
+			case <-r.stopping:
+				t.Stop()
+				return
 			case <-t.C:
 			}
 		}
 		lastStart = time.Now()
 		answered, err := r.stream(ctx)
+		select {
+		case <-r.stopping:
+			return
+		default:
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -207,6 +237,23 @@ func (r *lrsReporter) stream(ctx context.Context) (answered bool, err error) {
 		select {
 		case <-ctx.Done():
 			return answered, ctx.Err()
+		case <-r.stopping:
+			if timer == nil { // the server has asked for nothing yet
+				return answered, nil
+			}
+			req := &lrsv3.LoadStatsRequest{ClusterStats: r.src.LoadStats(clusters, all)}
+			if err := st.Send(req); err != nil {
+				return answered, fmt.Errorf("sending the last load report: %w", err)
+			}
+			// Half-close and wait for the server to end the stream, so
+			// that cancelling it cannot drop the report on its way; Close
+			// cancels after FinalReportTimeout if the server does not.
+			st.CloseSend()
+			select {
+			case <-recvErr:
+			case <-ctx.Done():
+			}
+			return answered, nil
 		case err := <-recvErr:
 			return answered, err
 		case m := <-resps:

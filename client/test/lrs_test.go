@@ -284,3 +284,70 @@ func shortContext(ctx context.Context) context.Context {
 	cancel()
 	return ctx
 }
+
+// TestLoadReportingFinalReport checks that the last release sends the load
+// counted since the previous report before the stream ends, as gRPC does,
+// without waiting for the interval; and that a stream the server has not
+// answered yet ends with no report.
+func TestLoadReportingFinalReport(t *testing.T) {
+	t.Parallel()
+	ctx := testContext(t)
+	c, lrs, clock := newLRSSetup(t)
+	server := c.Bootstrap().Servers[0]
+
+	store, release, err := c.ReportLoad(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := lrs.NextStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextReport(ctx, t, st)
+	if err := st.Send(&lrsv3.LoadStatsResponse{Clusters: []string{"c"}, LoadReportingInterval: durationpb.New(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := clock.WaitForTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	l := store.Cluster("c", "").Locality(resources.LocalityID{Zone: "z"})
+	l.CallStarted()
+	l.CallFinished(true)
+	clock.Advance(time.Second)
+	release()
+	want := &lrsv3.LoadStatsRequest{ClusterStats: []*endpointv3.ClusterStats{{
+		ClusterName: "c",
+		UpstreamLocalityStats: []*endpointv3.UpstreamLocalityStats{
+			{Locality: &corev3.Locality{Zone: "z"}, TotalIssuedRequests: 1, TotalErrorRequests: 1},
+		},
+		LoadReportInterval: durationpb.New(time.Second),
+	}}}
+	if diff := cmp.Diff(want, nextReport(ctx, t, st), protocmp.Transform()); diff != "" {
+		t.Fatalf("last report (-want +got):\n%s", diff)
+	}
+	select {
+	case <-st.Done():
+	case <-ctx.Done():
+		t.Fatal("the stream did not end after the last report")
+	}
+
+	// Not answered yet: nothing to report to, the stream just ends.
+	_, release, err = c.ReportLoad(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = lrs.NextStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextReport(ctx, t, st)
+	release()
+	select {
+	case <-st.Done():
+	case <-ctx.Done():
+		t.Fatal("an unanswered stream outlived the last release")
+	}
+	if req, err := st.NextRequest(shortContext(ctx)); err == nil {
+		t.Errorf("a request on a stream the server never answered: %v", req)
+	}
+}
