@@ -95,6 +95,8 @@ type Client struct {
 	caches         map[string]*typeCache              // by type URL; guarded by mu
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
+
+	lrs lrsState // load reporting (ReportLoad), under its own mutex
 }
 
 // New returns a client for the servers and node in cfg. It validates cfg
@@ -204,6 +206,7 @@ func (c *Client) Close() {
 	}
 	c.stopPersistTimerLocked()
 	c.mu.Unlock()
+	c.closeLoadReporting()
 	// Safe from a callback: a transport's goroutines wait for the done of
 	// a response, which only a callback calls, no longer than the stream's
 	// context, which Close cancels.

@@ -65,6 +65,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		conns:           make(map[string]*endpointConn),
 		dns:             make(map[string]*dnsWatch),
 		inflight:        make(map[string]*atomic.Int64),
+		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
 	}
 }
@@ -140,7 +141,11 @@ type xdsBalancer struct {
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
 	// xdscreds was warned of (security.go).
-	bootstrap   *bootstrap.Config
+	bootstrap *bootstrap.Config
+	// client is the resolver's goxds client, and loads the load stores
+	// held from it, by server key (load.go).
+	client      *client.Client
+	loads       map[string]*heldStore
 	security    map[string]*secEntry
 	warnedPlain map[string]bool
 }
@@ -163,6 +168,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		b.logger = l
 	}
 	b.setBootstrapLocked(bootstrapFromState(s.ResolverState))
+	if c := clientFromState(s.ResolverState); c != nil {
+		b.client = c
+	}
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.failoverTimeout = cfg.failoverTimeout
 	}
@@ -277,6 +285,11 @@ func (b *xdsBalancer) Close() {
 		e.hi.Close()
 	}
 	b.security = nil
+	var releases []func()
+	for _, h := range b.loads {
+		releases = append(releases, h.release)
+	}
+	b.loads = nil
 	var resolvers []resolver.Resolver
 	for _, w := range b.dns {
 		w.stopped = true
@@ -288,6 +301,9 @@ func (b *xdsBalancer) Close() {
 	b.mu.Unlock()
 	for _, r := range resolvers {
 		r.Close()
+	}
+	for _, release := range releases {
+		release()
 	}
 }
 
@@ -321,6 +337,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	b.pruneSecurityLocked()
 	start, stop := b.dnsChangesLocked()
+	releases := b.pruneLoadsLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.mu.Unlock()
@@ -332,6 +349,9 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	for _, w := range start {
 		b.startDNS(w)
+	}
+	for _, release := range releases {
+		release()
 	}
 }
 

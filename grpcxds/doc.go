@@ -126,6 +126,19 @@
 // max(base_ejection_time, max_ejection_time)); that number drops by one
 // at each interval it is not ejected.
 //
+// A cluster whose lrs_server is self reports its load to the management
+// server it came from over LRS (gRFC A27), as gRPC does: per locality the
+// RPCs issued, in progress, succeeded and errored (any status but OK), each
+// attempt counted in the locality of the endpoint it went to; drops by
+// drop_overloads category; circuit breaker refusals in the total of drops
+// only. The goxds client keeps the counts and runs the stream
+// ([client.Client.ReportLoad]); the stream is open while a cluster in use
+// reports to the server. The backend metrics an RPC ends with (an ORCA
+// load report in its trailer) are summed per locality as the cluster's
+// lrs_report_endpoint_metrics select them (gRFC A85): cpu_utilization,
+// mem_utilization, application_utilization, named_metrics.<name> or
+// named_metrics.*; without that field, none.
+//
 // # Per RPC
 //
 // grpc-go applies the per-RPC part of xDS through its config selector, an
@@ -207,11 +220,11 @@
 //
 // # Not supported
 //
-// The RLS cluster specifier plugin, load reporting, authority rewriting,
-// and retry throttling (which xDS does not configure either).
+// The RLS cluster specifier plugin, HTTP CONNECT (gRFC A86), authority
+// rewriting, and retry throttling (which xDS does not configure either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries. Of gRFC A52's custom policies only those above: a
 // TypedStruct naming another policy registered with gRPC is skipped (gRPC
-// would use it). ORCA load reports are not read, so
-// client_side_weighted_round_robin never weighs endpoints.
+// would use it). ORCA load reports are read only for load reporting
+// (above): client_side_weighted_round_robin never weighs endpoints.
 package grpcxds

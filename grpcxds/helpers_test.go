@@ -215,9 +215,16 @@ func newEnvWith(t testing.TB, opts grpcxds.Options) *env {
 // Cluster stays in force).
 func newEnvWithFeatures(t testing.TB, opts grpcxds.Options, features ...string) *env {
 	t.Helper()
+	return newEnvServer(t, opts, testutils.ManagementServerOptions{}, features...)
+}
+
+// newEnvServer is newEnvWithFeatures with a management server started with
+// msOpts.
+func newEnvServer(t testing.TB, opts grpcxds.Options, msOpts testutils.ManagementServerOptions, features ...string) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(msOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

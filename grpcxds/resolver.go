@@ -187,7 +187,7 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, sc: sc, release: release, logger: b.logger.With("listener", name)}
+	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release, logger: b.logger.With("listener", name)}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -257,6 +257,9 @@ type xdsResolver struct {
 	// bootstrap defines the certificate providers clusters' TLS names:
 	// the Builder's, or its shared Client's.
 	bootstrap *bootstrap.Config
+	// client is the goxds client watching; the balancer reports load
+	// through it.
+	client *client.Client
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -275,7 +278,9 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	if r.cs.balancerGen.Load() > 0 {
 		r.cs.set(cfg)
 	}
-	err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen))
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
+	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client)
+	err := r.cc.UpdateState(st)
 	r.publish(gen, cfg)
 	if err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)

@@ -139,9 +139,15 @@ type pair struct {
 
 func newPair(t *testing.T) *pair {
 	t.Helper()
+	return newPairWith(t, testutils.ManagementServerOptions{})
+}
+
+// newPairWith is newPair with a management server started with msOpts.
+func newPairWith(t *testing.T, msOpts testutils.ManagementServerOptions) *pair {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(msOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
