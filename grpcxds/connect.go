@@ -42,7 +42,10 @@ func parseConnectAddr(addr string) (proxy, target string, ok bool) {
 		return "", "", false
 	}
 	proxy, target, ok = strings.Cut(rest, "/")
-	return proxy, target, ok && proxy != "" && target != ""
+	if !ok || proxy == "" || target == "" {
+		return "", "", false
+	}
+	return proxy, target, true
 }
 
 // dialAddrs returns the addresses the balancer connects to for ep of
