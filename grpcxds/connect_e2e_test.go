@@ -233,3 +233,31 @@ func TestHTTPConnectNeedsDialOptions(t *testing.T) {
 		t.Fatalf("backend accepted %d connections, proxy tunnelled %d: want none", a.conns.Load(), proxy.tunnels.Load())
 	}
 }
+
+// An http_11_proxy cluster with TLS inside: the tunnel carries mTLS from
+// the client to the backend (xdscreds handshakes over it), never
+// plaintext, and the proxy sees only the tunnels.
+func TestHTTPConnectTLSOverTunnel(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSecureEnv(t, m)
+	proxy := startConnectProxy(t)
+	a := startTLSBackend(t, "a", m, 0)
+	c := secureCluster(t, "A", "id", "roots", exactSAN(serverSPIFFE))
+	w, err := anypb.New(&http11proxyv3.Http11ProxyUpstreamTransport{TransportSocket: c.TransportSocket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.http_11_proxy",
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: w}}
+	e.update(tree(routes(toCluster(prefix("/"), "A")), []*clusterv3.Cluster{c}, viaProxy(eds("A", a.backend), proxy)))
+	conn := e.dial(xdsCreds(t))
+	e.waitServed(conn, 5, func(name string) bool { return name == "a" })
+	a.waitSerial(e.ctx, t, m.client.Serial)
+	if tunnels, accepted := proxy.tunnels.Load(), a.conns.Load(); tunnels == 0 || tunnels != accepted {
+		t.Fatalf("the proxy opened %d tunnels, the backend accepted %d connections: want the same, at least one", tunnels, accepted)
+	}
+	if p := a.plaintext.Load(); p != 0 {
+		t.Fatalf("the backend saw %d plaintext connections", p)
+	}
+}
