@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -81,14 +82,17 @@ func errNoConnectDialer(addr string) error {
 //
 //	grpc.WithContextDialer(grpcxds.ConnectDialer(myDialer))
 //
-// base also dials the proxy itself. Note that any custom dialer, this one
-// included, turns off grpc-go's own proxying from the HTTPS_PROXY
-// environment variable, which the xDS configuration replaces.
+// base also dials the proxy itself. A custom dialer turns off grpc-go's own
+// proxying from the environment (HTTPS_PROXY, NO_PROXY), so the default
+// base does it instead: an address the environment sends to a proxy is
+// reached through an HTTP CONNECT tunnel of that proxy, with its user
+// info as Basic Proxy-Authorization, as grpc-go does. A base of your own
+// gets no such help.
 func ConnectDialer(base func(ctx context.Context, addr string) (net.Conn, error)) func(ctx context.Context, addr string) (net.Conn, error) {
 	if base == nil {
-		base = func(ctx context.Context, addr string) (net.Conn, error) {
+		base = envProxyDialer(httpsProxyFromEnvironment, func(ctx context.Context, addr string) (net.Conn, error) {
 			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		}
+		})
 	}
 	return func(ctx context.Context, addr string) (net.Conn, error) {
 		proxy, target, ok := parseConnectAddr(addr)
@@ -102,7 +106,7 @@ func ConnectDialer(base func(ctx context.Context, addr string) (net.Conn, error)
 		if err != nil {
 			return nil, fmt.Errorf("goxds: dialing HTTP CONNECT proxy %s for %s: %w", proxy, target, err)
 		}
-		tunnel, err := connectThrough(ctx, conn, target)
+		tunnel, err := connectThrough(ctx, conn, target, "")
 		if err != nil {
 			conn.Close()
 			return nil, fmt.Errorf("goxds: HTTP CONNECT proxy %s, tunnel to %s: %w", proxy, target, err)
@@ -114,7 +118,7 @@ func ConnectDialer(base func(ctx context.Context, addr string) (net.Conn, error)
 // connectThrough asks the proxy at the other end of conn for a tunnel to
 // target and returns the tunnel. The exchange is bounded by ctx: the
 // deadline is set on conn, and cancellation closes it.
-func connectThrough(ctx context.Context, conn net.Conn, target string) (net.Conn, error) {
+func connectThrough(ctx context.Context, conn net.Conn, target, auth string) (net.Conn, error) {
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(d)
 		defer conn.SetDeadline(time.Time{})
@@ -129,7 +133,7 @@ func connectThrough(ctx context.Context, conn net.Conn, target string) (net.Conn
 		case <-done:
 		}
 	}()
-	tunnel, err := connectExchange(conn, target)
+	tunnel, err := connectExchange(conn, target, auth)
 	close(done)
 	<-stopped
 	if ctx.Err() != nil {
@@ -138,7 +142,9 @@ func connectThrough(ctx context.Context, conn net.Conn, target string) (net.Conn
 	return tunnel, err
 }
 
-func connectExchange(conn net.Conn, target string) (net.Conn, error) {
+// connectExchange sends the CONNECT request, with auth as its
+// Proxy-Authorization unless empty, and reads the answer.
+func connectExchange(conn net.Conn, target, auth string) (net.Conn, error) {
 	// For CONNECT the request target is the authority (RFC 9110, section
 	// 9.3.6): Request.Write sends URL.Opaque as it is.
 	req := &http.Request{
@@ -146,6 +152,9 @@ func connectExchange(conn net.Conn, target string) (net.Conn, error) {
 		URL:    &url.URL{Opaque: target},
 		Host:   target,
 		Header: make(http.Header),
+	}
+	if auth != "" {
+		req.Header.Set("Proxy-Authorization", auth)
 	}
 	if err := req.Write(conn); err != nil {
 		return nil, fmt.Errorf("sending CONNECT: %w", err)
@@ -175,3 +184,37 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// httpsProxyFromEnvironment says which proxy, if any, the environment
+// names for a request; the one grpc-go's own proxying consults.
+var httpsProxyFromEnvironment = http.ProxyFromEnvironment
+
+// envProxyDialer returns a dialer that reaches addr through the HTTP
+// CONNECT proxy proxyFor names for it (as the URL https://addr), and
+// directly with dial when it names none. dial also dials the proxy.
+func envProxyDialer(proxyFor func(*http.Request) (*url.URL, error), dial func(context.Context, string) (net.Conn, error)) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		proxy, err := proxyFor(&http.Request{URL: &url.URL{Scheme: "https", Host: addr}})
+		if err != nil {
+			return nil, fmt.Errorf("goxds: the proxy the environment names for %s: %w", addr, err)
+		}
+		if proxy == nil {
+			return dial(ctx, addr)
+		}
+		conn, err := dial(ctx, proxy.Host)
+		if err != nil {
+			return nil, fmt.Errorf("goxds: dialing proxy %s (from the environment) for %s: %w", proxy.Host, addr, err)
+		}
+		var auth string
+		if u := proxy.User; u != nil {
+			pw, _ := u.Password()
+			auth = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+pw))
+		}
+		tunnel, err := connectThrough(ctx, conn, addr, auth)
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("goxds: proxy %s (from the environment), tunnel to %s: %w", proxy.Host, addr, err)
+		}
+		return tunnel, nil
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +144,48 @@ func TestConnectDialer(t *testing.T) {
 			t.Fatalf("error %v, want a malformed address", err)
 		}
 	})
+}
+
+// The default dialer keeps grpc-go's proxying from the environment, which
+// any custom dialer turns off: an address the environment sends to a proxy
+// goes through a CONNECT tunnel of that proxy, with its credentials.
+func TestEnvProxyDialer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type seen struct{ target, auth string }
+	got := make(chan seen, 1)
+	base, dialed := pipeDialer(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			got <- seen{target: err.Error()}
+			return
+		}
+		got <- seen{req.Host, req.Header.Get("Proxy-Authorization")}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+		io.Copy(io.Discard, br)
+	})
+	proxyFor := func(req *http.Request) (*url.URL, error) {
+		if req.URL.Host == "10.0.0.2:80" {
+			return url.Parse("http://alice:secret@10.0.0.9:3128")
+		}
+		return nil, nil
+	}
+	dial := ConnectDialer(envProxyDialer(proxyFor, base))
+	conn, err := dial(ctx, "10.0.0.2:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if s := <-got; s.target != "10.0.0.2:80" || s.auth != "Basic YWxpY2U6c2VjcmV0" {
+		t.Fatalf("proxy saw CONNECT %q with Proxy-Authorization %q; want 10.0.0.2:80, Basic alice:secret", s.target, s.auth)
+	}
+	conn, err = dial(ctx, "10.0.0.3:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	if want := []string{"10.0.0.9:3128", "10.0.0.3:80"}; strings.Join(*dialed, " ") != strings.Join(want, " ") {
+		t.Fatalf("dialed %q, want %q", *dialed, want)
+	}
 }

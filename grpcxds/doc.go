@@ -223,8 +223,10 @@
 // those replaces it and must wrap its dialer in ConnectDialer. A channel
 // made without the dial options (grpc.WithResolvers alone) cannot tunnel:
 // its RPCs to proxied endpoints fail with UNAVAILABLE saying so, never
-// connecting around the proxy. Any custom dialer, ConnectDialer included,
-// turns off grpc-go's HTTPS_PROXY handling for the channel.
+// connecting around the proxy. A custom dialer turns off grpc-go's own
+// proxying from the environment (HTTPS_PROXY, NO_PROXY); ConnectDialer(nil)
+// does the same for the addresses it dials directly, so channels keep it,
+// but a base dialer of your own does not.
 //
 // # Logs
 //
