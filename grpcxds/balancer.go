@@ -108,6 +108,7 @@ type xdsBalancer struct {
 
 	mu              sync.Mutex
 	closed          bool
+	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
 	// logger is the Builder's, as the resolver state carries it; logs are
@@ -164,6 +165,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	if cs != nil {
 		b.channelID = cs.channelID
 	}
+	b.connectDialer = cs != nil && cs.connectDialer // connect.go
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}

@@ -36,6 +36,9 @@ type channelState struct {
 	// takes it from the resolver state, so that the interceptors' hashes
 	// and the picker's agree.
 	channelID uint64
+	// connectDialer: the channel was made with Builder.DialOptions, whose
+	// dialer tunnels to HTTP CONNECT proxies (connect.go).
+	connectDialer bool
 	// wait is how a retry waits for its backoff: it returns nil after d,
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
@@ -183,8 +186,11 @@ const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptio
 // DialOptions returns the dial options of one channel routed by b: its
 // resolver, and the interceptors that apply the xDS configuration to each
 // RPC (the route and cluster chosen once when the RPC starts, the route's
-// timeout, its retry policy and the listener's HTTP filters). Call it once
-// per channel:
+// timeout, its retry policy and the listener's HTTP filters), and a dialer
+// that reaches the endpoints of http_11_proxy clusters through their HTTP
+// CONNECT proxy (gRFC A86; see ConnectDialer, which a channel with its own
+// grpc.WithContextDialer must wrap its dialer in). Call it once per
+// channel:
 //
 //	conn, err := grpc.NewClient("goxds:///my-listener", append(b.DialOptions(),
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
@@ -194,10 +200,13 @@ const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptio
 // balancer logs a warning when it sees its first RPC.
 func (b *Builder) DialOptions() []grpc.DialOption {
 	cs := newChannelState(b)
+	cs.connectDialer = true
 	return []grpc.DialOption{
 		grpc.WithResolvers(channelBuilder{b, cs}),
 		grpc.WithChainUnaryInterceptor(cs.unary),
 		grpc.WithChainStreamInterceptor(cs.stream),
+		// Tunnels to the endpoints of http_11_proxy clusters (connect.go).
+		grpc.WithContextDialer(ConnectDialer(nil)),
 	}
 }
 

@@ -218,7 +218,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		b.addEDSLocked(cl, base, leaf.Endpoints, sec)
+		b.addEDSLocked(cl, base, c, leaf.Endpoints, sec)
 	case resources.ClusterKindLogicalDNS:
 		w := b.dnsWatchLocked(leaf.DNSAddress)
 		cl.dnsUsed = append(cl.dnsUsed, w)
@@ -241,7 +241,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 
 // addEDSLocked appends the priorities of an EDS leaf: its localities by
 // priority, with only the HEALTHY and UNKNOWN endpoints, and its drops.
-func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.Endpoints, sec *secEntry) {
+func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cluster, eps *resources.Endpoints, sec *secEntry) {
 	var n int
 	for _, loc := range eps.Localities {
 		n = max(n, int(loc.Priority)+1)
@@ -258,7 +258,7 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(ep.Addresses, nil, sec, ep.Hostname), ep.Weight})
+			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(dialAddrs(c, ep), nil, sec, ep.Hostname), ep.Weight})
 		}
 		if len(l.endpoints) > 0 {
 			p := prios[loc.Priority]

@@ -208,6 +208,26 @@
 // in grpc-go, with a warning once per cluster that asks for TLS. See
 // package xdscreds.
 //
+// # HTTP CONNECT
+//
+// The endpoints of a cluster whose transport socket is http_11_proxy
+// (gRFC A86) are reached through the proxy their EDS metadata names: the
+// channel's dialer opens an HTTP/1.1 CONNECT tunnel to the endpoint's
+// address, and the cluster's TLS, if any, runs inside it (:authority and
+// the TLS server name stay the backend's). Endpoints naming no proxy are
+// reached directly. A proxy that answers anything but 200 fails the
+// connection, and RPCs fail with UNAVAILABLE quoting its answer. grpc-go
+// does this only with GRPC_EXPERIMENTAL_XDS_HTTP_CONNECT set; goxds always
+// does. The dialer is [ConnectDialer], installed by [Builder.DialOptions]
+// and [NewClient]; a channel passing its own grpc.WithContextDialer after
+// those replaces it and must wrap its dialer in ConnectDialer. A channel
+// made without the dial options (grpc.WithResolvers alone) cannot tunnel:
+// its RPCs to proxied endpoints fail with UNAVAILABLE saying so, never
+// connecting around the proxy. A custom dialer turns off grpc-go's own
+// proxying from the environment (HTTPS_PROXY, NO_PROXY); ConnectDialer(nil)
+// does the same for the addresses it dials directly, so channels keep it,
+// but a base dialer of your own does not.
+//
 // # Logs
 //
 // [Options].Logger, a *slog.Logger, hears the resolver's and the
@@ -220,7 +240,7 @@
 //
 // # Not supported
 //
-// The RLS cluster specifier plugin, HTTP CONNECT (gRFC A86), authority
+// The RLS cluster specifier plugin, authority
 // rewriting, and retry throttling (which xDS does not configure either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries. Of gRFC A52's custom policies only those above: a

@@ -71,7 +71,15 @@
 // UpstreamTlsContext (gRFC A29: certificates from certificate provider
 // instances only, SAN matchers, sni, auto_host_sni, auto_sni_san_validation;
 // what gRPC cannot honour is rejected, naming the field) and read into
-// [Cluster].Security, a [*SecurityConfig].
+// [Cluster].Security, a [*SecurityConfig]. It may be wrapped in an
+// Http11ProxyUpstreamTransport (gRFC A86, HTTP CONNECT): [Cluster].HTTP11Proxy
+// is then set, the inner socket (none for plaintext) is validated as above,
+// and each [Endpoint].ProxyAddress is the proxy its metadata, or its
+// locality's, names under [ProxyAddressMetadataKey]. grpc-go reads these
+// only with GRPC_EXPERIMENTAL_XDS_HTTP_CONNECT set; goxds always does. As
+// in grpc-go, every envoy.config.core.v3.Address in an endpoint's or
+// locality's typed_filter_metadata must be an IP address with a port, or
+// the ClusterLoadAssignment is rejected.
 //
 // The other resource types of the protocol are built in too, with Envoy's
 // rules where gRPC has none. [SecretType] (SDS) decodes a [*Secret]: a TLS
