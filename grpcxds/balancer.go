@@ -60,6 +60,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		warnedPlain:     make(map[string]bool),
 		channelID:       rand.Uint64(),
 		failoverTimeout: DefaultFailoverTimeout,
+		clock:           realClock{},
 		logger:          client.DefaultLogger(),
 		clusters:        make(map[string]*clusterLB),
 		conns:           make(map[string]*endpointConn),
@@ -110,6 +111,10 @@ type xdsBalancer struct {
 	closed          bool
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
+	// clock runs the failover timers: the real one, but in tests.
+	clock clock
+	// failover holds the failover deadlines of the clusters (failover.go).
+	failover failoverQueue
 	// logger is the Builder's, as the resolver state carries it; logs are
 	// the lines to write once mu is released (finishAndUnlock): a logger's
 	// handler is the user's code, and runs under no lock of ours.
@@ -278,6 +283,7 @@ func (b *xdsBalancer) Close() {
 		cl.stopTimer()
 		cl.stopOutliers()
 	}
+	b.stopFailoversLocked()
 	for _, c := range b.conns {
 		c.shutdown()
 	}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/connectivity"
 
@@ -43,8 +42,9 @@ type clusterLB struct {
 	// timedOut are the priorities whose failover timer fired while they
 	// were connecting; a priority leaves it by becoming ready.
 	timedOut map[int]bool
-	// timer is the failover timer of priority timerPrio, nil if none runs.
-	timer     *time.Timer
+	// failSeq names cl's entry in the balancer's failoverQueue: the
+	// failover timer of priority timerPrio; 0 if none runs.
+	failSeq   uint64
 	timerPrio int
 	// state and picker are the outcome, for the route picker.
 	state  connectivity.State
@@ -298,13 +298,6 @@ func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 	delete(b.dirty, cl)
 }
 
-func (cl *clusterLB) stopTimer() {
-	if cl.timer != nil {
-		cl.timer.Stop()
-		cl.timer = nil
-	}
-}
-
 // pickPriorityLocked chooses the priority cl uses and builds its picker.
 // Priorities are tried from the highest: the first with a ready endpoint
 // is used; one still connecting is waited for, until its failover timer
@@ -431,30 +424,9 @@ func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpointConn]st
 	cl.wanted = wanted
 }
 
-// armFailoverLocked starts the failover timer of priority prio unless it
-// runs already: if the priority is still connecting when it fires, the
-// next one is tried.
-func (b *xdsBalancer) armFailoverLocked(cl *clusterLB, prio int) {
-	if cl.timer != nil && cl.timerPrio == prio {
-		return
-	}
-	cl.stopTimer()
-	var t *time.Timer
-	t = time.AfterFunc(b.failoverTimeout, func() {
-		b.mu.Lock()
-		if b.closed || cl.timer != t {
-			b.mu.Unlock()
-			return
-		}
-		cl.timer = nil
-		cl.timedOut[prio] = true
-		b.logLocked(slog.LevelDebug, "cluster failover: priority still connecting after the failover timeout",
-			"cluster", cl.name, "priority", prio, "timeout", b.failoverTimeout)
-		b.dirty[cl] = struct{}{}
-		b.finishAndUnlock()
-	})
-	cl.timer, cl.timerPrio = t, prio
-}
+// failoverLogMsg is logged when a cluster gives up on a priority still
+// connecting.
+const failoverLogMsg = "cluster failover: priority still connecting after the failover timeout"
 
 // about returns err as said of cluster name: prefixed with the name, unless
 // it names the cluster already (the client's errors do).
