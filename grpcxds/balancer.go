@@ -68,6 +68,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		inflight:        make(map[string]*atomic.Int64),
 		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
+		changes:         make(map[string]clusterPicker),
 	}
 }
 
@@ -142,6 +143,18 @@ type xdsBalancer struct {
 	// if no cluster is dirty.
 	dirty     map[*clusterLB]struct{}
 	republish bool
+	// pickers are the cluster pickers of the route picker last published,
+	// and changes what changed since (nil: a cluster gone); nReady and
+	// nConnecting count the clusters in those states. The next route
+	// picker costs the changes, not the clusters (pickermap.go).
+	pickers             pickerMap
+	changes             map[string]clusterPicker
+	nReady, nConnecting int
+	// pruneConns: some endpoint may have lost its last cluster, so
+	// finishAndUnlock looks for SubConns to shut down. A SubConn's state
+	// or a failover changes no endpoint's clusters, and at 10,000 clusters
+	// looking at every endpoint on each of those was most of their cost.
+	pruneConns bool
 	// bootstrap defines the certificate providers of clusters' TLS (nil:
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
@@ -326,7 +339,10 @@ func (b *xdsBalancer) finishAndUnlock() {
 	for len(b.dirty) > 0 {
 		for cl := range b.dirty {
 			delete(b.dirty, cl)
+			b.uncountLocked(cl)
 			b.pickPriorityLocked(cl)
+			b.countLocked(cl)
+			b.changes[cl.name] = cl.picker
 			b.republish = true
 		}
 	}
@@ -335,15 +351,19 @@ func (b *xdsBalancer) finishAndUnlock() {
 		b.publishLocked()
 	}
 	// After publishing: no picker in force hands out what is shut down.
-	for key, c := range b.conns {
-		if len(c.users) == 0 {
-			c.shutdown()
-			delete(b.conns, key)
+	var releases []func()
+	if b.pruneConns {
+		b.pruneConns = false
+		for key, c := range b.conns {
+			if len(c.users) == 0 {
+				c.shutdown()
+				delete(b.conns, key)
+			}
 		}
+		releases = b.pruneLoadsLocked()
 	}
 	b.pruneSecurityLocked()
 	start, stop := b.dnsChangesLocked()
-	releases := b.pruneLoadsLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.mu.Unlock()
@@ -364,6 +384,12 @@ func (b *xdsBalancer) finishAndUnlock() {
 // publishLocked hands gRPC a picker for the state in force.
 func (b *xdsBalancer) publishLocked() {
 	switch {
+	case b.snap == nil:
+		// The next configuration's picker is built whole.
+		b.pickers = pickerMap{}
+		clear(b.changes)
+	}
+	switch {
 	case b.snap == nil && b.failErr != nil:
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: connectivity.TransientFailure,
@@ -377,23 +403,50 @@ func (b *xdsBalancer) publishLocked() {
 		})
 		return
 	}
-	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID,
+	if len(b.changes) > 0 || b.pickers.len() != len(b.clusters) {
+		if len(b.changes) > len(b.clusters)/4 || !b.pickers.balanced(len(b.clusters)) {
+			b.pickers = newPickerMap(b.clusters)
+		} else {
+			b.pickers = b.pickers.with(b.changes)
+		}
+		clear(b.changes)
+	}
+	rp := &routePicker{clusters: b.pickers, channelID: b.channelID,
 		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}
 	state := connectivity.TransientFailure
-	for name, cl := range b.clusters {
-		rp.clusters[name] = cl.picker
-		switch {
-		case cl.state == connectivity.Ready:
-			state = connectivity.Ready
-		case cl.state == connectivity.Connecting && state != connectivity.Ready:
-			state = connectivity.Connecting
-		}
+	switch {
+	case b.nReady > 0:
+		state = connectivity.Ready
+	case b.nConnecting > 0:
+		state = connectivity.Connecting
 	}
 	rp.init()
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
+}
+
+// countLocked counts cl in the state it is in, for the channel's state.
+func (b *xdsBalancer) countLocked(cl *clusterLB) {
+	cl.counted = cl.state
+	switch cl.state {
+	case connectivity.Ready:
+		b.nReady++
+	case connectivity.Connecting:
+		b.nConnecting++
+	}
+}
+
+// uncountLocked undoes countLocked.
+func (b *xdsBalancer) uncountLocked(cl *clusterLB) {
+	switch cl.counted {
+	case connectivity.Ready:
+		b.nReady--
+	case connectivity.Connecting:
+		b.nConnecting--
+	}
+	cl.counted = connectivity.Shutdown
 }
 
 // counterLocked returns the in-flight counter of a leaf cluster.

@@ -46,9 +46,11 @@ type clusterLB struct {
 	// failover timer of priority timerPrio; 0 if none runs.
 	failSeq   uint64
 	timerPrio int
-	// state and picker are the outcome, for the route picker.
-	state  connectivity.State
-	picker clusterPicker
+	// state and picker are the outcome, for the route picker. counted is
+	// the state the balancer counts cl in (countLocked), Shutdown for none.
+	state   connectivity.State
+	picker  clusterPicker
+	counted connectivity.State
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
@@ -110,6 +112,7 @@ func newClusterLB(name string) *clusterLB {
 		timedOut: make(map[int]bool),
 		state:    connectivity.Connecting,
 		picker:   queuePicker{},
+		counted:  connectivity.Shutdown,
 		chosen:   notChosen,
 	}
 }
@@ -187,6 +190,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		}
 	}
 	b.dirty[cl] = struct{}{}
+	b.pruneConns = true
 }
 
 // addLeafLocked appends the priorities of one leaf cluster.
@@ -296,6 +300,9 @@ func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 	}
 	delete(b.clusters, cl.name)
 	delete(b.dirty, cl)
+	b.uncountLocked(cl)
+	b.changes[cl.name] = nil
+	b.pruneConns = true
 }
 
 // pickPriorityLocked chooses the priority cl uses and builds its picker.

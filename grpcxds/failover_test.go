@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
 	"github.com/goxds/xds/resources"
@@ -228,3 +230,82 @@ func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// failingCC is a ClientConn whose SubConns fail to connect, as to a closed
+// port: each reports CONNECTING then TRANSIENT_FAILURE, one listener call
+// at a time on one goroutine, as gRPC's serializer calls them.
+type failingCC struct {
+	stuckCC
+	calls   chan func()
+	reports atomic.Int64
+	want    int64
+	done    chan struct{}
+}
+
+type failingSC struct {
+	balancer.SubConn
+	cc       *failingCC
+	listener func(balancer.SubConnState)
+	once     sync.Once
+}
+
+func (sc *failingSC) Connect() {
+	sc.once.Do(func() {
+		sc.cc.calls <- func() {
+			sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+			sc.listener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+			if sc.cc.reports.Add(1) == sc.cc.want {
+				close(sc.cc.done)
+			}
+		}
+	})
+}
+func (*failingSC) Shutdown() {}
+
+func (cc *failingCC) NewSubConn(_ []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	return &failingSC{cc: cc, listener: opts.StateListener}, nil
+}
+
+// BenchmarkUnreachableEndpoints measures the configuration of n clusters
+// whose endpoints all fail to connect: from the configuration to the last
+// SubConn's failure handled, wall time and the process's CPU time.
+func BenchmarkUnreachableEndpoints(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			state := clustersState(n)
+			var wall, cpu time.Duration
+			for range b.N {
+				cc := &failingCC{calls: make(chan func(), 2*n), want: int64(n), done: make(chan struct{})}
+				bal := newStuckBalancer(&cc.stuckCC, realClock{}, time.Minute)
+				bal.cc = cc
+				start, cpu0 := time.Now(), cpuTime()
+				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+					b.Fatal(err)
+				}
+				serialized := make(chan struct{})
+				go func() {
+					defer close(serialized)
+					for {
+						select {
+						case f := <-cc.calls:
+							f()
+						case <-cc.done:
+							return
+						}
+					}
+				}()
+				select {
+				case <-cc.done:
+				case <-time.After(5 * time.Minute):
+					b.Fatalf("%d of %d SubConns failed after 5 minutes", cc.reports.Load(), n)
+				}
+				<-serialized
+				wall += time.Since(start)
+				cpu += cpuTime() - cpu0
+				bal.Close()
+			}
+			b.ReportMetric(float64((wall / time.Duration(b.N)).Milliseconds()), "wall-ms/round")
+			b.ReportMetric(float64((cpu / time.Duration(b.N)).Milliseconds()), "cpu-ms/round")
+		})
+	}
+}

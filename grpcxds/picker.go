@@ -22,7 +22,7 @@ import (
 // chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
 	routes    []*resources.Route
-	clusters  map[string]clusterPicker
+	clusters  pickerMap
 	channelID uint64
 	gen       uint64 // of the channel configuration it was made from
 	logger    *slog.Logger
@@ -94,7 +94,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 			"make the channel with Builder.DialOptions", "method", info.FullMethodName)
 	}
 	if sel != nil {
-		if cp := p.clusters[sel.cluster]; cp != nil {
+		if cp := p.clusters.get(sel.cluster); cp != nil {
 			res, err := cp.pick(info, sel.hash)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
@@ -120,7 +120,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	if name == "" {
 		name = r.WeightedClusters[pickWeighted(r.WeightedClusters)].Name
 	}
-	cp := p.clusters[name]
+	cp := p.clusters.get(name)
 	if cp == nil { // the snapshot has every cluster a route names
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", describeRoute(r), name)
 	}
