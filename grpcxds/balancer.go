@@ -147,7 +147,10 @@ type xdsBalancer struct {
 	// and changes what changed since (nil: a cluster gone); nReady and
 	// nConnecting count the clusters in those states. The next route
 	// picker costs the changes, not the clusters (pickermap.go).
-	pickers             pickerMap
+	pickers pickerMap
+	// needsMD is routePicker.needsMD for the routes of snapshot mdFor.
+	mdFor               *watchers.Snapshot
+	needsMD             bool
 	changes             map[string]clusterPicker
 	nReady, nConnecting int
 	// pruneConns: some endpoint may have lost its last cluster, so
@@ -423,7 +426,11 @@ func (b *xdsBalancer) publishLocked() {
 	case b.nConnecting > 0:
 		state = connectivity.Connecting
 	}
-	rp.init()
+	if b.mdFor != b.snap {
+		// Once per configuration: the routes are many where the clusters are.
+		b.mdFor, b.needsMD = b.snap, routesNeedMD(rp.routes)
+	}
+	rp.needsMD = b.needsMD
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
 }
 

@@ -38,12 +38,15 @@ type clusterPicker interface {
 	pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error)
 }
 
-func (p *routePicker) init() {
-	for _, r := range p.routes {
+// routesNeedMD reports whether some route matches headers or hashes
+// them.
+func routesNeedMD(routes []*resources.Route) bool {
+	for _, r := range routes {
 		if len(r.Headers) > 0 || len(r.HashPolicies) > 0 {
-			p.needsMD = true
+			return true
 		}
 	}
+	return false
 }
 
 // pickWeighted returns the index of a cluster drawn at random in
