@@ -222,7 +222,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		b.refreshClusterLocked(cl, false)
 	}
-	b.pruneCountersLocked()
+	if b.pruneConns { // some cluster's priorities changed
+		b.pruneCountersLocked()
+	}
 	b.finishAndUnlock()
 	return nil
 }

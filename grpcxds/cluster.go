@@ -135,6 +135,13 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	if b.snap == nil {
 		return
 	}
+	if !force && len(cl.inputs) == 1 && cl.inputs[0] != nil && cl.inputs[0] == b.snap.Clusters.Get(cl.name) &&
+		(cl.inputs[0].Cluster == nil || cl.inputs[0].Cluster.Kind != resources.ClusterKindAggregate) {
+		// The usual case, without the allocation of inputsOf: a cluster
+		// that is no aggregate, unchanged. Each update looks at every
+		// cluster, so this is paid per cluster per update.
+		return
+	}
 	inputs := inputsOf(b.snap, cl.name)
 	if !force && slices.Equal(inputs, cl.inputs) {
 		return
