@@ -341,8 +341,10 @@ func (b *xdsBalancer) finishAndUnlock() {
 		b.mu.Unlock()
 		return
 	}
+	picked := 0
 	for len(b.dirty) > 0 {
 		for cl := range b.dirty {
+			picked++
 			delete(b.dirty, cl)
 			b.uncountLocked(cl)
 			b.pickPriorityLocked(cl)
@@ -350,6 +352,12 @@ func (b *xdsBalancer) finishAndUnlock() {
 			b.changes[cl.name] = cl.picker
 			b.republish = true
 		}
+	}
+	if picked > smallMap {
+		// A Go map keeps its size once grown, and ranging over it costs
+		// that size, empty or not: a map that once held every cluster (the
+		// first configuration) made every later event cost O(clusters).
+		b.dirty = make(map[*clusterLB]struct{})
 	}
 	if b.republish {
 		b.republish = false
@@ -414,7 +422,11 @@ func (b *xdsBalancer) publishLocked() {
 		} else {
 			b.pickers = b.pickers.with(b.changes)
 		}
-		clear(b.changes)
+		if len(b.changes) > smallMap {
+			b.changes = make(map[string]clusterPicker) // see finishAndUnlock
+		} else {
+			clear(b.changes)
+		}
 	}
 	rp := &routePicker{clusters: b.pickers, channelID: b.channelID,
 		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
@@ -435,6 +447,10 @@ func (b *xdsBalancer) publishLocked() {
 	rp.needsMD = b.needsMD
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
 }
+
+// smallMap is the size up to which a map emptied is kept for reuse, and
+// beyond which it is made anew.
+const smallMap = 64
 
 // countLocked counts cl in the state it is in, for the channel's state.
 func (b *xdsBalancer) countLocked(cl *clusterLB) {
