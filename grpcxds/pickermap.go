@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"hash/maphash"
 	"maps"
+	"slices"
 )
 
 // pickerMap is the immutable map of cluster pickers, by cluster name, that
@@ -13,11 +14,33 @@ import (
 // such event cost O(clusters), O(clusters²) when every endpoint of a large
 // configuration failed in turn. Its zero value is empty.
 type pickerMap struct {
-	// shards hold the pickers by the hash of the name; their number is a
-	// power of two. A shard in a pickerMap is never modified.
-	shards []map[string]clusterPicker
+	// groups hold the shards, groupSize a group (fewer in a single
+	// group), and the shards the pickers by the hash of the name; their
+	// number k is a power of two. Two levels, so that a change copies a
+	// few tens of pointers where one slice of thousands of shards made
+	// every change allocate and copy tens of kilobytes at 100,000
+	// clusters. A group or shard in a pickerMap is never modified.
+	groups [][]map[string]clusterPicker
+	k      int
 	n      int
 	seed   maphash.Seed
+}
+
+// groupBits is log2 of the number of shards a group holds.
+const groupBits = 6
+
+// shard returns the i'th shard.
+func (m pickerMap) shard(i int) map[string]clusterPicker {
+	return m.groups[i>>groupBits][i&(1<<groupBits-1)]
+}
+
+// newGroups returns the empty groups of k shards.
+func newGroups(k int) [][]map[string]clusterPicker {
+	g := make([][]map[string]clusterPicker, (k+1<<groupBits-1)>>groupBits)
+	for i := range g {
+		g[i] = make([]map[string]clusterPicker, min(k, 1<<groupBits))
+	}
+	return g
 }
 
 // About pickerShardTarget pickers a shard, at most pickerMaxShards shards.
@@ -35,19 +58,20 @@ func newPickerMap(clusters map[string]*clusterLB) pickerMap {
 	for k < pickerMaxShards && k*pickerShardTarget < len(clusters) {
 		k *= 2
 	}
-	m := pickerMap{shards: make([]map[string]clusterPicker, k), n: len(clusters), seed: maphash.MakeSeed()}
+	m := pickerMap{groups: newGroups(k), k: k, n: len(clusters), seed: maphash.MakeSeed()}
 	for name, cl := range clusters {
 		i := m.shardOf(name)
-		if m.shards[i] == nil {
-			m.shards[i] = make(map[string]clusterPicker, pickerShardTarget)
+		g, j := m.groups[i>>groupBits], i&(1<<groupBits-1)
+		if g[j] == nil {
+			g[j] = make(map[string]clusterPicker, pickerShardTarget)
 		}
-		m.shards[i][name] = cl.picker
+		g[j][name] = cl.picker
 	}
 	return m
 }
 
 func (m pickerMap) shardOf(name string) int {
-	return int(maphash.String(m.seed, name) & uint64(len(m.shards)-1))
+	return int(maphash.String(m.seed, name) & uint64(m.k-1))
 }
 
 // get returns the picker of the named cluster, nil if none.
@@ -55,7 +79,7 @@ func (m pickerMap) get(name string) clusterPicker {
 	if m.n == 0 {
 		return nil
 	}
-	return m.shards[m.shardOf(name)][name]
+	return m.shard(m.shardOf(name))[name]
 }
 
 // len is the number of pickers.
@@ -65,7 +89,7 @@ func (m pickerMap) len() int { return m.n }
 // a factor of four of the target size, so that a map grown or shrunk by
 // updates is rebuilt rather than drifting.
 func (m pickerMap) balanced(n int) bool {
-	k := len(m.shards)
+	k := m.k
 	if k == 0 {
 		return n == 0
 	}
@@ -79,29 +103,35 @@ func (m pickerMap) balanced(n int) bool {
 // the cluster removed. m is unchanged; the result copies the shard slice
 // and each shard a change falls in, once.
 func (m pickerMap) with(changes map[string]clusterPicker) pickerMap {
-	if len(m.shards) == 0 {
-		m = pickerMap{shards: make([]map[string]clusterPicker, 1), seed: maphash.MakeSeed()}
+	if m.k == 0 {
+		m = pickerMap{groups: newGroups(1), k: 1, seed: maphash.MakeSeed()}
 	}
-	out := pickerMap{shards: make([]map[string]clusterPicker, len(m.shards)), n: m.n, seed: m.seed}
-	copy(out.shards, m.shards)
+	out := pickerMap{groups: slices.Clone(m.groups), k: m.k, n: m.n, seed: m.seed}
+	copiedGroup := make(map[int]bool)
 	copied := make(map[int]bool, len(changes))
 	for name, p := range changes {
 		i := out.shardOf(name)
+		gi, j := i>>groupBits, i&(1<<groupBits-1)
+		if !copiedGroup[gi] {
+			copiedGroup[gi] = true
+			out.groups[gi] = slices.Clone(out.groups[gi])
+		}
+		g := out.groups[gi]
 		if !copied[i] {
 			copied[i] = true
-			s := maps.Clone(out.shards[i]) // copies the map's memory: faster than inserting anew
+			s := maps.Clone(g[j]) // copies the map's memory: faster than inserting anew
 			if s == nil {
 				s = make(map[string]clusterPicker, 1)
 			}
-			out.shards[i] = s
+			g[j] = s
 		}
-		_, had := out.shards[i][name]
+		_, had := g[j][name]
 		switch {
 		case p == nil && had:
-			delete(out.shards[i], name)
+			delete(g[j], name)
 			out.n--
 		case p != nil:
-			out.shards[i][name] = p
+			g[j][name] = p
 			if !had {
 				out.n++
 			}

@@ -65,13 +65,22 @@ func TestSubConnStateCopiesOneShard(t *testing.T) {
 		t.Fatal("an endpoint became ready, and no picker was published")
 	}
 	differ := 0
-	for i := range before.clusters.shards {
-		if reflect.ValueOf(before.clusters.shards[i]).UnsafePointer() != reflect.ValueOf(last.clusters.shards[i]).UnsafePointer() {
+	for i := range before.clusters.k {
+		if reflect.ValueOf(before.clusters.shard(i)).UnsafePointer() != reflect.ValueOf(last.clusters.shard(i)).UnsafePointer() {
 			differ++
 		}
 	}
-	if differ != 1 || len(last.clusters.shards) != len(before.clusters.shards) {
-		t.Errorf("one cluster's picker changed: %d of %d shards copied (now %d), want 1", differ, len(before.clusters.shards), len(last.clusters.shards))
+	if differ != 1 || last.clusters.k != before.clusters.k {
+		t.Errorf("one cluster's picker changed: %d of %d shards copied (now %d), want 1", differ, before.clusters.k, last.clusters.k)
+	}
+	groups := 0
+	for i := range before.clusters.groups {
+		if &before.clusters.groups[i][0] != &last.clusters.groups[i][0] {
+			groups++
+		}
+	}
+	if groups != 1 {
+		t.Errorf("one cluster's picker changed: %d of %d shard groups copied, want 1", groups, len(before.clusters.groups))
 	}
 	if b.pruneConns {
 		t.Error("pruneConns left set")
