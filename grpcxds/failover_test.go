@@ -240,6 +240,8 @@ type failingCC struct {
 	reports atomic.Int64
 	want    int64
 	done    chan struct{}
+	// ready: the SubConns connect instead, for the reachable case.
+	ready bool
 }
 
 type failingSC struct {
@@ -253,7 +255,11 @@ func (sc *failingSC) Connect() {
 	sc.once.Do(func() {
 		sc.cc.calls <- func() {
 			sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
-			sc.listener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+			if sc.cc.ready {
+				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+			} else {
+				sc.listener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("connection refused")})
+			}
 			if sc.cc.reports.Add(1) == sc.cc.want {
 				close(sc.cc.done)
 			}
@@ -268,14 +274,23 @@ func (cc *failingCC) NewSubConn(_ []resolver.Address, opts balancer.NewSubConnOp
 
 // BenchmarkUnreachableEndpoints measures the configuration of n clusters
 // whose endpoints all fail to connect: from the configuration to the last
-// SubConn's failure handled, wall time and the process's CPU time.
+// SubConn's failure handled, wall time and the process's CPU time; and,
+// for comparison, the same with endpoints that connect ("ready").
 func BenchmarkUnreachableEndpoints(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
+	for _, c := range []struct {
+		n     int
+		ready bool
+	}{{1000, false}, {10000, false}, {1000, true}, {10000, true}} {
+		n := c.n
+		name := fmt.Sprint(n)
+		if c.ready {
+			name += "-ready"
+		}
+		b.Run(name, func(b *testing.B) {
 			state := clustersState(n)
 			var wall, cpu time.Duration
 			for range b.N {
-				cc := &failingCC{calls: make(chan func(), 2*n), want: int64(n), done: make(chan struct{})}
+				cc := &failingCC{calls: make(chan func(), 2*n), want: int64(n), done: make(chan struct{}), ready: c.ready}
 				bal := newStuckBalancer(&cc.stuckCC, realClock{}, time.Minute)
 				bal.cc = cc
 				start, cpu0 := time.Now(), cpuTime()
