@@ -60,6 +60,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		warnedPlain:     make(map[string]bool),
 		channelID:       rand.Uint64(),
 		failoverTimeout: DefaultFailoverTimeout,
+		clock:           realClock{},
 		logger:          client.DefaultLogger(),
 		clusters:        make(map[string]*clusterLB),
 		conns:           make(map[string]*endpointConn),
@@ -67,6 +68,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		inflight:        make(map[string]*atomic.Int64),
 		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
+		changes:         make(map[string]clusterPicker),
 	}
 }
 
@@ -111,6 +113,10 @@ type xdsBalancer struct {
 	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
+	// clock runs the failover timers: the real one, but in tests.
+	clock clock
+	// failover holds the failover deadlines of the clusters (failover.go).
+	failover failoverQueue
 	// logger is the Builder's, as the resolver state carries it; logs are
 	// the lines to write once mu is released (finishAndUnlock): a logger's
 	// handler is the user's code, and runs under no lock of ours.
@@ -138,6 +144,21 @@ type xdsBalancer struct {
 	// if no cluster is dirty.
 	dirty     map[*clusterLB]struct{}
 	republish bool
+	// pickers are the cluster pickers of the route picker last published,
+	// and changes what changed since (nil: a cluster gone); nReady and
+	// nConnecting count the clusters in those states. The next route
+	// picker costs the changes, not the clusters (pickermap.go).
+	pickers pickerMap
+	// needsMD is routePicker.needsMD for the routes of snapshot mdFor.
+	mdFor               *watchers.Snapshot
+	needsMD             bool
+	changes             map[string]clusterPicker
+	nReady, nConnecting int
+	// pruneConns: some endpoint may have lost its last cluster, so
+	// finishAndUnlock looks for SubConns to shut down. A SubConn's state
+	// or a failover changes no endpoint's clusters, and at 10,000 clusters
+	// looking at every endpoint on each of those was most of their cost.
+	pruneConns bool
 	// bootstrap defines the certificate providers of clusters' TLS (nil:
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
@@ -203,7 +224,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		b.refreshClusterLocked(cl, false)
 	}
-	b.pruneCountersLocked()
+	if b.pruneConns { // some cluster's priorities changed
+		b.pruneCountersLocked()
+	}
 	b.finishAndUnlock()
 	return nil
 }
@@ -280,6 +303,7 @@ func (b *xdsBalancer) Close() {
 		cl.stopTimer()
 		cl.stopOutliers()
 	}
+	b.stopFailoversLocked()
 	for _, c := range b.conns {
 		c.shutdown()
 	}
@@ -319,27 +343,42 @@ func (b *xdsBalancer) finishAndUnlock() {
 		b.mu.Unlock()
 		return
 	}
+	picked := 0
 	for len(b.dirty) > 0 {
 		for cl := range b.dirty {
+			picked++
 			delete(b.dirty, cl)
+			b.uncountLocked(cl)
 			b.pickPriorityLocked(cl)
+			b.countLocked(cl)
+			b.changes[cl.name] = cl.picker
 			b.republish = true
 		}
+	}
+	if picked > smallMap {
+		// A Go map keeps its size once grown, and ranging over it costs
+		// that size, empty or not: a map that once held every cluster (the
+		// first configuration) made every later event cost O(clusters).
+		b.dirty = make(map[*clusterLB]struct{})
 	}
 	if b.republish {
 		b.republish = false
 		b.publishLocked()
 	}
 	// After publishing: no picker in force hands out what is shut down.
-	for key, c := range b.conns {
-		if len(c.users) == 0 {
-			c.shutdown()
-			delete(b.conns, key)
+	var releases []func()
+	if b.pruneConns {
+		b.pruneConns = false
+		for key, c := range b.conns {
+			if len(c.users) == 0 {
+				c.shutdown()
+				delete(b.conns, key)
+			}
 		}
+		releases = b.pruneLoadsLocked()
 	}
 	b.pruneSecurityLocked()
 	start, stop := b.dnsChangesLocked()
-	releases := b.pruneLoadsLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.mu.Unlock()
@@ -360,6 +399,12 @@ func (b *xdsBalancer) finishAndUnlock() {
 // publishLocked hands gRPC a picker for the state in force.
 func (b *xdsBalancer) publishLocked() {
 	switch {
+	case b.snap == nil:
+		// The next configuration's picker is built whole.
+		b.pickers = pickerMap{}
+		clear(b.changes)
+	}
+	switch {
 	case b.snap == nil && b.failErr != nil:
 		b.cc.UpdateState(balancer.State{
 			ConnectivityState: connectivity.TransientFailure,
@@ -373,23 +418,62 @@ func (b *xdsBalancer) publishLocked() {
 		})
 		return
 	}
-	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID,
+	if len(b.changes) > 0 || b.pickers.len() != len(b.clusters) {
+		if len(b.changes) > len(b.clusters)/4 || !b.pickers.balanced(len(b.clusters)) {
+			b.pickers = newPickerMap(b.clusters)
+		} else {
+			b.pickers = b.pickers.with(b.changes)
+		}
+		if len(b.changes) > smallMap {
+			b.changes = make(map[string]clusterPicker) // see finishAndUnlock
+		} else {
+			clear(b.changes)
+		}
+	}
+	rp := &routePicker{clusters: b.pickers, channelID: b.channelID,
 		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}
 	state := connectivity.TransientFailure
-	for name, cl := range b.clusters {
-		rp.clusters[name] = cl.picker
-		switch {
-		case cl.state == connectivity.Ready:
-			state = connectivity.Ready
-		case cl.state == connectivity.Connecting && state != connectivity.Ready:
-			state = connectivity.Connecting
-		}
+	switch {
+	case b.nReady > 0:
+		state = connectivity.Ready
+	case b.nConnecting > 0:
+		state = connectivity.Connecting
 	}
-	rp.init()
+	if b.mdFor != b.snap {
+		// Once per configuration: the routes are many where the clusters are.
+		b.mdFor, b.needsMD = b.snap, routesNeedMD(rp.routes)
+	}
+	rp.needsMD = b.needsMD
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
+}
+
+// smallMap is the size up to which a map emptied is kept for reuse, and
+// beyond which it is made anew.
+const smallMap = 64
+
+// countLocked counts cl in the state it is in, for the channel's state.
+func (b *xdsBalancer) countLocked(cl *clusterLB) {
+	cl.counted = cl.state
+	switch cl.state {
+	case connectivity.Ready:
+		b.nReady++
+	case connectivity.Connecting:
+		b.nConnecting++
+	}
+}
+
+// uncountLocked undoes countLocked.
+func (b *xdsBalancer) uncountLocked(cl *clusterLB) {
+	switch cl.counted {
+	case connectivity.Ready:
+		b.nReady--
+	case connectivity.Connecting:
+		b.nConnecting--
+	}
+	cl.counted = connectivity.Shutdown
 }
 
 // counterLocked returns the in-flight counter of a leaf cluster.

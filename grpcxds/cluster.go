@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"google.golang.org/grpc/connectivity"
 
@@ -43,12 +42,15 @@ type clusterLB struct {
 	// timedOut are the priorities whose failover timer fired while they
 	// were connecting; a priority leaves it by becoming ready.
 	timedOut map[int]bool
-	// timer is the failover timer of priority timerPrio, nil if none runs.
-	timer     *time.Timer
+	// failSeq names cl's entry in the balancer's failoverQueue: the
+	// failover timer of priority timerPrio; 0 if none runs.
+	failSeq   uint64
 	timerPrio int
-	// state and picker are the outcome, for the route picker.
-	state  connectivity.State
-	picker clusterPicker
+	// state and picker are the outcome, for the route picker. counted is
+	// the state the balancer counts cl in (countLocked), Shutdown for none.
+	state   connectivity.State
+	picker  clusterPicker
+	counted connectivity.State
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
@@ -110,6 +112,7 @@ func newClusterLB(name string) *clusterLB {
 		timedOut: make(map[int]bool),
 		state:    connectivity.Connecting,
 		picker:   queuePicker{},
+		counted:  connectivity.Shutdown,
 		chosen:   notChosen,
 	}
 }
@@ -130,6 +133,13 @@ func inputsOf(snap *watchers.Snapshot, name string) []*watchers.ClusterConfig {
 // snapshot changed, or always with force (a DNS resolution changed).
 func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	if b.snap == nil {
+		return
+	}
+	if !force && len(cl.inputs) == 1 && cl.inputs[0] != nil && cl.inputs[0] == b.snap.Clusters.Get(cl.name) &&
+		(cl.inputs[0].Cluster == nil || cl.inputs[0].Cluster.Kind != resources.ClusterKindAggregate) {
+		// The usual case, without the allocation of inputsOf: a cluster
+		// that is no aggregate, unchanged. Each update looks at every
+		// cluster, so this is paid per cluster per update.
 		return
 	}
 	inputs := inputsOf(b.snap, cl.name)
@@ -187,6 +197,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		}
 	}
 	b.dirty[cl] = struct{}{}
+	b.pruneConns = true
 }
 
 // addLeafLocked appends the priorities of one leaf cluster.
@@ -296,13 +307,9 @@ func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 	}
 	delete(b.clusters, cl.name)
 	delete(b.dirty, cl)
-}
-
-func (cl *clusterLB) stopTimer() {
-	if cl.timer != nil {
-		cl.timer.Stop()
-		cl.timer = nil
-	}
+	b.uncountLocked(cl)
+	b.changes[cl.name] = nil
+	b.pruneConns = true
 }
 
 // pickPriorityLocked chooses the priority cl uses and builds its picker.
@@ -431,30 +438,9 @@ func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpointConn]st
 	cl.wanted = wanted
 }
 
-// armFailoverLocked starts the failover timer of priority prio unless it
-// runs already: if the priority is still connecting when it fires, the
-// next one is tried.
-func (b *xdsBalancer) armFailoverLocked(cl *clusterLB, prio int) {
-	if cl.timer != nil && cl.timerPrio == prio {
-		return
-	}
-	cl.stopTimer()
-	var t *time.Timer
-	t = time.AfterFunc(b.failoverTimeout, func() {
-		b.mu.Lock()
-		if b.closed || cl.timer != t {
-			b.mu.Unlock()
-			return
-		}
-		cl.timer = nil
-		cl.timedOut[prio] = true
-		b.logLocked(slog.LevelDebug, "cluster failover: priority still connecting after the failover timeout",
-			"cluster", cl.name, "priority", prio, "timeout", b.failoverTimeout)
-		b.dirty[cl] = struct{}{}
-		b.finishAndUnlock()
-	})
-	cl.timer, cl.timerPrio = t, prio
-}
+// failoverLogMsg is logged when a cluster gives up on a priority still
+// connecting.
+const failoverLogMsg = "cluster failover: priority still connecting after the failover timeout"
 
 // about returns err as said of cluster name: prefixed with the name, unless
 // it names the cluster already (the client's errors do).

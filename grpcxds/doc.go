@@ -74,7 +74,10 @@
 // single endpoint with every resolved address for LOGICAL_DNS (resolved by
 // gRPC's own "dns" resolver), and for an aggregate cluster those of its
 // leaves in order. The highest priority with a ready endpoint takes the
-// traffic. One still connecting is waited for, up to [Options].FailoverTimeout;
+// traffic. One still connecting is waited for, up to [Options].FailoverTimeout
+// (acted on up to a sixteenth of it late, at most 250 ms, so that the timeouts
+// of many clusters that expire together are handled as one batch: one
+// picker, not one per cluster);
 // one whose endpoints all fail, or that has no HEALTHY or UNKNOWN endpoint,
 // is passed over; traffic returns to a higher priority as soon as it has
 // a ready endpoint. Within the priority the cluster's policy picks (gRFC

@@ -22,7 +22,7 @@ import (
 // chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
 	routes    []*resources.Route
-	clusters  map[string]clusterPicker
+	clusters  pickerMap
 	channelID uint64
 	gen       uint64 // of the channel configuration it was made from
 	logger    *slog.Logger
@@ -38,12 +38,15 @@ type clusterPicker interface {
 	pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error)
 }
 
-func (p *routePicker) init() {
-	for _, r := range p.routes {
+// routesNeedMD reports whether some route matches headers or hashes
+// them.
+func routesNeedMD(routes []*resources.Route) bool {
+	for _, r := range routes {
 		if len(r.Headers) > 0 || len(r.HashPolicies) > 0 {
-			p.needsMD = true
+			return true
 		}
 	}
+	return false
 }
 
 // pickWeighted returns the index of a cluster drawn at random in
@@ -94,7 +97,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 			"make the channel with Builder.DialOptions", "method", info.FullMethodName)
 	}
 	if sel != nil {
-		if cp := p.clusters[sel.cluster]; cp != nil {
+		if cp := p.clusters.get(sel.cluster); cp != nil {
 			res, err := cp.pick(info, sel.hash)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
@@ -120,7 +123,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	if name == "" {
 		name = r.WeightedClusters[pickWeighted(r.WeightedClusters)].Name
 	}
-	cp := p.clusters[name]
+	cp := p.clusters.get(name)
 	if cp == nil { // the snapshot has every cluster a route names
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", describeRoute(r), name)
 	}
