@@ -177,7 +177,7 @@ type entry struct {
 	// src is the server the held value (or the last received, when
 	// rejected) came from; nil if none.
 	src      *server
-	watchers map[*watcher]struct{} // named watchers; the wildcard's are on the typeCache
+	watchers watcherSet // named watchers; the wildcard's are on the typeCache
 
 	value   resources.Resource // last good value, nil if none
 	version string             // version of value
@@ -264,10 +264,7 @@ const (
 // hear of resources they have seen (updates, rejections, deletions), not of
 // names others asked for that never arrived.
 func (c *Client) notifyLocked(tc *typeCache, e *entry, kind int, v resources.Resource, err error, wildcardToo bool) {
-	ws := make([]*watcher, 0, len(e.watchers))
-	for w := range e.watchers {
-		ws = append(ws, w)
-	}
+	ws := e.watchers.appendTo(make([]*watcher, 0, e.watchers.len()))
 	if wildcardToo && tc.wildcard != nil && tc.wildcard.srv == e.srv {
 		for w := range tc.wildcard.watchers {
 			ws = append(ws, w)

@@ -27,7 +27,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 	for _, name := range names {
 		e := tc.entries[name]
 		// A value from disk is no answer of the server: its timer runs.
-		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || len(e.watchers) == 0 {
+		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || e.watchers.len() == 0 {
 			continue
 		}
 		c.startDNETimerLocked(tc, e)

@@ -205,18 +205,18 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	e := tc.entries[key]
 	if e == nil {
-		e = &entry{name: name, key: key, params: params, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
+		e = &entry{name: name, key: key, params: params, auth: a, srv: s}
 		tc.entries[key] = e
 		if params != nil {
 			tc.addVariant(e)
 		}
 	}
-	if len(e.watchers) == 0 {
+	if e.watchers.len() == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
 		c.subscribeAllLocked(a, typeURL, key)
 	}
-	e.watchers[w] = struct{}{}
+	e.watchers.add(w)
 	if s.unreachable != nil && waiting(e) {
 		// The server is down and this watcher would wait: fall back now
 		// rather than at the next failed reconnection (gRFC A71). The
@@ -279,11 +279,10 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if c.closed {
 		return
 	}
-	if _, ok := e.watchers[w]; !ok {
+	if !e.watchers.remove(w) {
 		return
 	}
-	delete(e.watchers, w)
-	if len(e.watchers) > 0 {
+	if e.watchers.len() > 0 {
 		return
 	}
 	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key)
@@ -385,7 +384,7 @@ func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 		return // the entries it alone kept are forgotten when the removal is flushed
 	}
 	for _, e := range tc.entries {
-		if e.srv == ww.srv && len(e.watchers) == 0 {
+		if e.srv == ww.srv && e.watchers.len() == 0 {
 			c.forgetLocked(tc, e)
 		}
 	}
