@@ -242,13 +242,17 @@ func (e *entry) stopTTLTimer() {
 
 // watcher is one watch, whatever the Go type its user sees.
 type watcher struct {
-	update func(resources.Resource)
-	// updateInfo, if set, replaces update: the watcher is an
-	// UpdateInfoWatcher.
-	updateInfo func(resources.Resource, UpdateInfo)
-	resErr     func(error)
-	ambErr     func(error)
-	canceled   atomic.Bool
+	// sink is the user's watcher behind its type: a typedWatcher holding
+	// this watcher, so that a watch is one allocation, not one per
+	// callback (20,000 watches at 10,000 clusters).
+	sink     sink
+	canceled atomic.Bool
+}
+
+// sink receives a watcher's events, resources seen as
+// resources.Resource.
+type sink interface {
+	deliver(kind int, v resources.Resource, err error)
 }
 
 // notification kinds.
@@ -284,16 +288,5 @@ func (w *watcher) deliver(kind int, v resources.Resource, err error) {
 	if w.canceled.Load() {
 		return
 	}
-	switch kind {
-	case notifyUpdate, notifyUpdateFromDisk:
-		if w.updateInfo != nil {
-			w.updateInfo(v, UpdateInfo{FromDisk: kind == notifyUpdateFromDisk})
-			return
-		}
-		w.update(v)
-	case notifyResourceError:
-		w.resErr(err)
-	case notifyAmbientError:
-		w.ambErr(err)
-	}
+	w.sink.deliver(kind, v, err)
 }
