@@ -306,8 +306,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 
 // startDNETimerLocked starts the does-not-exist timer of e.
 func (c *Client) startDNETimerLocked(tc *typeCache, e *entry) {
-	gen := e.dneGen
-	e.dneTimer = c.clock.AfterFunc(c.expiryOf(e.srv), func() { c.dneExpired(tc, e, gen) })
+	c.startDNETimersLocked(tc, []*entry{e})
 }
 
 // closeReleased closes the transports of released servers. Not under

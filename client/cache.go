@@ -208,9 +208,10 @@ type entry struct {
 	canonical string
 
 	// dneTimer runs while the name is on a live stream and nothing has
-	// arrived; ttlTimer while the held value has a TTL. The gen counters
-	// let a timer that fired after being replaced find out it is stale.
-	dneTimer Timer
+	// arrived (one clock timer for the names sent together, timers.go);
+	// ttlTimer while the held value has a TTL. The gen counters let a
+	// timer that fired after being replaced find out it is stale.
+	dneTimer *dneBatch
 	dneGen   uint64
 	ttlTimer Timer
 	ttlGen   uint64
@@ -225,9 +226,14 @@ func (e *entry) stopTimers() {
 }
 
 func (e *entry) stopDNETimer() {
-	if e.dneTimer != nil {
-		e.dneTimer.Stop()
+	if b := e.dneTimer; b != nil {
 		e.dneTimer = nil
+		if b.live--; b.live == 0 {
+			// The last of the batch: its clock timer has nothing left to
+			// do, and its members need not be kept.
+			b.timer.Stop()
+			b.members = nil
+		}
 	}
 	e.dneGen++
 }
