@@ -60,7 +60,10 @@ func runBare(listener string) (info func() string, stop func(), err error) {
 	if addr == "" {
 		return nil, nil, fmt.Errorf("%s is not set", envServer)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Responses at 100,000 clusters are well above gRPC's default 4 MiB
+	// limit; goxds allows 256 MiB, and so does this client.
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	if err != nil {
 		return nil, nil, err
 	}
