@@ -194,6 +194,20 @@ func (c *Config) AuthorityListenerResourceName(authority, target string) (name s
 	return expandTemplate(t, target), true
 }
 
+// ServerListenerResourceName returns the name of the Listener an
+// xDS-enabled server listening on addr ("host:port", an IPv6 host in
+// brackets, as net.Addr.String writes it) watches (gRFC A36): each "%s" of
+// ServerListenerResourceNameTemplate replaced by addr, percent-encoded
+// except for "/" when the template starts with "xdstp:" (gRFC A47). ok is
+// false when the bootstrap has no template: such a bootstrap cannot
+// configure a server.
+func (c *Config) ServerListenerResourceName(addr string) (name string, ok bool) {
+	if c.ServerListenerResourceNameTemplate == "" {
+		return "", false
+	}
+	return expandTemplate(c.ServerListenerResourceNameTemplate, addr), true
+}
+
 // authorityPrefix is how every xdstp name of the authority starts.
 func authorityPrefix(authority string) string {
 	return "xdstp://" + url.PathEscape(authority) + "/"

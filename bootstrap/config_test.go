@@ -266,3 +266,23 @@ func TestNodeProto(t *testing.T) {
 		t.Errorf("Proto() user agent = %q %q", empty.GetUserAgentName(), empty.GetUserAgentVersion())
 	}
 }
+
+func TestServerListenerResourceName(t *testing.T) {
+	tests := []struct {
+		template, addr, want string
+	}{
+		{"grpc/server?xds.resource.listening_address=%s", "0.0.0.0:8080", "grpc/server?xds.resource.listening_address=0.0.0.0:8080"},
+		{"grpc/server?xds.resource.listening_address=%s", "[::]:8080", "grpc/server?xds.resource.listening_address=[::]:8080"},
+		{"xdstp://auth/envoy.config.listener.v3.Listener/grpc/server/%s", "[::]:8080", "xdstp://auth/envoy.config.listener.v3.Listener/grpc/server/%5B::%5D:8080"},
+		{"fixed", "127.0.0.1:1", "fixed"},
+	}
+	for _, tt := range tests {
+		c := &bootstrap.Config{ServerListenerResourceNameTemplate: tt.template}
+		if got, ok := c.ServerListenerResourceName(tt.addr); !ok || got != tt.want {
+			t.Errorf("template %q: ServerListenerResourceName(%q) = %q, %v; want %q", tt.template, tt.addr, got, ok, tt.want)
+		}
+	}
+	if _, ok := (&bootstrap.Config{}).ServerListenerResourceName("127.0.0.1:1"); ok {
+		t.Error("no template: ok, want false")
+	}
+}

@@ -95,6 +95,8 @@ type Client struct {
 	caches         map[string]*typeCache              // by type URL; guarded by mu
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
+
+	lrs lrsState // load reporting (ReportLoad), under its own mutex
 }
 
 // New returns a client for the servers and node in cfg. It validates cfg
@@ -162,9 +164,11 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Bootstrap returns the bootstrap the client was made with, for what
-// else it defines (certificate providers, listener name templates). It
-// must not be modified.
+// Bootstrap returns the bootstrap configuration the client was made with,
+// so that code handed only the client (the grpcxds resolver, for one) names
+// resources and finds certificate providers as the bootstrap says: listener
+// name templates, authorities, the node, certificate_providers. The client
+// keeps using it: the caller must not modify it.
 func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
 
 // Close stops every stream and timer. Close is idempotent, and no watcher
@@ -202,6 +206,7 @@ func (c *Client) Close() {
 	}
 	c.stopPersistTimerLocked()
 	c.mu.Unlock()
+	c.closeLoadReporting()
 	// Safe from a callback: a transport's goroutines wait for the done of
 	// a response, which only a callback calls, no longer than the stream's
 	// context, which Close cancels.

@@ -210,6 +210,20 @@
 //     runs, and the client's last goroutine ends when that callback returns.
 //   - A watch started after Close gets a resource error wrapping [ErrClosed].
 //
+// # Load reporting
+//
+// [Client.ReportLoad] returns the [LoadStore] of an LRS server (for a
+// cluster with lrs_server self, the management server it came from) and
+// opens the LRS stream to it unless one is open: the first
+// LoadStatsRequest carries the node, with the client feature
+// envoy.lrs.supports_send_all_clusters; then, at each
+// load_reporting_interval the server asks for, the load of the clusters
+// it names (or all, with send_all_clusters) counted since the last report.
+// The stream restarts with the transport's backoff, and closes when the
+// last user has released it, or on Close, after a last report of what was
+// counted since the previous one (at most transport.FinalReportTimeout). Recording an RPC costs a few
+// atomic adds on a [LocalityLoad] looked up beforehand.
+//
 // # Rules applied to responses
 //
 // For Listener and Cluster (whole-world types), a SotW response lists every

@@ -2,6 +2,8 @@ package client
 
 import (
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,120 +57,163 @@ func FuzzResponseHandling(f *testing.F) {
 	f.Add([]byte{8, 0, 0, 3, 3, 0, 1, 2, 3, 3, 2, 2, 2, 2, 0})
 	f.Add([]byte{0, 1, 5, 0, 2, 1, 4, 5, 0, 0, 3, 2, 9, 0, 5, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		h := newHarness(t, nil, Options{WatchExpiry: time.Hour})
-		var watches []*fuzzWatch
-		version := 0
-		next := func() byte {
-			if len(ops) == 0 {
-				return 0
-			}
-			b := ops[0]
-			ops = ops[1:]
-			return b
-		}
-		pick := func(kinds ...string) string { return kinds[int(next())%len(kinds)] }
-		resource := func(typeURL string, wrap bool) *anypb.Any {
-			name := pick("A", "B", "C")
-			payload := pick("1", "2", "invalid")
-			var body *anypb.Any
-			switch next() % 8 {
-			case 0:
-				return &anypb.Any{TypeUrl: typeURL, Value: []byte{0xff, next()}} // garbage
-			case 1:
-				if typeURL == resources.ListenerTypeURL {
-					body = rc(name, payload) // a body of the other type
-				} else {
-					body = lis(name, payload)
-				}
-			default:
-				if typeURL == resources.ListenerTypeURL {
-					body = lis(name, payload)
-				} else {
-					body = rc(name, payload)
-				}
-			}
-			if !wrap && next()%3 != 0 {
-				return body
-			}
-			r := wrapped(name, fmt.Sprint(version), time.Duration(next()%2)*time.Hour, body)
-			if v := int(next() % 8); v < len(fuzzConstraints) {
-				// A variant, named by resource_name.
-				r.Name, r.ResourceName = "", &discoveryv3.ResourceName{Name: name, DynamicParameterConstraints: fuzzConstraints[v]}
-			}
-			if next()%5 == 0 {
-				r.Resource = nil // heartbeat
-			}
-			return mustAny(r)
-		}
-		for len(ops) > 0 {
-			typ, typeURL := wholeWorldType, resources.ListenerTypeURL
-			if next()%2 == 1 {
-				typ, typeURL = partialType, resources.RouteConfigTypeURL
-			}
-			op := next() % 10
-			if op >= 3 && !h.hasTransport() {
-				continue // nothing was watched yet: there is no stream to speak on
-			}
-			switch op {
-			case 0, 1: // watch
-				name := pick("A", "B", "C", "*")
-				if name == "*" && typ == partialType {
-					name = "A"
-				}
-				params := fuzzParams[int(next())%len(fuzzParams)]
-				if name == "*" {
-					params = nil
-				}
-				fw := &fuzzWatch{typeURL: typeURL, name: name, key: transport.SubscriptionKey(name, params), w: &lastSeen{}}
-				fw.cancel = WatchWithOptions(h.c, typ, name, WatchOptions{DynamicParameters: params}, fw.w)
-				watches = append(watches, fw)
-			case 2: // cancel
-				if len(watches) > 0 {
-					i := int(next()) % len(watches)
-					watches[i].cancel()
-					watches[i].w.mu.Lock()
-					watches[i].w.canceled = true
-					watches[i].w.mu.Unlock()
-					watches = append(watches[:i], watches[i+1:]...)
-				}
-			case 3, 4: // SotW response
-				version++
-				var res []*anypb.Any
-				for range int(next() % 5) {
-					res = append(res, resource(typeURL, false))
-				}
-				h.respond(&transport.Response{TypeURL: typeURL, Version: fmt.Sprint(version), Nonce: "n", Resources: res})
-			case 5, 6: // delta response
-				version++
-				var res []*discoveryv3.Resource
-				for range int(next() % 4) {
-					a := resource(typeURL, true)
-					var r discoveryv3.Resource
-					if err := a.UnmarshalTo(&r); err != nil {
-						continue
-					}
-					res = append(res, &r)
-				}
-				var removed []string
-				for range int(next() % 3) {
-					removed = append(removed, pick("A", "B", "C"))
-				}
-				var variants []*discoveryv3.ResourceName
-				if v := int(next() % 8); v < len(fuzzConstraints) && fuzzConstraints[v] != nil {
-					variants = append(variants, &discoveryv3.ResourceName{Name: pick("A", "B", "C"), DynamicParameterConstraints: fuzzConstraints[v]})
-				}
-				h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed, RemovedVariants: variants})
-			case 7:
-				h.transport().handler.OnStreamError(fmt.Errorf("stream %d failed", version))
-			case 8:
-				h.sent(typeURL, "A", "B", "C")
-			case 9:
-				h.transport().handler.ResourceVersions(typeURL)
-			}
-			h.sync()
-			checkWatchesAgreeWithCache(t, h, watches)
-		}
+		// A stalled input cannot fail by itself: the test goroutine is
+		// the one stuck. Crash the process instead, naming the input.
+		stop := watchInput(realClock{}, ops, fuzzInputDeadline, func(msg string) { panic(msg) })
+		defer stop()
+		runFuzzOps(t, ops)
 	})
+}
+
+// maxFuzzInput bounds how much of an input FuzzResponseHandling reads.
+// Go's fuzzer minimises every input that finds new coverage, for up to
+// -fuzzminimizetime (a minute) and without reporting execs meanwhile; its
+// search is cubic in the input's length, and each run of ours builds a
+// client. Inputs grew to hundreds of bytes, so the worker spent whole minutes
+// minimising: the "stall" at 0 execs/s. Bytes past the bound change no
+// coverage, so the minimiser cuts them off first, in a few runs; 128 bytes
+// are some 20 to 40 operations.
+const maxFuzzInput = 128
+
+// fuzzInputDeadline bounds one input's run. A run takes milliseconds; every
+// wait of the harness has its own deadline (testTimeout), but a call into the
+// client (Watch, cancel, a transport callback) that never returns has none.
+const fuzzInputDeadline = 30 * time.Second
+
+// watchInput calls stalled with a report naming input and holding every
+// goroutine's stack if the returned stop is not called within d.
+func watchInput(clock Clock, input []byte, d time.Duration, stalled func(string)) (stop func()) {
+	input = append([]byte(nil), input...) // the fuzzer reuses its buffer
+	timer := clock.AfterFunc(d, func() {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		stalled(fmt.Sprintf("input %q has not finished after %v; goroutines:\n%s", input, d, buf))
+	})
+	return func() { timer.Stop() }
+}
+
+// runFuzzOps runs one input of FuzzResponseHandling, as a bytecode: each
+// operation takes its kind and arguments from the next bytes. Only the first
+// maxFuzzInput bytes are read; it returns how many were.
+func runFuzzOps(t *testing.T, ops []byte) (consumed int) {
+	if len(ops) > maxFuzzInput {
+		ops = ops[:maxFuzzInput]
+	}
+	h := newHarness(t, nil, Options{WatchExpiry: time.Hour})
+	var watches []*fuzzWatch
+	version := 0
+	next := func() byte {
+		if len(ops) == 0 {
+			return 0
+		}
+		b := ops[0]
+		ops = ops[1:]
+		consumed++
+		return b
+	}
+	pick := func(kinds ...string) string { return kinds[int(next())%len(kinds)] }
+	resource := func(typeURL string, wrap bool) *anypb.Any {
+		name := pick("A", "B", "C")
+		payload := pick("1", "2", "invalid")
+		var body *anypb.Any
+		switch next() % 8 {
+		case 0:
+			return &anypb.Any{TypeUrl: typeURL, Value: []byte{0xff, next()}} // garbage
+		case 1:
+			if typeURL == resources.ListenerTypeURL {
+				body = rc(name, payload) // a body of the other type
+			} else {
+				body = lis(name, payload)
+			}
+		default:
+			if typeURL == resources.ListenerTypeURL {
+				body = lis(name, payload)
+			} else {
+				body = rc(name, payload)
+			}
+		}
+		if !wrap && next()%3 != 0 {
+			return body
+		}
+		r := wrapped(name, fmt.Sprint(version), time.Duration(next()%2)*time.Hour, body)
+		if v := int(next() % 8); v < len(fuzzConstraints) {
+			// A variant, named by resource_name.
+			r.Name, r.ResourceName = "", &discoveryv3.ResourceName{Name: name, DynamicParameterConstraints: fuzzConstraints[v]}
+		}
+		if next()%5 == 0 {
+			r.Resource = nil // heartbeat
+		}
+		return mustAny(r)
+	}
+	for len(ops) > 0 {
+		typ, typeURL := wholeWorldType, resources.ListenerTypeURL
+		if next()%2 == 1 {
+			typ, typeURL = partialType, resources.RouteConfigTypeURL
+		}
+		op := next() % 10
+		if op >= 3 && !h.hasTransport() {
+			continue // nothing was watched yet: there is no stream to speak on
+		}
+		switch op {
+		case 0, 1: // watch
+			name := pick("A", "B", "C", "*")
+			if name == "*" && typ == partialType {
+				name = "A"
+			}
+			params := fuzzParams[int(next())%len(fuzzParams)]
+			if name == "*" {
+				params = nil
+			}
+			fw := &fuzzWatch{typeURL: typeURL, name: name, key: transport.SubscriptionKey(name, params), w: &lastSeen{}}
+			fw.cancel = WatchWithOptions(h.c, typ, name, WatchOptions{DynamicParameters: params}, fw.w)
+			watches = append(watches, fw)
+		case 2: // cancel
+			if len(watches) > 0 {
+				i := int(next()) % len(watches)
+				watches[i].cancel()
+				watches[i].w.mu.Lock()
+				watches[i].w.canceled = true
+				watches[i].w.mu.Unlock()
+				watches = append(watches[:i], watches[i+1:]...)
+			}
+		case 3, 4: // SotW response
+			version++
+			var res []*anypb.Any
+			for range int(next() % 5) {
+				res = append(res, resource(typeURL, false))
+			}
+			h.respond(&transport.Response{TypeURL: typeURL, Version: fmt.Sprint(version), Nonce: "n", Resources: res})
+		case 5, 6: // delta response
+			version++
+			var res []*discoveryv3.Resource
+			for range int(next() % 4) {
+				a := resource(typeURL, true)
+				var r discoveryv3.Resource
+				if err := a.UnmarshalTo(&r); err != nil {
+					continue
+				}
+				res = append(res, &r)
+			}
+			var removed []string
+			for range int(next() % 3) {
+				removed = append(removed, pick("A", "B", "C"))
+			}
+			var variants []*discoveryv3.ResourceName
+			if v := int(next() % 8); v < len(fuzzConstraints) && fuzzConstraints[v] != nil {
+				variants = append(variants, &discoveryv3.ResourceName{Name: pick("A", "B", "C"), DynamicParameterConstraints: fuzzConstraints[v]})
+			}
+			h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed, RemovedVariants: variants})
+		case 7:
+			h.transport().handler.OnStreamError(fmt.Errorf("stream %d failed", version))
+		case 8:
+			h.sent(typeURL, "A", "B", "C")
+		case 9:
+			h.transport().handler.ResourceVersions(typeURL)
+		}
+		h.sync()
+		checkWatchesAgreeWithCache(t, h, watches)
+	}
+	return consumed
 }
 
 // fuzzConstraints are the variants' constraints, fuzzParams the watches'
@@ -243,5 +288,57 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 		case e.value == nil && kind == "update":
 			t.Fatalf("%s: the cache lost the value but the watcher was not told", fw.name)
 		}
+	}
+}
+
+// TestFuzzInputBounded holds the fuzz driver to its first maxFuzzInput
+// bytes: a long input must cost no more than a short one, or minimising it
+// keeps the fuzzer from fuzzing.
+func TestFuzzInputBounded(t *testing.T) {
+	long := make([]byte, 10*maxFuzzInput)
+	for i := range long {
+		long[i] = byte(i) // watches, cancels, responses, stream errors
+	}
+	if got := runFuzzOps(t, long); got > maxFuzzInput {
+		t.Errorf("the driver read %d bytes of a %d-byte input, want at most %d", got, len(long), maxFuzzInput)
+	}
+}
+
+// stallClock is a Clock whose timer fires when the test says so.
+type stallClock struct {
+	realClock
+	f       func()
+	stopped bool
+}
+
+func (c *stallClock) AfterFunc(_ time.Duration, f func()) Timer {
+	c.f = f
+	return c
+}
+
+func (c *stallClock) Stop() bool {
+	c.stopped = true
+	return true
+}
+
+// TestWatchInputReportsStall checks the fuzz target's deadline: an input
+// that does not finish in time is reported by name, with the goroutines'
+// stacks, instead of hanging the fuzzer.
+func TestWatchInputReportsStall(t *testing.T) {
+	clock := &stallClock{}
+	input := []byte{7, 0, 'x'}
+	var report string
+	stop := watchInput(clock, input, fuzzInputDeadline, func(msg string) { report = msg })
+	input[0] = 9 // the fuzzer reuses its buffer for the next input
+	clock.f()    // the deadline passes
+	if want := fmt.Sprintf("input %q has not finished after %v", []byte{7, 0, 'x'}, fuzzInputDeadline); !strings.Contains(report, want) {
+		t.Errorf("report %.200q does not say %q", report, want)
+	}
+	if !strings.Contains(report, "TestWatchInputReportsStall") {
+		t.Errorf("report %.200q has no stacks", report)
+	}
+	stop()
+	if !clock.stopped {
+		t.Error("stop did not stop the deadline's timer")
 	}
 }

@@ -65,6 +65,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		conns:           make(map[string]*endpointConn),
 		dns:             make(map[string]*dnsWatch),
 		inflight:        make(map[string]*atomic.Int64),
+		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
 	}
 }
@@ -98,12 +99,17 @@ func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalanc
 // Pickers never take mu: each holds an immutable view.
 type xdsBalancer struct {
 	// Read-only after Build.
-	cc        balancer.ClientConn
-	channelID uint64 // what the channel_id hash policy hashes
-	xdsCreds  bool   // the channel's credentials are xdscreds': clusters' TLS is honoured
+	cc       balancer.ClientConn
+	xdsCreds bool // the channel's credentials are xdscreds': clusters' TLS is honoured
+
+	// warnedNoInterceptors: an RPC came without the goxds interceptors,
+	// and the log was told so; pickers set it.
+	warnedNoInterceptors atomic.Bool
 
 	mu              sync.Mutex
 	closed          bool
+	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
+	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
 	// logger is the Builder's, as the resolver state carries it; logs are
 	// the lines to write once mu is released (finishAndUnlock): a logger's
@@ -125,6 +131,8 @@ type xdsBalancer struct {
 	// inflight counts the requests in flight per leaf cluster, for its
 	// circuit breaker; the counters outlive pickers.
 	inflight map[string]*atomic.Int64
+	// gen is the generation of the channel configuration in force.
+	gen uint64
 	// dirty are the clusters whose priority and picker must be chosen
 	// again; republish is set when the route picker must be rebuilt even
 	// if no cluster is dirty.
@@ -134,7 +142,11 @@ type xdsBalancer struct {
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
 	// xdscreds was warned of (security.go).
-	bootstrap   *bootstrap.Config
+	bootstrap *bootstrap.Config
+	// client is the resolver's goxds client, and loads the load stores
+	// held from it, by server key (load.go).
+	client      *client.Client
+	loads       map[string]*heldStore
 	security    map[string]*secEntry
 	warnedPlain map[string]bool
 }
@@ -142,11 +154,25 @@ type xdsBalancer struct {
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, ok := SnapshotFromState(s.ResolverState)
+	cs, gen := channelFromState(s.ResolverState)
+	if cs != nil {
+		// Before anything can fail: the resolver reads it when this
+		// returns, to know that the goxds balancer runs.
+		defer cs.balancerGen.Store(gen)
+	}
 	b.mu.Lock()
+	b.gen = gen
+	if cs != nil {
+		b.channelID = cs.channelID
+	}
+	b.connectDialer = cs != nil && cs.connectDialer // connect.go
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}
 	b.setBootstrapLocked(bootstrapFromState(s.ResolverState))
+	if c := clientFromState(s.ResolverState); c != nil {
+		b.client = c
+	}
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.failoverTimeout = cfg.failoverTimeout
 	}
@@ -261,6 +287,11 @@ func (b *xdsBalancer) Close() {
 		e.hi.Close()
 	}
 	b.security = nil
+	var releases []func()
+	for _, h := range b.loads {
+		releases = append(releases, h.release)
+	}
+	b.loads = nil
 	var resolvers []resolver.Resolver
 	for _, w := range b.dns {
 		w.stopped = true
@@ -272,6 +303,9 @@ func (b *xdsBalancer) Close() {
 	b.mu.Unlock()
 	for _, r := range resolvers {
 		r.Close()
+	}
+	for _, release := range releases {
+		release()
 	}
 }
 
@@ -305,6 +339,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	b.pruneSecurityLocked()
 	start, stop := b.dnsChangesLocked()
+	releases := b.pruneLoadsLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.mu.Unlock()
@@ -316,6 +351,9 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	for _, w := range start {
 		b.startDNS(w)
+	}
+	for _, release := range releases {
+		release()
 	}
 }
 
@@ -335,7 +373,8 @@ func (b *xdsBalancer) publishLocked() {
 		})
 		return
 	}
-	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID}
+	rp := &routePicker{clusters: make(map[string]clusterPicker, len(b.clusters)), channelID: b.channelID,
+		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -66,7 +67,12 @@ type priority struct {
 	drops       []resources.DropOverload
 	maxRequests uint32
 	inflight    *atomic.Int64 // the leaf's circuit breaker count
-	localities  []locality
+	// load records the leaf's RPCs and drops for LRS (load.go), nil if it
+	// reports none; lrsKey is the key of the server it reports to.
+	load       *client.ClusterLoad
+	lrsKey     string
+	metrics    *lrsMetrics // the backend metrics load carries, nil for none
+	localities []locality
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
@@ -87,6 +93,7 @@ type priority struct {
 }
 
 type locality struct {
+	id        resources.LocalityID
 	weight    uint32
 	endpoints []weightedConn
 }
@@ -205,9 +212,13 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		inflight:    b.counterLocked(leaf.Name),
 		outlier:     outlierConfigOf(c.OutlierDetection),
 	}
+	base.load, base.lrsKey = b.loadLocked(leaf)
+	if base.load != nil {
+		base.metrics = lrsMetricsOf(c)
+	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		b.addEDSLocked(cl, base, leaf.Endpoints, sec)
+		b.addEDSLocked(cl, base, c, leaf.Endpoints, sec)
 	case resources.ClusterKindLogicalDNS:
 		w := b.dnsWatchLocked(leaf.DNSAddress)
 		cl.dnsUsed = append(cl.dnsUsed, w)
@@ -230,7 +241,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 
 // addEDSLocked appends the priorities of an EDS leaf: its localities by
 // priority, with only the HEALTHY and UNKNOWN endpoints, and its drops.
-func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.Endpoints, sec *secEntry) {
+func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cluster, eps *resources.Endpoints, sec *secEntry) {
 	var n int
 	for _, loc := range eps.Localities {
 		n = max(n, int(loc.Priority)+1)
@@ -242,12 +253,12 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, eps *resources.
 		prios[i] = &p
 	}
 	for _, loc := range eps.Localities {
-		l := locality{weight: loc.Weight}
+		l := locality{id: loc.ID, weight: loc.Weight}
 		for _, ep := range loc.Endpoints {
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(ep.Addresses, nil, sec, ep.Hostname), ep.Weight})
+			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(dialAddrs(c, ep), nil, sec, ep.Hostname), ep.Weight})
 		}
 		if len(l.endpoints) > 0 {
 			p := prios[loc.Priority]

@@ -90,6 +90,16 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, h
 // if needed and connecting it if idle.
 func (c *endpointConn) want() {
 	c.wantedBy++
+	if c.sc == nil && !c.removed && !c.b.connectDialer {
+		for _, a := range c.addrs {
+			if _, _, proxied := parseConnectAddr(a.Addr); proxied {
+				// Never connect around the proxy: fail the endpoint.
+				c.state, c.err = connectivity.TransientFailure, errNoConnectDialer(a.Addr)
+				c.markUsersDirty()
+				return
+			}
+		}
+	}
 	if c.sc == nil && !c.removed {
 		sc, err := c.b.cc.NewSubConn(c.addrs, balancer.NewSubConnOptions{StateListener: c.onState})
 		if err != nil {

@@ -9,15 +9,28 @@
 //
 //	b, err := grpcxds.NewBuilder(grpcxds.Options{}) // bootstrap from GRPC_XDS_BOOTSTRAP(_CONFIG)
 //	...
-//	conn, err := grpc.NewClient("goxds:///my-listener", grpc.WithResolvers(b),
+//	conn, err := grpcxds.NewClient("goxds:///my-listener", b,
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))
+//
+// [NewClient] is grpc.NewClient with [Builder.DialOptions]: the resolver,
+// and unary and stream interceptors that apply the per-RPC part of the
+// configuration (see Per RPC below). Call DialOptions once per channel.
+// A channel made with grpc.WithResolvers(b) alone, or from a target of a
+// scheme registered with [Register], routes by the configuration but
+// applies none of the per-RPC part; the balancer logs a warning at its
+// first RPC.
 //
 // Importing the package registers the balancer ([BalancerName]) with gRPC.
 // [Options].Client shares one goxds client between the Builder and the rest
-// of the program; without it the Builder creates one from the bootstrap for
+// of the program, and its bootstrap ((*client.Client).Bootstrap) names the
+// listeners; without it the Builder creates one from the bootstrap for
 // as long as some channel uses it. The channel must accept service configs
-// from its resolver (do not use grpc.WithDisableServiceConfig): that is how
-// the balancer is selected.
+// from its resolver: that is how the balancer is selected. On a channel
+// made with grpc.WithDisableServiceConfig, RPCs fail with UNAVAILABLE
+// saying so, rather than going wherever gRPC's default policy sends them.
+//
+// [Register] registers a Builder with gRPC under a scheme: "goxds" by
+// default, or "xds" when grpc-go's own xDS resolver is not linked in.
 //
 // # The resolver
 //
@@ -53,7 +66,9 @@
 // cluster, or one of its weighted clusters drawn at
 // random by weight, picks the endpoint. No matching route, or a route that
 // does not forward (redirect, direct response, non-forwarding), fails the
-// RPC with UNAVAILABLE and the reason.
+// RPC with UNAVAILABLE and the reason, naming the xDS node ID. With the
+// interceptors, the route and cluster are chosen once when the RPC starts,
+// and kept at every pick (below).
 //
 // Each cluster has priorities: its localities by priority for EDS, a
 // single endpoint with every resolved address for LOGICAL_DNS (resolved by
@@ -111,6 +126,66 @@
 // max(base_ejection_time, max_ejection_time)); that number drops by one
 // at each interval it is not ejected.
 //
+// A cluster whose lrs_server is self reports its load to the management
+// server it came from over LRS (gRFC A27), as gRPC does: per locality the
+// RPCs issued, in progress, succeeded and errored (any status but OK), each
+// attempt counted in the locality of the endpoint it went to; drops by
+// drop_overloads category; circuit breaker refusals in the total of drops
+// only. The goxds client keeps the counts and runs the stream
+// ([client.Client.ReportLoad]); the stream is open while a cluster in use
+// reports to the server. The backend metrics an RPC ends with (an ORCA
+// load report in its trailer) are summed per locality as the cluster's
+// lrs_report_endpoint_metrics select them (gRFC A85): cpu_utilization,
+// mem_utilization, application_utilization, named_metrics.<name> or
+// named_metrics.*; without that field, none.
+//
+// # Per RPC
+//
+// grpc-go applies the per-RPC part of xDS through its config selector, an
+// internal API; the interceptors of [Builder.DialOptions] do the same
+// through public ones, sharing the channel's state with its resolver:
+//
+//   - gRFC A31: the route, the cluster a weighted route draws and the
+//     ring_hash request hash are chosen once when the RPC starts, from the
+//     configuration in force, and
+//     carried in the RPC's context to the picker, which uses them at every
+//     pick: an RPC waiting for a cluster that is still connecting keeps it
+//     across picker updates. (A cluster that leaves the configuration while
+//     an RPC waits for it is given up and the RPC routed again; grpc-go
+//     keeps such a cluster until its RPCs commit.)
+//   - gRFC A31 timeouts, as grpc-go applies them: the route's
+//     max_stream_duration.grpc_timeout_header_max if set, else its
+//     max_stream_duration.max_stream_duration, else the connection
+//     manager's common_http_protocol_options.max_stream_duration, bound
+//     the whole RPC (retries included); an earlier deadline of the
+//     application stays. Zero means none; route.timeout is not used.
+//   - gRFC A44 retries: the route's retry_policy, else the virtual host's.
+//     retry_on's gRPC codes (cancelled, deadline-exceeded, internal,
+//     resource-exhausted, unavailable) are retried; num_retries (default
+//     1) plus one attempts, not capped at 5 (grpc-go caps service config
+//     policies, not those of its xds resolver); the backoff is
+//     base_interval (default 25ms) doubled each retry up to max_interval
+//     (default 10 times base), times a jitter of 0.8 to 1.2; the server's
+//     grpc-retry-pushback-ms trailer replaces it, and a negative or
+//     malformed one ends the retries. An attempt that got response
+//     headers is not retried, nor a pick that failed with a status (a
+//     drop). A stream is retried until it receives a header or message or
+//     has sent more than 256 KiB: what it sent is sent again; a unary
+//     request over 256 KiB is not retried. A policy
+//     with num_retries 0 (which grpc-go rejects) retries nothing.
+//   - gRFC A39 HTTP filters: the listener's filters run in order on each
+//     RPC before it is sent, once per RPC (not per attempt), each with its
+//     effective configuration: the weighted cluster's
+//     typed_per_filter_config, else the route's, else the virtual host's,
+//     else its own; an override that disables it switches it off, and a
+//     filter disabled in the listener runs only where an override switches
+//     it on. Fault injection (gRFC A33) is the filter clients run: delays
+//     and aborts, percentages with their denominators, header-controlled
+//     faults, max_active_faults (counted for the whole process, as grpc-go
+//     counts them).
+//     An abort is not retried; an abort with status OK ends a stream at
+//     once, and a unary RPC with io.EOF, as in grpc-go.
+//
 // # Connections
 //
 // There is one SubConn per endpoint (per address list), shared by every
@@ -133,6 +208,26 @@
 // in grpc-go, with a warning once per cluster that asks for TLS. See
 // package xdscreds.
 //
+// # HTTP CONNECT
+//
+// The endpoints of a cluster whose transport socket is http_11_proxy
+// (gRFC A86) are reached through the proxy their EDS metadata names: the
+// channel's dialer opens an HTTP/1.1 CONNECT tunnel to the endpoint's
+// address, and the cluster's TLS, if any, runs inside it (:authority and
+// the TLS server name stay the backend's). Endpoints naming no proxy are
+// reached directly. A proxy that answers anything but 200 fails the
+// connection, and RPCs fail with UNAVAILABLE quoting its answer. grpc-go
+// does this only with GRPC_EXPERIMENTAL_XDS_HTTP_CONNECT set; goxds always
+// does. The dialer is [ConnectDialer], installed by [Builder.DialOptions]
+// and [NewClient]; a channel passing its own grpc.WithContextDialer after
+// those replaces it and must wrap its dialer in ConnectDialer. A channel
+// made without the dial options (grpc.WithResolvers alone) cannot tunnel:
+// its RPCs to proxied endpoints fail with UNAVAILABLE saying so, never
+// connecting around the proxy. A custom dialer turns off grpc-go's own
+// proxying from the environment (HTTPS_PROXY, NO_PROXY); ConnectDialer(nil)
+// does the same for the addresses it dials directly, so channels keep it,
+// but a base dialer of your own does not.
+//
 // # Logs
 //
 // [Options].Logger, a *slog.Logger, hears the resolver's and the
@@ -145,13 +240,11 @@
 //
 // # Not supported
 //
-// Route timeouts, max_stream_duration and retry policies (they need
-// grpc-go's internal config selector), running HTTP filters on RPCs (a
-// listener's filters are validated as gRFC A39 says, and the fault
-// injection of gRFC A33 is implemented, but the per-RPC chain does not
-// call it yet; RBAC), the RLS cluster specifier plugin, load reporting,
-// and authority rewriting. Of gRFC A52's custom policies only those above:
-// a TypedStruct naming another policy registered with gRPC is skipped (gRPC
-// would use it). ORCA load reports are not read, so
-// client_side_weighted_round_robin never weighs endpoints.
+// The RLS cluster specifier plugin, authority
+// rewriting, and retry throttling (which xDS does not configure either).
+// grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
+// interceptors' retries. Of gRFC A52's custom policies only those above: a
+// TypedStruct naming another policy registered with gRPC is skipped (gRPC
+// would use it). ORCA load reports are read only for load reporting
+// (above): client_side_weighted_round_robin never weighs endpoints.
 package grpcxds

@@ -62,7 +62,9 @@ func ExampleNewBuilder() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	conn, err := grpc.NewClient("goxds:///greeter", grpc.WithResolvers(b),
+	// NewClient installs the resolver and the interceptors that apply the
+	// route's timeout, retries and HTTP filters to each RPC.
+	conn, err := grpcxds.NewClient("goxds:///greeter", b,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)

@@ -3,6 +3,7 @@ package grpcxds_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -59,6 +60,32 @@ var greeterDesc = grpc.ServiceDesc{
 			return srv.(greeter).SayHello(ctx, in)
 		},
 	}},
+	Streams: []grpc.StreamDesc{{
+		StreamName:    "Chat",
+		ServerStreams: true,
+		ClientStreams: true,
+		Handler:       func(srv any, stream grpc.ServerStream) error { return srv.(*backend).chat(stream) },
+	}},
+}
+
+// chat is a bidi streaming method: it counts the messages the client
+// sends, and when the client is done answers with the backend's name and
+// the count.
+func (b *backend) chat(stream grpc.ServerStream) error {
+	b.rpcs.Add(1)
+	if h := b.handler.Load(); h != nil {
+		if err := (*h)(stream.Context()); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for {
+		if err := stream.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+			break
+		}
+		n++
+	}
+	return stream.SendMsg(wrapperspb.String(fmt.Sprintf("%s:%d", b.name, n)))
 }
 
 // backend is a greeter server on a free port of 127.0.0.1.
@@ -70,22 +97,30 @@ type backend struct {
 	rpcs  atomic.Int64
 	// fail makes every RPC fail with INTERNAL.
 	fail atomic.Bool
+	// handler, if set, runs first in every SayHello: an error fails the
+	// RPC with it.
+	handler atomic.Pointer[func(context.Context) error]
 
 	mu  sync.Mutex
 	srv *grpc.Server
 	wg  sync.WaitGroup
 }
 
-func (b *backend) SayHello(context.Context, *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
+func (b *backend) SayHello(ctx context.Context, _ *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
 	b.rpcs.Add(1)
 	if b.fail.Load() {
 		return nil, status.Errorf(codes.Internal, "backend %s fails on purpose", b.name)
+	}
+	if h := b.handler.Load(); h != nil {
+		if err := (*h)(ctx); err != nil {
+			return nil, err
+		}
 	}
 	return wrapperspb.String(b.name), nil
 }
 
 // startBackend starts a backend; the test stops it.
-func startBackend(t *testing.T, name string) *backend {
+func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	b := &backend{name: name}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -156,7 +191,7 @@ var fastConnect = grpc.WithConnectParams(grpc.ConnectParams{Backoff: fastBackoff
 // env is a management server, a Builder whose client talks to it, and the
 // resources the server serves.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	ms      *testutils.ManagementServer
 	builder *grpcxds.Builder
@@ -169,7 +204,7 @@ func newEnv(t *testing.T) *env {
 
 // newEnvWith is newEnv with a Builder made from opts, whose Bootstrap and
 // ClientOptions it fills in.
-func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
+func newEnvWith(t testing.TB, opts grpcxds.Options) *env {
 	t.Helper()
 	return newEnvWithFeatures(t, opts)
 }
@@ -178,11 +213,18 @@ func newEnvWith(t *testing.T, opts grpcxds.Options) *env {
 // bootstrap: bootstrap.FeatureFailOnDataErrors for a server whose deletions
 // drop what the client holds (gRFC A88; without it a deleted Listener or
 // Cluster stays in force).
-func newEnvWithFeatures(t *testing.T, opts grpcxds.Options, features ...string) *env {
+func newEnvWithFeatures(t testing.TB, opts grpcxds.Options, features ...string) *env {
+	t.Helper()
+	return newEnvServer(t, opts, testutils.ManagementServerOptions{}, features...)
+}
+
+// newEnvServer is newEnvWithFeatures with a management server started with
+// msOpts.
+func newEnvServer(t testing.TB, opts grpcxds.Options, msOpts testutils.ManagementServerOptions, features ...string) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(msOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,10 +256,11 @@ func (e *env) update(res testutils.Resources) {
 	}
 }
 
-// dial returns a channel to the listener through the goxds resolver.
+// dial returns a channel to the listener through the goxds resolver and
+// interceptors.
 func (e *env) dial(opts ...grpc.DialOption) *grpc.ClientConn {
 	e.t.Helper()
-	opts = append([]grpc.DialOption{grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect}, opts...)
+	opts = append(append(e.builder.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect), opts...)
 	conn, err := grpc.NewClient("goxds:///"+listener, opts...)
 	if err != nil {
 		e.t.Fatal(err)

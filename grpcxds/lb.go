@@ -10,11 +10,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 )
 
@@ -59,11 +61,19 @@ type priorityPicker struct {
 	// nil without it.
 	outcomes map[balancer.SubConn]*odEndpoint
 	inner    endpointPicker
+	// load, if not nil, records drops; locs then has the LocalityLoad of
+	// each endpoint inner may pick.
+	load    *client.ClusterLoad
+	locs    map[balancer.SubConn]*client.LocalityLoad
+	metrics *lrsMetrics
 }
 
 func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
 	for _, d := range p.drops {
 		if d.PerMillion > 0 && rand.Uint32N(1_000_000) < d.PerMillion {
+			if p.load != nil {
+				p.load.CallDropped(d.Category)
+			}
 			return balancer.PickResult{}, status.Errorf(codes.Unavailable, "dropped by load balancing policy: %s", d.Category)
 		}
 	}
@@ -72,6 +82,9 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 	}
 	if p.inflight.Add(1) > int64(p.maxRequests) {
 		p.inflight.Add(-1)
+		if p.load != nil {
+			p.load.CallDropped("") // counted in the total only, as gRPC does
+		}
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable,
 			"goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", p.leaf, p.maxRequests)
 	}
@@ -85,10 +98,20 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 	}
 	done := res.Done
 	od := p.outcomes[res.SubConn]
+	ll := p.locs[res.SubConn] // nil without load reporting
+	if ll != nil {
+		ll.CallStarted()
+	}
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
 		if od != nil {
 			od.record(di)
+		}
+		if ll != nil {
+			ll.CallFinished(di.Err != nil)
+			if r, ok := di.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil && p.metrics != nil {
+				p.metrics.record(ll, r)
+			}
 		}
 		if done != nil {
 			done(di)
@@ -106,11 +129,12 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 // weighs endpoints (ring_hash, pick_first's shuffle), as in gRPC.
 func (p *priority) picker(state connectivity.State) clusterPicker {
 	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight,
-		hashHeader: p.policy.RequestHashHeader}
+		hashHeader: p.policy.RequestHashHeader, load: p.load, metrics: p.metrics}
 	if state != connectivity.Ready {
 		return pp
 	}
 	pp.outcomes = p.od.counters()
+	pp.locs = p.localityLoads()
 	groups := p.endpointGroups()
 	if !p.policy.WRRLocality {
 		pp.inner = p.groupPicker(groups[0])

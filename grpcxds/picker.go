@@ -1,9 +1,11 @@
 package grpcxds
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
@@ -13,13 +15,18 @@ import (
 	"github.com/goxds/xds/resources"
 )
 
-// routePicker is the channel's picker: it matches each RPC against the
-// routes of the virtual host in force, chooses the route's cluster, and
-// lets that cluster's picker choose the endpoint. It is immutable.
+// routePicker is the channel's picker: it takes the route and cluster the
+// channel's interceptor chose when the RPC started, and lets that
+// cluster's picker choose the endpoint. For an RPC that came without the
+// interceptors, or whose cluster has left the configuration since it was
+// chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
 	routes    []*resources.Route
 	clusters  map[string]clusterPicker
 	channelID uint64
+	gen       uint64 // of the channel configuration it was made from
+	logger    *slog.Logger
+	warned    *atomic.Bool // the balancer's warnedNoInterceptors
 	// needsMD: some route matches headers or hashes them, so the RPC's
 	// metadata must be read.
 	needsMD bool
@@ -39,11 +46,67 @@ func (p *routePicker) init() {
 	}
 }
 
+// pickWeighted returns the index of a cluster drawn at random in
+// proportion to the weights, which validation keeps above 0 in sum.
+func pickWeighted(wcs []resources.WeightedCluster) int {
+	var total uint64
+	for _, wc := range wcs {
+		total += uint64(wc.Weight)
+	}
+	n := rand.Uint64N(total)
+	for i, wc := range wcs {
+		if n < uint64(wc.Weight) {
+			return i
+		}
+		n -= uint64(wc.Weight)
+	}
+	return len(wcs) - 1
+}
+
+// noInterceptorsWarning is logged at the first RPC of a channel that came
+// without the goxds interceptors.
+const noInterceptorsWarning = "an RPC came without the goxds interceptors (a channel made with grpc.WithResolvers alone): " +
+	"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
+	"make the channel with Builder.DialOptions"
+
+// pickObserverKey is the context key of a func(error) that tests put in an
+// RPC's context to hear of every pick of that RPC and its outcome.
+type pickObserverKey struct{}
+
 // Pick implements balancer.Picker.
 func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	res, err := p.pick(info)
+	if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
+		observe(err)
+	}
+	return res, err
+}
+
+func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	var md metadata.MD
 	if p.needsMD {
 		md, _ = metadata.FromOutgoingContext(info.Ctx)
+	}
+	sel := selectionOf(info.Ctx)
+	if sel == nil && p.warned.CompareAndSwap(false, true) {
+		p.logger.Warn("an RPC came without the goxds interceptors (a channel made with grpc.WithResolvers alone): "+
+			"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; "+
+			"make the channel with Builder.DialOptions", "method", info.FullMethodName)
+	}
+	if sel != nil {
+		if cp := p.clusters[sel.cluster]; cp != nil {
+			res, err := cp.pick(info, sel.hash)
+			_, isStatus := status.FromError(err)
+			sel.statusPick.Store(err != nil && isStatus)
+			return res, err
+		}
+		if sel.gen > p.gen {
+			// Chosen from a configuration whose picker is on its way.
+			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+		}
+		// The cluster left the configuration after the RPC chose it:
+		// grpc-go keeps such a cluster until its RPCs commit; goxds
+		// routes the RPC again by the configuration in force.
 	}
 	r := p.match(info.FullMethodName, md)
 	if r == nil {
@@ -55,13 +118,18 @@ func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	name := r.Cluster
 	if name == "" {
-		name = pickWeighted(r.WeightedClusters)
+		name = r.WeightedClusters[pickWeighted(r.WeightedClusters)].Name
 	}
 	cp := p.clusters[name]
 	if cp == nil { // the snapshot has every cluster a route names
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", describeRoute(r), name)
 	}
-	return cp.pick(info, requestHash(r.HashPolicies, md, p.channelID))
+	res, err := cp.pick(info, requestHash(r.HashPolicies, md, p.channelID))
+	if sel != nil {
+		_, isStatus := status.FromError(err)
+		sel.statusPick.Store(err != nil && isStatus)
+	}
+	return res, err
 }
 
 // match returns the first route that matches the RPC, or nil.
@@ -113,23 +181,6 @@ func header(md metadata.MD, name string) (string, bool) {
 		return vs[0], true
 	}
 	return strings.Join(vs, ","), true
-}
-
-// pickWeighted picks a cluster at random in proportion to the weights,
-// which validation keeps above 0 in sum.
-func pickWeighted(wcs []resources.WeightedCluster) string {
-	var total uint64
-	for _, wc := range wcs {
-		total += uint64(wc.Weight)
-	}
-	n := rand.Uint64N(total)
-	for _, wc := range wcs {
-		if n < uint64(wc.Weight) {
-			return wc.Name
-		}
-		n -= uint64(wc.Weight)
-	}
-	return wcs[len(wcs)-1].Name
 }
 
 // describeRoute names a route for error messages: by its name, else by its

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -37,8 +39,8 @@ type Options struct {
 	Client *client.Client
 	// Bootstrap names the management servers for a client the Builder
 	// creates, and holds the listener name templates (gRFC A47) used with
-	// Client too. Nil: bootstrap.FromEnv, unless Client is set, in which
-	// case a target's listener name is the target itself.
+	// Client too. Nil: the bootstrap Client was made with
+	// ((*client.Client).Bootstrap), or without Client bootstrap.FromEnv.
 	Bootstrap *bootstrap.Config
 	// ClientOptions tune a client the Builder creates; unused with Client.
 	ClientOptions client.Options
@@ -73,11 +75,14 @@ type Options struct {
 type Builder struct {
 	// Read-only after NewBuilder.
 	scheme     string
-	cfg        *bootstrap.Config // nil: targets are listener names as they are
+	cfg        *bootstrap.Config // Options.Bootstrap, or the client's
 	shared     *client.Client    // the Options.Client, or nil
 	clientOpts client.Options
 	scJSON     string       // the service config every channel gets
 	logger     *slog.Logger // Options.Logger, or its default
+	// retryWait replaces the timer retries wait on, in tests; nil: the
+	// real one. Set before the first channel.
+	retryWait func(ctx context.Context, d time.Duration) error
 
 	// A client the Builder created, counted by the resolvers using it.
 	mu    sync.Mutex
@@ -112,7 +117,11 @@ func NewBuilder(opts Options) (*Builder, error) {
 		if err := b.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("grpcxds: %w", err)
 		}
-	case b.shared == nil:
+	case b.shared != nil:
+		// The client's own: its listener name template and authorities are
+		// what its user configured, and its node ID names it in errors.
+		b.cfg = b.shared.Bootstrap()
+	default:
 		cfg, err := bootstrap.FromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
@@ -152,7 +161,16 @@ func (b *Builder) Scheme() string { return b.scheme }
 // applied, or, for a target with an authority, that authority's template.
 // The virtual host is chosen for the channel's authority (the target's
 // path unless grpc.WithAuthority says otherwise).
+//
+// A channel made with only grpc.WithResolvers(b) routes by the
+// configuration but applies none of its per-RPC parts; see DialOptions.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	return b.build(target, cc, opts, newChannelState(b))
+}
+
+// build is Build for a channel whose state (shared with its interceptors,
+// if it has them) is cs.
+func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions, cs *channelState) (resolver.Resolver, error) {
 	name, err := b.listenerName(target)
 	if err != nil {
 		return nil, err
@@ -169,10 +187,7 @@ func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, sc: sc, release: release, logger: b.logger.With("listener", name), bootstrap: b.cfg}
-	if r.bootstrap == nil {
-		r.bootstrap = c.Bootstrap() // a shared Client's, for its certificate providers
-	}
+	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release, logger: b.logger.With("listener", name)}
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
 	return r, nil
 }
@@ -184,17 +199,11 @@ func (b *Builder) listenerName(target resolver.Target) (string, error) {
 		return "", fmt.Errorf("grpcxds: target %q names no listener (want %s:///listener-name)", target.String(), b.scheme)
 	}
 	if authority := target.URL.Host; authority != "" {
-		if b.cfg == nil {
-			return "", fmt.Errorf("grpcxds: target %q names authority %q, but the Builder has no bootstrap", target.String(), authority)
-		}
 		name, ok := b.cfg.AuthorityListenerResourceName(authority, endpoint)
 		if !ok {
 			return "", fmt.Errorf("grpcxds: target %q: authority %q is not in the bootstrap", target.String(), authority)
 		}
 		return name, nil
-	}
-	if b.cfg == nil {
-		return endpoint, nil
 	}
 	return b.cfg.ListenerResourceName(endpoint), nil
 }
@@ -238,7 +247,9 @@ func (b *Builder) acquireClient() (*client.Client, func(), error) {
 type xdsResolver struct {
 	// Read-only after Build.
 	cc       resolver.ClientConn
+	cs       *channelState
 	listener string
+	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
 	logger   *slog.Logger // the Builder's, with the listener
 	cancel   func()       // of the tree watch; set right after the watch starts
@@ -246,12 +257,32 @@ type xdsResolver struct {
 	// bootstrap defines the certificate providers clusters' TLS names:
 	// the Builder's, or its shared Client's.
 	bootstrap *bootstrap.Config
+	// client is the goxds client watching; the balancer reports load
+	// through it.
+	client *client.Client
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. gRPC hands it to the balancer before returning.
+//
+// Once the goxds balancer is known to run, the interceptors get the
+// snapshot before the balancer: an RPC that chooses a cluster the balancer
+// does not have yet waits for its picker, whereas one that chose from a
+// configuration older than the picker's would get the old route's
+// timeout and retries. The first snapshot goes to them only once the
+// balancer has taken it (publish), so that a channel that ignores the
+// service config sends nothing anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	if err := r.cc.UpdateState(stateOf(s, r.sc, r.logger, r.bootstrap)); err != nil {
+	gen := r.cs.nextGen()
+	cfg := &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
+	if r.cs.balancerGen.Load() > 0 {
+		r.cs.set(cfg)
+	}
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
+	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client)
+	err := r.cc.UpdateState(st)
+	r.publish(gen, cfg)
+	if err != nil {
 		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
 		return
 	}
@@ -270,9 +301,28 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 // would not even run the goxds balancer.
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
-	if err := r.cc.UpdateState(errorState(&ConfigError{Listener: r.listener, Err: err}, r.sc, r.logger)); err != nil {
+	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
+	gen := r.cs.nextGen()
+	err = r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, gen))
+	r.publish(gen, &channelConfig{gen: gen, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
+	if err != nil {
 		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
 	}
+}
+
+// publish hands the channel's interceptors cfg, of generation gen, once
+// the goxds balancer has taken it, which it must have done by the time
+// UpdateState returns. If it did not, the channel runs another policy (it
+// was made with grpc.WithDisableServiceConfig, which ignores the
+// resolver's service config): its RPCs would go wherever that policy
+// sends them, so the interceptors fail them instead, and the log says so.
+func (r *xdsResolver) publish(gen uint64, cfg *channelConfig) {
+	if r.cs.balancerGen.Load() < gen {
+		err := errNotOurBalancer(r.listener)
+		r.logger.Warn("the channel ignores the xDS configuration", "err", err)
+		cfg = &channelConfig{gen: gen, err: err, nodeID: r.nodeID}
+	}
+	r.cs.set(cfg)
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in force
@@ -290,6 +340,7 @@ func (r *xdsResolver) ResolveNow(resolver.ResolveNowOptions) {}
 func (r *xdsResolver) Close() {
 	r.cancel()
 	r.release()
+	r.cs.reset()
 }
 
 // ConfigError is what a channel's RPCs fail with while the config tree of
@@ -302,18 +353,22 @@ func (r *xdsResolver) Close() {
 type ConfigError struct {
 	// Listener is the name of the Listener resource watched.
 	Listener string
+	// NodeID is the node ID the client gave the management server (the
+	// bootstrap's node.id): the first thing to look up on the server side.
+	NodeID string
 	// Err is the tree's error.
 	Err error
 }
 
-// Error names the listener and says what is wrong with its tree.
+// Error names the listener and the node ID and says what is wrong with
+// the tree.
 func (e *ConfigError) Error() string {
 	msg := e.Err.Error()
 	// The client's errors already name the listener.
 	if !strings.Contains(msg, e.Listener) {
 		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
 	}
-	return "goxds: no usable xDS configuration: " + msg
+	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, msg)
 }
 
 // Unwrap returns the cause.

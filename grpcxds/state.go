@@ -72,8 +72,25 @@ func configErrorFromState(s resolver.State) *ConfigError {
 // errorState is the resolver.State for an unusable tree: the service
 // config, so that the goxds balancer runs, and the error it fails RPCs
 // with.
-func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger) resolver.State {
-	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err).WithValue(loggerKey{}, logger)}
+func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger, cs *channelState, gen uint64) resolver.State {
+	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err).WithValue(loggerKey{}, logger).
+		WithValue(channelKey{}, cs).WithValue(generationKey{}, gen)}
+}
+
+// channelKey and generationKey are the State.Attributes keys of the
+// channel's *channelState and of the generation of the configuration the
+// state carries: the balancer tells the channel which configuration it
+// took, and its pickers know which is theirs.
+type (
+	channelKey    struct{}
+	generationKey struct{}
+)
+
+// channelFromState returns what channelKey and generationKey hold.
+func channelFromState(s resolver.State) (*channelState, uint64) {
+	cs, _ := s.Attributes.Value(channelKey{}).(*channelState)
+	gen, _ := s.Attributes.Value(generationKey{}).(uint64)
+	return cs, gen
 }
 
 // EndpointInfo is what the goxds resolver says about one endpoint of
@@ -104,11 +121,13 @@ func EndpointInfoFromEndpoint(ep resolver.Endpoint) (EndpointInfo, bool) {
 
 // stateOf is the resolver.State for a snapshot: the snapshot itself, the
 // endpoints of its EDS clusters, the service config selecting the goxds
-// balancer, and the bootstrap (nil if none) for certificate providers.
-// Clusters are visited in no particular order; the balancer does not rely
-// on State.Endpoints.
-func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config) resolver.State {
-	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger).WithValue(bootstrapKey{}, b)}
+// balancer, the bootstrap (nil if none) for certificate providers, and the
+// channel's per-RPC state with the configuration's generation. Clusters are
+// visited in no particular order; the balancer does not rely on
+// State.Endpoints.
+func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config, cs *channelState, gen uint64) resolver.State {
+	s := resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger).WithValue(bootstrapKey{}, b).
+		WithValue(channelKey{}, cs).WithValue(generationKey{}, gen)}
 	for name, cc := range snap.Clusters.All() {
 		if cc.Endpoints == nil {
 			continue

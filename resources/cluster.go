@@ -88,6 +88,12 @@ type Cluster struct {
 	// Security is TLS validated and read as gRPC reads it (gRFC A29), nil
 	// exactly when TLS is nil.
 	Security *SecurityConfig
+	// HTTP11Proxy reports that the transport socket is an
+	// Http11ProxyUpstreamTransport (gRFC A86): endpoints whose metadata
+	// names a proxy (Endpoint.ProxyAddress) are reached through an HTTP/1.1
+	// CONNECT tunnel, with TLS (above) inside it. Endpoints naming none are
+	// reached directly, as in grpc-go.
+	HTTP11Proxy bool
 	// LRSServerSelf reports that load is to be reported to the management
 	// server that sent the cluster (lrs_server: self).
 	LRSServerSelf bool
@@ -292,24 +298,32 @@ func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
 	if n := len(m.GetTransportSocketMatches()); n != 0 {
 		return fieldErrorf("transport_socket_matches", "not supported (got %d)", n)
 	}
-	ts := m.GetTransportSocket()
+	ts, proxied, err := unwrapHTTP11Proxy(m.GetTransportSocket())
+	if err != nil {
+		return err
+	}
+	c.HTTP11Proxy = proxied
 	if ts == nil {
 		return nil
 	}
+	path := "transport_socket"
+	if proxied {
+		path = "transport_socket.typed_config.transport_socket"
+	}
 	if ts.GetName() != tlsTransportSocketName {
-		return fieldErrorf("transport_socket.name", "%q is not supported (want %q)", ts.GetName(), tlsTransportSocketName)
+		return fieldErrorf(path+".name", "%q is not supported (want %q)", ts.GetName(), tlsTransportSocketName)
 	}
 	tc := ts.GetTypedConfig()
 	if !anyIs(tc, upstreamTLSName) {
-		return fieldErrorf("transport_socket.typed_config", "holds %s, want %s", anyName(tc), upstreamTLSName)
+		return fieldErrorf(path+".typed_config", "holds %s, want %s", anyName(tc), upstreamTLSName)
 	}
 	tls := new(tlsv3.UpstreamTlsContext)
 	if err := proto.Unmarshal(tc.GetValue(), tls); err != nil {
-		return fieldErrorf("transport_socket.typed_config", "unmarshal UpstreamTlsContext: %v", err)
+		return fieldErrorf(path+".typed_config", "unmarshal UpstreamTlsContext: %v", err)
 	}
 	sc, err := securityConfig(tls)
 	if err != nil {
-		return at("transport_socket.typed_config", err)
+		return at(path+".typed_config", err)
 	}
 	c.TLS, c.Security = tls, sc
 	return nil

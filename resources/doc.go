@@ -75,7 +75,15 @@
 // UpstreamTlsContext (gRFC A29: certificates from certificate provider
 // instances only, SAN matchers, sni, auto_host_sni, auto_sni_san_validation;
 // what gRPC cannot honour is rejected, naming the field) and read into
-// [Cluster].Security, a [*SecurityConfig].
+// [Cluster].Security, a [*SecurityConfig]. It may be wrapped in an
+// Http11ProxyUpstreamTransport (gRFC A86, HTTP CONNECT): [Cluster].HTTP11Proxy
+// is then set, the inner socket (none for plaintext) is validated as above,
+// and each [Endpoint].ProxyAddress is the proxy its metadata, or its
+// locality's, names under [ProxyAddressMetadataKey]. grpc-go reads these
+// only with GRPC_EXPERIMENTAL_XDS_HTTP_CONNECT set; goxds always does. As
+// in grpc-go, every envoy.config.core.v3.Address in an endpoint's or
+// locality's typed_filter_metadata must be an IP address with a port, or
+// the ClusterLoadAssignment is rejected.
 //
 // The other resource types of the protocol are built in too, with Envoy's
 // rules where gRPC has none. [SecretType] (SDS) decodes a [*Secret]: a TLS
@@ -103,7 +111,16 @@
 // each config as its type parsed it, the FilterOverrides maps each
 // override, and an override wrapped in a FilterConfig may be optional or
 // may disable the filter ([DisabledFilterOverride]). The fault filter's
-// config is a [*FaultConfig] (gRFC A33).
+// config is a [*FaultConfig] (gRFC A33). The RBAC filter (gRFC A41) runs on
+// servers only; its config and RBACPerRoute overrides are [*RBACConfig],
+// whose [RBACEngine] authorizes an [RBACRequest].
+//
+// # Server Listeners
+//
+// A Listener without an api_listener is a server's (gRFC A36): it decodes
+// with [Listener.Server] set to a [*ServerListener], its filter chains
+// validated as gRPC validates them, and [ServerListener.FindFilterChain]
+// picks a connection's chain. Package xdsserver serves by it.
 //
 // # Adding a type
 //

@@ -62,6 +62,10 @@ type Locality struct {
 	// Priority is 0 for the highest priority.
 	Priority  uint32
 	Endpoints []Endpoint
+	// ProxyAddress is the HTTP CONNECT proxy ("ip:port") the locality's
+	// metadata names under ProxyAddressMetadataKey, "" if none (gRFC A86).
+	// Each Endpoint.ProxyAddress already falls back to it.
+	ProxyAddress string
 }
 
 // Endpoint is one backend.
@@ -79,6 +83,11 @@ type Endpoint struct {
 	Weight uint32
 	// Metadata is the endpoint's metadata as received, nil when unset.
 	Metadata *corev3.Metadata
+	// ProxyAddress is the HTTP CONNECT proxy ("ip:port") the endpoint's
+	// metadata names under ProxyAddressMetadataKey, else its locality's,
+	// else "" (gRFC A86). It applies only when the cluster's HTTP11Proxy is
+	// set.
+	ProxyAddress string
 }
 
 // HealthStatus is an endpoint's health as the management server sees it.
@@ -262,12 +271,20 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 			return Locality{}, fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
 		}
 	}
+	proxy, err := proxyAddressOf(l.GetMetadata())
+	if err != nil {
+		return Locality{}, err
+	}
+	loc.ProxyAddress = proxy
 	start := len(b.endpoints)
 	var sum uint64
 	for j, lbe := range l.GetLbEndpoints() {
 		ep, err := b.endpoint(lbe)
 		if err != nil {
 			return Locality{}, at(index("lb_endpoints", j), err)
+		}
+		if ep.ProxyAddress == "" {
+			ep.ProxyAddress = proxy
 		}
 		sum += uint64(ep.Weight)
 		if sum > math.MaxUint32 {
@@ -295,6 +312,11 @@ func (b *endpointsBuilder) endpoint(lbe *endpointv3.LbEndpoint) (Endpoint, error
 		return Endpoint{}, fieldErrorf("endpoint", "missing")
 	}
 	ep.Hostname = p.GetHostname()
+	proxy, err := proxyAddressOf(lbe.GetMetadata())
+	if err != nil {
+		return Endpoint{}, err
+	}
+	ep.ProxyAddress = proxy
 	start := len(b.addrs)
 	if err := b.addAddress(p.GetAddress()); err != nil {
 		return Endpoint{}, at("endpoint.address", err)

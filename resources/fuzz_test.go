@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +26,10 @@ func FuzzDecodeListener(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		name, l, err := ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
 		if err != nil {
+			return
+		}
+		if l.Server != nil {
+			checkServerListener(t, l)
 			return
 		}
 		if name == "" || name != l.Name || name != l.Raw.GetName() || l.HTTPConnectionManager == nil {
@@ -52,6 +57,40 @@ func FuzzDecodeListener(f *testing.F) {
 			checkRouteConfig(t, l.InlineRouteConfig)
 		}
 	})
+}
+
+// checkServerListener holds a decoded server Listener to what the server
+// relies on: some chain to serve, each with routes and a router last, and
+// a filter chain lookup that never panics.
+func checkServerListener(t *testing.T, l *Listener) {
+	s := l.Server
+	if l.Name == "" || l.HTTPConnectionManager != nil || l.HTTPFilters != nil || (len(s.FilterChains) == 0 && s.DefaultFilterChain == nil) {
+		t.Fatalf("bad server Listener %+v", l)
+	}
+	chains := s.FilterChains
+	if s.DefaultFilterChain != nil {
+		chains = append(chains[:len(chains):len(chains)], s.DefaultFilterChain)
+	}
+	for _, fc := range chains {
+		if (fc.RouteConfigName == "") == (fc.InlineRouteConfig == nil) {
+			t.Fatalf("chain %q: want exactly one of RouteConfigName and an inline route config", fc.Name)
+		}
+		n := len(fc.HTTPFilters)
+		if n == 0 || !anyIs(fc.HTTPFilters[n-1].Config, routerName) {
+			t.Fatalf("chain %q: router is not the last filter", fc.Name)
+		}
+		if (fc.TLS == nil) != (fc.Security == nil) || (fc.Security != nil && fc.Security.IdentityInstance == "") {
+			t.Fatalf("chain %q: TLS %v, security %+v", fc.Name, fc.TLS, fc.Security)
+		}
+		if fc.InlineRouteConfig != nil {
+			checkRouteConfig(t, fc.InlineRouteConfig)
+		}
+	}
+	for _, a := range []string{"127.0.0.1:1", "10.1.2.3:80", "[::1]:8080", "[2001:db8::1]:443"} {
+		for _, b := range []string{"127.0.0.1:2", "192.168.0.1:7", "[::ffff:10.0.0.1]:9"} {
+			s.FindFilterChain(netip.MustParseAddrPort(a), netip.MustParseAddrPort(b))
+		}
+	}
 }
 
 func FuzzDecodeRouteConfig(f *testing.F) {

@@ -14,8 +14,9 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// ListenerType is the built-in LDS type: client-side Listener resources
-// (those with an api_listener), decoded into *Listener. Every SotW response
+// ListenerType is the built-in LDS type: Listener resources decoded into
+// *Listener, client-side ones (with an api_listener) and server-side ones
+// (without, gRFC A36; see Listener.Server). Every SotW response
 // carries all listeners, and the wildcard may be used.
 var ListenerType = NewType(TypeOptions[*Listener]{
 	TypeURL:                    ListenerTypeURL,
@@ -32,8 +33,9 @@ const (
 	udpaStructName  = "udpa.type.v1.TypedStruct"
 )
 
-// Listener is a validated client-side Listener: an api_listener holding an
-// HttpConnectionManager. Like every decoded value it is immutable and
+// Listener is a validated Listener: either a client-side one, an
+// api_listener holding an HttpConnectionManager, or (Server set) a
+// server-side one. Like every decoded value it is immutable and
 // shared: callers must not modify it.
 type Listener struct {
 	// Name is the resource name.
@@ -56,6 +58,9 @@ type Listener struct {
 	// HTTPConnectionManager is the decoded api_listener, for fields not
 	// modelled here.
 	HTTPConnectionManager *hcmv3.HttpConnectionManager
+	// Server is the server-side Listener, set for a Listener without an
+	// api_listener; then every field above but Name and Raw is zero.
+	Server *ServerListener
 	// Raw is the message as received.
 	Raw *listenerv3.Listener
 }
@@ -102,6 +107,13 @@ func decodeListener(body *anypb.Any) (string, *Listener, error) {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
 	l := &Listener{Name: name, Raw: m}
+	if m.GetApiListener() == nil {
+		// As gRPC decides: no api_listener makes a server Listener.
+		if err := l.setServerListener(m); err != nil {
+			return name, nil, err
+		}
+		return name, l, nil
+	}
 	if err := l.setAPIListener(m.GetApiListener()); err != nil {
 		return name, nil, at("api_listener", err)
 	}

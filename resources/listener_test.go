@@ -53,7 +53,7 @@ func TestDecodeListenerRules(t *testing.T) {
 			},
 		},
 		{name: "empty name", lis: func(l *listenerv3.Listener) { l.Name = "" }, wantErr: "name: must not be empty"},
-		{name: "no api_listener", lis: func(l *listenerv3.Listener) { l.ApiListener = nil }, wantErr: "api_listener: missing"},
+		{name: "no api_listener", lis: func(l *listenerv3.Listener) { l.ApiListener = nil }, wantErr: "address.socket_address: missing (a server-side Listener"},
 		{
 			name:    "api_listener not an hcm",
 			lis:     func(l *listenerv3.Listener) { l.ApiListener.ApiListener = toAny(&routerv3.Router{}) },

@@ -135,3 +135,30 @@ func (c *FakeClock) WaitForTimers(ctx context.Context, n int) error {
 		}
 	}
 }
+
+// WaitForTimerAt blocks until a timer due at exactly at is pending, or ctx
+// ends. A test that changes how long a client's pending timer runs (a new
+// report interval, say) waits for the new timer this way: the number of
+// pending timers does not change when one replaces another.
+func (c *FakeClock) WaitForTimerAt(ctx context.Context, at time.Time) error {
+	for {
+		c.mu.Lock()
+		found := false
+		for t := range c.timers {
+			if t.at.Equal(at) {
+				found = true
+				break
+			}
+		}
+		added := c.added
+		c.mu.Unlock()
+		if found {
+			return nil
+		}
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return fmt.Errorf("testutils: no timer due at %v: %w", at, context.Cause(ctx))
+		}
+	}
+}

@@ -73,6 +73,15 @@
 // Send and SendDelta go on the stream of the response's type: the last ADS
 // stream, or the last per-type stream of that type.
 //
+// # LRS server
+//
+// go-control-plane ships no load reporting server. [LRSServer] is a
+// scriptable one: serve it beside a ManagementServer
+// (ManagementServerOptions.LoadReporting) and clusters whose lrs_server is
+// self report to it. [LRSServer.NextStream] hands each stream to the test,
+// which reads the LoadStatsRequests ([LRSStream.NextRequest]) and sends the
+// LoadStatsResponses it wants.
+//
 // # REST server
 //
 // [RESTServer] serves REST-JSON polls (POST /v3/discovery:clusters, ...)

@@ -17,6 +17,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	endpointservice "github.com/envoyproxy/go-control-plane/envoy/service/endpoint/v3"
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
+	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
@@ -88,6 +89,11 @@ type ManagementServerOptions struct {
 	OnDeltaRequest func(streamID int64, req *discoveryv3.DeltaDiscoveryRequest) error
 	// OnDeltaResponse is called just before a delta response is sent.
 	OnDeltaResponse func(streamID int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse)
+
+	// LoadReporting, if set, is served as the load reporting service
+	// beside go-control-plane's, which has none: clusters with
+	// lrs_server self report to it (an LRSServer, say).
+	LoadReporting lrsv3.LoadReportingServiceServer
 }
 
 // Counters counts what a ManagementServer has seen since it started.
@@ -190,6 +196,9 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 	endpointservice.RegisterEndpointDiscoveryServiceServer(s.gs, xs)
 	secretservice.RegisterSecretDiscoveryServiceServer(s.gs, xs)
 	runtimeservice.RegisterRuntimeDiscoveryServiceServer(s.gs, xs)
+	if opts.LoadReporting != nil {
+		lrsv3.RegisterLoadReportingServiceServer(s.gs, opts.LoadReporting)
+	}
 
 	s.serving.Add(1)
 	go func() {

@@ -162,6 +162,14 @@
 // appears; a file deleted later changes nothing (logged), and is read again
 // when it comes back; an empty file is taken for one being written.
 //
+// # Load reporting
+//
+// The Builder of NewBuilder is also a [LoadReportingBuilder]: it opens an
+// LRS stream (envoy.service.load_stats.v3) to a gRPC server, on a channel of
+// its own dialled as the server's ADS channel is, and sends the load a
+// [LoadSource] gives at the interval the server asks for. It shares the
+// ADS transport's backoff, not its state machine.
+//
 // # Structure
 //
 // The protocol logic (the per-type state and how it becomes requests) is

@@ -162,7 +162,10 @@ func (a *restAnswered) record(version string, names []string) {
 // (see restStream.post).
 func (p restProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (proto.Message, []string, *reply) {
 	ts.namedOnStream = true
-	return p.sotwProtocol.requestLocked(ts, node, now)
+	// A poll's reply is not paired by a nonce that a crossing request could
+	// make stale, and each poll costs a round trip: a reply and a change go
+	// out in one.
+	return p.request(ts, node, now, false)
 }
 
 func (p restProtocol) openStream(ctx context.Context) (wireStream, error) {
@@ -197,6 +200,9 @@ type restStream struct {
 	next     *discoveryv3.DiscoveryRequest // to post; nil when taken or when nothing is wanted; guarded by mu
 	gen      int                           // counts sends; guarded by mu
 	inflight context.CancelFunc            // cancels the poll in flight; guarded by mu
+	// stopped is set when a send wanted nothing, so polling stopped; the
+	// poller then forgets what it reported. Guarded by mu.
+	stopped bool
 
 	// Poller only: the names the client was last told reached the server.
 	reported []string
@@ -217,7 +223,10 @@ func (s *restStream) send(m proto.Message) error {
 	if len(req.GetResourceNames()) == 0 {
 		// Nothing is wanted. A poll naming nothing would ask for
 		// everything (the legacy wildcard), so polling stops instead.
+		// The client forgets what it no longer wants: names polled for
+		// again are news to it, to be reported again.
 		req = nil
+		s.stopped = true
 	}
 	s.next = req
 	s.gen++
@@ -253,6 +262,9 @@ func (s *restStream) take() (*discoveryv3.DiscoveryRequest, int) {
 		s.mu.Lock()
 		req, gen := s.next, s.gen
 		s.next = nil
+		if s.stopped {
+			s.stopped, s.told = false, false
+		}
 		s.mu.Unlock()
 		if req != nil {
 			return req, gen

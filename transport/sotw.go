@@ -35,6 +35,23 @@ func (p sotwProtocol) openStream(ctx context.Context) (wireStream, error) {
 // every name wanted, "*" included however the wildcard is spelt on the wire
 // (see wildcard.go).
 func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.Time) (msg proto.Message, names []string, r *reply) {
+	return p.request(ts, node, now, true)
+}
+
+// request is requestLocked. With replyApart, an ACK owed while the
+// subscriptions changed goes out first on its own, naming what the last
+// request on the stream did; the change follows in the next request. The
+// ACK must describe the client as it was when the response arrived: a
+// removal sent just before may have crossed the response and been ignored
+// for its stale nonce, and were the change to go out in the ACK, a name
+// removed then wanted again would look unchanged to the server, which
+// believes the client holds it from the response and would not send it
+// again though the client has dropped it. Told the names of the response's
+// time first, the server sees the removal, then the addition. A NACK still
+// carries the change: alone, the change would read as an ACK of what the
+// NACK rejects (see takeReplyLocked), and the NACK's older version makes
+// the server send every name anyway.
+func (p sotwProtocol) request(ts *typeState, node *corev3.Node, now time.Time, replyApart bool) (msg proto.Message, names []string, r *reply) {
 	if ts.judging {
 		// Sent now, it would carry a nonce the server has replaced (see
 		// typeState.judging); recvLoop signals once the verdict is recorded.
@@ -43,6 +60,17 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 	r = ts.takeReplyLocked(now, ts.subsChanged)
 	if !ts.subsChanged && r == nil {
 		return nil, nil, nil
+	}
+	if replyApart && r != nil && r.err == nil && ts.subsChanged && ts.sentOnStream {
+		req := &discoveryv3.DiscoveryRequest{
+			Node:             node,
+			TypeUrl:          ts.typeURL,
+			VersionInfo:      ts.version,
+			ResourceNames:    ts.lastWire,
+			ResourceLocators: ts.lastLocators,
+			ResponseNonce:    ts.nonce,
+		}
+		return req, nil, r // subsChanged stays set: the change is next
 	}
 	wire, send, more := ts.sotwNamesLocked()
 	if !send {
@@ -57,6 +85,7 @@ func (p sotwProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.T
 		// names (see locators.go).
 		wire, locs = ts.sotwWireLocked(wire)
 	}
+	ts.lastWire, ts.lastLocators = wire, locs
 	req := &discoveryv3.DiscoveryRequest{
 		Node:             node,
 		TypeUrl:          ts.typeURL,

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"sort"
 	"time"
 
@@ -39,6 +40,12 @@ type typeState struct {
 	// that received a request reads the type as the legacy wildcard (see
 	// wildcard.go).
 	namedOnStream bool
+	// lastWire and lastLocators are the resource_names and
+	// resource_locators of the last SotW request of this type on the
+	// current stream: a reply sent apart from a subscription change repeats
+	// them (see sotwProtocol.request). Never modified in place.
+	lastWire     []string
+	lastLocators []*discoveryv3.ResourceLocator
 	// subsChanged marks subscriptions changed since the last request.
 	subsChanged bool
 	// judging is set while a response of this type is with the handler and
@@ -48,7 +55,8 @@ type typeState struct {
 	// subscription change included. The client may have applied the newer
 	// response by then and acted on the change (forgotten what it removed):
 	// the server would go on believing the client holds it. Held, the
-	// change goes out with the new nonce, in the reply or right after it.
+	// change goes out with the new nonce: right after an ACK, in a NACK
+	// (see sotwProtocol.request).
 	judging bool
 
 	// pendingSub and pendingUnsub are the subscription changes not yet sent
@@ -209,6 +217,7 @@ func (ts *typeState) sentLocked() {
 func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	ts.nonce = ""
 	ts.sentOnStream = false
+	ts.lastWire, ts.lastLocators = nil, nil
 	ts.namedOnStream = false
 	for n := range ts.resubscribe { // the new stream starts afresh
 		ts.names[n] = struct{}{}

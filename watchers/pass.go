@@ -38,6 +38,10 @@ func (t *tree) passLocked() outcome {
 	case !l.received:
 	case !l.has:
 		treeErr = l.err
+	case l.value.Server != nil:
+		// A server's Listener decodes (the type serves both ends) but
+		// has no routes for a client.
+		treeErr = fmt.Errorf("%w: Listener %q", ErrServerListener, l.value.Name)
 	case l.value.InlineRouteConfig != nil:
 		rc = l.value.InlineRouteConfig
 	default:

@@ -8,9 +8,12 @@ import (
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
@@ -131,6 +134,26 @@ func TestUnusableParts(t *testing.T) {
 			return testutils.Resources{Listeners: listeners(&listenerv3.Listener{Name: p + "svc"})} // no api_listener
 		},
 		treeErr: client.ErrResourceInvalid,
+	}, {
+		name: "a server's listener",
+		res: func(p string) testutils.Resources {
+			hcm := &hcmv3.HttpConnectionManager{
+				RouteSpecifier: &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: routeConfig("", []string{"*"}, route("/", p+"a"))},
+				HttpFilters: []*hcmv3.HttpFilter{{Name: "router", ConfigType: &hcmv3.HttpFilter_TypedConfig{
+					TypedConfig: testutils.MarshalAny(&routerv3.Router{}),
+				}}},
+			}
+			return testutils.Resources{Listeners: listeners(&listenerv3.Listener{
+				Name: p + "svc",
+				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+					Address: "0.0.0.0", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 8080},
+				}}},
+				FilterChains: []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{{
+					Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: testutils.MarshalAny(hcm)},
+				}}}},
+			})}
+		},
+		treeErr: watchers.ErrServerListener,
 	}, {
 		name: "route config missing",
 		res: func(p string) testutils.Resources {

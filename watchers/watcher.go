@@ -16,6 +16,10 @@ var (
 	// domains match TreeOptions.Authority. It comes to
 	// TreeWatcher.ResourceError, since no route can be chosen.
 	ErrNoVirtualHost = errors.New("no virtual host matches the authority")
+	// ErrServerListener: the Listener is a server's (it has no
+	// api_listener, gRFC A36), which has no routes for a client. It comes
+	// to TreeWatcher.ResourceError.
+	ErrServerListener = errors.New("server-side Listener (no api_listener)")
 	// ErrAggregateCycle: an aggregate cluster reaches itself through its
 	// children. It is the ClusterConfig.Err of every aggregate cluster on
 	// the cycle and of those that lead to it.

@@ -171,8 +171,9 @@ func (b gatedBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h 
 // not go out with nonce 1, which a server that has sent 2 ignores
 // (go-control-plane does): the ACK of 2 would then name the resource, and the
 // server, believing the client holds it from 2, would never send it again.
-// They go out with nonce 2, after it is recorded, and the server sends the
-// resource again. For a name and for the wildcard.
+// They go out with nonce 2, after the ACK of 2 (which names the resource, as
+// the client did when 2 arrived), and the server sends the resource again.
+// For a name and for the wildcard.
 func TestRewatchWhileResponseIsJudged(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"C1", resources.Wildcard} {
@@ -266,6 +267,10 @@ func testRewatchWhileResponseIsJudged(t *testing.T, name string) {
 	client.WatchListener(c, "L1", newRecorder[*resources.Listener]())
 	wantReq(t, e.req(), &discoveryv3.DiscoveryRequest{TypeUrl: ldsURL, ResourceNames: []string{"L1"}})
 	release()
+	// The ACK of 2 names what was asked for when 2 arrived; the removal and
+	// the new subscription follow, each on its own (see
+	// transport/sotw.go, request).
+	wantReq(t, e.req(), req("v2", "2", named))
 	wantReq(t, e.req(), req("v2", "2", nil))
 	wantReq(t, e.req(), req("v2", "2", named))
 	e.respond(sotw, cdsURL, "3", cluster("C1", "1", 0))

@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	conn, err := grpc.NewClient("goxds:///"+listenerName, grpc.WithResolvers(b),
+	conn, err := grpcxds.NewClient("goxds:///"+listenerName, b,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err

@@ -52,6 +52,6 @@
 //	SPIFFE bundle maps (A87, behind an env var)        not supported
 //	certificate providers: certprovider registry       the same registry and plugins (bootstrap.Config.CertificateProviderConfig)
 //	file_watcher reloads rotated files                 the same plugin: new connections use the new files
-//	server side: xds.NewServerCredentials              not yet (the xDS-enabled server, gRFC A36, is still to come); HandshakeInfo and
-//	                                                   NewHandshakeInfo are meant for it too
+//	server side: xds.NewServerCredentials              package xdsserver: each filter chain's DownstreamTlsContext, with the
+//	                                                   same bootstrap providers (its own handshake: xdsserver may not import grpcxds)
 package xdscreds

@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
 	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
+	"xdsserver": {"watchers", "client", "resources", "bootstrap"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"testutils": nil,        // anything
 	"example":   nil,
@@ -92,7 +93,7 @@ func contains(list []string, s string) bool {
 // client, the tree watcher or the gRPC half without an adapter links
 // neither OpenTelemetry nor Prometheus.
 func TestCoreLinksNoMetricsSystem(t *testing.T) {
-	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "grpcxds"}
+	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "grpcxds", "xdsserver"}
 	args := []string{"list", "-deps"}
 	for _, p := range core {
 		args = append(args, module+"/"+p)

@@ -19,10 +19,12 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Choose the credentials of the connections to the backends as for any
-	// channel: insecure here, grpc/credentials/tls in production.
-	conn, err := grpc.NewClient("goxds:///my-service",
-		grpc.WithResolvers(b),
+	// grpcxds.NewClient installs the resolver and the interceptors that
+	// apply each route's timeout, retries and HTTP filters (fault
+	// injection) to every RPC. Choose the credentials of the connections
+	// to the backends as for any channel: insecure here,
+	// grpc/credentials/tls in production.
+	conn, err := grpcxds.NewClient("goxds:///my-service", b,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)

@@ -1,0 +1,254 @@
+package grpcxds
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
+
+	"github.com/goxds/xds/watchers"
+)
+
+// grpc-go's xds resolver acts on each RPC through a config selector, an
+// internal API. goxds reaches the same behaviour with public ones: the
+// dial options of Builder.DialOptions install a resolver and interceptors
+// that share one channelState. The resolver keeps the configuration in
+// force there; the interceptors choose each RPC's route and cluster from
+// it when the RPC starts, bound it by the route's timeout, run the HTTP
+// filters and retry it; the picker reads the choice from the RPC's
+// context at every pick.
+
+// channelState is what one channel's resolver, balancer and interceptors
+// share.
+type channelState struct {
+	// Read-only after newChannelState.
+	b *Builder
+	// channelID is what the channel_id hash policy hashes; the balancer
+	// takes it from the resolver state, so that the interceptors' hashes
+	// and the picker's agree.
+	channelID uint64
+	// connectDialer: the channel was made with Builder.DialOptions, whose
+	// dialer tunnels to HTTP CONNECT proxies (connect.go).
+	connectDialer bool
+	// wait is how a retry waits for its backoff: it returns nil after d,
+	// or the context's error. Tests replace it so as not to sleep.
+	wait func(ctx context.Context, d time.Duration) error
+
+	// balancerGen is the generation of the last configuration the goxds
+	// balancer took: the resolver reads it after handing the channel a
+	// configuration, to learn whether the goxds balancer runs at all.
+	balancerGen atomic.Uint64
+
+	mu    sync.Mutex
+	built bool             // a resolver was built for it; guarded by mu
+	owner *grpc.ClientConn // the channel of the first RPC; guarded by mu
+	gen   uint64           // generations handed out; guarded by mu
+	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
+	ready chan struct{}    // closed when cfg is first set; guarded by mu
+}
+
+// channelConfig is one configuration of a channel, immutable.
+type channelConfig struct {
+	gen uint64
+	// snap is the tree in force; nil when err says why there is none.
+	snap *watchers.Snapshot
+	// err is the status error RPCs fail with when snap is nil.
+	err error
+	// chain is snap's HTTP filter chain.
+	chain *filterChain
+	// nodeID is the bootstrap's node ID, for errors.
+	nodeID string
+}
+
+func newChannelState(b *Builder) *channelState {
+	wait := b.retryWait
+	if wait == nil {
+		wait = sleepCtx
+	}
+	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{})}
+}
+
+// sleepCtx waits d, or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// nextGen returns the generation of a new configuration.
+func (cs *channelState) nextGen() uint64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.gen++
+	return cs.gen
+}
+
+// set makes cfg the configuration in force for the channel's new RPCs.
+func (cs *channelState) set(cfg *channelConfig) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	first := cs.cfg == nil
+	cs.cfg = cfg
+	if first {
+		close(cs.ready)
+	}
+}
+
+// reset forgets the configuration when the channel's resolver closes (the
+// channel closing, or going idle): RPCs of a channel that leaves idle mode
+// wait for its new resolver's first configuration.
+func (cs *channelState) reset() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	cs.built = false
+	if cs.cfg != nil {
+		cs.cfg = nil
+		cs.ready = make(chan struct{})
+	}
+}
+
+// current returns the configuration in force, waiting for the first one.
+// An idle channel is woken: its resolver is built only when an RPC reaches
+// gRPC, and the RPC waits here first.
+func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*channelConfig, error) {
+	cs.mu.Lock()
+	if cs.owner == nil {
+		cs.owner = cc
+	}
+	cfg, ready, owner := cs.cfg, cs.ready, cs.owner
+	cs.mu.Unlock()
+	if owner != cc {
+		return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
+	}
+	if cfg != nil {
+		return cfg, nil
+	}
+	if cc.GetState() == connectivity.Shutdown {
+		return nil, nil // gRPC says so itself
+	}
+	cc.Connect()
+	select {
+	case <-ready:
+	case <-ctx.Done():
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.cfg, nil
+}
+
+// channelBuilder is the resolver.Builder of one channel made with
+// Builder.DialOptions: the Builder's resolver, sharing the channel's state
+// with its interceptors.
+type channelBuilder struct {
+	*Builder
+	cs *channelState
+}
+
+// Build implements resolver.Builder. The dial options of one
+// Builder.DialOptions call serve one channel: a second channel made with
+// them would share the first one's per-RPC state.
+func (cb channelBuilder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
+	cb.cs.mu.Lock()
+	if cb.cs.built {
+		cb.cs.mu.Unlock()
+		return nil, errors.New(errSharedDialOptions)
+	}
+	cb.cs.built = true
+	cb.cs.mu.Unlock()
+	r, err := cb.Builder.build(target, cc, opts, cb.cs)
+	if err != nil {
+		// RPCs waiting for a configuration fail with the reason.
+		cb.cs.set(&channelConfig{err: status.Error(codes.Unavailable, err.Error())})
+		cb.cs.mu.Lock()
+		cb.cs.built = false
+		cb.cs.mu.Unlock()
+	}
+	return r, err
+}
+
+const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptions call are used by two channels: call DialOptions once per channel"
+
+// DialOptions returns the dial options of one channel routed by b: its
+// resolver, and the interceptors that apply the xDS configuration to each
+// RPC (the route and cluster chosen once when the RPC starts, the route's
+// timeout, its retry policy and the listener's HTTP filters), and a dialer
+// that reaches the endpoints of http_11_proxy clusters through their HTTP
+// CONNECT proxy (gRFC A86; see ConnectDialer, which a channel with its own
+// grpc.WithContextDialer must wrap its dialer in). Call it once per
+// channel:
+//
+//	conn, err := grpc.NewClient("goxds:///my-listener", append(b.DialOptions(),
+//		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+//
+// A channel made with grpc.WithResolvers(b) alone routes by the
+// configuration too, but applies none of the per-RPC behaviour; the
+// balancer logs a warning when it sees its first RPC.
+func (b *Builder) DialOptions() []grpc.DialOption {
+	cs := newChannelState(b)
+	cs.connectDialer = true
+	return []grpc.DialOption{
+		grpc.WithResolvers(channelBuilder{b, cs}),
+		grpc.WithChainUnaryInterceptor(cs.unary),
+		grpc.WithChainStreamInterceptor(cs.stream),
+		// Tunnels to the endpoints of http_11_proxy clusters (connect.go).
+		grpc.WithContextDialer(ConnectDialer(nil)),
+	}
+}
+
+// NewClient is grpc.NewClient for a target of b's scheme, with
+// b.DialOptions() before opts.
+func NewClient(target string, b *Builder, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient(target, append(b.DialOptions(), opts...)...)
+}
+
+// errNotOurBalancer is what RPCs fail with on a channel that does not run
+// the goxds balancer although its resolver is the goxds one.
+func errNotOurBalancer(listener string) error {
+	return status.Errorf(codes.Unavailable, "goxds: the channel to listener %q does not run the %s balancer the goxds resolver selects, "+
+		"so it cannot route by the xDS configuration: was it made with grpc.WithDisableServiceConfig?", listener, BalancerName)
+}
+
+// Register makes a Builder for opts and registers it with gRPC
+// (resolver.Register) under opts.Scheme: "goxds" by default, or "xds" to
+// take over targets written for grpc-go's own xDS resolver. It fails if a
+// resolver is already registered for the scheme: for "xds", that is
+// grpc-go's, linked in by an import of google.golang.org/grpc/xds, and the
+// two cannot share it. Like resolver.Register, call it at initialization
+// time only.
+//
+// A channel made from a target alone ("goxds:///my-listener") then routes
+// by xDS, but the per-RPC parts of the configuration (timeouts, retries,
+// HTTP filters) need the interceptors: make channels with
+// b.DialOptions() or NewClient.
+func Register(opts Options) (*Builder, error) {
+	b, err := NewBuilder(opts)
+	if err != nil {
+		return nil, err
+	}
+	if prev := resolver.Get(b.scheme); prev != nil {
+		if _, ours := prev.(*Builder); ours {
+			return nil, fmt.Errorf("grpcxds: scheme %q is already registered by another goxds Builder", b.scheme)
+		}
+		if b.scheme == "xds" {
+			return nil, errors.New(`grpcxds: scheme "xds" is taken by grpc-go's own xDS resolver (google.golang.org/grpc/xds is imported): use another scheme`)
+		}
+		return nil, fmt.Errorf("grpcxds: a resolver is already registered for scheme %q", b.scheme)
+	}
+	resolver.Register(b)
+	return b, nil
+}

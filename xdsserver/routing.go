@@ -1,0 +1,153 @@
+package xdsserver
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/goxds/xds/resources"
+)
+
+// unary routes and authorizes a unary RPC of the generation.
+func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := g.check(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// stream routes and authorizes a streaming RPC of the generation.
+func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := g.check(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// check applies the connection's filter chain to an RPC (gRFC A36): the
+// virtual host for its authority and the first route that matches, which
+// must be non-forwarding, then the chain's HTTP filters with the route's
+// and virtual host's overrides. The filter chain is found again from the
+// connection's addresses: a generation's Listener never changes, so it is
+// the one the connection was accepted with.
+func (g *generation) check(ctx context.Context, method string) error {
+	p, ok := peer.FromContext(ctx)
+	if !ok || p.LocalAddr == nil || p.Addr == nil {
+		return status.Error(codes.Internal, "xdsserver: RPC without peer addresses")
+	}
+	local, lok := addrPort(p.LocalAddr)
+	remote, rok := addrPort(p.Addr)
+	if !lok || !rok {
+		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
+	}
+	fc := g.cfg.FindFilterChain(local, remote)
+	if fc == nil {
+		return status.Error(codes.Unavailable, "xdsserver: no filter chain for the connection")
+	}
+	rc, err := g.l.routeConfig(fc)
+	if err != nil {
+		return status.Errorf(codes.Unavailable, "xdsserver: %v", err)
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	var authority string
+	if a := md[":authority"]; len(a) > 0 {
+		authority = a[0]
+	}
+	vh := resources.FindVirtualHost(rc.VirtualHosts, authority)
+	if vh == nil {
+		return status.Errorf(codes.Unavailable, "xdsserver: no virtual host for authority %q in route configuration %q", authority, rc.Name)
+	}
+	var route *resources.Route
+	for _, r := range vh.Routes {
+		if matchRoute(r, method, md) {
+			route = r
+			break
+		}
+	}
+	if route == nil {
+		return status.Errorf(codes.Unavailable, "xdsserver: no route matches %s in virtual host %q", method, vh.Name)
+	}
+	if route.Action != resources.RouteActionNonForwarding {
+		// gRFC A36: a server only serves routes that say so.
+		return status.Errorf(codes.Unavailable, "xdsserver: %s matched a route whose action is %v, not non_forwarding_action", method, route.Action)
+	}
+	return runFilters(ctx, fc, vh, route, method, md, local, remote, p)
+}
+
+// runFilters runs the chain's HTTP filters, each with its most specific
+// override (route, then virtual host). A filter this server has no code
+// for fails the RPC rather than being skipped: it may be a security filter.
+func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
+	for _, f := range fc.HTTPFilters {
+		cfg := f.Parsed
+		override, overridden := route.FilterOverrides[f.Name]
+		if !overridden {
+			override, overridden = vh.FilterOverrides[f.Name]
+		}
+		switch {
+		case overridden:
+			if _, off := override.(resources.DisabledFilterOverride); off {
+				continue
+			}
+			cfg = override
+		case f.Disabled:
+			continue
+		}
+		switch c := cfg.(type) {
+		case *resources.RouterConfig:
+			// The terminal filter: the RPC goes to its handler.
+		case *resources.RBACConfig:
+			if c.Engine == nil {
+				continue
+			}
+			req := &resources.RBACRequest{FullMethod: method, Headers: md, Local: local, Remote: remote}
+			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+				req.TLS, req.PeerCertificates = true, ti.State.PeerCertificates
+				if ti.SPIFFEID != nil {
+					req.Principal = ti.SPIFFEID.String()
+				}
+			}
+			if ok, policy := c.Engine.Authorize(req); !ok {
+				if policy != "" {
+					return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched deny policy %q", method, policy)
+				}
+				return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched no allow policy", method)
+			}
+		default:
+			return status.Errorf(codes.Unavailable, "xdsserver: HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
+		}
+	}
+	return nil
+}
+
+// matchRoute reports whether r matches an RPC to method with metadata md,
+// as on the client (gRFC A28): the path, every header (values joined with
+// ","; binary headers never match), and the runtime fraction. RPCs carry
+// no query string, so a route with query parameter matchers never matches.
+func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
+	if !r.MatchPath(method) || len(r.QueryParameters) > 0 {
+		return false
+	}
+	for _, h := range r.Headers {
+		var vs []string
+		if !strings.HasSuffix(h.Name(), "-bin") {
+			vs = md[h.Name()]
+		}
+		if !h.Match(strings.Join(vs, ","), len(vs) > 0) {
+			return false
+		}
+	}
+	if r.RuntimeFraction >= 0 && rand.Int32N(1_000_000) >= r.RuntimeFraction {
+		return false
+	}
+	return true
+}

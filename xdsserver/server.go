@@ -1,0 +1,297 @@
+package xdsserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/client"
+)
+
+// ServingMode is whether a listening address serves RPCs.
+type ServingMode int
+
+// The serving modes of an address (gRFC A36).
+const (
+	// ServingModeStarting: the address's Listener has not arrived yet;
+	// connections are accepted and closed.
+	ServingModeStarting ServingMode = iota
+	// ServingModeServing: the Listener (and every route configuration it
+	// names) is held; connections are served.
+	ServingModeServing
+	// ServingModeNotServing: the Listener does not exist, or was rejected
+	// and nothing good is held; connections are accepted and closed, and
+	// those already open are drained.
+	ServingModeNotServing
+)
+
+// String names the mode.
+func (m ServingMode) String() string {
+	switch m {
+	case ServingModeStarting:
+		return "starting"
+	case ServingModeServing:
+		return "serving"
+	case ServingModeNotServing:
+		return "not-serving"
+	}
+	return fmt.Sprintf("ServingMode(%d)", int(m))
+}
+
+// ServingModeChangeArgs is what a ServingModeCallback is told.
+type ServingModeChangeArgs struct {
+	// Mode is the new mode.
+	Mode ServingMode
+	// Err says why the address is not serving; nil when serving.
+	Err error
+}
+
+// ServingModeCallbackFunc is told each change of an address's serving
+// mode, and each new reason for not serving while it is not serving (as in
+// grpc-go). Calls for one server never overlap and run with no lock of the
+// server held, so the callback may call the server; it should return
+// quickly, as the server's xDS updates wait for it.
+type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
+
+// serverOption is an option of this package passed among grpc's: it
+// embeds grpc.EmptyServerOption so that it is a grpc.ServerOption that grpc
+// itself ignores.
+type serverOption struct {
+	grpc.EmptyServerOption
+	apply func(*options)
+}
+
+type options struct {
+	logger       *slog.Logger
+	modeCallback ServingModeCallbackFunc
+	bootstrap    *bootstrap.Config
+	client       *client.Client
+	clientOpts   client.Options
+}
+
+// ServingModeCallback returns an option that has cb told of every change
+// of serving mode, as grpc-go's xds.ServingModeCallback.
+func ServingModeCallback(cb ServingModeCallbackFunc) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.modeCallback = cb }}
+}
+
+// BootstrapConfig returns an option that takes the management servers and
+// server_listener_resource_name_template from cfg instead of from the
+// environment (bootstrap.FromEnv).
+func BootstrapConfig(cfg *bootstrap.Config) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.bootstrap = cfg }}
+}
+
+// ClientOptions returns an option that tunes the xDS client the server
+// creates; unused with SharedClient.
+func ClientOptions(opts client.Options) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.clientOpts = opts }}
+}
+
+// Logger returns an option that sends the server's warnings (a filter
+// chain whose certificate providers cannot be built) to l. Default:
+// slog.Default().
+func Logger(l *slog.Logger) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.logger = l }}
+}
+
+// SharedClient returns an option that makes the server watch through c
+// instead of a client of its own. c is not closed by the server. The
+// bootstrap (BootstrapConfig or the environment) still supplies the
+// Listener name template.
+func SharedClient(c *client.Client) grpc.ServerOption {
+	return serverOption{apply: func(o *options) { o.client = c }}
+}
+
+// GRPCServer is a gRPC server configured by xDS (gRFC A36): each address
+// it serves on watches its Listener, serves only while that Listener is
+// good, matches every connection to a filter chain, and routes and
+// authorizes (RBAC, gRFC A41) every RPC by the chain's configuration.
+//
+// Register services before calling Serve, as with a grpc.Server.
+type GRPCServer struct {
+	// Read-only after NewGRPCServer.
+	opts     options
+	grpcOpts []grpc.ServerOption // the caller's, without this package's
+	xc       *client.Client
+	ownsXC   bool
+	// info holds the registered services for GetServiceInfo; it never
+	// serves.
+	info *grpc.Server
+
+	mu        sync.Mutex
+	services  []service
+	listeners map[*listener]bool
+	// live are the generations whose grpc.Server has not stopped,
+	// draining ones included, for Stop to end them all.
+	live    map[*generation]bool
+	stopped bool
+
+	// wg counts the goroutines of generations (serving and draining).
+	wg sync.WaitGroup
+}
+
+type service struct {
+	desc *grpc.ServiceDesc
+	impl any
+}
+
+// NewGRPCServer returns an xDS-enabled gRPC server. opts are grpc's server
+// options and this package's (ServingModeCallback, BootstrapConfig,
+// ClientOptions, SharedClient). It fails when the bootstrap cannot be read
+// or has no server_listener_resource_name_template.
+//
+// The server installs a unary and a stream interceptor (with
+// grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor, ahead of the
+// caller's chained ones) that route and authorize each RPC.
+func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
+	s := &GRPCServer{listeners: make(map[*listener]bool), live: make(map[*generation]bool)}
+	for _, o := range opts {
+		if so, ok := o.(serverOption); ok {
+			so.apply(&s.opts)
+			continue
+		}
+		s.grpcOpts = append(s.grpcOpts, o)
+	}
+	if s.opts.bootstrap == nil {
+		cfg, err := bootstrap.FromEnv()
+		if err != nil {
+			return nil, fmt.Errorf("xdsserver: %w", err)
+		}
+		s.opts.bootstrap = cfg
+	}
+	if s.opts.bootstrap.ServerListenerResourceNameTemplate == "" {
+		return nil, errors.New("xdsserver: the bootstrap has no server_listener_resource_name_template")
+	}
+	s.xc = s.opts.client
+	if s.xc == nil {
+		xc, err := client.New(s.opts.bootstrap, s.opts.clientOpts)
+		if err != nil {
+			return nil, fmt.Errorf("xdsserver: %w", err)
+		}
+		s.xc, s.ownsXC = xc, true
+	}
+	s.info = grpc.NewServer()
+	return s, nil
+}
+
+// RegisterService registers a service and its implementation, as
+// grpc.Server.RegisterService does. Call it before Serve.
+func (s *GRPCServer) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	s.mu.Lock()
+	s.services = append(s.services, service{desc, impl})
+	s.mu.Unlock()
+	s.info.RegisterService(desc, impl)
+}
+
+// GetServiceInfo returns the registered services, as
+// grpc.Server.GetServiceInfo does.
+func (s *GRPCServer) GetServiceInfo() map[string]grpc.ServiceInfo { return s.info.GetServiceInfo() }
+
+// Serve serves on lis, configured by the Listener the bootstrap's template
+// names for lis.Addr(). It blocks until lis fails or the server stops, and
+// then closes lis. After Stop or GracefulStop it returns nil.
+func (s *GRPCServer) Serve(lis net.Listener) error {
+	name, _ := s.opts.bootstrap.ServerListenerResourceName(lis.Addr().String())
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		lis.Close()
+		return grpc.ErrServerStopped
+	}
+	l := newListener(s, lis, name)
+	s.listeners[l] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+	}()
+	return l.serve()
+}
+
+// Stop closes every listener and connection at once, and the xDS client
+// if the server created it. It returns when every goroutine of the server
+// has ended.
+func (s *GRPCServer) Stop() { s.stop(false) }
+
+// GracefulStop closes every listener, lets the RPCs in progress finish,
+// then does what Stop does.
+func (s *GRPCServer) GracefulStop() { s.stop(true) }
+
+func (s *GRPCServer) stop(graceful bool) {
+	s.mu.Lock()
+	already := s.stopped
+	s.stopped = true
+	ls := make([]*listener, 0, len(s.listeners))
+	for l := range s.listeners {
+		ls = append(ls, l)
+	}
+	s.mu.Unlock()
+	for _, l := range ls {
+		l.close(graceful)
+	}
+	if !graceful {
+		// Generations still draining from earlier Listener changes.
+		s.mu.Lock()
+		gs := make([]*generation, 0, len(s.live))
+		for g := range s.live {
+			gs = append(gs, g)
+		}
+		s.mu.Unlock()
+		for _, g := range gs {
+			g.srv.Stop()
+		}
+	}
+	s.wg.Wait()
+	if !already {
+		s.info.Stop()
+		if s.ownsXC {
+			s.xc.Close()
+		}
+	}
+}
+
+// newGRPCServer builds the grpc.Server of one generation: the caller's
+// options, this package's interceptors for that generation, and every
+// registered service.
+func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(g.unary),
+		grpc.ChainStreamInterceptor(g.stream),
+	}, s.grpcOpts...)
+	// Last, so that it wins over a grpc.Creds of the caller's: each
+	// connection's security is its filter chain's.
+	opts = append(opts, grpc.Creds(serverCreds{}))
+	srv := grpc.NewServer(opts...)
+	s.mu.Lock()
+	svcs := s.services
+	s.mu.Unlock()
+	for _, sv := range svcs {
+		srv.RegisterService(sv.desc, sv.impl)
+	}
+	return srv
+}
+
+func (s *GRPCServer) logf(format string, args ...any) {
+	l := s.opts.logger
+	if l == nil {
+		l = slog.Default()
+	}
+	l.Warn("xdsserver: " + fmt.Sprintf(format, args...))
+}
+
+// reportMode tells the callback of a mode change. It is only called from
+// the xDS client's watcher callbacks, which never overlap and run with no
+// lock held: so the mode callbacks do too.
+func (s *GRPCServer) reportMode(addr net.Addr, mode ServingMode, err error) {
+	if s.opts.modeCallback == nil {
+		return
+	}
+	s.opts.modeCallback(addr, ServingModeChangeArgs{Mode: mode, Err: err})
+}
