@@ -142,7 +142,7 @@ func (c *Client) waitingLocked(a *authority) bool {
 }
 
 func waiting(e *entry) bool {
-	return len(e.watchers) > 0 && e.status == StatusRequested && (!e.hasData() || e.fromDisk)
+	return e.watchers.len() > 0 && e.status == StatusRequested && (!e.hasData() || e.fromDisk)
 }
 
 // fallBackLocked moves a from its current server, which failed without
@@ -212,7 +212,7 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	}()
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
-			if e.auth == a && len(e.watchers) > 0 {
+			if e.auth == a && e.watchers.len() > 0 {
 				c.subscribeLocked(s, typeURL, e.key)
 			}
 		}
@@ -274,7 +274,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 			}
 			e.stopDNETimer()
 			e.srv = s
-			if toFallback && len(e.watchers) > 0 {
+			if toFallback && e.watchers.len() > 0 {
 				c.subscribeLocked(s, typeURL, e.key)
 			}
 			if !toFallback && waiting(e) {
@@ -294,7 +294,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
-			if e.auth == a && len(e.watchers) > 0 {
+			if e.auth == a && e.watchers.len() > 0 {
 				c.unsubscribeLocked(s, typeURL, e.key)
 			}
 		}
@@ -306,8 +306,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 
 // startDNETimerLocked starts the does-not-exist timer of e.
 func (c *Client) startDNETimerLocked(tc *typeCache, e *entry) {
-	gen := e.dneGen
-	e.dneTimer = c.clock.AfterFunc(c.expiryOf(e.srv), func() { c.dneExpired(tc, e, gen) })
+	c.startDNETimersLocked(tc, []*entry{e})
 }
 
 // closeReleased closes the transports of released servers. Not under

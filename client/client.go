@@ -379,7 +379,7 @@ func (c *Client) forgetRemovedLocked(s *server, typeURL string, removed map[stri
 		if name == resources.Wildcard {
 			if tc.wildcard == nil {
 				for _, e := range tc.entries {
-					if e.srv == s && len(e.watchers) == 0 {
+					if e.srv == s && e.watchers.len() == 0 {
 						c.forgetLocked(tc, e)
 					}
 				}
@@ -387,7 +387,7 @@ func (c *Client) forgetRemovedLocked(s *server, typeURL string, removed map[stri
 			continue
 		}
 		e := tc.entries[name]
-		if e == nil || e.srv != s || len(e.watchers) > 0 || c.keptByWildcardLocked(tc, e) {
+		if e == nil || e.srv != s || e.watchers.len() > 0 || c.keptByWildcardLocked(tc, e) {
 			continue
 		}
 		c.forgetLocked(tc, e)

@@ -73,7 +73,7 @@ func (c *Client) Dump() []ResourceStatus {
 				Version:           e.version,
 				Err:               e.lastErr,
 				LastUpdated:       e.lastUpdated,
-				Watchers:          len(e.watchers),
+				Watchers:          e.watchers.len(),
 				// ControlPlane: the server's latest; a held value from an
 				// earlier instance is still that server's data.
 				ControlPlane: from.controlPlane,

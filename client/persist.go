@@ -248,7 +248,7 @@ func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) (served int) {
 		if hasNUL(name) || tc.entries[name] != nil || !authorityHas(ww.auth, r.server) {
 			continue
 		}
-		e := &entry{name: name, key: name, auth: ww.auth, srv: ww.srv, watchers: make(map[*watcher]struct{})}
+		e := &entry{name: name, key: name, auth: ww.auth, srv: ww.srv}
 		tc.entries[name] = e
 		if c.serveFromDiskLocked(tc, e) {
 			served++

@@ -24,23 +24,74 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 	if tc == nil {
 		return
 	}
+	var start []*entry
 	for _, name := range names {
 		e := tc.entries[name]
 		// A value from disk is no answer of the server: its timer runs.
-		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || len(e.watchers) == 0 {
+		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || e.watchers.len() == 0 {
 			continue
 		}
-		c.startDNETimerLocked(tc, e)
+		start = append(start, e)
+	}
+	c.startDNETimersLocked(tc, start)
+}
+
+// dneBatch is the does-not-exist timer of names whose timers started
+// together (one request of 10,000 names): one clock timer for all of them,
+// so that arming costs one timer, not one per name, and expiring is one
+// pass under the lock, each name costing O(that name).
+type dneBatch struct {
+	timer   Timer
+	tc      *typeCache
+	members []dneMember
+	// live counts the members whose timer is still this batch; at 0 the
+	// clock timer is stopped.
+	live int
+}
+
+// dneMember is one name of a batch, with the entry's dneGen when its timer
+// started: a member whose entry has moved on since is skipped.
+type dneMember struct {
+	e   *entry
+	gen uint64
+}
+
+// startDNETimersLocked starts the does-not-exist timers of es, entries of
+// one server (one expiry), as one batch.
+func (c *Client) startDNETimersLocked(tc *typeCache, es []*entry) {
+	if len(es) == 0 {
+		return
+	}
+	b := &dneBatch{tc: tc, members: make([]dneMember, len(es)), live: len(es)}
+	for i, e := range es {
+		b.members[i] = dneMember{e: e, gen: e.dneGen}
+		e.dneTimer = b
+	}
+	b.timer = c.clock.AfterFunc(c.expiryOf(es[0].srv), func() { c.dneBatchExpired(b) })
+}
+
+// dneBatchExpired ends the timers of the batch's members still waiting.
+func (c *Client) dneBatchExpired(b *dneBatch) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	members := b.members
+	b.members = nil
+	for _, m := range members {
+		e := m.e
+		if e.dneTimer != b || e.dneGen != m.gen || b.tc.entries[e.key] != e {
+			continue
+		}
+		e.dneTimer = nil
+		b.live--
+		c.dneExpiredLocked(b.tc, e)
 	}
 }
 
-func (c *Client) dneExpired(tc *typeCache, e *entry, gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed || e.dneGen != gen || tc.entries[e.key] != e {
-		return
-	}
-	e.dneTimer = nil
+// dneExpiredLocked handles the end of e's does-not-exist timer.
+func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 	expiry := c.expiryOf(e.srv)
 	if e.fromDisk {
 		if !e.srv.answered || e.srv.cfg.ResourceTimerIsTransientFailure() {

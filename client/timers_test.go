@@ -2,10 +2,12 @@ package client
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
 )
 
 // entryOf reads an entry's internals; tests that need to see a timer use it.
@@ -210,5 +212,62 @@ func TestSotWHeartbeatOnlyResponseDeletesNothing(t *testing.T) {
 	w["L2"].none(t)
 	if st, _ := h.status(resources.ListenerTypeURL, "L2"); st.Status != StatusACKed {
 		t.Fatalf("L2 status %v after a heartbeat-only response, want ACKED", st.Status)
+	}
+}
+
+// The does-not-exist timers of names sent together are one clock timer:
+// a request of 10,000 names armed 10,000 timers, and their expiry ran
+// 10,000 callbacks, each taking the client's lock. A name that leaves the
+// batch (its watch cancelled) is skipped when it fires; a batch left empty
+// stops its clock timer.
+func TestDoesNotExistTimersOfOneRequestAreOneTimer(t *testing.T) {
+	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+	h := newHarness(t, nil, Options{WatchExpiry: 15 * time.Second, Clock: clk})
+	const n = 1000
+	names := make([]string, n)
+	recs := make([]*recorder, n)
+	cancels := make([]func(), n)
+	for i := range names {
+		names[i], recs[i] = fmt.Sprintf("L%04d", i), newRecorder()
+		cancels[i] = Watch(h.c, wholeWorldType, names[i], recs[i])
+	}
+	h.sync()
+	h.sent(resources.ListenerTypeURL, names...)
+	if got := clk.Pending(); got != 1 {
+		t.Fatalf("%d clock timers pending after one request of %d names, want 1", got, n)
+	}
+	cancels[0]()
+	h.sync()
+	clk.Advance(15 * time.Second)
+	for i := 1; i < n; i++ {
+		recs[i].wantError(t, "resource-error", ErrResourceNotFound)
+	}
+	h.sync()
+	recs[0].none(t)
+	if got := clk.Pending(); got != 0 {
+		t.Fatalf("%d clock timers pending after expiry, want 0", got)
+	}
+
+	// A batch all of whose names arrive stops its clock timer.
+	more := []string{"M1", "M2"}
+	for _, name := range more {
+		Watch(h.c, wholeWorldType, name, newRecorder())
+	}
+	h.sync()
+	h.sent(resources.ListenerTypeURL, more...)
+	if got := clk.Pending(); got != 1 {
+		t.Fatalf("%d clock timers pending, want 1", got)
+	}
+	if err := h.sotw(resources.ListenerTypeURL, "1", lis("M1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := clk.Pending(); got != 1 {
+		t.Fatalf("%d clock timers pending with M2 still awaited, want 1", got)
+	}
+	if err := h.sotw(resources.ListenerTypeURL, "2", lis("M1", "a"), lis("M2", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if got := clk.Pending(); got != 0 {
+		t.Fatalf("%d clock timers pending once every name of the batch arrived, want 0", got)
 	}
 }

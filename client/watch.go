@@ -104,41 +104,49 @@ type WatchOptions struct {
 // WatchWithOptions is Watch with options for this watch. The parameters
 // are copied; the caller may reuse the map.
 func WatchWithOptions[T resources.Resource](c *Client, typ *resources.Type[T], name string, opts WatchOptions, w Watcher[T]) (cancel func()) {
-	convert := func(v resources.Resource) (T, bool) {
+	return c.watch(typ.TypeURL(), name, opts, newTypedWatcher(typ.TypeURL(), typ.TypeName(), w))
+}
+
+// typedWatcher is a user's Watcher[T] with the client's record of it.
+type typedWatcher[T resources.Resource] struct {
+	watcher
+	typeURL, typeName string
+	w                 Watcher[T]
+	uw                UpdateInfoWatcher[T] // w, if it is one; nil otherwise
+}
+
+func newTypedWatcher[T resources.Resource](typeURL, typeName string, w Watcher[T]) *watcher {
+	tw := &typedWatcher[T]{typeURL: typeURL, typeName: typeName, w: w}
+	tw.uw, _ = w.(UpdateInfoWatcher[T])
+	tw.sink = tw
+	return &tw.watcher
+}
+
+func (tw *typedWatcher[T]) deliver(kind int, v resources.Resource, err error) {
+	switch kind {
+	case notifyUpdate, notifyUpdateFromDisk:
 		t, ok := v.(T)
 		if !ok {
-			w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
-				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
+			tw.w.ResourceError(&Error{TypeURL: tw.typeURL, Name: v.ResourceName(),
+				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, tw.typeName, v, t)})
+			return
 		}
-		return t, ok
-	}
-	iw := &watcher{
-		update: func(v resources.Resource) {
-			if t, ok := convert(v); ok {
-				w.Update(t)
-			}
-		},
-		resErr: w.ResourceError,
-		ambErr: w.AmbientError,
-	}
-	if uw, ok := w.(UpdateInfoWatcher[T]); ok {
-		iw.updateInfo = func(v resources.Resource, info UpdateInfo) {
-			if t, ok := convert(v); ok {
-				uw.UpdateWithInfo(t, info)
-			}
+		if tw.uw != nil {
+			tw.uw.UpdateWithInfo(t, UpdateInfo{FromDisk: kind == notifyUpdateFromDisk})
+			return
 		}
+		tw.w.Update(t)
+	case notifyResourceError:
+		tw.w.ResourceError(err)
+	case notifyAmbientError:
+		tw.w.AmbientError(err)
 	}
-	return c.watch(typ.TypeURL(), name, opts, iw)
 }
 
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	iw := &watcher{update: w.Update, resErr: w.ResourceError, ambErr: w.AmbientError}
-	if uw, ok := w.(UpdateInfoWatcher[resources.Resource]); ok {
-		iw.updateInfo = uw.UpdateWithInfo
-	}
-	return c.watch(typeURL, name, WatchOptions{}, iw)
+	return c.watch(typeURL, name, WatchOptions{}, newTypedWatcher(typeURL, typeURL, w))
 }
 
 // watchParams merges the client's default dynamic parameters with a
@@ -205,18 +213,18 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	e := tc.entries[key]
 	if e == nil {
-		e = &entry{name: name, key: key, params: params, auth: a, srv: s, watchers: make(map[*watcher]struct{})}
+		e = &entry{name: name, key: key, params: params, auth: a, srv: s}
 		tc.entries[key] = e
 		if params != nil {
 			tc.addVariant(e)
 		}
 	}
-	if len(e.watchers) == 0 {
+	if e.watchers.len() == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
 		c.subscribeAllLocked(a, typeURL, key)
 	}
-	e.watchers[w] = struct{}{}
+	e.watchers.add(w)
 	if s.unreachable != nil && waiting(e) {
 		// The server is down and this watcher would wait: fall back now
 		// rather than at the next failed reconnection (gRFC A71). The
@@ -232,10 +240,13 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 }
 
 func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
-	return sync.OnceFunc(func() {
-		w.canceled.Store(true)
-		c.unwatch(tc, e, w)
-	})
+	// The canceled flag makes the cancel idempotent: no sync.OnceFunc,
+	// whose state was the larger part of a watch's allocations.
+	return func() {
+		if w.canceled.CompareAndSwap(false, true) {
+			c.unwatch(tc, e, w)
+		}
+	}
 }
 
 // replayLocked tells a new watcher what is already known of e.
@@ -279,11 +290,10 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if c.closed {
 		return
 	}
-	if _, ok := e.watchers[w]; !ok {
+	if !e.watchers.remove(w) {
 		return
 	}
-	delete(e.watchers, w)
-	if len(e.watchers) > 0 {
+	if e.watchers.len() > 0 {
 		return
 	}
 	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key)
@@ -385,7 +395,7 @@ func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 		return // the entries it alone kept are forgotten when the removal is flushed
 	}
 	for _, e := range tc.entries {
-		if e.srv == ww.srv && len(e.watchers) == 0 {
+		if e.srv == ww.srv && e.watchers.len() == 0 {
 			c.forgetLocked(tc, e)
 		}
 	}

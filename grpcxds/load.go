@@ -102,9 +102,11 @@ type lrsMetrics struct {
 	named         map[string]bool // named_metrics.<name>
 }
 
-// lrsMetricsOf returns c's lrsMetrics, nil if it reports no metric.
+// lrsMetricsOf returns c's lrsMetrics, nil if it reports no metric. Only
+// clusters that report load get here, once per build of their config: the
+// unmarshalling in Raw() is not on the path of every cluster.
 func lrsMetricsOf(c *resources.Cluster) *lrsMetrics {
-	names := c.Raw.GetLrsReportEndpointMetrics()
+	names := c.Raw().GetLrsReportEndpointMetrics()
 	if len(names) == 0 {
 		return nil
 	}

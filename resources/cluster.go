@@ -99,8 +99,10 @@ type Cluster struct {
 	LRSServerSelf bool
 	// OutlierDetection is the validated outlier_detection, nil when unset.
 	OutlierDetection *clusterv3.OutlierDetection
-	// Raw is the message as received.
-	Raw *clusterv3.Cluster
+	// raw is the serialized message as received, unmarshalled again by
+	// Raw: kept as bytes because the decoded message, which few callers
+	// read, is several times larger (see docs/PERFORMANCE.md).
+	raw []byte
 }
 
 // ResourceName implements Resource.
@@ -111,8 +113,24 @@ func (c *Cluster) ResourceName() string {
 	return c.Name
 }
 
+// Raw returns the message as received, for the fields Cluster does not
+// model. It is unmarshalled from the bytes received on each call: the
+// caller owns the result. It returns nil for a value not made by the
+// decoder.
+func (c *Cluster) Raw() *clusterv3.Cluster {
+	if c == nil || c.raw == nil {
+		return nil
+	}
+	m := new(clusterv3.Cluster)
+	// These bytes were unmarshalled once already: this cannot fail.
+	if proto.Unmarshal(c.raw, m) != nil {
+		return nil
+	}
+	return m
+}
+
 // Proto implements Resource; it returns Raw.
-func (c *Cluster) Proto() proto.Message { return c.Raw }
+func (c *Cluster) Proto() proto.Message { return c.Raw() }
 
 // EDSServiceName returns the name of the ClusterLoadAssignment an EDS
 // cluster's endpoints come from: service_name, or the cluster's name when
@@ -133,7 +151,7 @@ func decodeCluster(body *anypb.Any) (string, *Cluster, error) {
 	if name == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, Raw: m}
+	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, raw: body.GetValue()}
 	if err := c.init(m); err != nil {
 		return name, nil, err
 	}

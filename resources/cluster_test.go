@@ -10,6 +10,7 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	aggregatev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/clusters/aggregate/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -207,7 +208,7 @@ func TestDecodeClusterRules(t *testing.T) {
 			if name != in.GetName() {
 				t.Errorf("name = %q, want %q", name, in.GetName())
 			}
-			if err == nil && (v.Name != in.GetName() || v.Raw == nil) {
+			if err == nil && (v.Name != in.GetName() || v.Raw() == nil) {
 				t.Errorf("value %+v does not reflect the input", v)
 			}
 		})
@@ -264,7 +265,7 @@ func TestDecodeClusterValues(t *testing.T) {
 		c.LBPolicy != (LBPolicy{Kind: LBRoundRobin, WRRLocality: true}) || c.TLS != nil || c.LRSServerSelf || c.OutlierDetection != nil {
 		t.Errorf("plain EDS cluster = %+v", c)
 	}
-	if c.ResourceName() != "c" || c.Proto() != c.Raw {
+	if c.ResourceName() != "c" || !proto.Equal(c.Proto(), c.Raw()) {
 		t.Error("ResourceName/Proto do not reflect the value")
 	}
 	in := edsCluster("c", "svc")

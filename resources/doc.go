@@ -47,7 +47,11 @@
 //
 // Each value keeps the message it came from in its Raw field for the
 // fields it does not model; values, and the messages they point to, are
-// shared by every watcher and must not be modified.
+// shared by every watcher and must not be modified. Cluster and Endpoints,
+// the types that come by the thousand, keep the bytes received instead and
+// unmarshal them on each call of their Raw method, whose result is the
+// caller's: the decoded messages were a third of a client's heap at 10,000
+// clusters.
 //
 // A Cluster's [LBPolicy] comes from load_balancing_policy as gRPC reads it
 // (gRFC A52): the first policy of the list that gRPC supports is used

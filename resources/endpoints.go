@@ -31,8 +31,10 @@ type Endpoints struct {
 	Localities []Locality
 	// Drops are policy.drop_overloads in order.
 	Drops []DropOverload
-	// Raw is the message as received.
-	Raw *endpointv3.ClusterLoadAssignment
+	// raw is the serialized message as received, unmarshalled again by
+	// Raw: kept as bytes because the decoded message, which few callers
+	// read, is about ten times larger (see docs/PERFORMANCE.md).
+	raw []byte
 }
 
 // DropOverload is one category of requests to drop.
@@ -136,8 +138,24 @@ func (e *Endpoints) ResourceName() string {
 	return e.Name
 }
 
+// Raw returns the message as received, for the fields Endpoints does not
+// model. It is unmarshalled from the bytes received on each call: the
+// caller owns the result. It returns nil for a value not made by the
+// decoder.
+func (e *Endpoints) Raw() *endpointv3.ClusterLoadAssignment {
+	if e == nil || e.raw == nil {
+		return nil
+	}
+	m := new(endpointv3.ClusterLoadAssignment)
+	// These bytes were unmarshalled once already: this cannot fail.
+	if proto.Unmarshal(e.raw, m) != nil {
+		return nil
+	}
+	return m
+}
+
 // Proto implements Resource; it returns Raw.
-func (e *Endpoints) Proto() proto.Message { return e.Raw }
+func (e *Endpoints) Proto() proto.Message { return e.Raw() }
 
 func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
 	m := new(endpointv3.ClusterLoadAssignment)
@@ -152,6 +170,7 @@ func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
 	if err != nil {
 		return name, nil, err
 	}
+	e.raw = body.GetValue()
 	return name, e, nil
 }
 
@@ -172,7 +191,7 @@ type endpointsBuilder struct {
 }
 
 func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
-	e := &Endpoints{Name: m.GetClusterName(), Raw: m}
+	e := &Endpoints{Name: m.GetClusterName()}
 	if err := e.setDrops(m.GetPolicy().GetDropOverloads()); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -130,7 +131,7 @@ func TestDecodeEndpointsRules(t *testing.T) {
 			if name != "svc" {
 				t.Errorf("name = %q, want svc", name)
 			}
-			if err == nil && (v.Name != "svc" || v.Raw == nil) {
+			if err == nil && (v.Name != "svc" || v.Raw() == nil) {
 				t.Errorf("value %+v does not reflect the input", v)
 			}
 		})
@@ -206,7 +207,7 @@ func TestDecodeEndpointsValue(t *testing.T) {
 	if cap(got1.Addresses) != 1 || cap(l.Endpoints) != 2 {
 		t.Errorf("slices share capacity: addresses cap %d, endpoints cap %d", cap(got1.Addresses), cap(l.Endpoints))
 	}
-	if v.ResourceName() != "svc" || v.Proto() != v.Raw {
+	if v.ResourceName() != "svc" || !proto.Equal(v.Proto(), v.Raw()) {
 		t.Error("ResourceName/Proto do not reflect the value")
 	}
 }

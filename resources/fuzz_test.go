@@ -212,8 +212,8 @@ func FuzzDecodeCluster(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if name == "" || name != c.Name || name != c.Raw.GetName() {
-			t.Fatalf("name %q, value %q, raw %q", name, c.Name, c.Raw.GetName())
+		if name == "" || name != c.Name || name != c.Raw().GetName() {
+			t.Fatalf("name %q, value %q, raw %q", name, c.Name, c.Raw().GetName())
 		}
 		switch c.Kind {
 		case ClusterKindEDS:
@@ -257,8 +257,8 @@ func FuzzDecodeEndpoints(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if name == "" || name != e.Name || name != e.Raw.GetClusterName() {
-			t.Fatalf("name %q, value %q, raw %q", name, e.Name, e.Raw.GetClusterName())
+		if name == "" || name != e.Name || name != e.Raw().GetClusterName() {
+			t.Fatalf("name %q, value %q, raw %q", name, e.Name, e.Raw().GetClusterName())
 		}
 		addrs := map[string]bool{}
 		prios := map[uint32]bool{}

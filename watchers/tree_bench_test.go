@@ -79,7 +79,7 @@ func BenchmarkTreeEndpointsUpdate10k(b *testing.B) {
 					bt.apply(&transport.Response{TypeURL: edsURL, Version: fmt.Sprint(i + 2), Nonce: fmt.Sprint(i), Resources: eds})
 				}
 				s := bt.next()
-				if got := s.Clusters.Get(benchCluster(k)).Endpoints.Raw; !proto.Equal(got, mustUnmarshalCLA(a)) {
+				if got := s.Clusters.Get(benchCluster(k)).Endpoints.Raw(); !proto.Equal(got, mustUnmarshalCLA(a)) {
 					b.Fatalf("round %d: cluster %d has endpoints %v", i, k, got)
 				}
 			}

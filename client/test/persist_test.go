@@ -79,7 +79,7 @@ func (tr diskTree) wantAll(t *testing.T, fromDisk bool) uint32 {
 	tr.r.wantUpdateFrom(t, "svc-route", fromDisk)
 	tr.c.wantUpdateFrom(t, "svc-cluster", fromDisk)
 	eps := tr.e.wantUpdateFrom(t, "svc-cluster", fromDisk)
-	return eps.Raw.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
+	return eps.Raw().GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
 }
 
 // persistCfg is what newPersistClient needs beyond the server's address.

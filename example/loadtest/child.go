@@ -28,6 +28,8 @@ const childCommand = "__loadtest_client"
 const (
 	implGoxds = "goxds"   // goxds client + config-tree watcher
 	implGRPC  = "grpc-go" // grpc-go's xDS resolver, without a channel
+	// implBare (bare.go) decodes and ACKs, the reference a client is
+	// compared with.
 )
 
 // usage is a child's resource usage.
@@ -264,7 +266,7 @@ var stopProfile = func() {}
 // listener and answers usage questions until stdin ends.
 func childMain(args []string) int {
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadtest", childCommand, "goxds|grpc-go LISTENER")
+		fmt.Fprintln(os.Stderr, "usage: loadtest", childCommand, "goxds|grpc-go|bare LISTENER")
 		return 2
 	}
 	impl, listener := args[0], args[1]
@@ -306,6 +308,8 @@ func childMain(args []string) int {
 		info, stop, err = runGoxds(listener)
 	case implGRPC:
 		info, stop, err = runGRPC(listener)
+	case implBare:
+		info, stop, err = runBare(listener)
 	default:
 		err = fmt.Errorf("unknown client %q", impl)
 	}

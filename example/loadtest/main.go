@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		n        = fs.Int("n", 0, "clusters (one cell with -m; default: the whole matrix)")
 		m        = fs.Int("m", 3, "endpoints per cluster, with -n")
 		protocol = fs.String("protocol", "both", "goxds protocol: sotw, delta or both (grpc-go speaks SotW only)")
-		impl     = fs.String("impl", "all", "clients to run: goxds, grpc-go or all")
+		impl     = fs.String("impl", "all", "clients to run: goxds, grpc-go, bare (the decode-and-ACK reference, in goxds's row) or all")
 		repeat   = fs.Int("repeat", 3, "runs per cell; the median is reported")
 		rounds   = fs.Int("rounds", 50, "update rounds per run (one cluster's endpoints change per round)")
 		resends  = fs.Int("resends", 5, "unchanged SotW CDS resends per run")
@@ -126,10 +126,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	switch *impl {
 	case "all":
 		cfg.impls[implGoxds], cfg.impls[implGRPC] = true, true
-	case implGoxds, implGRPC:
+	case implGoxds, implGRPC, implBare:
 		cfg.impls[*impl] = true
 	default:
-		return nil, fmt.Errorf("-impl %q: want goxds, grpc-go or all", *impl)
+		return nil, fmt.Errorf("-impl %q: want goxds, grpc-go, bare or all", *impl)
 	}
 	protos := map[string]bool{}
 	switch *protocol {
@@ -198,8 +198,11 @@ func run(ctx context.Context, args []string, out, log io.Writer) error {
 			baselines[key] = r
 		}
 		var mine *result
-		if cfg.impls[implGoxds] {
-			if mine, err = measure(ctx, cfg, implGoxds, c.protocol, c.n, c.m, cfg.repeat, log, prog); err != nil {
+		if impl := implGoxds; cfg.impls[impl] || cfg.impls[implBare] {
+			if cfg.impls[implBare] {
+				impl = implBare
+			}
+			if mine, err = measure(ctx, cfg, impl, c.protocol, c.n, c.m, cfg.repeat, log, prog); err != nil {
 				return err
 			}
 		}

@@ -39,7 +39,7 @@ func plannedRuns(cfg *config) int {
 				total += cfg.repeat
 			}
 		}
-		if cfg.impls[implGoxds] {
+		if cfg.impls[implGoxds] || cfg.impls[implBare] {
 			total += cfg.repeat
 		}
 	}

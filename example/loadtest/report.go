@@ -127,7 +127,7 @@ func (r *report) print(w io.Writer) {
 			label = ""
 		}
 		if x := l.mine; x != nil {
-			row(label, "goxds", x)
+			row(label, x.impl, x)
 			label = ""
 			if b := l.baseline; b != nil {
 				// Against a baseline's lower bounds, a ratio is an upper

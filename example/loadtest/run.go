@@ -95,7 +95,7 @@ func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions)
 		ServerFeatures: []string{"xds_v3"},
 		NodeID:         nodeID,
 	})
-	var env []string
+	env := []string{envServer + "=" + srv.addr, envProtocol + "=" + protocol}
 	if o.profile != "" {
 		env = append(env, "LOADTEST_CPUPROFILE="+o.profile)
 		if o.profileUpdates {
