@@ -32,6 +32,37 @@ import (
 // the variant without constraints (and does-not-exist for entries holding
 // nothing).
 
+// seedVariantLocked gives e, a new entry with parameters, the variant of
+// its name that its server has already sent and another entry holds, when
+// exactly one such variant matches e's parameters. Over delta a server
+// sends a resource once per stream: one that ignores locators (stock
+// go-control-plane) never sends it again for a new subscription with
+// parameters, and the watch would wait for what the client already holds
+// until its does-not-exist timer fired. A server that reads locators
+// answers the new locator with its own choice, which then replaces this
+// one. Values with a TTL, from disk, or not ACKed are not lent: each has
+// state (a timer, a pending answer) the new entry would not share.
+func (c *Client) seedVariantLocked(tc *typeCache, e *entry) {
+	var from *entry
+	for _, o := range c.entriesOfLocked(tc, e.name) {
+		if o == e || o.srv != e.srv || o.src != e.srv || o.value == nil || o.fromDisk ||
+			o.status != StatusACKed || o.ttlTimer != nil || !resources.MatchConstraints(o.constraints, e.params) {
+			continue
+		}
+		if from != nil && !proto.Equal(from.constraints, o.constraints) {
+			return // two variants match: only the server can say which
+		}
+		from = o
+	}
+	if from == nil {
+		return
+	}
+	e.value, e.version, e.rcvVersion, e.src = from.value, from.version, from.rcvVersion, from.src
+	e.valueRaw, e.raw, e.constraints = from.valueRaw, from.raw, from.constraints
+	e.status, e.lastUpdated = StatusACKed, from.lastUpdated
+	c.persistDirtyLocked(tc)
+}
+
 // variantItemsLocked fans a received resource of a name with variants out
 // to the entries of the name whose parameters its constraints match: one
 // item per entry, with the entry set, plus one with no entry for the

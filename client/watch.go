@@ -217,6 +217,7 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 		tc.entries[key] = e
 		if params != nil {
 			tc.addVariant(e)
+			c.seedVariantLocked(tc, e)
 		}
 	}
 	if e.watchers.len() == 0 {

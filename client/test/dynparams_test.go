@@ -464,3 +464,34 @@ func TestE2EDynamicParametersServerIgnoresLocators(t *testing.T) {
 		wantAddresses(t, prod.wantUpdatePastOutage(t, "svc-cluster"), "127.0.0.1:1002")
 	})
 }
+
+// A delta server sends a resource once per stream, and one that ignores
+// locators never sends it again for a later watch of the name with
+// parameters: the variant the client already holds from that server, which
+// matches, is that watch's at once (and the locator still goes out, for a
+// server that reads it to answer with its own choice).
+func TestDynamicParametersLaterWatchGetsHeldVariant(t *testing.T) {
+	forEachProtocol(t, deltaProtocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		e, wPlain := deltaClusterEnv(t, p, config{})
+		e.sendDelta(deltaResp("d1", nil, res("C1", "v1", testutils.Cluster("C1", "plain"))))
+		e.replyTo(p, "d1")
+		wPlain.wantUpdate(t, "C1")
+
+		wProd, _ := watchC1(e.c, dpProd)
+		wProd.wantUpdate(t, "C1")
+		e.waitLocators(p, 1)
+		st, _ := statusOf(e.c, "C1", dpProd)
+		if st.Status != client.StatusACKed || st.Version != "v1" {
+			t.Fatalf("C1{env=prod} is %v at %q, want ACKED at v1", st.Status, st.Version)
+		}
+		// A variant for prod from a server that reads locators replaces it.
+		e.sendDelta(deltaResp("d2", nil, testutils.WrapVariant("C1", "v2", dpValue("env", "prod"), testutils.Cluster("C1", "prod"))))
+		e.replyTo(p, "d2")
+		if got := wProd.wantUpdate(t, "C1"); got.EDSServiceName() != "prod" {
+			t.Errorf("C1{env=prod} after its variant arrived: eds %q, want prod", got.EDSServiceName())
+		}
+		barrier(t, e.c)
+		wPlain.none(t)
+	})
+}
