@@ -30,7 +30,9 @@ import (
 // is; delta: removed_resource_names removes the variant with exactly those
 // constraints from the entries holding it, a plain removed_resources name
 // the variant without constraints (and does-not-exist for entries holding
-// nothing).
+// nothing). A new entry with parameters starts with the variant another
+// entry of its name holds from the same server, if exactly one matches
+// (seedVariantLocked): a delta server sends nothing twice.
 
 // seedVariantLocked gives e, a new entry with parameters, the variant of
 // its name that its server has already sent and another entry holds, when
