@@ -13,9 +13,12 @@ import (
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
 	"google.golang.org/grpc/xds"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/resources"
@@ -207,5 +210,33 @@ func grpcGoServerVerdict(t *testing.T, lis *listenerv3.Listener) string {
 	go srv.Serve(raw)
 	lis.Name = "grpc/server?xds.resource.listening_address=" + raw.Addr().String()
 	lis.Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: uint32(raw.Addr().(*net.TCPAddr).Port)}
-	return exchange(ctx, t, s, resources.ListenerTypeURL, lis.Name, lis)
+	verdict := exchange(ctx, t, s, resources.ListenerTypeURL, lis.Name, lis)
+	settle(ctx, t, s, resources.ListenerTypeURL, lis)
+	return verdict
+}
+
+// settle sends m again, unchanged, and waits for grpc-go's reply. grpc-go
+// reads a response only once its watchers are done with the previous one,
+// so its reply says that the callbacks of the first response have
+// returned; an unchanged resource calls no watcher. Without it, Stop could
+// run beside the Listener watcher's callback, which races inside grpc-go
+// v1.85 (listenerWrapper.Close reads pendingFilterChainManager, which
+// ResourceChanged writes unlocked).
+func settle(ctx context.Context, t *testing.T, s *testutils.FakeServer, typeURL string, m proto.Message) {
+	t.Helper()
+	const nonce = "n2"
+	if err := s.Send(&discoveryv3.DiscoveryResponse{
+		TypeUrl: typeURL, VersionInfo: "2", Nonce: nonce, Resources: []*anypb.Any{toAny(m)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		req, err := s.NextRequest(ctx)
+		if err != nil {
+			t.Fatalf("waiting for grpc-go's reply to the resend: %v", err)
+		}
+		if req.GetTypeUrl() == typeURL && req.GetResponseNonce() == nonce {
+			return
+		}
+	}
 }
