@@ -2,6 +2,7 @@ package grpcparity
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -290,10 +291,16 @@ func grpcGoVerdicts(t *testing.T, lis *listenerv3.Listener, rc *routev3.RouteCon
 }
 
 // exchange waits for grpc-go to ask for name of typeURL, sends m, and
-// returns the error_detail of grpc-go's reply.
+// returns the error_detail of grpc-go's reply. Requests of other types read
+// meanwhile are kept for the exchanges that want them: grpc-go subscribes to
+// a Listener's RouteConfiguration from the watcher's callback, which may
+// send before the Listener's ACK goes out.
 func exchange(ctx context.Context, t *testing.T, s *testutils.FakeServer, typeURL, name string, m proto.Message) string {
 	t.Helper()
 	next := func() *discoveryv3.DiscoveryRequest {
+		if req := unstash(s, typeURL); req != nil {
+			return req
+		}
 		for {
 			req, err := s.NextRequest(ctx)
 			if err != nil {
@@ -302,6 +309,7 @@ func exchange(ctx context.Context, t *testing.T, s *testutils.FakeServer, typeUR
 			if req.GetTypeUrl() == typeURL {
 				return req
 			}
+			keep(s, req)
 		}
 	}
 	for req := next(); !contains(req.GetResourceNames(), name); req = next() {
@@ -318,6 +326,39 @@ func exchange(ctx context.Context, t *testing.T, s *testutils.FakeServer, typeUR
 			return req.GetErrorDetail().GetMessage()
 		}
 	}
+}
+
+// stash holds, per fake server, the requests exchange read for a type it
+// was not waiting for, in order.
+var stash struct {
+	sync.Mutex
+	reqs map[*testutils.FakeServer][]*discoveryv3.DiscoveryRequest
+}
+
+func keep(s *testutils.FakeServer, req *discoveryv3.DiscoveryRequest) {
+	stash.Lock()
+	defer stash.Unlock()
+	if stash.reqs == nil {
+		stash.reqs = make(map[*testutils.FakeServer][]*discoveryv3.DiscoveryRequest)
+	}
+	stash.reqs[s] = append(stash.reqs[s], req)
+}
+
+// unstash takes the first kept request of typeURL, nil if none.
+func unstash(s *testutils.FakeServer, typeURL string) *discoveryv3.DiscoveryRequest {
+	stash.Lock()
+	defer stash.Unlock()
+	reqs := stash.reqs[s]
+	for i, req := range reqs {
+		if req.GetTypeUrl() == typeURL {
+			stash.reqs[s] = append(reqs[:i:i], reqs[i+1:]...)
+			if len(stash.reqs[s]) == 0 {
+				delete(stash.reqs, s)
+			}
+			return req
+		}
+	}
+	return nil
 }
 
 func contains(names []string, name string) bool {
