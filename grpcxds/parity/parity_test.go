@@ -49,9 +49,7 @@ func TestParityWithGRPCGo(t *testing.T) {
 	// blocked300ms makes an RPC to a server that blocks, which a bound of
 	// 300ms must end.
 	blocked300ms := func(conn *grpc.ClientConn, ready, _ *backend) outcome {
-		block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-		ready.handler.Store(&block)
-		defer ready.handler.Store(nil)
+		defer handle(ready, block)()
 		start := time.Now()
 		_, err := call(p.ctx, conn)
 		if took := time.Since(start); took < 300*time.Millisecond || took > 10*time.Second {
@@ -68,12 +66,8 @@ func TestParityWithGRPCGo(t *testing.T) {
 		setup func(ready, other *backend) testutils.Resources
 		run   func(conn *grpc.ClientConn, ready, other *backend) outcome
 	}{{
-		name: "retries: UNAVAILABLE twice, num_retries 3",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: UNAVAILABLE twice, num_retries 3",
+		setup: retrying("unavailable", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
 			return failing(p.ctx, conn, ready, 2, codes.Unavailable)
 		},
@@ -88,22 +82,14 @@ func TestParityWithGRPCGo(t *testing.T) {
 			return failing(p.ctx, conn, ready, 100, codes.Unavailable)
 		},
 	}, {
-		name: "retries: INTERNAL not in retry_on",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable,cancelled", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: INTERNAL not in retry_on",
+		setup: retrying("unavailable,cancelled", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
 			return failing(p.ctx, conn, ready, 100, codes.Internal)
 		},
 	}, {
-		name: "retries: UNAVAILABLE after response headers is not retried",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: UNAVAILABLE after response headers is not retried",
+		setup: retrying("unavailable", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
 			h := func(ctx context.Context) error {
 				if err := grpc.SendHeader(ctx, metadata.Pairs("x-answered", "yes")); err != nil {
@@ -111,69 +97,37 @@ func TestParityWithGRPCGo(t *testing.T) {
 				}
 				return status.Error(codes.Unavailable, "failing after headers")
 			}
-			ready.handler.Store(&h)
-			defer ready.handler.Store(nil)
-			ready.rpcs.Store(0)
+			defer handle(ready, h)()
 			_, err := call(p.ctx, conn)
 			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 		},
 	}, {
-		name: "retries: a 300 KiB request is not retried",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: a 300 KiB request is not retried",
+		setup: retrying("unavailable", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
-			var seen atomic.Int64
-			h := func(context.Context) error {
-				if seen.Add(1) > 1 {
-					return nil
-				}
-				return status.Error(codes.Unavailable, "failing once")
-			}
-			ready.handler.Store(&h)
-			defer ready.handler.Store(nil)
-			ready.rpcs.Store(0)
+			h := failFirst(1, codes.Unavailable)
+			defer handle(ready, h)()
 			err := conn.Invoke(p.ctx, sayHello, wrapperspb.String(strings.Repeat("x", 300<<10)), new(wrapperspb.StringValue))
 			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 		},
 	}, {
-		name: "retries: a negative pushback ends them",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: a negative pushback ends them",
+		setup: retrying("unavailable", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
 			h := func(ctx context.Context) error {
 				grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", "-1"))
 				return status.Error(codes.Unavailable, "do not retry")
 			}
-			ready.handler.Store(&h)
-			defer ready.handler.Store(nil)
-			ready.rpcs.Store(0)
+			defer handle(ready, h)()
 			_, err := call(p.ctx, conn)
 			return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 		},
 	}, {
-		name: "retries: a stream failing twice, replayed",
-		setup: func(ready, _ *backend) testutils.Resources {
-			r := toCluster("A")
-			r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(3)}
-			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
-		},
+		name:  "retries: a stream failing twice, replayed",
+		setup: retrying("unavailable", 3),
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
-			var seen atomic.Int64
-			h := func(context.Context) error {
-				if seen.Add(1) > 2 {
-					return nil
-				}
-				return status.Error(codes.Unavailable, "failing as told")
-			}
-			ready.handler.Store(&h)
-			defer ready.handler.Store(nil)
-			ready.rpcs.Store(0)
+			h := failFirst(2, codes.Unavailable)
+			defer handle(ready, h)()
 			got, err := chat(p.ctx, conn, 3)
 			if err == nil && got != "3" {
 				t.Errorf("stream answered %q; want 3: every message sent again", got)
@@ -221,9 +175,7 @@ func TestParityWithGRPCGo(t *testing.T) {
 			return tree(vhost(r), nil, clusters("A"), eds("A", ready))
 		},
 		run: func(conn *grpc.ClientConn, ready, _ *backend) outcome {
-			block := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
-			ready.handler.Store(&block)
-			defer ready.handler.Store(nil)
+			defer handle(ready, block)()
 			ctx, cancel := context.WithTimeout(p.ctx, time.Second)
 			defer cancel()
 			start := time.Now()
@@ -338,19 +290,43 @@ func (p *pair) waitConfig(conn *grpc.ClientConn, ready *backend, fault codes.Cod
 // failing makes ready fail its next n RPCs with code, makes one RPC, and
 // reports its status and the attempts ready saw.
 func failing(ctx context.Context, conn *grpc.ClientConn, ready *backend, n int64, code codes.Code) outcome {
+	defer handle(ready, failFirst(n, code))()
+	_, err := call(ctx, conn)
+	return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
+}
+
+// retrying is the setup of a case whose route to cluster A retries the
+// codes of retryOn n times.
+func retrying(retryOn string, n uint32) func(ready, _ *backend) testutils.Resources {
+	return func(ready, _ *backend) testutils.Resources {
+		r := toCluster("A")
+		r.GetRoute().RetryPolicy = &routev3.RetryPolicy{RetryOn: retryOn, NumRetries: wrapperspb.UInt32(n)}
+		return tree(vhost(r), nil, clusters("A"), eds("A", ready))
+	}
+}
+
+// handle makes b run h first in every RPC and counts its RPCs from 0; the
+// function it returns takes h away.
+func handle(b *backend, h func(context.Context) error) (restore func()) {
+	b.handler.Store(&h)
+	b.rpcs.Store(0)
+	return func() { b.handler.Store(nil) }
+}
+
+// failFirst fails the first n RPCs it sees with code, and lets the others
+// through.
+func failFirst(n int64, code codes.Code) func(context.Context) error {
 	var seen atomic.Int64
-	h := func(context.Context) error {
+	return func(context.Context) error {
 		if seen.Add(1) > n {
 			return nil
 		}
 		return status.Error(code, "failing as told")
 	}
-	ready.handler.Store(&h)
-	defer ready.handler.Store(nil)
-	ready.rpcs.Store(0)
-	_, err := call(ctx, conn)
-	return outcome{code: status.Code(err), attempts: ready.rpcs.Load()}
 }
+
+// block holds an RPC until it ends.
+func block(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 
 // An RPC to a listener that does not exist fails with UNAVAILABLE through
 // both, and once the does-not-exist timer (15s in both) has fired, the

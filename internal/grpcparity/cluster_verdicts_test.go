@@ -1,7 +1,6 @@
 package grpcparity
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -15,9 +14,6 @@ import (
 	ringhashv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/ring_hash/v3"
 	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -164,28 +160,7 @@ func TestClusterVerdicts(t *testing.T) {
 // error_detail of its reply to c: "" for an ACK.
 func grpcGoClusterVerdict(t *testing.T, c *clusterv3.Cluster) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), verdictTimeout)
-	defer cancel()
-	s, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	b, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: s.Address(), NodeID: "parity"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+listenerName, grpc.WithResolvers(b), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.Connect()
-	if nack := exchange(ctx, t, s, resources.ListenerTypeURL, listenerName, listener(router())); nack != "" {
-		t.Fatalf("grpc-go rejected the listener: %s", nack)
-	}
-	if nack := exchange(ctx, t, s, resources.RouteConfigTypeURL, routeName, routeConfig(nil)); nack != "" {
-		t.Fatalf("grpc-go rejected the route configuration: %s", nack)
-	}
+	ctx, s := grpcGoClient(t)
+	grpcGoRoutesToCluster(ctx, t, s)
 	return exchange(ctx, t, s, resources.ClusterTypeURL, c.GetName(), c)
 }

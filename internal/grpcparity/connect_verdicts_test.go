@@ -11,9 +11,6 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	http11proxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/http_11_proxy/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -141,29 +138,8 @@ func testHTTPConnectEndpointVerdicts(t *testing.T) {
 // error_detail of its reply to cla: "" for an ACK.
 func grpcGoEndpointsVerdict(t *testing.T, c *clusterv3.Cluster, cla *endpointv3.ClusterLoadAssignment) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), verdictTimeout)
-	defer cancel()
-	s, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	b, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: s.Address(), NodeID: "parity"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///"+listenerName, grpc.WithResolvers(b), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.Connect()
-	if nack := exchange(ctx, t, s, resources.ListenerTypeURL, listenerName, listener(router())); nack != "" {
-		t.Fatalf("grpc-go rejected the listener: %s", nack)
-	}
-	if nack := exchange(ctx, t, s, resources.RouteConfigTypeURL, routeName, routeConfig(nil)); nack != "" {
-		t.Fatalf("grpc-go rejected the route configuration: %s", nack)
-	}
+	ctx, s := grpcGoClient(t)
+	grpcGoRoutesToCluster(ctx, t, s)
 	if nack := exchange(ctx, t, s, resources.ClusterTypeURL, c.GetName(), c); nack != "" {
 		t.Fatalf("grpc-go rejected the cluster: %s", nack)
 	}

@@ -266,13 +266,27 @@ func compare(t *testing.T, goxds error, grpcNACK string) {
 // returns the error_detail of its reply to each: "" for an ACK.
 func grpcGoVerdicts(t *testing.T, lis *listenerv3.Listener, rc *routev3.RouteConfiguration) (ldsNACK, rdsNACK string) {
 	t.Helper()
+	ctx, s := grpcGoClient(t)
+	ldsNACK = exchange(ctx, t, s, resources.ListenerTypeURL, listenerName, lis)
+	if ldsNACK != "" || rc == nil {
+		return ldsNACK, ""
+	}
+	return "", exchange(ctx, t, s, resources.RouteConfigTypeURL, rc.GetName(), rc)
+}
+
+// grpcGoClient starts a fake management server and a channel through
+// grpc-go's xDS resolver to "xds:///"+listenerName, which asks for the
+// listener at once; both end with the test, and so does the context,
+// bounded by verdictTimeout, for the exchanges with it.
+func grpcGoClient(t *testing.T) (context.Context, *testutils.FakeServer) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), verdictTimeout)
-	defer cancel()
+	t.Cleanup(cancel)
 	s, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Stop()
+	t.Cleanup(s.Stop)
 	b, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: s.Address(), NodeID: "parity"}))
 	if err != nil {
 		t.Fatal(err)
@@ -281,13 +295,22 @@ func grpcGoVerdicts(t *testing.T, lis *listenerv3.Listener, rc *routev3.RouteCon
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
 	conn.Connect()
-	ldsNACK = exchange(ctx, t, s, resources.ListenerTypeURL, listenerName, lis)
-	if ldsNACK != "" || rc == nil {
-		return ldsNACK, ""
+	return ctx, s
+}
+
+// grpcGoRoutesToCluster serves grpc-go's client a listener and a route
+// configuration that route every RPC to the cluster "c" the caller serves
+// next, and fails the test if either is rejected.
+func grpcGoRoutesToCluster(ctx context.Context, t *testing.T, s *testutils.FakeServer) {
+	t.Helper()
+	if nack := exchange(ctx, t, s, resources.ListenerTypeURL, listenerName, listener(router())); nack != "" {
+		t.Fatalf("grpc-go rejected the listener: %s", nack)
 	}
-	return "", exchange(ctx, t, s, resources.RouteConfigTypeURL, rc.GetName(), rc)
+	if nack := exchange(ctx, t, s, resources.RouteConfigTypeURL, routeName, routeConfig(nil)); nack != "" {
+		t.Fatalf("grpc-go rejected the route configuration: %s", nack)
+	}
 }
 
 // exchange waits for grpc-go to ask for name of typeURL, sends m, and
