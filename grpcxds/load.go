@@ -102,11 +102,9 @@ type lrsMetrics struct {
 	named         map[string]bool // named_metrics.<name>
 }
 
-// lrsMetricsOf returns c's lrsMetrics, nil if it reports no metric. Only
-// clusters that report load get here, once per build of their config: the
-// unmarshalling in Raw() is not on the path of every cluster.
+// lrsMetricsOf returns c's lrsMetrics, nil if it reports no metric.
 func lrsMetricsOf(c *resources.Cluster) *lrsMetrics {
-	names := c.Raw().GetLrsReportEndpointMetrics()
+	names := c.LRSReportEndpointMetrics
 	if len(names) == 0 {
 		return nil
 	}

@@ -97,6 +97,10 @@ type Cluster struct {
 	// LRSServerSelf reports that load is to be reported to the management
 	// server that sent the cluster (lrs_server: self).
 	LRSServerSelf bool
+	// LRSReportEndpointMetrics is lrs_report_endpoint_metrics: which backend
+	// metrics of RPCs' ORCA load reports the load reports carry (gRFC
+	// A85); nil when unset.
+	LRSReportEndpointMetrics []string
 	// OutlierDetection is the validated outlier_detection, nil when unset.
 	OutlierDetection *clusterv3.OutlierDetection
 	// raw is the serialized message as received, unmarshalled again by
@@ -185,6 +189,7 @@ func (c *Cluster) init(m *clusterv3.Cluster) error {
 		}
 		c.LRSServerSelf = true
 	}
+	c.LRSReportEndpointMetrics = m.GetLrsReportEndpointMetrics()
 	if od := m.GetOutlierDetection(); od != nil {
 		if err := checkOutlierDetection(od); err != nil {
 			return at("outlier_detection", err)
