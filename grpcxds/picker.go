@@ -145,24 +145,10 @@ func (p *routePicker) match(method string, md metadata.MD) *resources.Route {
 	return nil
 }
 
-// matchRoute reports whether r matches an RPC to method with metadata md:
-// the path matcher, every header matcher, and the runtime fraction. gRPC
-// requests carry no query string, so a route with query parameter matchers
-// never matches.
+// matchRoute reports whether r matches an RPC to method with metadata md,
+// its headers as header sees them.
 func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	if !r.MatchPath(method) || len(r.QueryParameters) > 0 {
-		return false
-	}
-	for _, h := range r.Headers {
-		value, present := header(md, h.Name())
-		if !h.Match(value, present) {
-			return false
-		}
-	}
-	if r.RuntimeFraction >= 0 && rand.Int32N(1_000_000) >= r.RuntimeFraction {
-		return false
-	}
-	return true
+	return r.MatchGRPC(method, func(name string) (string, bool) { return header(md, name) })
 }
 
 // header returns the value of a request header as route matching and hash

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -207,6 +208,24 @@ func (r *Route) MatchPath(path string) bool {
 		return r.Regex != nil && r.Regex.MatchString(path)
 	}
 	return false
+}
+
+// MatchGRPC reports whether the route matches a gRPC request to path
+// (gRFC A28): the path matcher, every header matcher against header (a
+// request's value for a name, and whether it has one: the caller decides
+// how multiple values join and which headers are hidden), and the runtime
+// fraction, drawn anew at each call. gRPC requests carry no query string,
+// so a route with query parameter matchers never matches.
+func (r *Route) MatchGRPC(path string, header func(name string) (string, bool)) bool {
+	if !r.MatchPath(path) || len(r.QueryParameters) > 0 {
+		return false
+	}
+	for _, h := range r.Headers {
+		if !h.Match(header(h.Name())) {
+			return false
+		}
+	}
+	return r.RuntimeFraction < 0 || rand.Int32N(1_000_000) < r.RuntimeFraction
 }
 
 // ClusterNames returns every cluster the route can send a request to,

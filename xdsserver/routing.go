@@ -2,7 +2,6 @@ package xdsserver
 
 import (
 	"context"
-	"math/rand/v2"
 	"net/netip"
 	"strings"
 
@@ -130,24 +129,14 @@ func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.Virt
 }
 
 // matchRoute reports whether r matches an RPC to method with metadata md,
-// as on the client (gRFC A28): the path, every header (values joined with
-// ","; binary headers never match), and the runtime fraction. RPCs carry
-// no query string, so a route with query parameter matchers never matches.
+// as on the client (gRFC A28): a header's values joined with ","; binary
+// headers never match.
 func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	if !r.MatchPath(method) || len(r.QueryParameters) > 0 {
-		return false
-	}
-	for _, h := range r.Headers {
-		var vs []string
-		if !strings.HasSuffix(h.Name(), "-bin") {
-			vs = md[h.Name()]
+	return r.MatchGRPC(method, func(name string) (string, bool) {
+		if strings.HasSuffix(name, "-bin") {
+			return "", false
 		}
-		if !h.Match(strings.Join(vs, ","), len(vs) > 0) {
-			return false
-		}
-	}
-	if r.RuntimeFraction >= 0 && rand.Int32N(1_000_000) >= r.RuntimeFraction {
-		return false
-	}
-	return true
+		vs := md[name]
+		return strings.Join(vs, ","), len(vs) > 0
+	})
 }
