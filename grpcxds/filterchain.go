@@ -76,10 +76,8 @@ type filterChain struct {
 }
 
 type chainFilter struct {
-	name     string
-	runtime  clientFilterRuntime
-	config   resources.HTTPFilterConfig // the filter's own
-	disabled bool                       // runs only where an override switches it on
+	filter  *resources.HTTPFilter // the listener's (shared, not modified)
+	runtime clientFilterRuntime
 }
 
 // filterCall is one filter to run for one RPC, with its effective
@@ -99,7 +97,8 @@ func newFilterChain(l *resources.Listener) *filterChain {
 	if l == nil {
 		return c
 	}
-	for _, f := range l.HTTPFilters {
+	for i := range l.HTTPFilters {
+		f := &l.HTTPFilters[i]
 		name := messageName(f.TypeURL)
 		if t, ok := resources.LookupHTTPFilter(f.TypeURL); ok && t.Terminal {
 			continue
@@ -112,7 +111,7 @@ func newFilterChain(l *resources.Listener) *filterChain {
 			c.err = fmt.Errorf("HTTP filter %q of type %s cannot run on a gRPC client", f.Name, f.TypeURL)
 			return c
 		}
-		c.filters = append(c.filters, chainFilter{name: f.Name, runtime: mk(), config: f.Parsed, disabled: f.Disabled})
+		c.filters = append(c.filters, chainFilter{filter: f, runtime: mk()})
 	}
 	return c
 }
@@ -137,15 +136,7 @@ func (c *filterChain) forRPC(vh *resources.VirtualHost, r *resources.Route, wc i
 	}
 	calls := make([]filterCall, 0, len(c.filters))
 	for _, f := range c.filters {
-		config, on := f.config, !f.disabled
-		for _, level := range levels {
-			if o, ok := level[f.name]; ok {
-				_, off := o.(resources.DisabledFilterOverride)
-				config, on = o, !off
-				break
-			}
-		}
-		if on {
+		if config, on := f.filter.EffectiveConfig(levels...); on {
 			calls = append(calls, filterCall{runtime: f.runtime, config: config})
 		}
 	}

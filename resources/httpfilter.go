@@ -29,6 +29,24 @@ type HTTPFilterConfig interface{}
 // the filter does not run for requests that entry applies to.
 type DisabledFilterOverride struct{}
 
+// EffectiveConfig returns the configuration f runs with for one request,
+// and whether it runs at all (gRFC A39). overrides are the request's
+// typed_per_filter_config maps, most specific first (weighted cluster,
+// route, virtual host; nil maps are skipped): the first that names f
+// decides, a DisabledFilterOverride switching it off and any other value
+// replacing its configuration and switching it on, even where the
+// listener disabled it. With no override, f runs with its own
+// configuration unless it is disabled.
+func (f *HTTPFilter) EffectiveConfig(overrides ...map[string]HTTPFilterConfig) (HTTPFilterConfig, bool) {
+	for _, level := range overrides {
+		if o, ok := level[f.Name]; ok {
+			_, off := o.(DisabledFilterOverride)
+			return o, !off
+		}
+	}
+	return f.Parsed, !f.Disabled
+}
+
 // RouterConfig is the parsed configuration of the router filter
 // (envoy.extensions.filters.http.router.v3.Router). gRPC uses none of its
 // fields.

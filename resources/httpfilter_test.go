@@ -349,3 +349,31 @@ func TestFilterOverrideKeyNeedNotExist(t *testing.T) {
 		t.Errorf("override type = %v", got)
 	}
 }
+
+// The most specific override naming a filter decides whether it runs and
+// with what; without one the filter's own config, unless it is disabled.
+func TestHTTPFilterEffectiveConfig(t *testing.T) {
+	own, route, vhost := &FaultConfig{}, &FaultConfig{}, &FaultConfig{}
+	off := DisabledFilterOverride{}
+	levels := func(ms ...map[string]HTTPFilterConfig) []map[string]HTTPFilterConfig { return ms }
+	for _, tt := range []struct {
+		name      string
+		disabled  bool
+		overrides []map[string]HTTPFilterConfig
+		want      HTTPFilterConfig
+		wantOn    bool
+	}{
+		{name: "no override", want: own, wantOn: true},
+		{name: "disabled, no override", disabled: true, want: own},
+		{name: "route over virtual host", overrides: levels(nil, map[string]HTTPFilterConfig{"f": route}, map[string]HTTPFilterConfig{"f": vhost}), want: route, wantOn: true},
+		{name: "virtual host", overrides: levels(map[string]HTTPFilterConfig{"g": route}, map[string]HTTPFilterConfig{"f": vhost}), want: vhost, wantOn: true},
+		{name: "override switches a disabled filter on", disabled: true, overrides: levels(map[string]HTTPFilterConfig{"f": route}), want: route, wantOn: true},
+		{name: "disabled override", overrides: levels(map[string]HTTPFilterConfig{"f": off}, map[string]HTTPFilterConfig{"f": vhost}), want: off},
+	} {
+		f := HTTPFilter{Name: "f", Parsed: own, Disabled: tt.disabled}
+		got, on := f.EffectiveConfig(tt.overrides...)
+		if got != tt.want || on != tt.wantOn {
+			t.Errorf("%s: %v, %v; want %v, %v", tt.name, got, on, tt.want, tt.wantOn)
+		}
+	}
+}

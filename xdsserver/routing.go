@@ -86,19 +86,10 @@ func (g *generation) check(ctx context.Context, method string) error {
 // for fails the RPC rather than being skipped: it may be a security filter.
 func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
-	for _, f := range fc.HTTPFilters {
-		cfg := f.Parsed
-		override, overridden := route.FilterOverrides[f.Name]
-		if !overridden {
-			override, overridden = vh.FilterOverrides[f.Name]
-		}
-		switch {
-		case overridden:
-			if _, off := override.(resources.DisabledFilterOverride); off {
-				continue
-			}
-			cfg = override
-		case f.Disabled:
+	for i := range fc.HTTPFilters {
+		f := &fc.HTTPFilters[i]
+		cfg, on := f.EffectiveConfig(route.FilterOverrides, vh.FilterOverrides)
+		if !on {
 			continue
 		}
 		switch c := cfg.(type) {
