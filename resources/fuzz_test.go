@@ -99,8 +99,8 @@ func FuzzDecodeRouteConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if name == "" || name != rc.Name || name != rc.Raw.GetName() {
-			t.Fatalf("name %q, value %q, raw %q", name, rc.Name, rc.Raw.GetName())
+		if name == "" || name != rc.Name || name != rc.Raw().GetName() {
+			t.Fatalf("name %q, value %q, raw %q", name, rc.Name, rc.Raw().GetName())
 		}
 		checkRouteConfig(t, rc)
 	})
@@ -136,8 +136,8 @@ func checkRouteConfig(t *testing.T, rc *RouteConfig) {
 			checkRoute(t, r)
 		}
 		// Every route received is either kept or skipped, in order.
-		if len(vh.Routes)+len(vh.SkippedRoutes) != len(vh.Raw.GetRoutes()) {
-			t.Fatalf("%d routes kept and %d skipped of %d", len(vh.Routes), len(vh.SkippedRoutes), len(vh.Raw.GetRoutes()))
+		if n := len(vh.Raw().GetRoutes()); len(vh.Routes)+len(vh.SkippedRoutes) != n {
+			t.Fatalf("%d routes kept and %d skipped of %d", len(vh.Routes), len(vh.SkippedRoutes), n)
 		}
 		for i, s := range vh.SkippedRoutes {
 			if s.Reason == "" || (i > 0 && s.Index <= vh.SkippedRoutes[i-1].Index) {
