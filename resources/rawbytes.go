@@ -1,6 +1,8 @@
 package resources
 
 import (
+	"sync"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -74,4 +76,32 @@ func marshalOrNil(m proto.Message) []byte {
 // by the decoder).
 func unmarshalRaw(b []byte, m proto.Message) bool {
 	return b != nil && proto.Unmarshal(b, m) == nil
+}
+
+// msgPool recycles the top-level message a decoder unmarshals into, for
+// the types that come by the thousand: once a value is built from it and
+// keeps only bytes, the message is garbage, and a Cluster message alone is
+// half of what decoding a Cluster allocates. Recycling is safe because a
+// value never keeps the top-level message, only strings, slices and
+// sub-messages it points to, which proto.Reset drops from the message
+// rather than clearing, and which the next unmarshal never writes to.
+type msgPool[M any, P interface {
+	*M
+	proto.Message
+}] struct {
+	pool sync.Pool
+}
+
+// get returns an empty message.
+func (mp *msgPool[M, P]) get() P {
+	if m, ok := mp.pool.Get().(P); ok {
+		return m
+	}
+	return P(new(M))
+}
+
+// put empties m and keeps it for a later get; m must not be used after.
+func (mp *msgPool[M, P]) put(m P) {
+	proto.Reset(m)
+	mp.pool.Put(m)
 }
