@@ -456,8 +456,12 @@ func joinHostPort(host string, port uint32) string {
 	var digits [10]byte
 	p := strconv.AppendUint(digits[:0], uint64(port), 10)
 	bracket := strings.IndexByte(host, ':') >= 0
+	n := len(host) + 1 + len(p)
+	if bracket {
+		n += 2
+	}
 	var sb strings.Builder
-	sb.Grow(len(host) + 3 + len(p))
+	sb.Grow(n) // exactly: a larger buffer would be kept with the string
 	if bracket {
 		sb.WriteByte('[')
 	}

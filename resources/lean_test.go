@@ -2,7 +2,10 @@ package resources
 
 import (
 	"fmt"
+	"net"
 	"reflect"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +83,52 @@ func TestRecycledMessagesLeaveDecodedValuesIntact(t *testing.T) {
 	}
 	if !proto.Equal(c0.Raw(), mkCluster(0)) || !proto.Equal(e0.Raw(), mkCLA(0)) {
 		t.Error("Raw of a value decoded earlier changed")
+	}
+}
+
+// Uniqueness of addresses and localities is checked by a scan in small
+// assignments and by a map in large ones: both find the same duplicates,
+// and report them at the same place.
+func TestDuplicatesFoundInSmallAndLargeAssignments(t *testing.T) {
+	for _, n := range []int{2, maxScanned, maxScanned + 1, 3 * maxScanned} {
+		eps := make([]*endpointv3.LbEndpoint, n)
+		for i := range eps {
+			eps[i] = lbEndpoint(fmt.Sprintf("10.0.%d.%d", i/256, i%256), 80)
+		}
+		eps[n-1] = lbEndpoint("10.0.0.0", 80) // the first's address
+		_, _, err := decodeMsg(EndpointsType, cla("c", locality("r", 0, 1, eps...)))
+		want := fmt.Sprintf("endpoints[0].lb_endpoints[%d].endpoint.address: duplicate address 10.0.0.0:80 in the assignment", n-1)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d addresses, the last a duplicate: error %v, want %q", n, err, want)
+		}
+
+		locs := make([]*endpointv3.LocalityLbEndpoints, n)
+		for i := range locs {
+			locs[i] = locality(fmt.Sprintf("r-%d", i), 0, 1, lbEndpoint("10.1.0.1", uint32(1000+i)))
+		}
+		locs[n-1].Locality.Region = "r-0"
+		_, _, err = decodeMsg(EndpointsType, cla("c", locs...))
+		want = fmt.Sprintf(`endpoints[%d].locality: duplicate locality {region="r-0" zone="" sub_zone=""} at priority 0`, n-1)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%d localities, the last a duplicate: error %v, want %q", n, err, want)
+		}
+
+		locs[n-1].Locality.Region = fmt.Sprintf("r-%d", n-1)
+		if _, e, err := decodeMsg(EndpointsType, cla("c", locs...)); err != nil || len(e.Localities) != n {
+			t.Errorf("%d distinct localities: %v", n, err)
+		}
+	}
+}
+
+// joinHostPort spells addresses as net.JoinHostPort does.
+func TestJoinHostPortIsNetJoinHostPort(t *testing.T) {
+	for _, tt := range []struct {
+		host string
+		port uint32
+	}{{"10.0.0.1", 80}, {"127.0.0.1", 65535}, {"2001:db8::1", 443}, {"fe80::1%eth0", 1}, {"svc.example.com", 8080}} {
+		want := net.JoinHostPort(tt.host, strconv.FormatUint(uint64(tt.port), 10))
+		if got := joinHostPort(tt.host, tt.port); got != want {
+			t.Errorf("joinHostPort(%q, %d) = %q, want %q", tt.host, tt.port, got, want)
+		}
 	}
 }
