@@ -14,6 +14,13 @@ import (
 // fieldCursor: a sub-slice of the parent's buffer, so it costs a slice
 // header and no copy.
 
+// The field numbers of RouteConfiguration.virtual_hosts and
+// VirtualHost.routes, where a virtual host's and a route's bytes are.
+const (
+	vhostsField = 2
+	routesField = 3
+)
+
 // fieldCursor walks the occurrences of one length-delimited field of a
 // serialized message, in order. The i-th occurrence of a repeated message
 // field is the i-th element the unmarshalled message holds: proto.Unmarshal

@@ -216,13 +216,6 @@ func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins)
 	return vh, nil
 }
 
-// The field numbers of RouteConfiguration.virtual_hosts and
-// VirtualHost.routes, where a virtual host's and a route's bytes are.
-const (
-	vhostsField = 2
-	routesField = 3
-)
-
 // clusterPlugins are the cluster specifier plugins of a route
 // configuration (RouteConfiguration.cluster_specifier_plugins, gRFC A28 as
 // gRPC's RLS support amends it). No plugin type is supported yet, so a
