@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -213,7 +214,11 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	e := tc.entries[key]
 	if e == nil {
-		e = &entry{name: name, key: key, params: params, auth: a, srv: s}
+		e = &entry{name: name, auth: a, srv: s}
+		if key != name || params != nil {
+			x := e.rareW()
+			x.key, x.params = key, params
+		}
 		tc.entries[key] = e
 		if params != nil {
 			tc.addVariant(e)
@@ -253,31 +258,31 @@ func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
 // replayLocked tells a new watcher what is already known of e.
 func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 	mkErr := func(err error) error {
-		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: err}
+		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: err}
 	}
 	switch {
 	case e.value != nil:
 		v, kind := e.value, notifyUpdate
-		if e.fromDisk {
+		if e.rare().fromDisk {
 			kind = notifyUpdateFromDisk
 		}
 		c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		switch {
-		case e.reported != nil:
-			err := e.reported
+		case e.rare().reported != nil:
+			err := e.rare().reported
 			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
-		case e.rawErr != nil:
-			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+		case e.rare().rawErr != nil:
+			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rare().rawErr))
 			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
 		}
-	case e.reported != nil:
-		err := e.reported
+	case e.rare().reported != nil:
+		err := e.rare().reported
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.status == StatusDoesNotExist:
 		err := mkErr(ErrResourceNotFound)
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
-	case e.rawErr != nil:
-		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+	case e.rare().rawErr != nil:
+		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rare().rawErr))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.srv.unreachable != nil:
 		err := mkErr(e.srv.unavailable(e.srv.unreachable))
@@ -297,7 +302,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if e.watchers.len() > 0 {
 		return
 	}
-	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key)
+	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key())
 	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
@@ -313,39 +318,63 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 // keptByWildcardLocked tells whether e, held, is wanted through the
 // wildcard of its type.
 func (c *Client) keptByWildcardLocked(tc *typeCache, e *entry) bool {
-	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() && e.params == nil
+	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() && e.rare().params == nil
 }
 
 // forgetLocked drops an entry from the cache.
 func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	e.stopTimers()
 	// Before e leaves the name's entries: its bytes may lead to another.
-	c.dropRawLocked(tc, e)
+	c.unindexRawLocked(tc, e)
 	tc.untrackAlias(e)
-	if tc.entries[e.key] == e {
-		delete(tc.entries, e.key)
+	if tc.entries[e.key()] == e {
+		delete(tc.entries, e.key())
 	}
-	if e.params != nil {
+	if e.rare().params != nil {
 		tc.dropVariant(e)
 	}
 }
 
-func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
-	if e.raw != "" && tc.byRaw[e.raw] == e {
-		delete(tc.byRaw, e.raw)
-		if tc.variants[e.name] != nil {
-			// One variant may be held by several entries of the name: the
-			// bytes lead to another, so that it still knows them when
-			// resent.
-			for _, o := range c.entriesOfLocked(tc, e.name) {
-				if o != e && o.raw == e.raw {
-					tc.byRaw[o.raw] = o
-					break
-				}
+// unindexRawLocked makes tc.byRaw no longer find e by its last bytes
+// received, leaving them on e.
+func (c *Client) unindexRawLocked(tc *typeCache, e *entry) {
+	raw := e.raw()
+	if raw == nil {
+		return
+	}
+	k := tc.rawKey(raw)
+	if tc.byRaw[k] != e {
+		return
+	}
+	delete(tc.byRaw, k)
+	if tc.variants[e.name] != nil {
+		// One variant may be held by several entries of the name: the
+		// bytes lead to another, so that it still knows them when
+		// resent.
+		for _, o := range c.entriesOfLocked(tc, e.name) {
+			if o != e && bytes.Equal(o.raw(), raw) {
+				tc.byRaw[k] = o
+				break
 			}
 		}
 	}
-	e.raw = ""
+}
+
+// dropBytesLocked forgets the bytes of e: those of its value and the last
+// received.
+func (c *Client) dropBytesLocked(tc *typeCache, e *entry) {
+	c.unindexRawLocked(tc, e)
+	e.valueRaw = nil
+	e.setRaw(nil)
+}
+
+// nonNil returns b, or an empty slice for nil: a resource's bytes are never
+// nil once received, nil meaning "none".
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
@@ -369,7 +398,7 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 	for _, e := range tc.entries {
 		if e.srv == ww.srv && e.value != nil {
 			v, kind := e.value, notifyUpdate
-			if e.fromDisk {
+			if e.rare().fromDisk {
 				kind = notifyUpdateFromDisk
 			}
 			c.cbs.schedule(func() { w.deliver(kind, v, nil) })

@@ -1,0 +1,58 @@
+package client
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/goxds/xds/resources"
+)
+
+// An entry is made for every name a client watches: 20,000 at 10,000
+// clusters. What most entries never use lives in entryRare, made only when
+// set; these checks keep a field added to entry from regrowing it unseen
+// (docs/PERFORMANCE.md: 336 B with everything in one record), and the
+// common path from making the rare record after all.
+func TestEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(entry{}); got > 192 {
+		t.Errorf("entry is %d bytes, want at most 192 (a field few entries use belongs in entryRare)", got)
+	}
+
+	h := newHarness(t, nil, Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	for i, v := range []string{"a", "a", "b"} { // accepted, resent unchanged, changed
+		if err := h.sotw(resources.ListenerTypeURL, string(rune('1'+i)), lis("L1", v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w["L1"].next(t)
+	w["L1"].next(t)
+	if e := h.entryOf(resources.ListenerTypeURL, "L1"); e.x != nil {
+		t.Errorf("a plain entry that only ever received valid resources has a rare record: %+v", *e.x)
+	}
+}
+
+// byRaw is keyed by a hash of the bytes: a hash that matches while the
+// bytes differ (forced here, as a collision would) must not make a changed
+// resource pass for unchanged.
+func TestByRawConfirmsTheBytes(t *testing.T) {
+	h := newHarness(t, nil, Options{})
+	w := h.watchAll(wholeWorldType, "L1")
+	if err := h.sotw(resources.ListenerTypeURL, "1", lis("L1", "a")); err != nil {
+		t.Fatal(err)
+	}
+	w["L1"].next(t)
+	changed := lis("L1", "b")
+	h.c.mu.Lock()
+	tc := h.c.caches[resources.ListenerTypeURL]
+	e := tc.entries["L1"]
+	tc.byRaw[tc.rawKey(changed.GetValue())] = e // the changed bytes' hash leads to the old ones
+	h.c.mu.Unlock()
+	before := decodes.Load()
+	if err := h.sotw(resources.ListenerTypeURL, "2", changed); err != nil {
+		t.Fatal(err)
+	}
+	if decodes.Load() == before {
+		t.Fatal("a resource whose hash matched other bytes was taken for unchanged, not decoded")
+	}
+	w["L1"].next(t)
+}
