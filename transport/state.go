@@ -200,8 +200,8 @@ func (ts *typeState) addLocked(n string) {
 // built and about to be sent: the names held back in resubscribe can go in
 // the next request, for which it sets subsChanged.
 func (ts *typeState) sentLocked() {
-	clear(ts.pendingSub)
-	clear(ts.pendingUnsub)
+	ts.pendingSub = emptied(ts.pendingSub)
+	ts.pendingUnsub = emptied(ts.pendingUnsub)
 	ts.subsChanged = false
 	ts.sentOnStream = true
 	for n := range ts.resubscribe {
@@ -224,8 +224,8 @@ func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	}
 	clear(ts.resubscribe)
 	ts.subsChanged = len(ts.names) > 0
-	clear(ts.pendingUnsub)
-	clear(ts.pendingSub)
+	ts.pendingUnsub = emptied(ts.pendingUnsub)
+	clear(ts.pendingSub) // filled again at once
 	for n := range ts.names {
 		ts.pendingSub[n] = struct{}{}
 	}
@@ -290,6 +290,18 @@ func (ts *typeState) sortedNamesLocked() []string {
 	}
 	ts.sorted = sortedKeys(ts.names)
 	return ts.sorted
+}
+
+// emptied returns m empty: cleared if small, a new map if not. A cleared
+// map keeps its table, and the pending changes of a type are large only
+// when a whole tree's names go out at once: kept, that table would be a
+// second copy of the subscription set's size for the rest of the run.
+func emptied(m map[string]struct{}) map[string]struct{} {
+	if len(m) > 64 {
+		return make(map[string]struct{})
+	}
+	clear(m)
+	return m
 }
 
 func sortedKeys(m map[string]struct{}) []string {
