@@ -106,6 +106,10 @@ func transportReport(r *transport.Response) bool {
 	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed)+len(r.RemovedVariants) == 0
 }
 
+// minItemsBuffer is the least capacity of a type's items buffer: small
+// responses share one.
+const minItemsBuffer = 16
+
 // received is one resource of a response, identified and, if it changed,
 // decoded.
 type received struct {
@@ -137,10 +141,14 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// items reuses the type's buffer, cleared once applied: a response is
 	// applied under c.mu, one at a time.
 	items := tc.items[:0]
-	if n := len(r.Resources) + len(r.DeltaResources); cap(items) < n {
+	if n := len(r.Resources) + len(r.DeltaResources); cap(items) < n || cap(items) > 4*n+minItemsBuffer {
 		// One allocation of the right size: growing by appending to
-		// 10,000 resources made four times the garbage.
-		items = make([]received, 0, n)
+		// 10,000 resources made four times the garbage. A buffer far
+		// larger than the response is let go: after a delta client's
+		// first responses, the 10,000 items of the first (1.6 MB) would be
+		// kept for responses of one; SotW, whose responses of a type are
+		// all about as large, keeps reusing its own.
+		items = make([]received, 0, max(n, minItemsBuffer))
 	}
 	defer func() {
 		clear(items)
