@@ -130,6 +130,13 @@ func newTypeState(typeURL string) *typeState {
 // before the addition reached the server cancels out; a name removed and
 // added again before the removal did is held back (see resubscribe).
 func (ts *typeState) updateLocked(add, remove []string) {
+	if len(add) > 64 && len(add) >= len(ts.names) {
+		// A whole tree's names at once (10,000 clusters from one route
+		// configuration): sized once, the sets do not grow by doubling,
+		// each step leaving the last table behind.
+		ts.names = withRoom(ts.names, len(add))
+		ts.pendingSub = withRoom(ts.pendingSub, len(add))
+	}
 	for _, n := range remove {
 		if name, ok := paramKey(n); ok && ts.wantedLocked(n) {
 			ts.removeLocked(n)
@@ -290,6 +297,15 @@ func (ts *typeState) sortedNamesLocked() []string {
 	}
 	ts.sorted = sortedKeys(ts.names)
 	return ts.sorted
+}
+
+// withRoom returns m, or a copy of it with room for n more keys.
+func withRoom(m map[string]struct{}, n int) map[string]struct{} {
+	out := make(map[string]struct{}, len(m)+n)
+	for k := range m {
+		out[k] = struct{}{}
+	}
+	return out
 }
 
 // emptied returns m empty: cleared if small, a new map if not. A cleared
