@@ -415,6 +415,21 @@ type watcher struct {
 	// callback (20,000 watches at 10,000 clusters).
 	sink     sink
 	canceled atomic.Bool
+	// c, tc and e are what cancel needs, so that the cancel function a
+	// watch returns is the method value w.cancel (16 bytes), not a closure
+	// of its own; tc also names the type in deliver's errors. tc is set
+	// once the type is known, c and e for a watch of a name.
+	c  *Client
+	tc *typeCache
+	e  *entry
+}
+
+// cancel ends a watch of a name. The canceled flag makes it idempotent: no
+// sync.OnceFunc, whose state was the larger part of a watch's allocations.
+func (w *watcher) cancel() {
+	if w.canceled.CompareAndSwap(false, true) {
+		w.c.unwatch(w.tc, w.e, w)
+	}
 }
 
 // sink receives a watcher's events, resources seen as

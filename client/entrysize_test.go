@@ -19,6 +19,11 @@ func TestEntrySize(t *testing.T) {
 	if got := unsafe.Sizeof(entry{}); got > 192 {
 		t.Errorf("entry is %d bytes, want at most 192 (a field few entries use belongs in entryRare)", got)
 	}
+	// A watch is its typedWatcher and the 16-byte method value of its
+	// cancel: 80 + 16 B, where it was 96 + a 48-byte closure.
+	if got := unsafe.Sizeof(typedWatcher[*resources.Cluster]{}); got > 80 {
+		t.Errorf("typedWatcher is %d bytes, want at most 80", got)
+	}
 
 	h := newHarness(t, nil, Options{})
 	w := h.watchAll(wholeWorldType, "L1")

@@ -105,19 +105,19 @@ type WatchOptions struct {
 // WatchWithOptions is Watch with options for this watch. The parameters
 // are copied; the caller may reuse the map.
 func WatchWithOptions[T resources.Resource](c *Client, typ *resources.Type[T], name string, opts WatchOptions, w Watcher[T]) (cancel func()) {
-	return c.watch(typ.TypeURL(), name, opts, newTypedWatcher(typ.TypeURL(), typ.TypeName(), w))
+	return c.watch(typ.TypeURL(), name, opts, newTypedWatcher(w))
 }
 
-// typedWatcher is a user's Watcher[T] with the client's record of it.
+// typedWatcher is a user's Watcher[T] with the client's record of it: one
+// allocation per watch, with the cancel function's method value.
 type typedWatcher[T resources.Resource] struct {
 	watcher
-	typeURL, typeName string
-	w                 Watcher[T]
-	uw                UpdateInfoWatcher[T] // w, if it is one; nil otherwise
+	w  Watcher[T]
+	uw UpdateInfoWatcher[T] // w, if it is one; nil otherwise
 }
 
-func newTypedWatcher[T resources.Resource](typeURL, typeName string, w Watcher[T]) *watcher {
-	tw := &typedWatcher[T]{typeURL: typeURL, typeName: typeName, w: w}
+func newTypedWatcher[T resources.Resource](w Watcher[T]) *watcher {
+	tw := &typedWatcher[T]{w: w}
 	tw.uw, _ = w.(UpdateInfoWatcher[T])
 	tw.sink = tw
 	return &tw.watcher
@@ -128,8 +128,11 @@ func (tw *typedWatcher[T]) deliver(kind int, v resources.Resource, err error) {
 	case notifyUpdate, notifyUpdateFromDisk:
 		t, ok := v.(T)
 		if !ok {
-			tw.w.ResourceError(&Error{TypeURL: tw.typeURL, Name: v.ResourceName(),
-				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, tw.typeName, v, t)})
+			// Values come only from the watch's type (tc is set): a
+			// watcher of a Go type the type does not decode to.
+			typ := tw.tc.typ
+			tw.w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
+				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
 			return
 		}
 		if tw.uw != nil {
@@ -147,7 +150,7 @@ func (tw *typedWatcher[T]) deliver(kind int, v resources.Resource, err error) {
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	return c.watch(typeURL, name, WatchOptions{}, newTypedWatcher(typeURL, typeURL, w))
+	return c.watch(typeURL, name, WatchOptions{}, newTypedWatcher(w))
 }
 
 // watchParams merges the client's default dynamic parameters with a
@@ -184,6 +187,7 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	if tc == nil {
 		return fail(fmt.Errorf("%w: resource type %s is not known to this client", ErrResourceInvalid, typeURL))
 	}
+	w.tc = tc
 	if name == resources.Wildcard {
 		if !tc.typ.SupportsWildcard() {
 			return fail(fmt.Errorf("%w: %s does not support wildcard subscriptions", ErrResourceInvalid, tc.typ.TypeName()))
@@ -225,6 +229,7 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 			c.seedVariantLocked(tc, e)
 		}
 	}
+	w.c, w.e = c, e
 	if e.watchers.len() == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
@@ -239,20 +244,10 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	if c.serveFromDiskLocked(tc, e) {
 		// Told to every watcher of e, w among them.
-		return c.cancelFunc(tc, e, w)
+		return w.cancel
 	}
 	c.replayLocked(tc, e, w)
-	return c.cancelFunc(tc, e, w)
-}
-
-func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
-	// The canceled flag makes the cancel idempotent: no sync.OnceFunc,
-	// whose state was the larger part of a watch's allocations.
-	return func() {
-		if w.canceled.CompareAndSwap(false, true) {
-			c.unwatch(tc, e, w)
-		}
-	}
+	return w.cancel
 }
 
 // replayLocked tells a new watcher what is already known of e.
