@@ -144,15 +144,20 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	if n := len(r.Resources) + len(r.DeltaResources); cap(items) < n || cap(items) > 4*n+minItemsBuffer {
 		// One allocation of the right size: growing by appending to
 		// 10,000 resources made four times the garbage. A buffer far
-		// larger than the response is let go: after a delta client's
-		// first responses, the 10,000 items of the first (1.6 MB) would be
-		// kept for responses of one; SotW, whose responses of a type are
-		// all about as large, keeps reusing its own.
+		// larger than the response is let go (10,000 items are 1.6 MB);
+		// SotW, whose responses of a type are all about as large, keeps
+		// reusing its own.
 		items = make([]received, 0, max(n, minItemsBuffer))
 	}
 	defer func() {
 		clear(items)
 		tc.items = items[:0]
+		if r.Delta && cap(items) > 4*minItemsBuffer {
+			// A large delta response is the exception (the first, a
+			// reconnect): the next of the type, if one ever comes, is
+			// likely small, and a type may have no other.
+			tc.items = nil
+		}
 	}()
 	// fresh counts the names with no cache entry yet, to find duplicates
 	// among them; names with entries are counted on the entry.

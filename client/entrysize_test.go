@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/resources"
 )
@@ -66,9 +67,9 @@ func TestByRawConfirmsTheBytes(t *testing.T) {
 }
 
 // The buffer a type's responses are applied with is kept between them, but
-// not at the size of one large response once they are small again: a delta
-// client's first response of 10,000 resources would otherwise hold 1.6 MB
-// for good.
+// not at the size of one large response once they are small again, and not
+// after a large delta response: a delta client's first response of 10,000
+// resources would otherwise hold 1.6 MB for good.
 func TestItemsBufferFollowsResponses(t *testing.T) {
 	h := newHarness(t, nil, Options{})
 	const n = 1000
@@ -79,21 +80,34 @@ func TestItemsBufferFollowsResponses(t *testing.T) {
 		res[i] = wrapped(names[i], "v1", 0, lis(names[i], "a"))
 	}
 	h.watchAll(wholeWorldType, names...)
-	if err := h.delta(resources.ListenerTypeURL, nil, res...); err != nil {
-		t.Fatal(err)
-	}
 	items := func() int {
 		h.c.mu.Lock()
 		defer h.c.mu.Unlock()
 		return cap(h.c.caches[resources.ListenerTypeURL].items)
 	}
-	if got := items(); got < n {
-		t.Fatalf("buffer of %d items after a response of %d: not reused", got, n)
+	// SotW: the buffer of a large response is kept for the next, as large.
+	anys := make([]*anypb.Any, n)
+	for i := range anys {
+		anys[i] = lis(names[i], "a")
 	}
-	if err := h.delta(resources.ListenerTypeURL, nil, wrapped("L0", "v2", 0, lis("L0", "b"))); err != nil {
+	if err := h.sotw(resources.ListenerTypeURL, "1", anys...); err != nil {
+		t.Fatal(err)
+	}
+	if got := items(); got < n {
+		t.Fatalf("buffer of %d items after a SotW response of %d: not kept for the next", got, n)
+	}
+	// Then a response of one: the large buffer goes.
+	if err := h.sotw(resources.ListenerTypeURL, "2"); err != nil {
 		t.Fatal(err)
 	}
 	if got := items(); got > minItemsBuffer {
-		t.Fatalf("buffer of %d items kept after a response of one", got)
+		t.Fatalf("buffer of %d items kept after a response of none", got)
+	}
+	// Delta: not kept after a large response.
+	if err := h.delta(resources.ListenerTypeURL, nil, res...); err != nil {
+		t.Fatal(err)
+	}
+	if got := items(); got > minItemsBuffer {
+		t.Fatalf("buffer of %d items kept after a large delta response", got)
 	}
 }
