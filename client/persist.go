@@ -397,9 +397,9 @@ func (c *Client) persistWrite(p *persister) {
 // under its entry's key (the name, with the dynamic parameters of the watch
 // if any: a restarted client finds it by the same watch). A value with a
 // TTL is left out: it is not meant to outlive its server's word, let alone
-// a restart. Values are strings, shared, not copied. The constraints of a
-// variant are not kept: a value from disk counts as the variant without
-// constraints until the server sends its own.
+// a restart. Values are the entries' byte slices, shared, not copied. The
+// constraints of a variant are not kept: a value from disk counts as the
+// variant without constraints until the server sends its own.
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
 	tc := c.caches[typeURL]
