@@ -21,7 +21,6 @@ type oneEndpointChange struct {
 	snaps []*watchers.Snapshot
 	bal   *xdsBalancer
 	cs    *channelState
-	cache endpointCache
 }
 
 func newOneEndpointChange(n, m int) *oneEndpointChange {
@@ -39,7 +38,7 @@ func newOneEndpointChange(n, m int) *oneEndpointChange {
 }
 
 func (o *oneEndpointChange) apply(tb testing.TB, i int) {
-	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, uint64(i+1), &o.cache)
+	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, uint64(i+1))
 	if err := o.bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: st}); err != nil {
 		tb.Fatal(err)
 	}
