@@ -415,7 +415,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	if b.pruneConns {
 		b.pruneConns = false
 		for c := range b.orphans {
-			if len(c.users) == 0 && b.conns[c.key] == c {
+			if c.users.len() == 0 && b.conns[c.key] == c {
 				c.shutdown()
 				delete(b.conns, c.key)
 			}

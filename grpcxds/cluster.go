@@ -44,7 +44,8 @@ type clusterLB struct {
 	// use: those the cluster keeps connected.
 	wanted map[*endpointConn]struct{}
 	// timedOut are the priorities whose failover timer fired while they
-	// were connecting; a priority leaves it by becoming ready.
+	// were connecting; a priority leaves it by becoming ready. Nil until
+	// the first.
 	timedOut map[int]bool
 	// failSeq names cl's entry in the balancer's failoverQueue: the
 	// failover timer of priority timerPrio; 0 if none runs.
@@ -79,7 +80,7 @@ const notChosen = -2
 // endpoints, and what the leaf cluster it comes from says about them.
 type priority struct {
 	leaf        string
-	policy      resources.LBPolicy
+	policy      *resources.LBPolicy // the leaf's, shared: 104 B a priority otherwise
 	drops       []resources.DropOverload
 	maxRequests uint32
 	inflight    *atomic.Int64 // the leaf's circuit breaker count
@@ -121,13 +122,12 @@ type weightedConn struct {
 
 func newClusterLB(name string) *clusterLB {
 	return &clusterLB{
-		name:     name,
-		wanted:   make(map[*endpointConn]struct{}),
-		timedOut: make(map[int]bool),
-		state:    connectivity.Connecting,
-		picker:   queuePicker{},
-		counted:  connectivity.Shutdown,
-		chosen:   notChosen,
+		name:    name,
+		wanted:  make(map[*endpointConn]struct{}),
+		state:   connectivity.Connecting,
+		picker:  queuePicker{},
+		counted: connectivity.Shutdown,
+		chosen:  notChosen,
 	}
 }
 
@@ -200,7 +200,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
-		c.users[cl] = struct{}{}
+		c.users.add(cl)
 	}
 	for c := range old {
 		if _, ok := now[c]; !ok {
@@ -223,8 +223,8 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 // dropUserLocked takes cl off c's users; c, left with none, is an orphan
 // for finishAndUnlock to shut down unless some cluster takes it again.
 func (b *xdsBalancer) dropUserLocked(c *endpointConn, cl *clusterLB) {
-	delete(c.users, cl)
-	if len(c.users) == 0 {
+	c.users.remove(cl)
+	if c.users.len() == 0 {
 		b.orphans[c] = struct{}{}
 	}
 }
@@ -272,7 +272,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 	}
 	base := priority{
 		leaf:        leaf.Name,
-		policy:      c.LBPolicy,
+		policy:      &c.LBPolicy,
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(cl, leaf.Name),
 		outlier:     outlierConfigOf(c.OutlierDetection),

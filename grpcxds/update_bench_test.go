@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -86,4 +87,38 @@ func TestOneEndpointChangeCostsOneCluster(t *testing.T) {
 	if large > 5*small+time.Millisecond {
 		t.Errorf("one endpoint change: %v at 20,000 clusters, %v at 500; want the cost of the changed cluster, not of every cluster", large, small)
 	}
+}
+
+// BenchmarkBalancerHeap measures what the balancer keeps for a
+// configuration of n clusters × m endpoints whose SubConns are created
+// (the channel's own SubConns, outside the balancer, are not counted):
+// the live heap after a collection, per cluster and per endpoint, the
+// snapshot itself excluded.
+func BenchmarkBalancerHeap(b *testing.B) {
+	for _, c := range []struct{ n, m int }{{10000, 3}, {1000, 100}} {
+		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {
+			state := clustersStateOf(c.n, c.m)
+			var kept uint64
+			for range b.N {
+				before := liveHeap()
+				bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
+				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+					b.Fatal(err)
+				}
+				kept += liveHeap() - before
+				bal.Close()
+			}
+			kept /= uint64(b.N)
+			b.ReportMetric(float64(kept)/float64(c.n), "B/cluster")
+			b.ReportMetric(float64(kept)/float64(c.n*c.m), "B/endpoint")
+		})
+	}
+}
+
+// liveHeap is the live heap after a collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }
