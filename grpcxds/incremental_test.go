@@ -156,3 +156,39 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 		t.Errorf("aggregate cluster after a former leaf changed: endpoints %q, want %q", got, want)
 	}
 }
+
+// An endpoint's clusters are one pointer until a second cluster lists it;
+// removing the first promotes another, so that the set is empty only when
+// no cluster is left.
+func TestClusterSet(t *testing.T) {
+	a, b, c := newClusterLB("a"), newClusterLB("b"), newClusterLB("c")
+	var s clusterSet
+	names := func() []string {
+		var out []string
+		for cl := range s.all() {
+			out = append(out, cl.name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	s.add(a)
+	s.add(a)
+	if s.len() != 1 || s.more != nil {
+		t.Fatalf("one cluster added twice: len %d, map %v; want 1 and no map", s.len(), s.more)
+	}
+	s.add(b)
+	s.add(c)
+	if got := names(); s.len() != 3 || !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("three clusters: len %d, %q", s.len(), got)
+	}
+	s.remove(a)
+	if got := names(); s.len() != 2 || !slices.Equal(got, []string{"b", "c"}) {
+		t.Fatalf("the first removed: len %d, %q; want b and c", s.len(), got)
+	}
+	s.remove(a) // not there: nothing happens
+	s.remove(b)
+	s.remove(c)
+	if s.len() != 0 || len(names()) != 0 {
+		t.Fatalf("all removed: len %d, %q", s.len(), names())
+	}
+}
