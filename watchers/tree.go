@@ -35,11 +35,12 @@ type tree struct {
 	mu      sync.Mutex
 	stopped bool // guarded by mu
 
-	// The watches, by resource name. Guarded by mu.
+	// The watches, by resource name: a cluster's watch lives in its
+	// clusterNode, an EDS service name's in its edsNode. Guarded by mu.
 	listener  *watch[*resources.Listener]
 	routes    map[string]*watch[*resources.RouteConfig]
-	clusters  map[string]*watch[*resources.Cluster]
-	endpoints map[string]*watch[*resources.Endpoints]
+	clusters  map[string]*clusterNode
+	endpoints map[string]*edsNode
 
 	// gen numbers the passes over the tree (see pass.go); a watch whose
 	// neededGen is gen is needed by the latest tree. Guarded by mu.
@@ -58,14 +59,17 @@ type tree struct {
 	last    *Snapshot
 	lastErr string
 	// lastGen is the gen of the pass that made last (or found it still
-	// current), and edsUsers maps each EDS service name of that pass's tree
-	// to the clusters fetching their endpoints under it. While lastGen ==
-	// gen the tree cannot have changed shape (with nothing unresolved,
-	// every change of a needed resource passes), so a change of endpoints
-	// only replaces the ClusterConfigs of their users: see
-	// patchEndpointsLocked. Guarded by mu.
-	lastGen  uint64
-	edsUsers map[string][]string
+	// current); the edsNodes stamped with it list the clusters of that
+	// pass's tree fetching their endpoints. While lastGen == gen the tree
+	// cannot have changed shape (with nothing unresolved, every change of a
+	// needed resource passes), so a change of endpoints only replaces the
+	// ClusterConfigs of their users: see patchEndpointsLocked. Guarded by
+	// mu.
+	lastGen uint64
+	// walked counts the clusters passes have walked, so that tests can
+	// tell an update that walked the tree from one that did not (see
+	// export_test.go). Guarded by mu.
+	walked int
 	// outage holds the watches that reported the current loss of the
 	// management server. The client tells each watcher once per outage;
 	// the user hears of it once per tree: a second report from the same
@@ -112,15 +116,18 @@ type outcome struct {
 	update  *Snapshot
 }
 
-// startWatch starts a client watch whose events update the returned watch
-// and then call changed, which says what to tell the TreeWatcher. first is
-// true for the first event. Called with t.mu held.
+// startWatch starts a client watch whose events update w and then call
+// changed, which says what to tell the TreeWatcher. first is true for the
+// first event. w is zero memory, usually part of a larger record
+// (clusterNode, edsNode), and never a watch used before: the client may
+// still hold callbacks for a dropped watch, which must find it stale.
+// Called with t.mu held.
 //
 // The watch is itself the client's Watcher and changed is a method
 // expression of tree, so that a tree of 10,000 clusters does not make
 // closures for each of its 20,000 watches.
-func startWatch[T resources.Resource](t *tree, typ *resources.Type[T], name string, changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome) *watch[T] {
-	w := &watch[T]{t: t, name: name, changed: changed, live: true}
+func startWatch[T resources.Resource](t *tree, w *watch[T], typ *resources.Type[T], name string, changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome) *watch[T] {
+	*w = watch[T]{t: t, name: name, changed: changed, live: true}
 	w.cancel = client.Watch(t.c, typ, name, w)
 	return w
 }
@@ -246,7 +253,7 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 			// The one thing a new EDS cluster adds to the tree is its
 			// endpoints: add them here rather than walk the whole tree
 			// for each of a thousand clusters arriving together.
-			t.needLocked(t.endpointsWatchLocked(w.value.EDSServiceName()))
+			t.needEndpointsLocked(t.endpointsWatchLocked(w.value.EDSServiceName(), t.clusters[w.name]))
 			return t.passIfResolvedLocked()
 		case resources.ClusterKindLogicalDNS:
 			return t.passIfResolvedLocked()
@@ -266,30 +273,33 @@ func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool
 	if first {
 		t.unresolved--
 	} else if t.last != nil && t.lastGen == t.gen {
-		return t.patchEndpointsLocked(w)
+		return t.patchEndpointsLocked(t.endpoints[w.name])
 	}
 	return t.passIfResolvedLocked()
 }
 
 // patchEndpointsLocked makes the next snapshot when only the endpoints of
-// w changed and the snapshot in force is the latest tree's: the
+// e changed and the snapshot in force is the latest tree's: the
 // ClusterConfigs of the clusters fetching those endpoints are replaced and
 // every other part is kept, which is what a pass would find, without
 // walking thousands of clusters to change one. The new snapshot's
 // ClusterMap shares all but the replaced entries' shards with the old one,
 // so the cost follows the size of the change, not of the tree.
-func (t *tree) patchEndpointsLocked(w *watch[*resources.Endpoints]) outcome {
+func (t *tree) patchEndpointsLocked(e *edsNode) outcome {
+	if e.usersGen != t.lastGen {
+		return outcome{} // no cluster of the snapshot in force uses them
+	}
 	clusters, changed := t.last.Clusters, false
-	for _, name := range t.edsUsers[w.name] {
+	for name := range e.usersAll() {
 		old := clusters.Get(name)
 		if old == nil || old.Cluster == nil {
 			continue // cannot happen: the pass put every user in the snapshot
 		}
 		cc := &ClusterConfig{Name: name, Cluster: old.Cluster}
-		if w.has {
-			cc.Endpoints = w.value
+		if e.has {
+			cc.Endpoints = e.value
 		} else {
-			cc.Err = w.err
+			cc.Err = e.err
 		}
 		if cc.sameAs(old) {
 			continue
@@ -329,45 +339,6 @@ func sameEdges(a, b *resources.Cluster) bool {
 	return true
 }
 
-func (t *tree) routeWatchLocked(name string) *watch[*resources.RouteConfig] {
-	w := t.routes[name]
-	if w == nil {
-		w = startWatch(t, resources.RouteConfigType, name, (*tree).routeChangedLocked)
-		t.routes[name] = w
-	}
-	return w
-}
-
-func (t *tree) clusterWatchLocked(name string) *watch[*resources.Cluster] {
-	w := t.clusters[name]
-	if w == nil {
-		w = startWatch(t, resources.ClusterType, name, (*tree).clusterChangedLocked)
-		t.clusters[name] = w
-	}
-	return w
-}
-
-func (t *tree) endpointsWatchLocked(name string) *watch[*resources.Endpoints] {
-	w := t.endpoints[name]
-	if w == nil {
-		w = startWatch(t, resources.EndpointsType, name, (*tree).endpointsChangedLocked)
-		t.endpoints[name] = w
-	}
-	return w
-}
-
-// needLocked marks w as needed by the latest tree between two passes,
-// keeping unresolved exact.
-func (t *tree) needLocked(w *watch[*resources.Endpoints]) {
-	if w.neededGen == t.gen {
-		return
-	}
-	w.neededGen = t.gen
-	if !w.received {
-		t.unresolved++
-	}
-}
-
 // cancel stops the tree: no callback of the TreeWatcher starts once it has
 // returned, and every client watch of the tree is dropped.
 func (t *tree) cancel() {
@@ -378,15 +349,16 @@ func (t *tree) cancel() {
 	}
 	t.stopped = true
 	t.canceled.Store(true)
-	cancels := []func(){t.listener.cancel}
+	cancels := make([]func(), 0, 1+len(t.routes)+len(t.clusters)+len(t.endpoints))
+	cancels = append(cancels, t.listener.cancel)
 	for _, w := range t.routes {
 		cancels = append(cancels, w.cancel)
 	}
-	for _, w := range t.clusters {
-		cancels = append(cancels, w.cancel)
+	for _, n := range t.clusters {
+		cancels = append(cancels, n.cancel)
 	}
-	for _, w := range t.endpoints {
-		cancels = append(cancels, w.cancel)
+	for _, e := range t.endpoints {
+		cancels = append(cancels, e.cancel)
 	}
 	t.routes, t.clusters, t.endpoints, t.last = nil, nil, nil, nil
 	t.mu.Unlock()

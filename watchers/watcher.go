@@ -121,8 +121,8 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 		authority: opts.Authority,
 		w:         w,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
-		clusters:  make(map[string]*watch[*resources.Cluster]),
-		endpoints: make(map[string]*watch[*resources.Endpoints]),
+		clusters:  make(map[string]*clusterNode),
+		endpoints: make(map[string]*edsNode),
 		outage:    make(map[any]bool),
 	}
 	if t.authority == "" {
@@ -131,7 +131,7 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
-	t.listener = startWatch(t, resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
+	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
 	t.mu.Unlock()
 	return sync.OnceFunc(t.cancel)
 }
