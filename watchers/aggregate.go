@@ -2,6 +2,7 @@ package watchers
 
 import (
 	"fmt"
+	"iter"
 	"net"
 	"slices"
 	"strconv"
@@ -55,16 +56,19 @@ var (
 	pendingResult = &result{pending: true}
 )
 
-// routes walks the clusters the routes of vh can send to. Routes whose
-// action does not forward (redirects, direct responses, ...) name none.
+// routes walks the clusters the routes of vh can send to, and marks them
+// as the routes' clusters (see tree.rootMark).
 func (p *pass) routes(vh *resources.VirtualHost) {
 	t := p.t
-	root := func(name string) {
+	t.mark++
+	mark, roots := t.mark, 0
+	for name := range routeClusters(vh) {
 		n := t.clusterLocked(name)
-		if n.rootGen == t.gen {
-			return
+		if n.rootMark == mark {
+			continue
 		}
-		n.rootGen = t.gen
+		n.rootMark = mark
+		roots++
 		if res := p.visitNode(n, 1); res.cutAt > 0 {
 			// Too deep from the route, wherever else the chain may be
 			// reachable from: the route's cluster carries the error,
@@ -77,17 +81,28 @@ func (p *pass) routes(vh *resources.VirtualHost) {
 			}
 		}
 	}
-	// Not Route.ClusterNames: it dedupes a route's weighted clusters by
-	// scanning, which is quadratic in their number; rootGen dedupes here.
-	for _, r := range vh.Routes {
-		if r.Action != resources.RouteActionRoute {
-			continue
-		}
-		if r.Cluster != "" {
-			root(r.Cluster)
-		}
-		for _, wc := range r.WeightedClusters {
-			root(wc.Name)
+	t.rootMark, t.roots = mark, roots
+}
+
+// routeClusters yields the clusters the routes of vh can send to, a
+// cluster once per route naming it. Routes whose action does not forward
+// (redirects, direct responses, ...) name none. Not Route.ClusterNames: it
+// dedupes a route's weighted clusters by scanning, which is quadratic in
+// their number; the callers dedupe by marking the clusters' nodes.
+func routeClusters(vh *resources.VirtualHost) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, r := range vh.Routes {
+			if r.Action != resources.RouteActionRoute {
+				continue
+			}
+			if r.Cluster != "" && !yield(r.Cluster) {
+				return
+			}
+			for _, wc := range r.WeightedClusters {
+				if !yield(wc.Name) {
+					return
+				}
+			}
 		}
 	}
 }
@@ -163,7 +178,7 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 		p.out[name] = &ClusterConfig{
 			Name:       name,
 			Cluster:    c,
-			DNSAddress: net.JoinHostPort(c.DNSHost, strconv.FormatUint(uint64(c.DNSPort), 10)),
+			DNSAddress: dnsAddress(c),
 		}
 	case resources.ClusterKindAggregate:
 		return p.aggregate(name, c, depth)
@@ -171,6 +186,11 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 		p.out[name] = &ClusterConfig{Name: name, Cluster: c, Err: fmt.Errorf("cluster %q: kind %v is not supported", name, c.Kind)}
 	}
 	return leafResult
+}
+
+// dnsAddress is the host:port of a LOGICAL_DNS cluster.
+func dnsAddress(c *resources.Cluster) string {
+	return net.JoinHostPort(c.DNSHost, strconv.FormatUint(uint64(c.DNSPort), 10))
 }
 
 // aggregate resolves an aggregate cluster from its children, in priority

@@ -25,9 +25,10 @@ type clusterNode struct {
 	// walked once per pass.
 	memoGen uint64
 	memo    *result
-	// rootGen is the gen of the pass that found a route naming this
-	// cluster: a cluster many routes name is walked from the first.
-	rootGen uint64
+	// rootMark is the mark of the last scan of routes that found one
+	// naming this cluster (see tree.mark): a cluster many routes name is
+	// walked from the first.
+	rootMark uint64
 }
 
 // edsNode is the endpoints watch of one EDS service name and the clusters

@@ -66,6 +66,11 @@ type tree struct {
 	// ClusterConfigs of their users: see patchEndpointsLocked. Guarded by
 	// mu.
 	lastGen uint64
+	// mark numbers the scans of routes (a pass's, sameRootsLocked's);
+	// the clusters the routes of the latest tree name carry rootMark in
+	// clusterNode.rootMark, and there are roots of them. Guarded by mu.
+	mark, rootMark uint64
+	roots          int
 	// walked counts the clusters passes have walked, so that tests can
 	// tell an update that walked the tree from one that did not (see
 	// export_test.go). Guarded by mu.
@@ -232,11 +237,58 @@ func (t *tree) listenerChangedLocked(*watch[*resources.Listener], bool, *resourc
 	return t.passLocked()
 }
 
-func (t *tree) routeChangedLocked(w *watch[*resources.RouteConfig], _ bool, _ *resources.RouteConfig, _ bool) outcome {
+func (t *tree) routeChangedLocked(w *watch[*resources.RouteConfig], _ bool, prev *resources.RouteConfig, prevHas bool) outcome {
 	if w.neededGen != t.gen {
 		return outcome{} // the route config of a snapshot being replaced
 	}
+	if w.has && prevHas && t.last != nil && t.lastGen == t.gen && t.last.RouteConfig == prev {
+		return t.patchRoutesLocked(w.value)
+	}
 	return t.passLocked()
+}
+
+// patchRoutesLocked makes the next snapshot when the route configuration
+// of the snapshot in force changed: if the routes of the new virtual host
+// name the same clusters as the old one's, the clusters are what they were
+// and only the route configuration is replaced, at the cost of reading the
+// routes; otherwise the tree has changed shape and a pass walks it.
+func (t *tree) patchRoutesLocked(rc *resources.RouteConfig) outcome {
+	vh := resources.FindVirtualHost(rc.VirtualHosts, t.authority)
+	if vh == nil || !t.sameRootsLocked(vh) {
+		return t.passLocked()
+	}
+	l := t.last
+	t.last = &Snapshot{Listener: l.Listener, RouteConfig: rc, VirtualHost: vh, Clusters: l.Clusters}
+	return outcome{update: t.last}
+}
+
+// sameRootsLocked reports whether the routes of vh name exactly the
+// clusters the routes of the latest tree name. The pass that made the
+// latest tree marked those clusters with rootMark and counted them; this
+// moves each cluster vh names to a new mark, so that, with no cluster
+// outside the old set, the counts agree only if the sets do.
+func (t *tree) sameRootsLocked(vh *resources.VirtualHost) bool {
+	old := t.rootMark
+	t.mark++
+	mark, n := t.mark, 0
+	for name := range routeClusters(vh) {
+		c := t.clusters[name]
+		switch {
+		case c == nil:
+			return false
+		case c.rootMark == mark:
+		case c.rootMark == old:
+			c.rootMark = mark
+			n++
+		default:
+			return false
+		}
+	}
+	if n != t.roots {
+		return false
+	}
+	t.rootMark = mark
+	return true
 }
 
 func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, prev *resources.Cluster, prevHas bool) outcome {
@@ -263,7 +315,42 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 	if prevHas != w.has || (w.has && !sameEdges(prev, w.value)) {
 		return t.passLocked()
 	}
+	if t.last != nil && t.lastGen == t.gen {
+		return t.patchClusterLocked(w)
+	}
 	return t.passIfResolvedLocked()
+}
+
+// patchClusterLocked makes the next snapshot when cluster w changed
+// without changing the tree's shape (same kind, same endpoints or
+// children, or still unusable) and the snapshot in force is the latest
+// tree's: only w's own ClusterConfig can differ, since what a cluster
+// resolves to depends on its edges, and a pass would find the rest as it
+// is. An aggregate cluster the snapshot leaves out (too deep below some
+// route's cluster) shows nowhere, so its change makes no snapshot, as a
+// pass would find.
+func (t *tree) patchClusterLocked(w *watch[*resources.Cluster]) outcome {
+	old := t.last.Clusters.Get(w.name)
+	if old == nil {
+		return outcome{}
+	}
+	cc := &ClusterConfig{Name: w.name, Err: w.err}
+	if w.has {
+		// Same edges: the endpoints, leaves or error found for the old
+		// version hold for the new one.
+		c := *old
+		cc = &c
+		cc.Cluster = w.value
+		if w.value.Kind == resources.ClusterKindLogicalDNS {
+			cc.DNSAddress = dnsAddress(w.value)
+		}
+	}
+	if cc.sameAs(old) {
+		return outcome{}
+	}
+	l := t.last
+	t.last = &Snapshot{Listener: l.Listener, RouteConfig: l.RouteConfig, VirtualHost: l.VirtualHost, Clusters: l.Clusters.with(w.name, cc)}
+	return outcome{update: t.last}
 }
 
 func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool, _ *resources.Endpoints, _ bool) outcome {

@@ -116,6 +116,12 @@ func (f TreeWatcherFuncs) AmbientError(err error) {
 // may be called from any goroutine, w's callbacks included; it drops every
 // watch the tree holds, and once it returns no callback of w starts.
 func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) (cancel func()) {
+	return sync.OnceFunc(watchConfigTree(c, listenerName, opts, w).cancel)
+}
+
+// watchConfigTree starts the tree of WatchConfigTree; tests reach its
+// counters through export_test.go.
+func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) *tree {
 	t := &tree{
 		c:         c,
 		authority: opts.Authority,
@@ -133,5 +139,5 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	t.mu.Lock()
 	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
 	t.mu.Unlock()
-	return sync.OnceFunc(t.cancel)
+	return t
 }
