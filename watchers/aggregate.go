@@ -25,6 +25,9 @@ type pass struct {
 	path []string
 	// out becomes Snapshot.Clusters if the tree is complete.
 	out map[string]*ClusterConfig
+	// aggPending: an aggregate cluster waits for some cluster or
+	// endpoints below it (see tree.buildingLocked).
+	aggPending bool
 }
 
 // result is what walking one cluster found. At most one of pending, err
@@ -148,23 +151,39 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 	t := p.t
 	t.walked++
 	needLocked(t, &n.watch)
-	name := n.name
 	switch {
 	case !n.received:
 		return pendingResult
-	case !n.has:
-		// Missing, deleted or invalid: a leaf in error, since what kind
-		// of cluster it would be is unknown.
-		p.out[name] = &ClusterConfig{Name: name, Err: n.err}
-		return leafResult
+	case n.has && n.value.Kind == resources.ClusterKindAggregate:
+		return p.aggregate(n.name, n.value, depth)
+	case n.has && n.value.Kind == resources.ClusterKindEDS:
+		e := t.endpointsWatchLocked(n.value.EDSServiceName(), n)
+		t.needEndpointsLocked(e)
+		e.addUserLocked(t.gen, n.name)
+	}
+	cc := t.leafConfigLocked(n)
+	if cc == nil {
+		return pendingResult
+	}
+	p.out[n.name] = cc
+	return leafResult
+}
+
+// leafConfigLocked returns the ClusterConfig of n, a cluster received
+// that is not an aggregate, or nil if it waits for its endpoints. A
+// cluster missing, deleted or invalid is a leaf in error, since what kind
+// of cluster it would be is unknown.
+func (t *tree) leafConfigLocked(n *clusterNode) *ClusterConfig {
+	name := n.name
+	if !n.has {
+		return &ClusterConfig{Name: name, Err: n.err}
 	}
 	c := n.value
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		e := t.endpointsWatchLocked(c.EDSServiceName(), n)
-		t.needEndpointsLocked(e)
-		if !e.received {
-			return pendingResult
+		e := t.endpoints[c.EDSServiceName()]
+		if e == nil || !e.received {
+			return nil
 		}
 		cc := &ClusterConfig{Name: name, Cluster: c}
 		if e.has {
@@ -172,20 +191,11 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 		} else {
 			cc.Err = e.err
 		}
-		p.out[name] = cc
-		e.addUserLocked(t.gen, name)
+		return cc
 	case resources.ClusterKindLogicalDNS:
-		p.out[name] = &ClusterConfig{
-			Name:       name,
-			Cluster:    c,
-			DNSAddress: dnsAddress(c),
-		}
-	case resources.ClusterKindAggregate:
-		return p.aggregate(name, c, depth)
-	default:
-		p.out[name] = &ClusterConfig{Name: name, Cluster: c, Err: fmt.Errorf("cluster %q: kind %v is not supported", name, c.Kind)}
+		return &ClusterConfig{Name: name, Cluster: c, DNSAddress: dnsAddress(c)}
 	}
-	return leafResult
+	return &ClusterConfig{Name: name, Cluster: c, Err: fmt.Errorf("cluster %q: kind %v is not supported", name, c.Kind)}
 }
 
 // dnsAddress is the host:port of a LOGICAL_DNS cluster.
@@ -241,7 +251,8 @@ func (p *pass) aggregate(name string, c *resources.Cluster, depth int) *result {
 	p.path = p.path[:len(p.path)-1]
 	switch {
 	case pending:
-		return &result{pending: true}
+		p.aggPending = true
+		return pendingResult
 	case err != nil:
 		p.out[name] = &ClusterConfig{Name: name, Cluster: c, Err: err}
 		return &result{err: err}

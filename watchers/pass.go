@@ -19,6 +19,7 @@ import (
 func (t *tree) passLocked() outcome {
 	t.gen++
 	t.unresolved = 0
+	t.build = nil
 	needLocked(t, t.listener)
 	// Sized for the tree as it stands: out becomes the snapshot's
 	// ClusterMap.
@@ -73,8 +74,12 @@ func (t *tree) passLocked() outcome {
 		}
 	case t.unresolved > 0:
 		// Incomplete: the snapshot in force, if any, stays, and so do
-		// the watches it uses.
+		// the watches it uses. If only routes' clusters are missing,
+		// the callbacks complete this pass's snapshot as they arrive.
 		t.settleLocked(keepAsIs)
+		if vh != nil && !p.aggPending {
+			t.build, t.buildGen, t.buildRC, t.buildVH = p.out, t.gen, rc, vh
+		}
 	default:
 		// After a ResourceError last is nil, so even a snapshot equal to
 		// the one before the error is delivered again.

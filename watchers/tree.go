@@ -66,6 +66,14 @@ type tree struct {
 	// ClusterConfigs of their users: see patchEndpointsLocked. Guarded by
 	// mu.
 	lastGen uint64
+	// build is the snapshot the latest pass began, to be completed as the
+	// parts it lacked arrive, if buildGen == gen; buildRC and buildVH are
+	// the route configuration and virtual host that pass found. See
+	// buildingLocked. Guarded by mu.
+	build    map[string]*ClusterConfig
+	buildGen uint64
+	buildRC  *resources.RouteConfig
+	buildVH  *resources.VirtualHost
 	// mark numbers the scans of routes (a pass's, sameRootsLocked's);
 	// the clusters the routes of the latest tree name carry rootMark in
 	// clusterNode.rootMark, and there are roots of them. Guarded by mu.
@@ -247,70 +255,26 @@ func (t *tree) routeChangedLocked(w *watch[*resources.RouteConfig], _ bool, prev
 	return t.passLocked()
 }
 
-// patchRoutesLocked makes the next snapshot when the route configuration
-// of the snapshot in force changed: if the routes of the new virtual host
-// name the same clusters as the old one's, the clusters are what they were
-// and only the route configuration is replaced, at the cost of reading the
-// routes; otherwise the tree has changed shape and a pass walks it.
-func (t *tree) patchRoutesLocked(rc *resources.RouteConfig) outcome {
-	vh := resources.FindVirtualHost(rc.VirtualHosts, t.authority)
-	if vh == nil || !t.sameRootsLocked(vh) {
-		return t.passLocked()
-	}
-	l := t.last
-	t.last = &Snapshot{Listener: l.Listener, RouteConfig: rc, VirtualHost: vh, Clusters: l.Clusters}
-	return outcome{update: t.last}
-}
-
-// sameRootsLocked reports whether the routes of vh name exactly the
-// clusters the routes of the latest tree name. The pass that made the
-// latest tree marked those clusters with rootMark and counted them; this
-// moves each cluster vh names to a new mark, so that, with no cluster
-// outside the old set, the counts agree only if the sets do.
-func (t *tree) sameRootsLocked(vh *resources.VirtualHost) bool {
-	old := t.rootMark
-	t.mark++
-	mark, n := t.mark, 0
-	for name := range routeClusters(vh) {
-		c := t.clusters[name]
-		switch {
-		case c == nil:
-			return false
-		case c.rootMark == mark:
-		case c.rootMark == old:
-			c.rootMark = mark
-			n++
-		default:
-			return false
-		}
-	}
-	if n != t.roots {
-		return false
-	}
-	t.rootMark = mark
-	return true
-}
-
 func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, prev *resources.Cluster, prevHas bool) outcome {
 	if w.neededGen != t.gen {
 		return outcome{}
 	}
 	if first {
 		t.unresolved--
-		if !w.has {
-			return t.passIfResolvedLocked()
+		if w.has && w.value.Kind == resources.ClusterKindAggregate {
+			return t.passLocked() // its children need the walk
 		}
-		switch w.value.Kind {
-		case resources.ClusterKindEDS:
+		n := t.clusters[w.name]
+		if w.has && w.value.Kind == resources.ClusterKindEDS {
 			// The one thing a new EDS cluster adds to the tree is its
 			// endpoints: add them here rather than walk the whole tree
 			// for each of a thousand clusters arriving together.
-			t.needEndpointsLocked(t.endpointsWatchLocked(w.value.EDSServiceName(), t.clusters[w.name]))
-			return t.passIfResolvedLocked()
-		case resources.ClusterKindLogicalDNS:
-			return t.passIfResolvedLocked()
+			e := t.endpointsWatchLocked(w.value.EDSServiceName(), n)
+			t.needEndpointsLocked(e)
+			e.addUserLocked(t.gen, w.name)
 		}
-		return t.passLocked() // an aggregate: its children need the walk
+		t.resolveLocked(n)
+		return t.completeLocked()
 	}
 	if prevHas != w.has || (w.has && !sameEdges(prev, w.value)) {
 		return t.passLocked()
@@ -318,97 +282,30 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 	if t.last != nil && t.lastGen == t.gen {
 		return t.patchClusterLocked(w)
 	}
-	return t.passIfResolvedLocked()
-}
-
-// patchClusterLocked makes the next snapshot when cluster w changed
-// without changing the tree's shape (same kind, same endpoints or
-// children, or still unusable) and the snapshot in force is the latest
-// tree's: only w's own ClusterConfig can differ, since what a cluster
-// resolves to depends on its edges, and a pass would find the rest as it
-// is. An aggregate cluster the snapshot leaves out (too deep below some
-// route's cluster) shows nowhere, so its change makes no snapshot, as a
-// pass would find.
-func (t *tree) patchClusterLocked(w *watch[*resources.Cluster]) outcome {
-	old := t.last.Clusters.Get(w.name)
-	if old == nil {
-		return outcome{}
-	}
-	cc := &ClusterConfig{Name: w.name, Err: w.err}
-	if w.has {
-		// Same edges: the endpoints, leaves or error found for the old
-		// version hold for the new one.
-		c := *old
-		cc = &c
-		cc.Cluster = w.value
-		if w.value.Kind == resources.ClusterKindLogicalDNS {
-			cc.DNSAddress = dnsAddress(w.value)
+	if t.buildingLocked() {
+		if old := t.build[w.name]; old != nil {
+			t.build[w.name] = patchedConfig(old, w)
 		}
 	}
-	if cc.sameAs(old) {
-		return outcome{}
-	}
-	l := t.last
-	t.last = &Snapshot{Listener: l.Listener, RouteConfig: l.RouteConfig, VirtualHost: l.VirtualHost, Clusters: l.Clusters.with(w.name, cc)}
-	return outcome{update: t.last}
+	return t.completeLocked()
 }
 
 func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool, _ *resources.Endpoints, _ bool) outcome {
 	if w.neededGen != t.gen {
 		return outcome{}
 	}
+	e := t.endpoints[w.name]
 	if first {
 		t.unresolved--
 	} else if t.last != nil && t.lastGen == t.gen {
-		return t.patchEndpointsLocked(t.endpoints[w.name])
+		return t.patchEndpointsLocked(e)
 	}
-	return t.passIfResolvedLocked()
-}
-
-// patchEndpointsLocked makes the next snapshot when only the endpoints of
-// e changed and the snapshot in force is the latest tree's: the
-// ClusterConfigs of the clusters fetching those endpoints are replaced and
-// every other part is kept, which is what a pass would find, without
-// walking thousands of clusters to change one. The new snapshot's
-// ClusterMap shares all but the replaced entries' shards with the old one,
-// so the cost follows the size of the change, not of the tree.
-func (t *tree) patchEndpointsLocked(e *edsNode) outcome {
-	if e.usersGen != t.lastGen {
-		return outcome{} // no cluster of the snapshot in force uses them
-	}
-	clusters, changed := t.last.Clusters, false
-	for name := range e.usersAll() {
-		old := clusters.Get(name)
-		if old == nil || old.Cluster == nil {
-			continue // cannot happen: the pass put every user in the snapshot
+	if t.buildingLocked() && e.usersGen == t.gen {
+		for name := range e.usersAll() {
+			t.resolveLocked(t.clusters[name])
 		}
-		cc := &ClusterConfig{Name: name, Cluster: old.Cluster}
-		if e.has {
-			cc.Endpoints = e.value
-		} else {
-			cc.Err = e.err
-		}
-		if cc.sameAs(old) {
-			continue
-		}
-		clusters, changed = clusters.with(name, cc), true
 	}
-	if !changed {
-		return outcome{}
-	}
-	l := t.last
-	t.last = &Snapshot{Listener: l.Listener, RouteConfig: l.RouteConfig, VirtualHost: l.VirtualHost, Clusters: clusters}
-	return outcome{update: t.last}
-}
-
-// passIfResolvedLocked walks the tree only if it may be complete: a change
-// that does not alter which resources the tree needs cannot complete a
-// tree that still waits for some.
-func (t *tree) passIfResolvedLocked() outcome {
-	if t.unresolved > 0 {
-		return outcome{}
-	}
-	return t.passLocked()
+	return t.completeLocked()
 }
 
 // sameEdges reports whether two versions of a cluster lead to the same
