@@ -36,20 +36,26 @@ type clusterNode struct {
 type edsNode struct {
 	watch[*resources.Endpoints]
 	// usersGen is the gen of the pass that listed the users: the clusters
-	// of that pass's tree fetching under this name, user first, then more.
-	// Almost always one, so one needs no slice.
+	// of that pass's tree fetching under this name, user first, then
+	// more. Almost always one, so one needs no slice.
 	usersGen uint64
 	user     string
-	more     []string
+	more     *[]string
 }
 
 // addUserLocked lists cluster as fetching under e in the pass gen.
 func (e *edsNode) addUserLocked(gen uint64, cluster string) {
-	if e.usersGen != gen {
-		e.usersGen, e.user, e.more = gen, cluster, e.more[:0]
-		return
+	switch {
+	case e.usersGen != gen:
+		e.usersGen, e.user = gen, cluster
+		if e.more != nil {
+			*e.more = (*e.more)[:0]
+		}
+	case e.more == nil:
+		e.more = &[]string{cluster}
+	default:
+		*e.more = append(*e.more, cluster)
 	}
-	e.more = append(e.more, cluster)
 }
 
 // usersAll yields the users listed by the pass that stamped e.
@@ -58,7 +64,10 @@ func (e *edsNode) usersAll() iter.Seq[string] {
 		if e.usersGen == 0 || !yield(e.user) {
 			return
 		}
-		for _, u := range e.more {
+		if e.more == nil {
+			return
+		}
+		for _, u := range *e.more {
 			if !yield(u) {
 				return
 			}
@@ -69,7 +78,7 @@ func (e *edsNode) usersAll() iter.Seq[string] {
 func (t *tree) routeWatchLocked(name string) *watch[*resources.RouteConfig] {
 	w := t.routes[name]
 	if w == nil {
-		w = startWatch(t, new(watch[*resources.RouteConfig]), resources.RouteConfigType, name, (*tree).routeChangedLocked)
+		w = startWatch(t, new(watch[*resources.RouteConfig]), resources.RouteConfigType, name)
 		t.routes[name] = w
 	}
 	return w
@@ -81,7 +90,7 @@ func (t *tree) clusterLocked(name string) *clusterNode {
 	n := t.clusters[name]
 	if n == nil {
 		n = new(clusterNode)
-		startWatch(t, &n.watch, resources.ClusterType, name, (*tree).clusterChangedLocked)
+		startWatch(t, &n.watch, resources.ClusterType, name)
 		t.clusters[name] = n
 	}
 	return n
@@ -98,7 +107,7 @@ func (t *tree) endpointsWatchLocked(svc string, user *clusterNode) *edsNode {
 		} else {
 			e = new(edsNode)
 		}
-		startWatch(t, &e.watch, resources.EndpointsType, svc, (*tree).endpointsChangedLocked)
+		startWatch(t, &e.watch, resources.EndpointsType, svc)
 		t.endpoints[svc] = e
 	}
 	return e

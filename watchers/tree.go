@@ -95,22 +95,21 @@ type tree struct {
 // tree.mu.
 type watch[T resources.Resource] struct {
 	// Read-only after startWatch.
-	t       *tree
-	name    string
-	changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome
+	t    *tree
+	name string
 
 	cancel func()
+	value  T
+	err    error
+	// neededGen == tree.gen: the latest tree needs this resource.
+	neededGen uint64
 	// live is false once the tree dropped the watch: callbacks already
 	// queued by the client then find it stale.
 	live bool
 	// received: an update or a resource error arrived; the resource is
-	// resolved, usable (has) or not (err).
+	// resolved, usable (has, value) or not (err).
 	received bool
 	has      bool
-	value    T
-	err      error
-	// neededGen == tree.gen: the latest tree needs this resource.
-	neededGen uint64
 	// kept: the snapshot in force uses this resource, so it is kept until
 	// a new snapshot replaces that one (make-before-break).
 	kept bool
@@ -129,20 +128,37 @@ type outcome struct {
 	update  *Snapshot
 }
 
-// startWatch starts a client watch whose events update w and then call
-// changed, which says what to tell the TreeWatcher. first is true for the
-// first event. w is zero memory, usually part of a larger record
-// (clusterNode, edsNode), and never a watch used before: the client may
-// still hold callbacks for a dropped watch, which must find it stale.
+// startWatch starts a client watch whose events update w and then tell the
+// tree (see changedLocked). w is zero memory, usually part of a larger
+// record (clusterNode, edsNode), and never a watch used before: the client
+// may still hold callbacks for a dropped watch, which must find it stale.
 // Called with t.mu held.
 //
-// The watch is itself the client's Watcher and changed is a method
-// expression of tree, so that a tree of 10,000 clusters does not make
-// closures for each of its 20,000 watches.
-func startWatch[T resources.Resource](t *tree, w *watch[T], typ *resources.Type[T], name string, changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome) *watch[T] {
-	*w = watch[T]{t: t, name: name, changed: changed, live: true}
+// The watch is itself the client's Watcher, so that a tree of 10,000
+// clusters does not make closures for each of its 20,000 watches.
+func startWatch[T resources.Resource](t *tree, w *watch[T], typ *resources.Type[T], name string) *watch[T] {
+	*w = watch[T]{t: t, name: name, live: true}
 	w.cancel = client.Watch(t.c, typ, name, w)
 	return w
+}
+
+// changedLocked tells the tree that w changed (first is true for its first
+// event; prev and prevHas are what it held before) and returns what to
+// tell the TreeWatcher. The kind of resource picks the tree's callback: a
+// type switch rather than a function in each of 20,000 watches.
+func changedLocked[T resources.Resource](w *watch[T], first bool, prev T, prevHas bool) outcome {
+	t := w.t
+	switch w := any(w).(type) {
+	case *watch[*resources.Listener]:
+		return t.listenerChangedLocked(w, first, any(prev).(*resources.Listener), prevHas)
+	case *watch[*resources.RouteConfig]:
+		return t.routeChangedLocked(w, first, any(prev).(*resources.RouteConfig), prevHas)
+	case *watch[*resources.Cluster]:
+		return t.clusterChangedLocked(w, first, any(prev).(*resources.Cluster), prevHas)
+	case *watch[*resources.Endpoints]:
+		return t.endpointsChangedLocked(w, first, any(prev).(*resources.Endpoints), prevHas)
+	}
+	return outcome{} // the tree watches no other kind
 }
 
 // Update implements client.Watcher.
@@ -162,7 +178,7 @@ func (w *watch[T]) updateLocked(v T) outcome {
 	first, prev, prevHas := !w.received, w.value, w.has
 	w.received, w.has, w.value, w.err = true, true, v, nil
 	clear(t.outage)
-	return w.changed(t, w, first, prev, prevHas)
+	return changedLocked(w, first, prev, prevHas)
 }
 
 func (w *watch[T]) resourceErrorLocked(err error) outcome {
@@ -186,7 +202,7 @@ func (w *watch[T]) resourceErrorLocked(err error) outcome {
 	if !errors.Is(err, client.ErrServerUnavailable) {
 		clear(t.outage)
 	}
-	return w.changed(t, w, first, prev, prevHas)
+	return changedLocked(w, first, prev, prevHas)
 }
 
 func (w *watch[T]) ambientErrorLocked(err error) outcome {

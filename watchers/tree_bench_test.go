@@ -36,13 +36,17 @@ func BenchmarkTreeResolve10k(b *testing.B) {
 			w := newBenchWorld(benchTreeClusters)
 			b.ReportAllocs()
 			b.ResetTimer()
+			var cpu time.Duration
 			for range b.N {
+				start := cpuTime()
 				bt := newBenchTree(b, api, w)
 				bt.resolve()
+				cpu += cpuTime() - start
 				b.StopTimer()
 				bt.close()
 				b.StartTimer()
 			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -69,6 +73,10 @@ func BenchmarkTreeEndpointsUpdate10k(b *testing.B) {
 			eds := append([]*anypb.Any(nil), w.endpoints...)
 			b.ReportAllocs()
 			b.ResetTimer()
+			start := cpuTime()
+			defer func() {
+				b.ReportMetric(float64((cpuTime()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			}()
 			for i := range b.N {
 				k := i % rounds
 				a := changed[(i/rounds)%2][k]

@@ -137,7 +137,7 @@ func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
-	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
+	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName)
 	t.mu.Unlock()
 	return t
 }
