@@ -9,6 +9,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/watchers"
 )
@@ -120,6 +122,61 @@ func TestShapeKeepingChangesWalkNothing(t *testing.T) {
 		}
 		if got := s3.VirtualHost.Routes[0].Prefix; got != "/b" {
 			t.Errorf("first route's prefix %q, want /b", got)
+		}
+	})
+}
+
+// While the tree waits for some clusters' endpoints, a cluster it already
+// resolved changes (same kind, new address): the first snapshot, which the
+// arrival of the missing endpoints completes without walking the tree,
+// has the cluster's latest version.
+func TestClusterChangingWhileTheTreeWaits(t *testing.T) {
+	forEachServerVariant(t, func(t *testing.T, v variant) {
+		e := newEnv(t, v, longExpiry)
+		tree := func(host string, withEndpoints bool) testutils.Resources {
+			res := testutils.Resources{
+				Listeners: listeners(testutils.Listener("svc", "svc-route")),
+				Routes: []*routev3.RouteConfiguration{routeConfig("svc-route", []string{"*"},
+					route("/dns", "dns"), route("/b", "b"))},
+				Clusters: []*clusterv3.Cluster{testutils.LogicalDNSCluster("dns", host, 53), testutils.Cluster("b", "")},
+			}
+			if withEndpoints {
+				res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.ClusterLoadAssignment("b", "127.0.0.1", 1)}
+			}
+			return res
+		}
+		e.update(tree("dns-1.example.com", false))
+		r := newRecorder(t)
+		cancel, walked := watchers.WatchConfigTreeCounting(e.c, "svc", watchers.TreeOptions{}, r)
+		t.Cleanup(cancel)
+		preWatch(t, e.c, resources.ClusterType, "dns", "b")
+
+		// Once a watcher of the same client has the new address, so has
+		// the tree: callbacks for one response run before the next is read.
+		seen := make(chan struct{})
+		stop := client.Watch(e.c, resources.ClusterType, "dns", client.WatcherFuncs[*resources.Cluster]{OnUpdate: func(c *resources.Cluster) {
+			if c.DNSHost == "dns-2.example.com" {
+				close(seen)
+			}
+		}})
+		t.Cleanup(stop)
+		e.update(tree("dns-2.example.com", false))
+		select {
+		case <-seen:
+		case <-time.After(testTimeout):
+			t.Fatal("the new address of cluster dns did not arrive")
+		}
+
+		e.update(tree("dns-2.example.com", true))
+		s := r.nextUpdate()
+		if got := s.Clusters.Get("dns").DNSAddress; got != "dns-2.example.com:53" {
+			t.Errorf("first snapshot: cluster dns at %q, want dns-2.example.com:53; %s", got, describe(s))
+		}
+		if cc := s.Clusters.Get("b"); cc == nil || cc.Endpoints == nil {
+			t.Errorf("first snapshot: cluster b without endpoints; %s", describe(s))
+		}
+		if n := walked(); n != 2 {
+			t.Errorf("the first snapshot walked %d clusters, want 2 (each once)", n)
 		}
 	})
 }
