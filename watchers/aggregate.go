@@ -151,17 +151,18 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 	t := p.t
 	t.walked++
 	needLocked(t, &n.watch)
+	var e *edsNode
 	switch {
 	case !n.received:
 		return pendingResult
 	case n.has && n.value.Kind == resources.ClusterKindAggregate:
 		return p.aggregate(n.name, n.value, depth)
 	case n.has && n.value.Kind == resources.ClusterKindEDS:
-		e := t.endpointsWatchLocked(n.value.EDSServiceName(), n)
+		e = t.endpointsWatchLocked(n.value.EDSServiceName(), n)
 		t.needEndpointsLocked(e)
-		e.addUserLocked(t.gen, n.name)
+		e.addUserLocked(t.gen, n)
 	}
-	cc := t.leafConfigLocked(n)
+	cc := leafConfig(n, e)
 	if cc == nil {
 		return pendingResult
 	}
@@ -169,11 +170,11 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 	return leafResult
 }
 
-// leafConfigLocked returns the ClusterConfig of n, a cluster received
-// that is not an aggregate, or nil if it waits for its endpoints. A
-// cluster missing, deleted or invalid is a leaf in error, since what kind
-// of cluster it would be is unknown.
-func (t *tree) leafConfigLocked(n *clusterNode) *ClusterConfig {
+// leafConfig returns the ClusterConfig of n, a cluster received that is
+// not an aggregate, or nil if it waits for its endpoints, e for an EDS
+// cluster. A cluster missing, deleted or invalid is a leaf in error, since
+// what kind of cluster it would be is unknown. Called with tree.mu held.
+func leafConfig(n *clusterNode, e *edsNode) *ClusterConfig {
 	name := n.name
 	if !n.has {
 		return &ClusterConfig{Name: name, Err: n.err}
@@ -181,7 +182,6 @@ func (t *tree) leafConfigLocked(n *clusterNode) *ClusterConfig {
 	c := n.value
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		e := t.endpoints[c.EDSServiceName()]
 		if e == nil || !e.received {
 			return nil
 		}

@@ -37,14 +37,16 @@ type edsNode struct {
 	watch[*resources.Endpoints]
 	// usersGen is the gen of the pass that listed the users: the clusters
 	// of that pass's tree fetching under this name, user first, then
-	// more. Almost always one, so one needs no slice.
+	// more. Almost always one, so one needs no slice. The nodes of the
+	// clusters rather than their names spare a lookup each: the nodes of
+	// the latest tree's clusters are the tree's until a pass drops them.
 	usersGen uint64
-	user     string
-	more     *[]string
+	user     *clusterNode
+	more     *[]*clusterNode
 }
 
 // addUserLocked lists cluster as fetching under e in the pass gen.
-func (e *edsNode) addUserLocked(gen uint64, cluster string) {
+func (e *edsNode) addUserLocked(gen uint64, cluster *clusterNode) {
 	switch {
 	case e.usersGen != gen:
 		e.usersGen, e.user = gen, cluster
@@ -52,15 +54,15 @@ func (e *edsNode) addUserLocked(gen uint64, cluster string) {
 			*e.more = (*e.more)[:0]
 		}
 	case e.more == nil:
-		e.more = &[]string{cluster}
+		e.more = &[]*clusterNode{cluster}
 	default:
 		*e.more = append(*e.more, cluster)
 	}
 }
 
 // usersAll yields the users listed by the pass that stamped e.
-func (e *edsNode) usersAll() iter.Seq[string] {
-	return func(yield func(string) bool) {
+func (e *edsNode) usersAll() iter.Seq[*clusterNode] {
+	return func(yield func(*clusterNode) bool) {
 		if e.usersGen == 0 || !yield(e.user) {
 			return
 		}

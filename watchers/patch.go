@@ -26,12 +26,13 @@ import "github.com/goxds/xds/resources"
 func (t *tree) buildingLocked() bool { return t.build != nil && t.buildGen == t.gen }
 
 // resolveLocked records in build the ClusterConfig of n, a route's cluster
-// that is not an aggregate, if it is resolved.
-func (t *tree) resolveLocked(n *clusterNode) {
+// that is not an aggregate, if it is resolved; e is its edsNode if it is
+// an EDS cluster.
+func (t *tree) resolveLocked(n *clusterNode, e *edsNode) {
 	if !t.buildingLocked() || n == nil || (n.has && n.value.Kind == resources.ClusterKindAggregate) {
 		return
 	}
-	if cc := t.leafConfigLocked(n); cc != nil {
+	if cc := leafConfig(n, e); cc != nil {
 		t.build[n.name] = cc
 	}
 }
@@ -157,7 +158,8 @@ func (t *tree) patchEndpointsLocked(e *edsNode) outcome {
 		return outcome{} // no cluster of the snapshot in force uses them
 	}
 	clusters, changed := t.last.Clusters, false
-	for name := range e.usersAll() {
+	for n := range e.usersAll() {
+		name := n.name
 		old := clusters.Get(name)
 		if old == nil || old.Cluster == nil {
 			continue // cannot happen: the pass put every user in the snapshot

@@ -281,15 +281,16 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 			return t.passLocked() // its children need the walk
 		}
 		n := t.clusters[w.name]
+		var e *edsNode
 		if w.has && w.value.Kind == resources.ClusterKindEDS {
 			// The one thing a new EDS cluster adds to the tree is its
 			// endpoints: add them here rather than walk the whole tree
 			// for each of a thousand clusters arriving together.
-			e := t.endpointsWatchLocked(w.value.EDSServiceName(), n)
+			e = t.endpointsWatchLocked(w.value.EDSServiceName(), n)
 			t.needEndpointsLocked(e)
-			e.addUserLocked(t.gen, w.name)
+			e.addUserLocked(t.gen, n)
 		}
-		t.resolveLocked(n)
+		t.resolveLocked(n, e)
 		return t.completeLocked()
 	}
 	if prevHas != w.has || (w.has && !sameEdges(prev, w.value)) {
@@ -317,8 +318,8 @@ func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool
 		return t.patchEndpointsLocked(e)
 	}
 	if t.buildingLocked() && e.usersGen == t.gen {
-		for name := range e.usersAll() {
-			t.resolveLocked(t.clusters[name])
+		for n := range e.usersAll() {
+			t.resolveLocked(n, e)
 		}
 	}
 	return t.completeLocked()
