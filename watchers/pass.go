@@ -12,7 +12,8 @@ import (
 // latest tree nor the snapshot in force uses.
 //
 // The walk is the whole tree, so it runs only when the tree may have
-// changed shape or may be complete (see tree.unresolved). Watches started
+// changed shape, or may be complete and no earlier pass began its snapshot
+// (see tree.unresolved and patch.go). Watches started
 // here from inside a client callback reach the server together: the client
 // sends the subscriptions made while handling one response as one request
 // per type.

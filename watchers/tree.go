@@ -61,10 +61,9 @@ type tree struct {
 	// lastGen is the gen of the pass that made last (or found it still
 	// current); the edsNodes stamped with it list the clusters of that
 	// pass's tree fetching their endpoints. While lastGen == gen the tree
-	// cannot have changed shape (with nothing unresolved, every change of a
-	// needed resource passes), so a change of endpoints only replaces the
-	// ClusterConfigs of their users: see patchEndpointsLocked. Guarded by
-	// mu.
+	// cannot have changed shape (every change that could alter it walks it
+	// again), so a change of endpoints or of a cluster only replaces the
+	// ClusterConfigs it concerns: see patch.go. Guarded by mu.
 	lastGen uint64
 	// build is the snapshot the latest pass began, to be completed as the
 	// parts it lacked arrive, if buildGen == gen; buildRC and buildVH are
