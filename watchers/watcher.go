@@ -116,13 +116,19 @@ func (f TreeWatcherFuncs) AmbientError(err error) {
 // may be called from any goroutine, w's callbacks included; it drops every
 // watch the tree holds, and once it returns no callback of w starts.
 func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) (cancel func()) {
+	return sync.OnceFunc(watchConfigTree(c, listenerName, opts, w).cancel)
+}
+
+// watchConfigTree starts the tree of WatchConfigTree; tests reach its
+// counters through export_test.go.
+func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) *tree {
 	t := &tree{
 		c:         c,
 		authority: opts.Authority,
 		w:         w,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
-		clusters:  make(map[string]*watch[*resources.Cluster]),
-		endpoints: make(map[string]*watch[*resources.Endpoints]),
+		clusters:  make(map[string]*clusterNode),
+		endpoints: make(map[string]*edsNode),
 		outage:    make(map[any]bool),
 	}
 	if t.authority == "" {
@@ -131,7 +137,7 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
-	t.listener = startWatch(t, resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
+	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName)
 	t.mu.Unlock()
-	return sync.OnceFunc(t.cancel)
+	return t
 }
