@@ -269,6 +269,33 @@ func raiseFileLimit(want uint64) uint64 {
 	return want
 }
 
+// fileLimit is this process's open-file soft limit, 0 if unknown.
+func fileLimit() uint64 {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return 0
+	}
+	return lim.Cur
+}
+
+// filesSpare are the open files a channel run keeps apart from the
+// endpoints' sockets: the xDS stream, the runtime, /proc reads, and
+// sockets of unreachable endpoints that linger while they reconnect.
+const filesSpare = 2048
+
+// healthyFor is how many endpoints of each of n clusters of m can be
+// healthy, each with a socket in the client and one in the backends,
+// under the open-file limit: all m if they fit, else as many as do (at
+// least one, so that every cluster has a backend). The limit has been
+// raised as far as it goes (main); the child's is the same.
+func healthyFor(n, m int, limit uint64) int {
+	if limit == 0 || uint64(n*m)+filesSpare <= limit {
+		return m
+	}
+	fit := (int(limit) - filesSpare) / n
+	return max(1, min(m, fit))
+}
+
 // fileLimitFor is the open-file limit a run of so many endpoints needs:
 // a socket per endpoint, twice over for the reconnections of unreachable
 // endpoints, whose old sockets may linger, and room for the rest.

@@ -13,6 +13,10 @@ import (
 // figures. The same for goxds and grpc-go: every event is seen at the
 // management server or at the backends, none inside the client.
 type chanResult struct {
+	// healthy endpoints of each cluster's m are not UNHEALTHY, so a
+	// channel connects to them: all m unless the open-file limit does not
+	// allow a socket for each of the n × m (healthyFor).
+	healthy int
 	// connected: stream open → the first connection to the last endpoint
 	// of the initial world, at the backends (every subchannel created and
 	// dialled); connectedHosts of wantHosts endpoints had had a connection
@@ -46,9 +50,9 @@ type chanResult struct {
 // its connecting, an RPC through it (reachable backends), and o.rounds
 // update rounds.
 func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, tr *tracker, be *backends, ch *child, o runOptions) error {
-	n, m := res.n, res.m
+	n, m, healthy := res.n, res.m, res.healthy
 	opened, _, _, _ := tr.streamState()
-	res.wantHosts = n * m
+	res.wantHosts = n * healthy
 	select {
 	case <-be.all:
 	case <-time.After(o.timeout):
@@ -63,7 +67,7 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 	if be.mode == backendsReachable {
 		res.probe = "ok"
 		for _, i := range []int{0, n - 1} {
-			if err := probeServedBy(ch, i, hostsOf(n, i, m, 0)); err != nil {
+			if err := probeServedBy(ch, i, hostsOf(n, i, m, 0)[:healthy]); err != nil {
 				res.probe = err.Error()
 				break
 			}
@@ -94,8 +98,8 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 		}
 		i := (r * 7919) % n
 		name := clusterName(i)
-		cw := be.expect(hostsOf(n, i, m, r))
-		snap, version := w.withChange(edsURL, name, endpoints(n, i, m, r, w.port))
+		cw := be.expect(hostsOf(n, i, m, r)[:healthy])
+		snap, version := w.withChange(edsURL, name, w.endpointsAt(i, r))
 		if w.delta {
 			version = snap.sets[edsURL].hashes[name]
 		}
@@ -142,7 +146,7 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 		res.updCPU = total / time.Duration(len(cpus))
 	}
 	if be.mode == backendsReachable && lastChanged >= 0 && res.probe == "ok" {
-		if err := probeServedBy(ch, lastChanged, hostsOf(n, lastChanged, m, res.acked)); err != nil {
+		if err := probeServedBy(ch, lastChanged, hostsOf(n, lastChanged, m, res.acked)[:healthy]); err != nil {
 			res.probe = "after the last round: " + err.Error()
 		}
 	}

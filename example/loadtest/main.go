@@ -290,7 +290,7 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 			if cfg.verbose {
 				fmt.Fprintf(log, "measuring the decode floor of N=%d M=%d\n", c.n, c.m)
 			}
-			f = measureFloors(newWorld(c.n, c.m, false, basePort))
+			f = measureFloors(newWorld(c.n, c.m, false, basePort, c.m))
 			floorsOf[[2]int{c.n, c.m}] = f
 		}
 		rep.add(c, mine, baselines[key], f)

@@ -339,7 +339,9 @@ func (r *report) printChannels(w io.Writer) {
 		return
 	}
 	fmt.Fprint(w, `
-gRPC channels: connected = stream open → the first connection to the last endpoint of the world, at the
+gRPC channels: healthy = endpoints per cluster a channel connects to (the others are UNHEALTHY in EDS: a
+  socket each in the client and the backends for every endpoint would exceed the open-file limit);
+  connected = stream open → the first connection to the last endpoint of the world, at the
   backends; idle = full config → the client's last CPU use; rounds ACKed/made, applied = rounds whose
   push was followed by a connection to one of the cluster's new endpoints; push→ACK and push→applied
   (the first connection to a new endpoint), median and max over the rounds; CPU per round = from the
@@ -349,7 +351,7 @@ gRPC channels: connected = stream open → the first connection to the last endp
 
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "cell\tclient\tfull config\tconnected\tidle\tCPU\tpeak RSS\tACKed\tapplied\tpush→ACK med\tmax\tpush→applied med\tmax\tCPU/round med\tmax\tprobe\t")
+	fmt.Fprintln(tw, "cell\tclient\thealthy\tfull config\tconnected\tidle\tCPU\tpeak RSS\tACKed\tapplied\tpush→ACK med\tmax\tpush→applied med\tmax\tCPU/round med\tmax\tprobe\t")
 	for _, l := range lines {
 		label := l.c.String()
 		for _, x := range []*result{l.baseline, l.mine} {
@@ -364,8 +366,8 @@ gRPC channels: connected = stream open → the first connection to the last endp
 			if x.incomplete {
 				lb = ">"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
-				label, client, lb+fmtDur(x.ttfc), fmtConnected(x), fmtDur(x.idle), lb+fmtDur(x.settledCPU), lb+fmtBytes(x.totalRSS),
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				label, client, x.healthy, x.m, lb+fmtDur(x.ttfc), fmtConnected(x), fmtDur(x.idle), lb+fmtDur(x.settledCPU), lb+fmtBytes(x.totalRSS),
 				x.acked, x.rounds, x.applied, fmtDur(x.ackMed), fmtDur(x.ackMax), fmtDur(x.applyMed), fmtDur(x.applyMax),
 				fmtDur(x.cpuMed), fmtDur(x.cpuMax), x.probe)
 			label = ""

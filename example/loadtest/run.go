@@ -84,16 +84,18 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	protocol, n, m := c.protocol, c.n, c.m
 	delta := protocol == protoDelta
 	res = result{impl: impl, protocol: protocol, n: n, m: m, cache: c.cache, channel: c.channel, resent: -1}
-	port := uint32(basePort)
+	port, healthy := uint32(basePort), m
 	var be *backends
 	if c.channel != "" {
-		if be, err = startBackends(c.channel, n*m); err != nil {
+		healthy = healthyFor(n, m, fileLimit())
+		if be, err = startBackends(c.channel, n*healthy); err != nil {
 			return res, err
 		}
 		defer be.stop()
 		port = be.port
 	}
-	w := newWorld(n, m, delta, port)
+	res.healthy = healthy
+	w := newWorld(n, m, delta, port, healthy)
 	tr := newTracker(n)
 	srv, err := startServer(tr, c.cache == cacheADS)
 	if err != nil {
@@ -199,7 +201,7 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 		for r := 1; r <= o.rounds; r++ {
 			i := (r * 7919) % n
 			name := clusterName(i)
-			snap, version := w.withChange(edsURL, name, endpoints(n, i, m, r, port))
+			snap, version := w.withChange(edsURL, name, w.endpointsAt(i, r))
 			if delta {
 				version = snap.sets[edsURL].hashes[name]
 			}

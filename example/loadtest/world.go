@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -44,11 +45,18 @@ func clusterName(i int) string { return fmt.Sprintf("cluster-%06d", i) }
 // them all (Linux routes all of 127.0.0.0/8 to the loopback device), and
 // the address a connection arrives at tells the backend which endpoint the
 // client meant: so the harness sees, at the server, when a channel
-// connects to a new endpoint. Round 0 is the initial world.
-func endpoints(n, i, m, round int, port uint32) *endpointv3.ClusterLoadAssignment {
+// connects to a new endpoint. Round 0 is the initial world. The first
+// healthy endpoints are of UNKNOWN health, as usual; the others UNHEALTHY,
+// which gRPC (grpc-go and goxds alike) leaves out of the balancer: no
+// connection, no socket. That keeps a channel run within the open-file
+// limit (runOnce), at the same decode cost.
+func endpoints(n, i, m, round int, port uint32, healthy int) *endpointv3.ClusterLoadAssignment {
 	eps := make([]testutils.EndpointSpec, m)
 	for p, h := range hostsOf(n, i, m, round) {
 		eps[p] = testutils.EndpointSpec{Host: h, Port: port}
+		if p >= healthy {
+			eps[p].Health = corev3.HealthStatus_UNHEALTHY
+		}
 	}
 	return testutils.Endpoints(clusterName(i), eps)
 }
@@ -144,13 +152,15 @@ type world struct {
 	n, m  int
 	delta bool   // keep delta versions
 	port  uint32 // every endpoint's port
-	snap  *snapshot
+	// healthy is how many endpoints of each cluster are not UNHEALTHY.
+	healthy int
+	snap    *snapshot
 	// versions counts the changes of each type, the source of SotW versions.
 	versions map[string]int
 }
 
-func newWorld(n, m int, delta bool, port uint32) *world {
-	w := &world{n: n, m: m, delta: delta, port: port, versions: make(map[string]int)}
+func newWorld(n, m int, delta bool, port uint32, healthy int) *world {
+	w := &world{n: n, m: m, delta: delta, port: port, healthy: healthy, versions: make(map[string]int)}
 	sets := make(map[string]*typeSet)
 	add := func(typeURL, name string, r types.Resource) {
 		ts := sets[typeURL]
@@ -172,10 +182,15 @@ func newWorld(n, m int, delta bool, port uint32) *world {
 	for i := range n {
 		name := clusterName(i)
 		add(cdsURL, name, testutils.Cluster(name, ""))
-		add(edsURL, name, endpoints(n, i, m, 0, port))
+		add(edsURL, name, endpoints(n, i, m, 0, port, healthy))
 	}
 	w.snap = &snapshot{sets: sets}
 	return w
+}
+
+// endpointsAt is cluster i's ClusterLoadAssignment at round.
+func (w *world) endpointsAt(i, round int) *endpointv3.ClusterLoadAssignment {
+	return endpoints(w.n, i, w.m, round, w.port, w.healthy)
 }
 
 // withChange returns the world's next snapshot: typeURL gets a new version
