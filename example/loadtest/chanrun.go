@@ -52,6 +52,7 @@ type chanResult struct {
 func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, tr *tracker, be *backends, ch *child, o runOptions) error {
 	n, m, healthy := res.n, res.m, res.healthy
 	opened, _, _, _ := tr.streamState()
+	fullAt := opened.Add(res.ttfc)
 	res.wantHosts = n * healthy
 	select {
 	case <-be.all:
@@ -116,10 +117,12 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 		res.acked++
 		lastChanged = i
 		acks, lats = append(acks, wt.ackedAt.Sub(wt.sentAt)), append(lats, wt.ackedAt.Sub(changed))
+		applied := "-"
 		select {
 		case <-cw.done:
 			res.applied++
 			applies = append(applies, cw.at.Sub(wt.sentAt))
+			applied = fmtDur(cw.at.Sub(wt.sentAt))
 		case <-time.After(o.ackLimit):
 			o.logf("  round %d: no connection to a new endpoint of %s within %v", r, name, o.ackLimit)
 		case <-ctx.Done():
@@ -130,6 +133,8 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 			return err
 		}
 		cpus = append(cpus, after.cpu-before.cpu)
+		o.logf("    round %d at %s after full config: push→ACK %s, push→applied %s, CPU %s", r,
+			fmtDur(before.at.Sub(fullAt)), fmtDur(acks[len(acks)-1]), applied, fmtDur(after.cpu-before.cpu))
 	}
 	res.ackMed, res.ackMax = percentile(acks, 50), percentile(acks, 100)
 	res.applyMed, res.applyMax = percentile(applies, 50), percentile(applies, 100)

@@ -39,6 +39,7 @@ type usage struct {
 	// info is what the client says of its own state (snapshots seen,
 	// clusters in error), for the log.
 	info string
+	at   time.Time // when the parent had the answer
 }
 
 // selfUsage returns the CPU time (getrusage) and the peak RSS of this
@@ -175,7 +176,7 @@ func (c *child) usage() (usage, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return usage{}, fmt.Errorf("client said %q: %w", line, err)
 	}
-	u := usage{cpu: time.Duration(cpu), maxRSS: rss}
+	u := usage{cpu: time.Duration(cpu), maxRSS: rss, at: time.Now()}
 	if len(f) == 4 {
 		u.info = f[3]
 	}

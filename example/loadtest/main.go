@@ -5,6 +5,7 @@
 //	go run ./example/loadtest            # the whole matrix (≈10 min on 2 cores)
 //	go run ./example/loadtest -quick     # a small matrix, seconds
 //	go run ./example/loadtest -n 10000 -protocol sotw -impl goxds -repeat 1
+//	go run ./example/loadtest -n 10000 -channel reachable -impl goxds
 //
 // The server (in this process) serves one listener → one route
 // configuration with N routes → N EDS clusters → N ClusterLoadAssignments
@@ -17,6 +18,31 @@
 //     client and the resolver's dependency manager, no channel. SotW only.
 //
 // Both read their bootstrap from GRPC_XDS_BOOTSTRAP_CONFIG.
+//
+// With -channel, each client is a gRPC channel instead: goxds's
+// (grpcxds.NewClient, target goxds:///loadtest) and grpc-go's own
+// (grpc.NewClient, target xds:///loadtest), the same ClientConn with
+// different resolvers and balancers. Every endpoint of the world has an
+// address of its own in 127.0.0.0/8, and one listener on the wildcard
+// address serves them all: "-channel reachable" a gRPC server (subchannels
+// go READY; an RPC to a cluster's route says which endpoint served it),
+// "-channel unreachable" a listener that accepts and never speaks
+// (subchannels stay CONNECTING until gRPC's 20 s connect deadline, then
+// TRANSIENT_FAILURE and retry). The backends see, the same way for both
+// channels, when a channel first connects to each endpoint: when it has
+// connected the whole world, and per update round (one cluster's endpoints
+// replaced by new addresses) the time from the push to the ACK and to the
+// first connection to a new endpoint (the channel applied the change), the
+// median and max over the rounds, the client's CPU per round, and whether
+// every round was ACKed. A socket per endpoint must fit the open-file limit
+// in the client and in the harness: endpoints past what fits are UNHEALTHY
+// in EDS, which gRPC does not connect, and the report says how many per
+// cluster were healthy.
+//
+// -cache says how go-control-plane's snapshot cache answers SotW
+// subscriptions: non-ads (the default, as always: partial subscriptions
+// are answered) or ads (a response waits until the request names every
+// resource of its type). Every row names its mode.
 //
 // Measured at the server, so that any client is measured the same way: time
 // to full config (stream open → every EDS resource ACKed), the requests,

@@ -63,11 +63,9 @@ func (p *progress) run(impl string, c cell, i, times int) time.Time {
 }
 
 // ran reports how long the run that started at started took, and its
-// headline figures. On a terminal the bar's next line says it instead.
+// headline figures. On a terminal the line replaces the bar, which the
+// next run draws again below it.
 func (p *progress) ran(started time.Time, r *result) {
-	if p.bar {
-		return
-	}
 	line := fmt.Sprintf("  took %s: full config %s, CPU %s, peak RSS %s", fmtDur(time.Since(started)), fmtDur(r.ttfc), fmtDur(r.cpu), fmtBytes(r.rss))
 	if r.incomplete {
 		line = fmt.Sprintf("  took %s: no full config within %s", fmtDur(time.Since(started)), fmtDur(r.ttfc))
@@ -77,6 +75,9 @@ func (p *progress) ran(started time.Time, r *result) {
 		if r.rounds > 0 {
 			line += fmt.Sprintf(", rounds ACKed %d/%d, applied %d", r.acked, r.rounds, r.applied)
 		}
+	}
+	if p.bar {
+		line = fmt.Sprintf("\r\033[K%s %s%s", r.impl, cell{protocol: r.protocol, n: r.n, m: r.m, cache: r.cache, channel: r.channel}, line[1:])
 	}
 	fmt.Fprintln(p.w, line)
 }
