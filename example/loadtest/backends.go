@@ -29,6 +29,13 @@ const (
 	// the subchannels that never connect of issue 16 (a firewall that
 	// drops, a zone down), not a refused connection, which fails at once.
 	backendsUnreachable = "unreachable"
+	// backendsRefused: nothing listens on the endpoints' port, so every
+	// connection is refused at once: subchannels go TRANSIENT_FAILURE and
+	// retry with backoff, holding no socket and no transport. What the
+	// channel costs on top of the xDS client without the connections'
+	// own cost; the backends see nothing, so connecting and applying are
+	// not measured.
+	backendsRefused = "refused"
 )
 
 // backends is the one listener, on the wildcard address, that serves every
@@ -90,9 +97,15 @@ func startBackends(mode string, want int) (*backends, error) {
 			defer b.serving.Done()
 			b.holdAll()
 		}()
+	case backendsRefused:
+		// The port was free a moment ago; closed, it refuses. Nothing else
+		// binds it short of another process drawing the same ephemeral
+		// port, which a run would show as connections accepted.
+		lis.Close()
+		b.lis = nil
 	default:
 		lis.Close()
-		return nil, fmt.Errorf("backends %q: want %s or %s", mode, backendsReachable, backendsUnreachable)
+		return nil, fmt.Errorf("backends %q: want %s, %s or %s", mode, backendsReachable, backendsUnreachable, backendsRefused)
 	}
 	return b, nil
 }
@@ -210,6 +223,9 @@ func (b *backends) connected() (hosts int, last time.Time) {
 }
 
 func (b *backends) stop() {
+	if b.lis == nil { // refused: nothing to stop
+		return
+	}
 	if b.gs != nil {
 		b.gs.Stop() // closes the listener and every connection
 	} else {

@@ -53,16 +53,19 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 	n, m, healthy := res.n, res.m, res.healthy
 	opened, _, _, _ := tr.streamState()
 	fullAt := opened.Add(res.ttfc)
-	res.wantHosts = n * healthy
-	select {
-	case <-be.all:
-	case <-time.After(o.timeout):
-		o.logf("  not every endpoint connected within %v", o.timeout)
-	case <-ctx.Done():
-		return ctx.Err()
+	refused := be.mode == backendsRefused
+	if !refused {
+		res.wantHosts = n * healthy
+		select {
+		case <-be.all:
+		case <-time.After(o.timeout):
+			o.logf("  not every endpoint connected within %v", o.timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		hosts, last := be.connected()
+		res.connectedHosts, res.connected = min(hosts, res.wantHosts), last.Sub(opened)
 	}
-	hosts, last := be.connected()
-	res.connectedHosts, res.connected = min(hosts, res.wantHosts), last.Sub(opened)
 
 	res.probe = "-"
 	if be.mode == backendsReachable {
@@ -120,11 +123,15 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 		applied := "-"
 		select {
 		case <-cw.done:
+			if refused { // cannot happen: nothing listens
+				return fmt.Errorf("round %d: a connection to a refused endpoint was accepted: the port is another's", r)
+			}
 			res.applied++
 			applies = append(applies, cw.at.Sub(wt.sentAt))
 			applied = fmtDur(cw.at.Sub(wt.sentAt))
 		case <-time.After(o.ackLimit):
 			o.logf("  round %d: no connection to a new endpoint of %s within %v", r, name, o.ackLimit)
+		case <-refusedDone(refused):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -173,4 +180,15 @@ func probeServedBy(ch *child, i int, hosts []string) error {
 		return fmt.Errorf("RPC to the route of %s served at %s, not one of its endpoints %v", clusterName(i), host, hosts)
 	}
 	return nil
+}
+
+// refusedDone is a closed channel if refused (a round's apply is not
+// waited for), else nil (never ready).
+func refusedDone(refused bool) <-chan struct{} {
+	if !refused {
+		return nil
+	}
+	c := make(chan struct{})
+	close(c)
+	return c
 }

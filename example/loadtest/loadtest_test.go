@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 }
 
 // The small matrix runs end to end, both clients, both protocols, both
-// cache modes, and channels to reachable and unreachable backends, so that
+// cache modes, and channels to reachable, unreachable and refused backends, so that
 // the harness cannot rot: every cell reaches full config (run fails if
 // goxds does not; grpc-go's row must not be a lower bound), updates are
 // ACKed (run fails otherwise), nothing is NACKed, delta reconnects without
@@ -64,8 +64,8 @@ func TestQuickMatrix(t *testing.T) {
 			t.Errorf("%s NACKs in %q", cols[8], line)
 		}
 	}
-	if rows != 12 { // six cells, a goxds and a grpc-go row each
-		t.Errorf("found %d client rows in the table, want 12", rows)
+	if rows != 14 { // seven cells, a goxds and a grpc-go row each
+		t.Errorf("found %d client rows in the table, want 14", rows)
 	}
 	checkModes(t, rep)
 	// Progress, one line per client run (the log is not a terminal), each
@@ -76,13 +76,13 @@ func TestQuickMatrix(t *testing.T) {
 			progress = append(progress, line)
 		}
 	}
-	// grpc-go once for each world size, cache mode and channel mode (5),
-	// goxds once per cell (6); each run says when it ends how long it took.
-	if len(progress) != 11 || !strings.HasPrefix(progress[10], "run 11/11 of the matrix") {
-		t.Errorf("progress lines %q, want runs 1/11 to 11/11", progress)
+	// grpc-go once for each world size, cache mode and channel mode (6),
+	// goxds once per cell (7); each run says when it ends how long it took.
+	if len(progress) != 13 || !strings.HasPrefix(progress[12], "run 13/13 of the matrix") {
+		t.Errorf("progress lines %q, want runs 1/13 to 13/13", progress)
 	}
-	if took := strings.Count(log.String(), "\n  took "); took != 11 {
-		t.Errorf("%d runs said how long they took, want 11", took)
+	if took := strings.Count(log.String(), "\n  took "); took != 13 {
+		t.Errorf("%d runs said how long they took, want 13", took)
 	}
 	// goxds subscribes to the 100 clusters in one request per type, and
 	// grpc-go one name at a time: the request counts tell them apart.
@@ -138,6 +138,15 @@ func checkModes(t *testing.T, rep *report) {
 			if l.c.channel == "" {
 				continue
 			}
+			if l.c.channel == backendsRefused {
+				// Nothing to connect to, nothing seen at the backends:
+				// only the ACKs and the CPU are measured.
+				if x.wantHosts != 0 || x.applied != 0 || x.rounds != 5 || x.acked != 5 || x.cpuMed <= 0 || x.probe != "-" {
+					t.Errorf("%s: %s endpoints %d, rounds %d, ACKed %d, applied %d, CPU per round %v, probe %q; want 5 rounds ACKed, nothing applied, no probe",
+						l.c, x.impl, x.wantHosts, x.rounds, x.acked, x.applied, x.cpuMed, x.probe)
+				}
+				continue
+			}
 			// Every endpoint connected, every round ACKed and applied
 			// (a connection to one of the cluster's new endpoints).
 			if x.wantHosts != l.c.n*l.c.m || x.connectedHosts != x.wantHosts || x.connected <= 0 {
@@ -156,7 +165,7 @@ func checkModes(t *testing.T, rep *report) {
 			}
 		}
 	}
-	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1} {
+	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1, cacheNonADS + "/" + backendsRefused: 1} {
 		if modes[mode] != cells {
 			t.Errorf("%d cells of mode %s, want %d", modes[mode], mode, cells)
 		}

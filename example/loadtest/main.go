@@ -28,7 +28,9 @@
 // go READY; an RPC to a cluster's route says which endpoint served it),
 // "-channel unreachable" a listener that accepts and never speaks
 // (subchannels stay CONNECTING until gRPC's 20 s connect deadline, then
-// TRANSIENT_FAILURE and retry). The backends see, the same way for both
+// TRANSIENT_FAILURE and retry), "-channel refused" nothing (connections
+// refused at once: the channel's cost without the connections'). The
+// backends see, the same way for both
 // channels, when a channel first connects to each endpoint: when it has
 // connected the whole world, and per update round (one cluster's endpoints
 // replaced by new addresses) the time from the push to the ACK and to the
@@ -136,6 +138,7 @@ func quickMatrix() []cell {
 		{protocol: protoSotW, n: 100, m: 3, cache: cacheADS},
 		{protocol: protoSotW, n: 100, m: 3, cache: cacheNonADS, channel: backendsReachable},
 		{protocol: protoDelta, n: 100, m: 3, cache: cacheNonADS, channel: backendsUnreachable},
+		{protocol: protoSotW, n: 100, m: 3, cache: cacheNonADS, channel: backendsRefused},
 	}
 }
 
@@ -173,7 +176,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		profUpd  = fs.Bool("profile-updates", false, "start the CPU profile after full config: profile the updates only")
 		memprof  = fs.String("memprofile", "", "write a heap profile of each client process, at its end, to a file with this prefix (slows it)")
 		verbose  = fs.Bool("v", false, "log each run")
-		channel  = fs.String("channel", "", "run gRPC channels (goxds: grpcxds; grpc-go: its xds:/// channel) to backends that are reachable (a gRPC server) or unreachable (accept, never speak); empty: the xDS clients alone")
+		channel  = fs.String("channel", "", "run gRPC channels (goxds: grpcxds; grpc-go: its xds:/// channel) to backends that are reachable (a gRPC server), unreachable (accept, never speak) or refused (nothing listens); empty: the xDS clients alone")
 		cacheArg = fs.String("cache", cacheNonADS, "the go-control-plane snapshot cache's mode: non-ads (answers partial SotW subscriptions), ads (answers only complete ones) or both")
 		every    = fs.Duration("round-every", -1, "start an update round at most this often (channel runs: spread the rounds over the failover and connect timeouts); -1: 1s with -channel unreachable, else back to back")
 		ackLimit = fs.Duration("ack-timeout", 30*time.Second, "channel runs: an update round not ACKed within this ends the rounds, and the row says how many were ACKed")
@@ -193,9 +196,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			every: *every, ackLimit: *ackLimit},
 	}
 	switch *channel {
-	case "", backendsReachable, backendsUnreachable:
+	case "", backendsReachable, backendsUnreachable, backendsRefused:
 	default:
-		return nil, fmt.Errorf("-channel %q: want %s, %s or nothing", *channel, backendsReachable, backendsUnreachable)
+		return nil, fmt.Errorf("-channel %q: want %s, %s, %s or nothing", *channel, backendsReachable, backendsUnreachable, backendsRefused)
 	}
 	var caches []string
 	switch *cacheArg {

@@ -87,7 +87,9 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	port, healthy := uint32(basePort), m
 	var be *backends
 	if c.channel != "" {
-		healthy = healthyFor(n, m, fileLimit())
+		if c.channel != backendsRefused { // a refused connection holds no socket
+			healthy = healthyFor(n, m, fileLimit())
+		}
 		if be, err = startBackends(c.channel, n*healthy); err != nil {
 			return res, err
 		}
