@@ -175,20 +175,23 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	o.logf("  %s %s N=%d M=%d: full config in %v (CPU %v, peak RSS %s; settled: CPU %v, peak RSS %s, capped %v); %s", impl, protocol, n, m,
 		res.ttfc.Round(time.Millisecond), res.cpu.Round(time.Millisecond), fmtBytes(res.rss),
 		res.settledCPU.Round(time.Millisecond), fmtBytes(res.settledRSS), res.capped, u.info)
-	if res.capped {
-		// Still busy with the resolving: updates would only queue behind
-		// it, and their CPU could not be told from it.
-		o.rounds, o.resends = 0, 0
-		delta = false // no reconnection either
-	}
 	if be != nil {
 		// The channel's own measurements replace the xDS client's rounds.
+		// They are made even if the client is still busy: a channel whose
+		// endpoints do not connect may never go idle, and whether it keeps
+		// ACKing then is what is measured.
 		opened, _, _, _ := tr.streamState()
 		res.idle = ch.lastBusy.Sub(opened.Add(res.ttfc))
 		if err := channelRounds(ctx, &res, w, srv, tr, be, ch, o); err != nil {
 			return res, err
 		}
 		o.rounds = 0
+	}
+	if res.capped {
+		// Still busy with the resolving: updates would only queue behind
+		// it, and their CPU could not be told from it.
+		o.rounds, o.resends = 0, 0
+		delta = false // no reconnection either
 	}
 
 	// Update one cluster's endpoints per round.
