@@ -301,15 +301,18 @@ const filesSpare = 2048
 
 // healthyFor is how many endpoints of each of n clusters of m can be
 // healthy, each with a socket in the client and one in the backends,
-// under the open-file limit: all m if they fit, else as many as do (at
-// least one, so that every cluster has a backend). The limit has been
-// raised as far as it goes (main); the child's is the same.
+// under the open-file limit: all m if they fit, else as many as do, and 0
+// if not even one per cluster does (the run cannot be made: every cluster
+// needs a backend). The limit has been raised as far as it goes
+// (runMatrix); the child's is the same.
 func healthyFor(n, m int, limit uint64) int {
 	if limit == 0 || uint64(n*m)+filesSpare <= limit {
 		return m
 	}
-	fit := (int(limit) - filesSpare) / n
-	return max(1, min(m, fit))
+	if limit <= filesSpare {
+		return 0
+	}
+	return min(m, int(limit-filesSpare)/n)
 }
 
 // fileLimitFor is the open-file limit a run of so many endpoints needs:

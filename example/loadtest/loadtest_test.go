@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -168,6 +170,56 @@ func checkModes(t *testing.T, rep *report) {
 	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1, cacheNonADS + "/" + backendsRefused: 1} {
 		if modes[mode] != cells {
 			t.Errorf("%d cells of mode %s, want %d", modes[mode], mode, cells)
+		}
+	}
+}
+
+// Every endpoint of a world, at every round, has an address of its own in
+// 127.0.0.0/8, never the management server's 127.0.0.1: the backends tell
+// endpoints apart by the address a connection arrives at.
+func TestEndpointHostsDistinct(t *testing.T) {
+	const n, m, rounds = 1000, 3, 50
+	seen := map[string]string{"127.0.0.1": "the management server"}
+	for round := 0; round <= rounds; round++ {
+		for i := range n {
+			if round > 0 && i != (round*7919)%n { // the rounds change one cluster each
+				continue
+			}
+			for p, h := range hostsOf(n, i, m, round) {
+				who := fmt.Sprintf("cluster %d endpoint %d round %d", i, p, round)
+				ip := net.ParseIP(h)
+				if ip == nil || !ip.IsLoopback() || ip.To4() == nil || ip.To4()[3] == 0 || ip.To4()[3] == 255 {
+					t.Fatalf("%s: %q is not a usable 127.0.0.0/8 address", who, h)
+				}
+				if other, dup := seen[h]; dup {
+					t.Fatalf("%s: %s is also %s", who, h, other)
+				}
+				seen[h] = who
+			}
+		}
+	}
+}
+
+func TestHealthyFor(t *testing.T) {
+	for _, c := range []struct {
+		n, m  int
+		limit uint64
+		want  int
+	}{
+		{100, 3, 20000, 3},       // fits
+		{10000, 3, 20000, 1},     // 30,000 do not; 10,000 do
+		{1000, 100, 20000, 17},   // (20000-2048)/1000
+		{100000, 3, 20000, 0},    // not even one per cluster
+		{10000, 3, 0, 3},         // limit unknown: all
+		{10, 3, filesSpare, 0},   // nothing left over
+		{10000, 3, 1 << 20, 3},   // raised
+		{10000, 3, 12048, 1},     // exactly one each
+		{10000, 3, 12047, 0},     // one short
+		{10000, 3, 22048, 2},     // two each
+		{10000, 3, 1<<20 - 1, 3}, // plenty
+	} {
+		if got := healthyFor(c.n, c.m, c.limit); got != c.want {
+			t.Errorf("healthyFor(%d, %d, %d) = %d, want %d", c.n, c.m, c.limit, got, c.want)
 		}
 	}
 }

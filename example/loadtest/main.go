@@ -288,7 +288,13 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 	floorsOf := make(map[[2]int]floors)
 	if channelRun(cfg) {
 		// A channel holds a socket per endpoint, and so do the backends.
-		raiseFileLimit(fileLimitFor(maxEndpoints(cfg)))
+		limit := raiseFileLimit(fileLimitFor(maxEndpoints(cfg)))
+		for _, c := range cfg.cells {
+			if c.channel != "" && c.channel != backendsRefused && healthyFor(c.n, c.m, limit) == 0 {
+				return nil, fmt.Errorf("%s: a channel connects at least one endpoint per cluster, %d sockets, and the open-file limit is %d "+
+					"(it cannot be raised further here): run -channel %s, which holds no socket, or fewer clusters", c, c.n, limit, backendsRefused)
+			}
+		}
 	}
 	for _, c := range cfg.cells {
 		key := baselineOf(c)

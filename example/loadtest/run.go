@@ -88,7 +88,9 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	var be *backends
 	if c.channel != "" {
 		if c.channel != backendsRefused { // a refused connection holds no socket
-			healthy = healthyFor(n, m, fileLimit())
+			if healthy = healthyFor(n, m, fileLimit()); healthy == 0 {
+				return res, fmt.Errorf("the open-file limit %d leaves no socket for every cluster's endpoint", fileLimit())
+			}
 		}
 		if be, err = startBackends(c.channel, n*healthy); err != nil {
 			return res, err
