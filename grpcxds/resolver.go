@@ -260,9 +260,6 @@ type xdsResolver struct {
 	// client is the goxds client watching; the balancer reports load
 	// through it.
 	client *client.Client
-	// endpoints are those of the last snapshot's resolver state, for the
-	// next to reuse (stateOf); Update alone touches them, one at a time.
-	endpoints endpointCache
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -281,7 +278,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	if r.cs.balancerGen.Load() > 0 {
 		r.cs.set(cfg)
 	}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen, &r.endpoints)
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client)
 	err := r.cc.UpdateState(st)
 	r.publish(gen, cfg)
