@@ -202,8 +202,12 @@ func settledText(x *result, limit time.Duration) string {
 		return fmt.Sprintf("no full config within %v: its figures are what it had reached by then, lower bounds; updates not measured", x.ttfc)
 	}
 	if x.capped {
-		return fmt.Sprintf("still busy %v after full config (CPU ≥%s, peak RSS ≥%s): updates not measured",
-			limit, fmtDur(x.settledCPU), fmtBytes(x.settledRSS))
+		what := "updates not measured"
+		if x.channel != "" {
+			what = "the channel's rounds measured all the same"
+		}
+		return fmt.Sprintf("still busy %v after full config (CPU ≥%s, peak RSS ≥%s): %s",
+			limit, fmtDur(x.settledCPU), fmtBytes(x.settledRSS), what)
 	}
 	return fmt.Sprintf("once idle after full config: CPU %s, peak RSS %s", fmtDur(x.settledCPU), fmtBytes(x.settledRSS))
 }
