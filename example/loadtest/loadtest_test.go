@@ -41,7 +41,7 @@ func TestQuickMatrix(t *testing.T) {
 	}
 	table := out.String()
 	t.Logf("\n%s", table)
-	for _, want := range []string{"goxds/grpc-go", "reconnect: 0 of 202 resources sent again"} {
+	for _, want := range []string{"goxds/grpc-go", "goxds/bare", "reconnect: 0 of 202 resources sent again"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q", want)
 		}
@@ -50,7 +50,8 @@ func TestQuickMatrix(t *testing.T) {
 		t.Errorf("grpc-go did not reach full config in the quick matrix")
 	}
 	// A client row ends with 14 columns, the client's name first ("goxds",
-	// or "grpc-go (SotW)" whose second word counts) and the NACKs ninth.
+	// or "grpc-go (SotW)" and "bare (reference)" whose second word counts)
+	// and the NACKs ninth.
 	rows := 0
 	for _, line := range strings.Split(table, "\n") {
 		f := strings.Fields(line)
@@ -58,7 +59,7 @@ func TestQuickMatrix(t *testing.T) {
 			continue
 		}
 		cols := f[len(f)-14:]
-		if cols[0] != "goxds" && cols[0] != "(SotW)" {
+		if cols[0] != "goxds" && cols[0] != "(SotW)" && cols[0] != "(reference)" {
 			continue
 		}
 		rows++
@@ -66,8 +67,8 @@ func TestQuickMatrix(t *testing.T) {
 			t.Errorf("%s NACKs in %q", cols[8], line)
 		}
 	}
-	if rows != 14 { // seven cells, a goxds and a grpc-go row each
-		t.Errorf("found %d client rows in the table, want 14", rows)
+	if rows != 18 { // seven cells, a goxds and a grpc-go row each; the four without a channel a bare row too
+		t.Errorf("found %d client rows in the table, want 18", rows)
 	}
 	checkModes(t, rep)
 	// Progress, one line per client run (the log is not a terminal), each
@@ -79,12 +80,13 @@ func TestQuickMatrix(t *testing.T) {
 		}
 	}
 	// grpc-go once for each world size, cache mode and channel mode (6),
-	// goxds once per cell (7); each run says when it ends how long it took.
-	if len(progress) != 13 || !strings.HasPrefix(progress[12], "run 13/13 of the matrix") {
-		t.Errorf("progress lines %q, want runs 1/13 to 13/13", progress)
+	// goxds once per cell (7), bare once per cell without a channel (4);
+	// each run says when it ends how long it took.
+	if len(progress) != 17 || !strings.HasPrefix(progress[16], "run 17/17 of the matrix") {
+		t.Errorf("progress lines %q, want runs 1/17 to 17/17", progress)
 	}
-	if took := strings.Count(log.String(), "\n  took "); took != 13 {
-		t.Errorf("%d runs said how long they took, want 13", took)
+	if took := strings.Count(log.String(), "\n  took "); took != 17 {
+		t.Errorf("%d runs said how long they took, want 17", took)
 	}
 	// goxds subscribes to the 100 clusters in one request per type, and
 	// grpc-go one name at a time: the request counts tell them apart.
@@ -126,7 +128,15 @@ func checkModes(t *testing.T, rep *report) {
 	modes := map[string]int{}
 	for _, l := range rep.lines {
 		modes[l.c.cache+"/"+l.c.channel]++
-		for _, x := range []*result{l.baseline, l.mine} {
+		rows := []*result{l.baseline, l.mine}
+		switch {
+		case l.c.channel == "":
+			// The bare client runs beside goxds where there is no channel.
+			rows = append(rows, l.bare)
+		case l.bare != nil:
+			t.Errorf("%s: the bare client ran in a channel cell", l.c)
+		}
+		for _, x := range rows {
 			if x == nil {
 				t.Errorf("%s: a client row is missing", l.c)
 				continue

@@ -13,6 +13,8 @@
 // started again), so that its CPU time and peak RSS are its own:
 //
 //   - goxds: client.New + watchers.WatchConfigTree, over SotW or delta;
+//   - bare: the calibration client of bare.go, which only decodes and ACKs,
+//     run in turns with goxds (not in channel cells);
 //   - grpc-go: grpc-go's xds resolver (import google.golang.org/grpc/xds),
 //     built on its own with a ClientConn that only counts updates: the xDS
 //     client and the resolver's dependency manager, no channel. SotW only.
@@ -64,6 +66,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -162,7 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		n        = fs.Int("n", 0, "clusters (one cell with -m; default: the whole matrix)")
 		m        = fs.Int("m", 3, "endpoints per cluster, with -n")
 		protocol = fs.String("protocol", "both", "goxds protocol: sotw, delta or both (grpc-go speaks SotW only)")
-		impl     = fs.String("impl", "all", "clients to run: goxds, grpc-go, bare (the decode-and-ACK reference, in goxds's row) or all")
+		impl     = fs.String("impl", "all", "clients to run, comma-separated: goxds, grpc-go, bare (the decode-and-ACK reference; run in turns with goxds) or all")
 		repeat   = fs.Int("repeat", 3, "runs per cell; the median is reported")
 		rounds   = fs.Int("rounds", 50, "update rounds per run (one cluster's endpoints change per round)")
 		resends  = fs.Int("resends", 5, "unchanged SotW CDS resends per run")
@@ -209,16 +212,18 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	default:
 		return nil, fmt.Errorf("-cache %q: want %s, %s or both", *cacheArg, cacheNonADS, cacheADS)
 	}
-	switch *impl {
-	case "all":
-		cfg.impls[implGoxds], cfg.impls[implGRPC] = true, true
-	case implGoxds, implGRPC, implBare:
-		cfg.impls[*impl] = true
-		if *impl == implBare && *channel != "" {
-			return nil, fmt.Errorf("-impl bare has no channel: -channel runs goxds or grpc-go")
+	for _, name := range strings.Split(*impl, ",") {
+		switch name {
+		case "all":
+			cfg.impls[implGoxds], cfg.impls[implGRPC], cfg.impls[implBare] = true, true, true
+		case implGoxds, implGRPC, implBare:
+			cfg.impls[name] = true
+		default:
+			return nil, fmt.Errorf("-impl %q: want goxds, grpc-go, bare or all, or a comma-separated list of them", *impl)
 		}
-	default:
-		return nil, fmt.Errorf("-impl %q: want goxds, grpc-go, bare or all", *impl)
+	}
+	if *impl == implBare && *channel != "" {
+		return nil, fmt.Errorf("-impl bare has no channel: -channel runs goxds or grpc-go")
 	}
 	protos := map[string]bool{}
 	switch *protocol {
@@ -305,20 +310,31 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 			}
 			bc := c
 			bc.protocol = protoSotW
-			r, err := measure(ctx, cfg, implGRPC, bc, times, log, prog)
+			r, err := measure(ctx, cfg, implGRPC, bc, times, prog)
 			if err != nil {
 				return nil, err
 			}
 			baselines[key] = r
 		}
-		var mine *result
-		if impl := implGoxds; cfg.impls[impl] || cfg.impls[implBare] {
-			if cfg.impls[implBare] {
-				impl = implBare
-			}
-			if mine, err = measure(ctx, cfg, impl, c, cfg.repeat, log, prog); err != nil {
+		var mine, bare *result
+		switch impls := cellImpls(cfg, c); len(impls) {
+		case 0:
+		case 1:
+			var rs []*result
+			if rs, err = measureInterleaved(ctx, cfg, impls, c, cfg.repeat, prog); err != nil {
 				return nil, err
 			}
+			if impls[0] == implBare {
+				bare = rs[0]
+			} else {
+				mine = rs[0]
+			}
+		default:
+			var rs []*result
+			if rs, err = measureInterleaved(ctx, cfg, impls, c, cfg.repeat, prog); err != nil {
+				return nil, err
+			}
+			bare, mine = rs[0], rs[1]
 		}
 		f, ok := floorsOf[[2]int{c.n, c.m}]
 		if !ok {
@@ -328,11 +344,24 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 			f = measureFloors(newWorld(c.n, c.m, false, basePort, c.m))
 			floorsOf[[2]int{c.n, c.m}] = f
 		}
-		rep.add(c, mine, baselines[key], f)
+		rep.add(c, mine, bare, baselines[key], f)
 	}
 	prog.finish()
 	rep.print(out)
 	return rep, nil
+}
+
+// cellImpls lists the clients other than grpc-go that run on cell c, the
+// bare client first: it has no channel, so channel cells leave it out.
+func cellImpls(cfg *config, c cell) []string {
+	var impls []string
+	if cfg.impls[implBare] && c.channel == "" {
+		impls = append(impls, implBare)
+	}
+	if cfg.impls[implGoxds] {
+		impls = append(impls, implGoxds)
+	}
+	return impls
 }
 
 // baselineKey says which cells share a grpc-go run: grpc-go speaks SotW
@@ -360,29 +389,56 @@ func maxEndpoints(cfg *config) (n int) {
 
 // measure runs one client times times and returns the median of each
 // measurement.
-func measure(ctx context.Context, cfg *config, impl string, c cell, times int, log io.Writer, prog *progress) (*result, error) {
-	var rs []result
-	for i := range times {
-		o := cfg.run
-		o.partial = impl == implGRPC
-		tag := fmt.Sprintf("%s-%s-n%d-m%d-%s", impl, c.protocol, c.n, c.m, c.cache)
-		if c.channel != "" {
-			tag += "-chan-" + c.channel
-		}
-		if cfg.profile != "" {
-			o.profile = fmt.Sprintf("%s-%s-%d.pprof", cfg.profile, tag, i)
-		}
-		if cfg.memprof != "" {
-			o.memprof = fmt.Sprintf("%s-%s-%d.pprof", cfg.memprof, tag, i)
-		}
-		started := prog.run(impl, c, i, times)
-		r, err := runOnce(ctx, impl, c, o)
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", impl, c, err)
-		}
-		prog.ran(started, &r)
-		rs = append(rs, r)
+func measure(ctx context.Context, cfg *config, impl string, c cell, times int, prog *progress) (*result, error) {
+	rs, err := measureInterleaved(ctx, cfg, []string{impl}, c, times, prog)
+	if err != nil {
+		return nil, err
 	}
-	med := median(rs)
-	return &med, nil
+	return rs[0], nil
+}
+
+// measureInterleaved runs each of impls times on cell c, in turns (one run
+// of each, then the next round), and returns the median of each. Turns, not
+// one client's runs in a row, so that a change in the machine's load falls
+// on every client alike: the ratios between them are what is quoted.
+func measureInterleaved(ctx context.Context, cfg *config, impls []string, c cell, times int, prog *progress) ([]*result, error) {
+	rs := make([][]result, len(impls))
+	for i := range times {
+		for k, impl := range impls {
+			r, err := runMeasured(ctx, cfg, impl, c, i, times, prog)
+			if err != nil {
+				return nil, err
+			}
+			rs[k] = append(rs[k], r)
+		}
+	}
+	out := make([]*result, len(impls))
+	for k := range impls {
+		med := median(rs[k])
+		out[k] = &med
+	}
+	return out, nil
+}
+
+// runMeasured is run i of times of impl on cell c, with the profiles asked for.
+func runMeasured(ctx context.Context, cfg *config, impl string, c cell, i, times int, prog *progress) (result, error) {
+	o := cfg.run
+	o.partial = impl == implGRPC
+	tag := fmt.Sprintf("%s-%s-n%d-m%d-%s", impl, c.protocol, c.n, c.m, c.cache)
+	if c.channel != "" {
+		tag += "-chan-" + c.channel
+	}
+	if cfg.profile != "" {
+		o.profile = fmt.Sprintf("%s-%s-%d.pprof", cfg.profile, tag, i)
+	}
+	if cfg.memprof != "" {
+		o.memprof = fmt.Sprintf("%s-%s-%d.pprof", cfg.memprof, tag, i)
+	}
+	started := prog.run(impl, c, i, times)
+	r, err := runOnce(ctx, impl, c, o)
+	if err != nil {
+		return result{}, fmt.Errorf("%s %s: %w", impl, c, err)
+	}
+	prog.ran(started, &r)
+	return r, nil
 }

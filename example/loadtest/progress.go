@@ -39,9 +39,7 @@ func plannedRuns(cfg *config) int {
 				total += cfg.repeat
 			}
 		}
-		if cfg.impls[implGoxds] || cfg.impls[implBare] {
-			total += cfg.repeat
-		}
+		total += len(cellImpls(cfg, c)) * cfg.repeat
 	}
 	return total
 }

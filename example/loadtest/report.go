@@ -86,6 +86,7 @@ func median(rs []result) result {
 type reportLine struct {
 	c        cell
 	mine     *result
+	bare     *result // the decode-and-ACK reference, nil when not run
 	baseline *result
 	floor    floors
 }
@@ -100,8 +101,8 @@ func newReport(cfg *config) *report {
 	return &report{cfg: cfg, load: []string{loadavg()}}
 }
 
-func (r *report) add(c cell, mine, baseline *result, f floors) {
-	r.lines = append(r.lines, reportLine{c: c, mine: mine, baseline: baseline, floor: f})
+func (r *report) add(c cell, mine, bare, baseline *result, f floors) {
+	r.lines = append(r.lines, reportLine{c: c, mine: mine, bare: bare, baseline: baseline, floor: f})
 	r.load = append(r.load, loadavg())
 }
 
@@ -119,9 +120,10 @@ func (r *report) print(w io.Writer) {
   config; upd p50/p99 = one cluster's endpoints change → ACK of the response carrying them;
   push→ACK = from that response leaving the server; upd CPU = client CPU per update, ×floor = over
   the floor of the update's response (SotW: all N ClusterLoadAssignments; delta: one). grpc-go speaks
-  SotW only: its row is the baseline of both protocols' cells. ">": the baseline did not reach full
-  config within -timeout, and its figures are what it had reached by then (lower bounds); "<": a ratio
-  against such figures (an upper bound).
+  SotW only: its row is the baseline of both protocols' cells. bare (reference) = a client that only
+  decodes and ACKs (what the server and protobuf allow), run in turns with goxds. ">": the baseline
+  did not reach full config within -timeout, and its figures are what it had reached by then (lower
+  bounds); "<": a ratio against such figures (an upper bound).
 
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -148,9 +150,18 @@ func (r *report) print(w io.Writer) {
 			row(label, "grpc-go (SotW)", b)
 			label = ""
 		}
+		if x := l.bare; x != nil {
+			row(label, "bare (reference)", x)
+			label = ""
+		}
 		if x := l.mine; x != nil {
 			row(label, x.impl, x)
 			label = ""
+			if b := l.bare; b != nil {
+				fmt.Fprintf(tw, "\tgoxds/bare\t%s\t\t%s\t%s\t\t\t\t\t%s\t%s\t%s\t%s\t\t\n",
+					ratio(x.ttfc, b.ttfc), ratio(x.cpu, b.cpu), ratio(x.rss, b.rss),
+					ratio(x.updP50, b.updP50), ratio(x.updP99, b.updP99), ratio(x.pushP50, b.pushP50), ratio(x.updCPU, b.updCPU))
+			}
 			if b := l.baseline; b != nil {
 				// Against a baseline's lower bounds, a ratio is an upper
 				// bound.
@@ -173,7 +184,7 @@ func (r *report) print(w io.Writer) {
 	for _, l := range r.lines {
 		fmt.Fprintf(w, "  %s: floor %s for the whole tree, %s for the SotW EDS response, %s for the CDS response, %s for a delta response of one ClusterLoadAssignment\n",
 			l.c, fmtDur(l.floor.full), fmtDur(l.floor.eds), fmtDur(l.floor.cds), fmtDur(l.floor.one))
-		for _, x := range []*result{l.baseline, l.mine} {
+		for _, x := range []*result{l.baseline, l.bare, l.mine} {
 			if x == nil {
 				continue
 			}
