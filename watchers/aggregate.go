@@ -54,23 +54,6 @@ type result struct {
 // action does not forward (redirects, direct responses, ...) name none.
 func (p *pass) routes(vh *resources.VirtualHost) {
 	roots := make(map[string]bool)
-	root := func(name string) {
-		if roots[name] {
-			return
-		}
-		roots[name] = true
-		if res := p.visit(name, 1); res.cutAt > 0 {
-			// Too deep from the route, wherever else the chain may be
-			// reachable from: the route's cluster carries the error,
-			// since it is the one the consumer looks up.
-			p.out[name] = &ClusterConfig{
-				Name:    name,
-				Cluster: p.t.clusters[name].value,
-				Err: fmt.Errorf("%w: the clusters below %q go more than %d deep",
-					ErrAggregateTooDeep, name, MaxAggregateDepth),
-			}
-		}
-	}
 	// Not Route.ClusterNames: it dedupes a route's weighted clusters by
 	// scanning, which is quadratic in their number; roots dedupes here.
 	for _, r := range vh.Routes {
@@ -78,10 +61,35 @@ func (p *pass) routes(vh *resources.VirtualHost) {
 			continue
 		}
 		if r.Cluster != "" {
-			root(r.Cluster)
+			p.root(r.Cluster, roots)
 		}
 		for _, wc := range r.WeightedClusters {
-			root(wc.Name)
+			p.root(wc.Name, roots)
+		}
+	}
+	// Clusters the tree follows for a route's cluster specifier plugin
+	// (TreeOptions.Clusters) are roots too.
+	for _, name := range p.t.extra.names() {
+		p.root(name, roots)
+	}
+}
+
+// root walks a cluster that a route, or the tree's ClusterSet, sends
+// requests to, once per pass (roots holds those walked).
+func (p *pass) root(name string, roots map[string]bool) {
+	if roots[name] {
+		return
+	}
+	roots[name] = true
+	if res := p.visit(name, 1); res.cutAt > 0 {
+		// Too deep from the route, wherever else the chain may be
+		// reachable from: the route's cluster carries the error,
+		// since it is the one the consumer looks up.
+		p.out[name] = &ClusterConfig{
+			Name:    name,
+			Cluster: p.t.clusters[name].value,
+			Err: fmt.Errorf("%w: the clusters below %q go more than %d deep",
+				ErrAggregateTooDeep, name, MaxAggregateDepth),
 		}
 	}
 }

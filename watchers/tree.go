@@ -25,6 +25,7 @@ type tree struct {
 	c         *client.Client
 	authority string
 	w         TreeWatcher
+	extra     *ClusterSet // TreeOptions.Clusters; nil is empty
 
 	// canceled mirrors stopped for delivery, which runs after mu is
 	// released: it is checked right before each call of w, so no call
@@ -34,6 +35,10 @@ type tree struct {
 
 	mu      sync.Mutex
 	stopped bool // guarded by mu
+	// nudging cancels the listener watch that will run a pass for a
+	// change of extra (clusterset.go); nil when none is pending. Guarded
+	// by mu.
+	nudging func()
 
 	// The watches, by resource name. Guarded by mu.
 	listener  *watch[*resources.Listener]
@@ -189,7 +194,12 @@ func handle[T resources.Resource, A any](w *watch[T], a A, f func(w *watch[T], a
 	}
 	o := f(w, a)
 	t.mu.Unlock()
+	t.deliver(o)
+}
 
+// deliver tells the TreeWatcher what a callback found. It runs on the
+// client's callback goroutine, with mu released.
+func (t *tree) deliver(o outcome) {
 	for _, err := range o.ambient {
 		if t.canceled.Load() {
 			return
@@ -378,7 +388,11 @@ func (t *tree) cancel() {
 	}
 	t.stopped = true
 	t.canceled.Store(true)
+	t.extra.detach(t)
 	cancels := []func(){t.listener.cancel}
+	if t.nudging != nil {
+		cancels = append(cancels, t.nudging)
+	}
 	for _, w := range t.routes {
 		cancels = append(cancels, w.cancel)
 	}

@@ -44,6 +44,9 @@ type TreeOptions struct {
 	// the listener name, which is what a gRPC channel uses for a target
 	// like "xds:///my-service".
 	Authority string
+	// Clusters, if set, names clusters the tree follows besides those the
+	// routes name (see ClusterSet); a set serves one tree.
+	Clusters *ClusterSet
 }
 
 // TreeWatcher receives the events of WatchConfigTree.
@@ -120,6 +123,7 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 		c:         c,
 		authority: opts.Authority,
 		w:         w,
+		extra:     opts.Clusters,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
 		clusters:  make(map[string]*watch[*resources.Cluster]),
 		endpoints: make(map[string]*watch[*resources.Endpoints]),
@@ -133,5 +137,6 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	t.mu.Lock()
 	t.listener = startWatch(t, resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
 	t.mu.Unlock()
+	t.extra.attach(t)
 	return sync.OnceFunc(t.cancel)
 }

@@ -1,0 +1,140 @@
+package watchers
+
+import (
+	"sort"
+	"sync"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
+)
+
+// ClusterSet names clusters a config tree follows besides those its routes
+// name. A gRPC channel needs it for a route whose cluster specifier plugin
+// (gRFC A28's route lookup service) names the cluster of each RPC: those
+// clusters are in no route, and are wanted for as long as the plugin uses
+// them. The tree watches each cluster of the set, and its endpoints, as if
+// a route named it; its snapshots include it and, as for any cluster, wait
+// for it to arrive or be known missing.
+//
+// The zero value is an empty set, ready to use. A set serves at most one
+// tree (TreeOptions.Clusters). Its methods may be called from any
+// goroutine, a TreeWatcher's callbacks included.
+type ClusterSet struct {
+	mu   sync.Mutex
+	refs map[string]int // how many Adds of each name are not released
+	tree *tree          // the tree it serves, nil before and after
+}
+
+// Add puts name in the set until release is called; adding a name twice
+// takes it twice. The tree's next snapshot that includes the cluster
+// follows on the client's callback goroutine. release is idempotent.
+func (s *ClusterSet) Add(name string) (release func()) {
+	s.mu.Lock()
+	if s.refs == nil {
+		s.refs = make(map[string]int)
+	}
+	s.refs[name]++
+	first, t := s.refs[name] == 1, s.tree
+	s.mu.Unlock()
+	if first && t != nil {
+		t.nudge()
+	}
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		s.refs[name]--
+		last, t := s.refs[name] == 0, s.tree
+		if last {
+			delete(s.refs, name)
+		}
+		s.mu.Unlock()
+		if last && t != nil {
+			t.nudge()
+		}
+	})
+}
+
+// names returns the set's names, sorted; none for a nil set.
+func (s *ClusterSet) names() []string {
+	if s == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.refs))
+	for name := range s.refs {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// attach makes s tell t of its changes; t's first pass, started by its
+// listener watch, reads the names added before.
+func (s *ClusterSet) attach(t *tree) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.tree = t
+	s.mu.Unlock()
+}
+
+// detach stops s telling t of its changes. Called with t.mu held (lock
+// order: tree.mu, then ClusterSet.mu).
+func (s *ClusterSet) detach(t *tree) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	if s.tree == t {
+		s.tree = nil
+	}
+	s.mu.Unlock()
+}
+
+// nudge has the tree walked again, with the set's names as they are then.
+// A pass may only run on the client's callback goroutine, where the
+// TreeWatcher is called, so the tree watches its listener once more: the
+// client replays the cached Listener to a new watcher on that goroutine
+// (or delivers it when it arrives), and that delivery runs the pass. One
+// nudge pending covers every change made before it runs.
+func (t *tree) nudge() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.stopped || t.nudging != nil {
+		return
+	}
+	// The client calls watchers on its callback goroutine, never from
+	// inside Watch, and fire takes mu: nudging is set before it runs.
+	t.nudging = client.Watch(t.c, resources.ListenerType, t.listener.name, &nudgeWatcher{t: t})
+}
+
+// nudgeWatcher is the client watcher of a nudge.
+type nudgeWatcher struct {
+	t     *tree
+	fired bool // guarded by t.mu
+}
+
+func (n *nudgeWatcher) Update(*resources.Listener) { n.fire() }
+func (n *nudgeWatcher) ResourceError(error)        { n.fire() }
+func (n *nudgeWatcher) AmbientError(error)         {}
+
+// fire runs the pass the nudge was for, once, on the client's callback
+// goroutine.
+func (n *nudgeWatcher) fire() {
+	t := n.t
+	t.mu.Lock()
+	if n.fired || t.stopped {
+		t.mu.Unlock()
+		return
+	}
+	n.fired = true
+	cancel := t.nudging
+	t.nudging = nil
+	o := t.passLocked()
+	t.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	t.deliver(o)
+}
