@@ -64,6 +64,15 @@
 // clusters deep as [ErrAggregateTooDeep]; nothing past that depth is
 // watched.
 //
+// # Clusters no route names
+//
+// A route whose cluster specifier plugin names the cluster of each request
+// (gRPC's route lookup service, RLS) sends requests to clusters no route
+// names. [TreeOptions].Clusters, a [ClusterSet], names them while they are
+// in use: the tree follows each like a route's cluster, and its snapshots
+// include it. A change of the set is applied on the client's callback
+// goroutine, as every change of the tree is.
+//
 // # Subscriptions
 //
 // The tree watches, through the client, exactly what it needs plus, during
