@@ -212,3 +212,27 @@ func TestRLSPluginSkippedOrRejected(t *testing.T) {
 		t.Errorf("RPCs served by %v; want all by a, the configuration in force", got)
 	}
 }
+
+// A target the management server does not have fails the RPCs sent to it
+// once the client knows it is missing, naming it.
+func TestRLSTargetMissing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := startBackend(t, "a")
+	rls, err := testutils.StartRLSServer(func(r testutils.RLSRequest) (testutils.RLSResponse, error) {
+		return testutils.RLSResponse{Targets: []string{strings.ToUpper(r.KeyMap["k"])}}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rls.Stop)
+	e.update(tree(rlsRoutes(t, rlsConfig(rls.Address(), ""), false), clusters("A"), eds("A", a)))
+	conn := e.dial()
+	if got, err := callWithHeader(e.ctx, conn, "x-k", "a"); err != nil || got != "a" {
+		t.Fatalf("RPC with x-k a: served by %q, err %v; want a", got, err)
+	}
+	_, err = callWithHeader(e.ctx, conn, "x-k", "ghost")
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"GHOST"`) {
+		t.Errorf("RPC to a cluster that does not exist: %v; want UNAVAILABLE naming it", err)
+	}
+}

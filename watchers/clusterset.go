@@ -60,6 +60,9 @@ func (s *ClusterSet) names() []string {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.refs) == 0 {
+		return nil // the usual case, at every pass of the tree
+	}
 	out := make([]string, 0, len(s.refs))
 	for name := range s.refs {
 		out = append(out, name)
