@@ -1,6 +1,7 @@
 package watchers
 
 import (
+	"errors"
 	"sort"
 	"sync"
 
@@ -119,8 +120,15 @@ type nudgeWatcher struct {
 }
 
 func (n *nudgeWatcher) Update(*resources.Listener) { n.fire() }
-func (n *nudgeWatcher) ResourceError(error)        { n.fire() }
 func (n *nudgeWatcher) AmbientError(error)         {}
+
+func (n *nudgeWatcher) ResourceError(err error) {
+	// A closed client tells its watchers on a goroutine of its own, where
+	// the TreeWatcher must not be called; the tree is of no use then.
+	if !errors.Is(err, client.ErrClosed) {
+		n.fire()
+	}
+}
 
 // fire runs the pass the nudge was for, once, on the client's callback
 // goroutine.
