@@ -11,7 +11,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -234,5 +236,26 @@ func TestRLSTargetMissing(t *testing.T) {
 	_, err = callWithHeader(e.ctx, conn, "x-k", "ghost")
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"GHOST"`) {
 		t.Errorf("RPC to a cluster that does not exist: %v; want UNAVAILABLE naming it", err)
+	}
+}
+
+// A channel made with the resolver alone (no interceptors) routes by the
+// plugin too: its picker matches the route itself.
+func TestRLSWithoutInterceptors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, b := startBackend(t, "a"), startBackend(t, "b")
+	rls := startRLS(t)
+	e.update(tree(rlsRoutes(t, rlsConfig(rls.Address(), ""), false), clusters("A", "B"), eds("A", a), eds("B", b)))
+	conn, err := grpc.NewClient("goxds:///"+listener, grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, key := range []string{"a", "b", "a"} {
+		got, err := callWithHeader(e.ctx, conn, "x-k", key)
+		if err != nil || got != key {
+			t.Errorf("RPC with x-k %q: served by %q, err %v", key, got, err)
+		}
 	}
 }
