@@ -50,10 +50,11 @@ type result struct {
 	cutAt int
 }
 
-// routes walks the clusters the routes of vh can send to. Routes whose
-// action does not forward (redirects, direct responses, ...) name none.
-func (p *pass) routes(vh *resources.VirtualHost) {
-	roots := make(map[string]bool)
+// routes walks the clusters the routes of vh can send to, and returns
+// them. Routes whose action does not forward (redirects, direct
+// responses, ...) name none.
+func (p *pass) routes(vh *resources.VirtualHost) (roots map[string]bool) {
+	roots = make(map[string]bool)
 	// Not Route.ClusterNames: it dedupes a route's weighted clusters by
 	// scanning, which is quadratic in their number; roots dedupes here.
 	for _, r := range vh.Routes {
@@ -67,11 +68,7 @@ func (p *pass) routes(vh *resources.VirtualHost) {
 			p.root(wc.Name, roots)
 		}
 	}
-	// Clusters the tree follows for a route's cluster specifier plugin
-	// (TreeOptions.Clusters) are roots too.
-	for _, name := range p.t.extra.names() {
-		p.root(name, roots)
-	}
+	return roots
 }
 
 // root walks a cluster that a route, or the tree's ClusterSet, sends

@@ -14,8 +14,9 @@ import (
 // (gRFC A28's route lookup service) names the cluster of each RPC: those
 // clusters are in no route, and are wanted for as long as the plugin uses
 // them. The tree watches each cluster of the set, and its endpoints, as if
-// a route named it; its snapshots include it and, as for any cluster, wait
-// for it to arrive or be known missing.
+// a route named it, and its snapshots include it once it has arrived (or
+// is known missing); unlike a route's cluster, one still arriving does not
+// hold the snapshot back, as in gRPC (gRFC A74's dynamic subscriptions).
 //
 // The zero value is an empty set, ready to use. A set serves at most one
 // tree (TreeOptions.Clusters). Its methods may be called from any
@@ -94,6 +95,19 @@ func (s *ClusterSet) detach(t *tree) {
 		s.tree = nil
 	}
 	s.mu.Unlock()
+}
+
+// extras walks the clusters of the tree's ClusterSet that are not among
+// the routes' (roots). Like gRPC's dynamic cluster subscriptions, they do
+// not hold the snapshot back: the pass has counted what is unresolved
+// before, so one still arriving is just left out of the snapshot, and a
+// later pass brings it. Callbacks may then find tree.unresolved below the
+// true count of a watch only the set needs; that costs a pass, which
+// counts again, never a wrong snapshot.
+func (p *pass) extras(roots map[string]bool) {
+	for _, name := range p.t.extra.names() {
+		p.root(name, roots)
+	}
 }
 
 // nudge has the tree walked again, with the set's names as they are then.

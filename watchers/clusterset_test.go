@@ -9,8 +9,9 @@ import (
 )
 
 // A ClusterSet adds clusters that no route names to the tree: their
-// clusters and endpoints are subscribed, the snapshot carries them, and
-// once released they leave the snapshot and the subscriptions.
+// clusters and endpoints are subscribed, the snapshot carries them once
+// they have arrived (one still arriving holds nothing back), and once
+// released they leave the snapshot and the subscriptions.
 func TestClusterSet(t *testing.T) {
 	forEachServerVariant(t, func(t *testing.T, v variant) {
 		e := newEnv(t, v, longExpiry)
@@ -21,6 +22,10 @@ func TestClusterSet(t *testing.T) {
 
 		set := new(watchers.ClusterSet)
 		before := set.Add("a") // already a route's: no new subscription
+		// The server has no "ghost": it would be known missing only
+		// after longExpiry, far past the test's deadline.
+		ghost := set.Add("ghost")
+		defer ghost()
 		r, _ := e.watch("L", watchers.TreeOptions{Clusters: set})
 		r.waitUpdate("cluster a", func(s *watchers.Snapshot) bool { return s.Clusters.Get("a") != nil })
 
@@ -33,7 +38,7 @@ func TestClusterSet(t *testing.T) {
 		if got := clusterNames(s); !slices.Equal(got, []string{"a", "x"}) {
 			t.Errorf("clusters = %v, want [a x]", got)
 		}
-		e.subs.waitSubscribed(t, cdsURL, "a", "x")
+		e.subs.waitSubscribed(t, cdsURL, "a", "x", "ghost")
 		e.subs.waitSubscribed(t, edsURL, "x")
 
 		second := set.Add("x")
@@ -42,7 +47,7 @@ func TestClusterSet(t *testing.T) {
 		barrier(t, e.c)
 		second()
 		r.waitUpdate("cluster x gone", func(s *watchers.Snapshot) bool { return s.Clusters.Get("x") == nil })
-		e.subs.waitNames(t, cdsURL, "a")
+		e.subs.waitNames(t, cdsURL, "a", "ghost")
 		// a is still a route's: releasing it from the set changes nothing.
 		before()
 		barrier(t, e.c)

@@ -70,7 +70,9 @@
 // (gRPC's route lookup service, RLS) sends requests to clusters no route
 // names. [TreeOptions].Clusters, a [ClusterSet], names them while they are
 // in use: the tree follows each like a route's cluster, and its snapshots
-// include it. A change of the set is applied on the client's callback
+// include it once it has arrived or is known missing; one still arriving
+// holds no snapshot back (as gRPC's dynamic cluster subscriptions, gRFC
+// A74). A change of the set is applied on the client's callback
 // goroutine, as every change of the tree is.
 //
 // # Subscriptions

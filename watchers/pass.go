@@ -29,6 +29,7 @@ func (t *tree) passLocked() outcome {
 	}
 
 	var (
+		roots   map[string]bool
 		rc      *resources.RouteConfig
 		vh      *resources.VirtualHost
 		treeErr error
@@ -60,10 +61,13 @@ func (t *tree) passLocked() outcome {
 		if vh == nil {
 			treeErr = fmt.Errorf("%w %q in RouteConfiguration %q", ErrNoVirtualHost, t.authority, rc.Name)
 		} else {
-			p.routes(vh)
+			roots = p.routes(vh)
 		}
 	}
 	t.unresolved = t.countUnresolvedLocked()
+	if roots != nil {
+		p.extras(roots) // after the count: see there
+	}
 
 	var o outcome
 	switch {
