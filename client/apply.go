@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -105,6 +106,10 @@ func transportReport(r *transport.Response) bool {
 	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed)+len(r.RemovedVariants) == 0
 }
 
+// minItemsBuffer is the least capacity of a type's items buffer: small
+// responses share one.
+const minItemsBuffer = 16
+
 // received is one resource of a response, identified and, if it changed,
 // decoded.
 type received struct {
@@ -136,14 +141,23 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// items reuses the type's buffer, cleared once applied: a response is
 	// applied under c.mu, one at a time.
 	items := tc.items[:0]
-	if n := len(r.Resources) + len(r.DeltaResources); cap(items) < n {
+	if n := len(r.Resources) + len(r.DeltaResources); cap(items) < n || cap(items) > 4*n+minItemsBuffer {
 		// One allocation of the right size: growing by appending to
-		// 10,000 resources made four times the garbage.
-		items = make([]received, 0, n)
+		// 10,000 resources made four times the garbage. A buffer far
+		// larger than the response is let go (10,000 items are 1.6 MB);
+		// SotW, whose responses of a type are all about as large, keeps
+		// reusing its own.
+		items = make([]received, 0, max(n, minItemsBuffer))
 	}
 	defer func() {
 		clear(items)
 		tc.items = items[:0]
+		if r.Delta && cap(items) > 4*minItemsBuffer {
+			// A large delta response is the exception (the first, a
+			// reconnect): the next of the type, if one ever comes, is
+			// likely small, and a type may have no other.
+			tc.items = nil
+		}
 	}()
 	// fresh counts the names with no cache entry yet, to find duplicates
 	// among them; names with entries are counted on the entry.
@@ -163,13 +177,13 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 		}
 		if e := it.entry; e != nil {
 			if e.seenGen == gen {
-				e.dupGen = gen
+				e.rareW().dupGen = gen
 				if prev := firstVariant[e]; variant && (prev != nil || it.env.Constraints != nil) && variantDup[e] == nil {
 					if variantDup == nil {
 						variantDup = make(map[*entry]error)
 					}
 					variantDup[e] = fmt.Errorf("resource %q: variants with constraints %s and %s both match the subscription with dynamic parameters %s",
-						e.name, resources.ConstraintsString(prev), resources.ConstraintsString(it.env.Constraints), formatParams(e.params))
+						e.name, resources.ConstraintsString(prev), resources.ConstraintsString(it.env.Constraints), formatParams(e.rare().params))
 				}
 			} else {
 				seen++
@@ -226,10 +240,10 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	for i := range items {
 		it := &items[i]
 		e := it.entry // nil only for a name without an entry: a fresh one is made below, once
-		if (e != nil && e.dupGen == gen) || fresh[it.name] > 1 {
+		if (e != nil && e.rare().dupGen == gen) || fresh[it.name] > 1 {
 			dupKey := it.name
 			if e != nil {
-				dupKey = e.key
+				dupKey = e.key()
 			}
 			if !reportedDup[dupKey] {
 				reportedDup[dupKey] = true
@@ -247,7 +261,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			continue
 		}
 		if e == nil && !it.ignored && tc.wildcard != nil && tc.wildcard.srv == s {
-			e = &entry{name: it.name, key: it.name, auth: tc.wildcard.auth, srv: s, seenGen: gen}
+			e = &entry{name: it.name, auth: tc.wildcard.auth, srv: s, seenGen: gen}
 			tc.entries[it.name] = e
 			seen++
 		}
@@ -276,7 +290,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	for _, re := range r.ResourceErrors {
 		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
 			if e.srv == s && e.seenGen != gen {
-				e.errGen = gen
+				e.rareW().errGen = gen
 			}
 		}
 	}
@@ -286,12 +300,12 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	errs = append(errs, c.applyRemovalsLocked(s, tc, r, gen, now)...)
 	for _, re := range r.ResourceErrors {
 		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
-			if e.srv != s || e.errGen != gen {
+			if e.srv != s || e.rare().errGen != gen {
 				// Not subscribed, another server's, also sent in the
 				// response, or named twice: nothing to report.
 				continue
 			}
-			e.errGen = 0
+			e.x.errGen = 0 // errGen == gen above: e has its rare part
 			detail := re.GetErrorDetail()
 			if transportReport(r) {
 				// The transport's own report (a type the server has no
@@ -315,7 +329,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code codes.Code, msg string, now time.Time) {
 	e.stopDNETimer()
 	cause := &ServerReportedError{Source: s.sourceName(), Code: code, Message: msg}
-	if prev, ok := e.lastErr.(*ServerReportedError); ok && e.status == StatusReceivedError && *prev == *cause {
+	if prev, ok := e.rare().lastErr.(*ServerReportedError); ok && e.status == StatusReceivedError && *prev == *cause {
 		// Said already: a SotW server may repeat its errors in every
 		// response of the type. Watchers and logs hear of it once.
 		return
@@ -323,12 +337,14 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 	had := e.hasData()
 	if (code == codes.NotFound || code == codes.PermissionDenied) && s.cfg.FailOnDataErrors() && had {
 		e.stopTTLTimer()
-		c.dropRawLocked(tc, e)
-		e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.fromDisk = nil, "", nil, "", "", false
+		c.dropBytesLocked(tc, e)
+		e.value, e.version, e.rcvVersion = nil, "", ""
+		e.setRawErr(nil)
+		e.setFromDisk(false)
 		c.persistDirtyLocked(tc)
 	}
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusReceivedError, cause, err, now
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
+	e.setStatus(StatusReceivedError, cause, err, now)
 	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
 		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.logName(), "code", code.String(), "message", msg)
 	if e.value != nil {
@@ -355,7 +371,7 @@ func allHeartbeats(items []received) bool {
 // returns the error to NACK with, if any.
 func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) error {
 	if !it.env.IsHeartbeat() {
-		e.constraints = it.env.Constraints
+		e.setConstraints(it.env.Constraints)
 	}
 	switch {
 	case it.env.IsHeartbeat():
@@ -368,15 +384,15 @@ func (c *Client) applyItemLocked(tc *typeCache, e *entry, it *received, version 
 		c.applyTTLLocked(tc, e, it.env)
 	case it.unchanged:
 		e.rcvVersion, e.src = version, e.srv
-		if e.rawErr != nil {
-			return e.rawErr
+		if err := e.rare().rawErr; err != nil {
+			return err
 		}
 		e.version = version
 		if e.status == StatusReceivedError || (e.status == StatusDoesNotExist && e.value != nil) {
 			// The server sends again what it had reported an error for,
 			// or deleted while the value was kept (gRFC A88): the error is
 			// over. Watchers hold this value already.
-			e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
+			e.setStatus(StatusACKed, nil, nil, now)
 		}
 		c.applyTTLLocked(tc, e, it.env)
 	case it.err != nil:
@@ -407,7 +423,7 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 		if it.err == nil && !it.env.IsHeartbeat() {
 			// Judge "unchanged" by what the alias entry holds; a value
 			// skipped as unchanged for the canonical entry is that entry's.
-			ait.unchanged = ae.raw == string(it.env.Body.GetValue())
+			ait.unchanged = bytes.Equal(ae.raw(), it.env.Body.GetValue())
 			if !ait.unchanged && ait.value == nil && canonical != nil {
 				ait.value = canonical.value
 			}
@@ -439,7 +455,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.err = fmt.Errorf("resource %q: type_url %q in a response for %s", it.name, body.GetTypeUrl(), tc.typ.TypeURL())
 		return it
 	}
-	if e := tc.byRaw[string(body.GetValue())]; e != nil && (it.name == "" || it.name == e.name) {
+	if e := tc.lookupRaw(body.GetValue()); e != nil && (it.name == "" || it.name == e.name) {
 		// An entry in byRaw is in entries under its name: forgetLocked
 		// drops both.
 		it.name, it.unchanged, it.entry = e.name, true, e
@@ -490,12 +506,16 @@ func (c *Client) wantsAnyLocked(s *server, tc *typeCache, names []string) bool {
 
 func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version string, now time.Time) {
 	e.stopDNETimer()
-	c.dropRawLocked(tc, e)
-	raw := string(it.env.Body.GetValue())
-	e.raw, e.valueRaw, e.rawErr = raw, raw, nil
-	tc.byRaw[raw] = e
-	e.value, e.version, e.rcvVersion, e.src, e.fromDisk = it.value, version, version, e.srv, false
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusACKed, nil, nil, now
+	c.unindexRawLocked(tc, e)
+	// The response's own slice, not a copy (see entry.valueRaw); never
+	// nil, so that an empty resource is recognised when resent.
+	e.valueRaw = nonNil(it.env.Body.GetValue())
+	e.setRaw(e.valueRaw)
+	e.setRawErr(nil)
+	tc.indexRaw(e)
+	e.value, e.version, e.rcvVersion, e.src = it.value, version, version, e.srv
+	e.setFromDisk(false)
+	e.setStatus(StatusACKed, nil, nil, now)
 	c.applyTTLLocked(tc, e, it.env)
 	c.persistDirtyLocked(tc)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
@@ -507,17 +527,20 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 	if body := it.env.Body; body != nil && body.GetTypeUrl() == tc.typ.TypeURL() {
 		// Remember the bad bytes, so that a resend is rejected again
 		// without being decoded again.
-		c.dropRawLocked(tc, e)
-		e.raw = string(body.GetValue())
-		tc.byRaw[e.raw] = e
+		c.unindexRawLocked(tc, e)
+		e.setRaw(nonNil(body.GetValue()))
+		tc.indexRaw(e)
 	}
-	e.rawErr, e.rcvVersion, e.src = it.err, version, e.srv
+	e.rcvVersion, e.src = version, e.srv
+	e.setRawErr(it.err)
 	if e.value != nil && e.srv.cfg.FailOnDataErrors() {
 		// gRFC A88: a NACK is a data error, and a server marked
 		// fail_on_data_errors cannot be trusted to have someone look into
 		// it: the last good value goes, and watchers get a resource error.
 		e.stopTTLTimer()
-		e.value, e.valueRaw, e.version, e.fromDisk = nil, "", "", false
+		e.value, e.version = nil, ""
+		e.setValueRaw(nil)
+		e.setFromDisk(false)
 		c.persistDirtyLocked(tc)
 	}
 	c.markErrorLocked(tc, e, it.err, now)
@@ -527,8 +550,8 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 // without changing what is cached.
 func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.Time) {
 	e.stopDNETimer()
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusNACKed, cause, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
+	e.setStatus(StatusNACKed, cause, nil, now)
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: fmt.Errorf("%w: %v", ErrResourceInvalid, cause)}
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 	} else {
@@ -541,7 +564,7 @@ func (c *Client) markErrorLocked(tc *typeCache, e *entry, cause error, now time.
 // timer: the response may predate the request.
 func (c *Client) deleteAbsentLocked(s *server, tc *typeCache, gen uint64, now time.Time) {
 	for _, e := range tc.entries {
-		if e.srv != s || e.seenGen == gen || e.errGen == gen || !e.hasData() || e.fromDisk {
+		if e.srv != s || e.seenGen == gen || e.rare().errGen == gen || !e.hasData() || e.rare().fromDisk {
 			// A value from disk was not received in this run: like a
 			// name never received, it is left to its timer.
 			continue
@@ -577,8 +600,8 @@ func (c *Client) serverDeletedLocked(s *server, tc *typeCache, e *entry, reason 
 	e.stopDNETimer()
 	cause := fmt.Errorf("%w: %s; keeping the last version (gRFC A88: the server is not marked %s)",
 		ErrResourceNotFound, reason, bootstrap.FeatureFailOnDataErrors)
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, cause, err, now
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
+	e.setStatus(StatusDoesNotExist, cause, err, now)
 	c.logger.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
 		"type", tc.typ.TypeURL(), "name", e.logName(), "reason", reason)
 	c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
@@ -588,13 +611,16 @@ func (c *Client) serverDeletedLocked(s *server, tc *typeCache, e *entry, reason 
 func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.Time) {
 	had := e.hasData()
 	e.stopTimers()
-	c.dropRawLocked(tc, e)
+	c.dropBytesLocked(tc, e)
 	if e.value != nil {
 		c.persistDirtyLocked(tc)
 	}
-	e.value, e.valueRaw, e.rawErr, e.version, e.rcvVersion, e.constraints, e.fromDisk = nil, "", nil, "", "", nil, false
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusDoesNotExist, nil, nil, now
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
+	e.value, e.version, e.rcvVersion = nil, "", ""
+	e.setRawErr(nil)
+	e.setConstraints(nil)
+	e.setFromDisk(false)
+	e.setStatus(StatusDoesNotExist, nil, nil, now)
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: fmt.Errorf("%w: %s", ErrResourceNotFound, reason)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, had)
 	if e.watchers.len() == 0 {
 		c.forgetLocked(tc, e)

@@ -142,7 +142,7 @@ func (c *Client) waitingLocked(a *authority) bool {
 }
 
 func waiting(e *entry) bool {
-	return e.watchers.len() > 0 && e.status == StatusRequested && (!e.hasData() || e.fromDisk)
+	return e.watchers.len() > 0 && e.status == StatusRequested && (!e.hasData() || e.rare().fromDisk)
 }
 
 // fallBackLocked moves a from its current server, which failed without
@@ -213,7 +213,7 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.auth == a && e.watchers.len() > 0 {
-				c.subscribeLocked(s, typeURL, e.key)
+				c.subscribeLocked(s, typeURL, e.key())
 			}
 		}
 		if ww := tc.wildcard; ww != nil && ww.auth == a {
@@ -275,7 +275,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 			e.stopDNETimer()
 			e.srv = s
 			if toFallback && e.watchers.len() > 0 {
-				c.subscribeLocked(s, typeURL, e.key)
+				c.subscribeLocked(s, typeURL, e.key())
 			}
 			if !toFallback && waiting(e) {
 				c.startDNETimerLocked(tc, e)
@@ -295,7 +295,7 @@ func (c *Client) unsubscribeEntriesLocked(a *authority, s *server) {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.auth == a && e.watchers.len() > 0 {
-				c.unsubscribeLocked(s, typeURL, e.key)
+				c.unsubscribeLocked(s, typeURL, e.key())
 			}
 		}
 		if ww := tc.wildcard; ww != nil && ww.auth == a {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"sort"
 	"time"
 
@@ -67,26 +68,27 @@ func (c *Client) Dump() []ResourceStatus {
 				TypeURL: typeURL,
 				Name:    e.name,
 				// Shared, not copied: entries never modify params.
-				DynamicParameters: e.params,
+				DynamicParameters: e.rare().params,
 				Server:            from.cfg.ServerURI,
 				Status:            e.status,
 				Version:           e.version,
-				Err:               e.lastErr,
+				Err:               e.rare().lastErr,
 				LastUpdated:       e.lastUpdated,
 				Watchers:          e.watchers.len(),
 				// ControlPlane: the server's latest; a held value from an
 				// earlier instance is still that server's data.
 				ControlPlane: from.controlPlane,
-				FromDisk:     e.fromDisk,
+				FromDisk:     e.rare().fromDisk,
 			}
 			if e.value != nil {
-				st.Value = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.valueRaw)}
+				// A copy: the caller owns what Dump returns.
+				st.Value = &anypb.Any{TypeUrl: typeURL, Value: bytes.Clone(e.valueRaw)}
 			}
 			if e.status == StatusNACKed {
 				st.RejectedVersion = e.rcvVersion
 			}
-			if e.rawErr != nil && e.raw != "" && e.raw != e.valueRaw {
-				st.Rejected = &anypb.Any{TypeUrl: typeURL, Value: []byte(e.raw)}
+			if raw := e.raw(); e.rare().rawErr != nil && len(raw) > 0 && !bytes.Equal(raw, e.valueRaw) {
+				st.Rejected = &anypb.Any{TypeUrl: typeURL, Value: bytes.Clone(raw)}
 			}
 			out = append(out, st)
 		}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"strings"
@@ -253,17 +254,18 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 			if e.status == StatusACKed && e.value == nil {
 				t.Fatalf("%s is ACKED without a value", name)
 			}
-			if e.status == StatusDoesNotExist && (e.value != nil || e.rawErr != nil) {
+			if e.status == StatusDoesNotExist && (e.value != nil || e.rare().rawErr != nil) {
 				t.Fatalf("%s does not exist yet holds data", name)
 			}
 			// Entries of a name with variants may share bytes (one variant
 			// matching several subscriptions): byRaw leads to one of them.
-			if o := tc.byRaw[e.raw]; e.raw != "" && o != e && (tc.variants[e.name] == nil || o == nil || o.raw != e.raw) {
+			raw := e.raw()
+			if o := tc.lookupRaw(raw); len(raw) > 0 && o != e && (tc.variants[e.name] == nil || o == nil || !bytes.Equal(o.raw(), raw)) {
 				t.Fatalf("%s: its bytes do not lead back to it", name)
 			}
 		}
-		for raw, e := range tc.byRaw {
-			if tc.entries[e.key] != e || e.raw != raw {
+		for k, e := range tc.byRaw {
+			if tc.entries[e.key()] != e || e.raw() == nil || tc.rawKey(e.raw()) != k {
 				t.Fatalf("byRaw holds a stale entry for %s", e.name)
 			}
 		}

@@ -248,7 +248,7 @@ func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) (served int) {
 		if hasNUL(name) || tc.entries[name] != nil || !authorityHas(ww.auth, r.server) {
 			continue
 		}
-		e := &entry{name: name, key: name, auth: ww.auth, srv: ww.srv}
+		e := &entry{name: name, auth: ww.auth, srv: ww.srv}
 		tc.entries[name] = e
 		if c.serveFromDiskLocked(tc, e) {
 			served++
@@ -279,27 +279,29 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 		return false
 	}
 	typeURL := tc.typ.TypeURL()
-	r, ok := p.records[typeURL][e.key]
+	r, ok := p.records[typeURL][e.key()]
 	if !ok || !authorityHas(e.auth, r.server) {
 		return false
 	}
-	name, v, err := tc.typ.Decode(&anypb.Any{TypeUrl: typeURL, Value: []byte(r.value)})
+	name, v, err := tc.typ.Decode(&anypb.Any{TypeUrl: typeURL, Value: r.value})
 	if err == nil && name != "" && canonicalReceived(name) != e.name {
 		err = fmt.Errorf("the value is named %q", name)
 	}
 	if err != nil {
 		// Written by a client that accepted it, now refused (another
 		// version of goxds, a stricter validation): it will not improve.
-		delete(p.records[typeURL], e.key)
+		delete(p.records[typeURL], e.key())
 		c.logger.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
 			"type", typeURL, "name", e.logName(), "reason", err)
 		return false
 	}
 	e.stopDNETimer()
-	e.value, e.version, e.valueRaw, e.src, e.fromDisk = v, r.version, r.value, e.srv, true
+	e.value, e.version, e.src = v, r.version, e.srv
+	e.setValueRaw(nonNil(r.value))
+	e.setFromDisk(true)
 	// Requested still: the server has said nothing of it in this run. The
 	// error a timeout reported is over: there is a value now.
-	e.status, e.lastErr, e.reported, e.lastUpdated = StatusRequested, nil, nil, c.clock.Now()
+	e.setStatus(StatusRequested, nil, nil, c.clock.Now())
 	c.logger.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
 		"type", typeURL, "name", e.logName(), "version", r.version)
 	c.notifyLocked(tc, e, notifyUpdateFromDisk, v, nil, true)
@@ -395,9 +397,9 @@ func (c *Client) persistWrite(p *persister) {
 // under its entry's key (the name, with the dynamic parameters of the watch
 // if any: a restarted client finds it by the same watch). A value with a
 // TTL is left out: it is not meant to outlive its server's word, let alone
-// a restart. Values are strings, shared, not copied. The constraints of a
-// variant are not kept: a value from disk counts as the variant without
-// constraints until the server sends its own.
+// a restart. Values are the entries' byte slices, shared, not copied. The
+// constraints of a variant are not kept: a value from disk counts as the
+// variant without constraints until the server sends its own.
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
 	tc := c.caches[typeURL]
@@ -406,7 +408,7 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	}
 	f.records = make([]lkgRecord, 0, len(tc.entries))
 	for name, e := range tc.entries {
-		if e.value == nil || e.ttlTimer != nil || e.canonical != "" {
+		if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
 			continue
 		}
 		src := e.src

@@ -40,10 +40,10 @@ func TestPersistInvalidRecordIgnored(t *testing.T) {
 	server := cfg.Servers[0].ServerURI
 	f := &lkgFile{node: cfg.Node.ID, servers: []string{server}, typeURL: resources.ListenerTypeURL, written: time.Now(),
 		records: []lkgRecord{
-			{name: "L1", version: "7", server: server, value: string(lis("L1", "a").GetValue())},
-			{name: "L2", version: "7", server: server, value: string(lis("L2", "invalid").GetValue())},
-			{name: "L3", version: "7", server: server, value: "\xff\xff not a listener"},
-			{name: "L4", version: "7", server: server, value: string(lis("other", "a").GetValue())},
+			{name: "L1", version: "7", server: server, value: lis("L1", "a").GetValue()},
+			{name: "L2", version: "7", server: server, value: lis("L2", "invalid").GetValue()},
+			{name: "L3", version: "7", server: server, value: []byte("\xff\xff not a listener")},
+			{name: "L4", version: "7", server: server, value: lis("other", "a").GetValue()},
 		}}
 	if err := os.WriteFile(filepath.Join(dir, lkgFileName(f.typeURL)), encodeLKG(f), 0o600); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,9 @@ type lkgRecord struct {
 	name    string
 	version string
 	server  string // the server_uri it came from
-	value   string // the serialized resource
+	// value is the serialized resource: the entry's bytes when written,
+	// shared, not copied.
+	value []byte
 }
 
 // encodeLKG serializes f, servers of records added to its server list as
@@ -138,7 +140,8 @@ func decodeLKG(data []byte) (*lkgFile, error) {
 		if d.err == nil {
 			r.server = f.servers[idx]
 		}
-		r.value = d.str("resource value")
+		// A copy: the file's buffer is not kept for one record.
+		r.value = append([]byte{}, d.bytes("resource value")...)
 		if d.err == nil && r.name == "" {
 			d.err = fmt.Errorf("record %d has no name", i)
 		}

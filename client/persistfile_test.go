@@ -25,8 +25,8 @@ func sampleLKG() *lkgFile {
 		typeURL: resources.ClusterTypeURL,
 		written: time.Unix(1_700_000_000, 5),
 		records: []lkgRecord{
-			{name: "c1", version: "1", server: "a:1", value: "\x0a\x02c1"},
-			{name: "c2", version: "7", server: "b:2", value: ""},
+			{name: "c1", version: "1", server: "a:1", value: []byte("\x0a\x02c1")},
+			{name: "c2", version: "7", server: "b:2", value: []byte{}},
 		},
 	}
 }
@@ -96,7 +96,7 @@ func BenchmarkPersistWrite10k(b *testing.B) {
 			b.Fatal(err)
 		}
 		size += len(raw)
-		f.records = append(f.records, lkgRecord{name: name, version: "v1", server: "xds.example.com:443", value: string(raw)})
+		f.records = append(f.records, lkgRecord{name: name, version: "v1", server: "xds.example.com:443", value: raw})
 	}
 	path := filepath.Join(b.TempDir(), lkgFileName(f.typeURL))
 	b.ReportMetric(float64(size), "resource-bytes")
@@ -128,7 +128,7 @@ func BenchmarkPersistSnapshot10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		tc.entries[name] = &entry{name: name, srv: srv, src: srv, value: snapshotValue(name), valueRaw: string(raw), version: "v1"}
+		tc.entries[name] = &entry{name: name, srv: srv, src: srv, value: snapshotValue(name), valueRaw: raw, version: "v1"}
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

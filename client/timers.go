@@ -28,7 +28,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 	for _, name := range names {
 		e := tc.entries[name]
 		// A value from disk is no answer of the server: its timer runs.
-		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.fromDisk) || e.watchers.len() == 0 {
+		if e == nil || e.srv != s || e.dneTimer != nil || e.status != StatusRequested || (e.hasData() && !e.rare().fromDisk) || e.watchers.len() == 0 {
 			continue
 		}
 		start = append(start, e)
@@ -81,7 +81,7 @@ func (c *Client) dneBatchExpired(b *dneBatch) {
 	b.members = nil
 	for _, m := range members {
 		e := m.e
-		if e.dneTimer != b || e.dneGen != m.gen || b.tc.entries[e.key] != e {
+		if e.dneTimer != b || e.dneGen != m.gen || b.tc.entries[e.key()] != e {
 			continue
 		}
 		e.dneTimer = nil
@@ -93,7 +93,7 @@ func (c *Client) dneBatchExpired(b *dneBatch) {
 // dneExpiredLocked handles the end of e's does-not-exist timer.
 func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 	expiry := c.expiryOf(e.srv)
-	if e.fromDisk {
+	if e.rare().fromDisk {
 		if !e.srv.answered || e.srv.cfg.ResourceTimerIsTransientFailure() {
 			// Connected but silent, or slow: the persisted value is the
 			// best there is, and silence says nothing of it. The timer
@@ -115,8 +115,8 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 		// a resource error all the same, of another kind.
 		cause := fmt.Errorf("%w: %s did not send it within %v of the request (%s)",
 			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
-		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: cause}
-		e.status, e.lastErr, e.reported, e.lastUpdated = StatusTimeout, cause, err, c.clock.Now()
+		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
+		e.setStatus(StatusTimeout, cause, err, c.clock.Now())
 		c.logger.Warn("resource not received in time; the server is slow",
 			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
@@ -125,7 +125,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
 	c.logger.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
-	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params,
+	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params,
 		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, expiry)}
 	c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 }
@@ -148,8 +148,9 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 	if !env.HasTTL {
 		return
 	}
-	gen := e.ttlGen
-	e.ttlTimer = c.clock.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
+	x := e.rareW()
+	gen := x.ttlGen
+	x.ttlTimer = c.clock.AfterFunc(env.TTL, func() { c.ttlExpired(tc, e, gen) })
 }
 
 // ttlExpired removes a resource whose TTL ran out. It runs whether or not
@@ -158,10 +159,10 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed || e.ttlGen != gen || tc.entries[e.key] != e {
+	if c.closed || e.rare().ttlGen != gen || tc.entries[e.key()] != e {
 		return
 	}
-	e.ttlTimer = nil
+	e.x.ttlTimer = nil // made by applyTTLLocked
 	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
@@ -231,7 +232,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			if !first {
 				continue
 			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: s.unavailable(cause)}
+			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: s.unavailable(cause)}
 			switch {
 			case e.value != nil:
 				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
@@ -276,7 +277,7 @@ func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 		// Only what came from s: versions are the server's own.
 		// Not what was read from disk: the server must send it, so that
 		// watchers learn the server's version.
-		if e.srv == s && e.src == s && e.value != nil && !e.fromDisk {
+		if e.srv == s && e.src == s && e.value != nil && !e.rare().fromDisk {
 			out[name] = e.version
 		}
 	}

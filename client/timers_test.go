@@ -153,13 +153,13 @@ func TestTTLRemovedWhenResentWithoutOne(t *testing.T) {
 	if err := h.sotw(resources.ListenerTypeURL, "1", mustAny(wrapped("L1", "v1", time.Hour, lis("L1", "a")))); err != nil {
 		t.Fatal(err)
 	}
-	if h.entryOf(resources.ListenerTypeURL, "L1").ttlTimer == nil {
+	if h.entryOf(resources.ListenerTypeURL, "L1").rare().ttlTimer == nil {
 		t.Fatal("no TTL timer for a resource with a ttl")
 	}
 	if err := h.sotw(resources.ListenerTypeURL, "2", lis("L1", "a")); err != nil {
 		t.Fatal(err)
 	}
-	if h.entryOf(resources.ListenerTypeURL, "L1").ttlTimer != nil {
+	if h.entryOf(resources.ListenerTypeURL, "L1").rare().ttlTimer != nil {
 		t.Fatal("TTL timer kept for a resource resent without a ttl")
 	}
 }
@@ -171,7 +171,7 @@ func TestHeartbeatRefreshesTTLOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	w["L1"].next(t)
-	genBefore := h.entryOf(resources.ListenerTypeURL, "L1").ttlGen
+	genBefore := h.entryOf(resources.ListenerTypeURL, "L1").rare().ttlGen
 	before := decodes.Load()
 	if err := h.delta(resources.ListenerTypeURL, nil, wrapped("L1", "v1", time.Hour, nil)); err != nil {
 		t.Fatalf("heartbeat NACKed: %v", err)
@@ -180,7 +180,7 @@ func TestHeartbeatRefreshesTTLOnly(t *testing.T) {
 	if decodes.Load() != before {
 		t.Fatal("a heartbeat was decoded")
 	}
-	if e := h.entryOf(resources.ListenerTypeURL, "L1"); e.ttlGen == genBefore || e.ttlTimer == nil {
+	if e := h.entryOf(resources.ListenerTypeURL, "L1"); e.rare().ttlGen == genBefore || e.rare().ttlTimer == nil {
 		t.Fatal("heartbeat did not restart the TTL timer")
 	}
 	// A body-less resource for another version is not a heartbeat.

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strconv"
@@ -47,11 +48,11 @@ import (
 func (c *Client) seedVariantLocked(tc *typeCache, e *entry) {
 	var from *entry
 	for _, o := range c.entriesOfLocked(tc, e.name) {
-		if o == e || o.srv != e.srv || o.src != e.srv || o.value == nil || o.fromDisk ||
-			o.status != StatusACKed || o.ttlTimer != nil || !resources.MatchConstraints(o.constraints, e.params) {
+		if o == e || o.srv != e.srv || o.src != e.srv || o.value == nil || o.rare().fromDisk ||
+			o.status != StatusACKed || o.rare().ttlTimer != nil || !resources.MatchConstraints(o.rare().constraints, e.rare().params) {
 			continue
 		}
-		if from != nil && !proto.Equal(from.constraints, o.constraints) {
+		if from != nil && !proto.Equal(from.rare().constraints, o.rare().constraints) {
 			return // two variants match: only the server can say which
 		}
 		from = o
@@ -60,8 +61,10 @@ func (c *Client) seedVariantLocked(tc *typeCache, e *entry) {
 		return
 	}
 	e.value, e.version, e.rcvVersion, e.src = from.value, from.version, from.rcvVersion, from.src
-	e.valueRaw, e.raw, e.constraints = from.valueRaw, from.raw, from.constraints
-	e.status, e.lastUpdated = StatusACKed, from.lastUpdated
+	e.valueRaw = from.valueRaw
+	e.setRaw(from.raw())
+	e.setConstraints(from.rare().constraints)
+	e.setStatus(StatusACKed, nil, nil, from.lastUpdated)
 	c.persistDirtyLocked(tc)
 }
 
@@ -72,7 +75,7 @@ func (c *Client) seedVariantLocked(tc *typeCache, e *entry) {
 // match a subscription without parameters. A variant nobody matches is
 // dropped, as an unwanted resource is.
 func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []received {
-	body := string(it.env.Body.GetValue())
+	body := it.env.Body.GetValue()
 	decoded := it.value != nil || it.err != nil || it.env.IsHeartbeat()
 	decode := func() {
 		if !decoded {
@@ -83,7 +86,7 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 	}
 	var out []received
 	for _, e := range c.entriesOfLocked(tc, it.name) {
-		if e.srv != s || !resources.MatchConstraints(it.env.Constraints, e.params) {
+		if e.srv != s || !resources.MatchConstraints(it.env.Constraints, e.rare().params) {
 			continue
 		}
 		vit := it
@@ -91,7 +94,7 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 		if !it.env.IsHeartbeat() && it.err == nil {
 			// Unchanged is judged by what this entry holds: another
 			// entry's bytes may be those of another variant.
-			vit.unchanged = e.raw == body
+			vit.unchanged = bytes.Equal(e.raw(), body)
 			if !vit.unchanged {
 				decode()
 				vit.value, vit.err = it.value, it.err
@@ -124,12 +127,12 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 		}
 		name = canonicalReceived(name)
 		for ae := range tc.aliasesOf[name] {
-			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key] == ae {
+			if ae.srv == s && ae.seenGen != gen && tc.entries[ae.key()] == ae {
 				c.serverDeletedLocked(s, tc, ae, "removed by the "+s.sourceName(), now)
 			}
 		}
 		for _, e := range c.entriesOfLocked(tc, name) {
-			if e.srv != s || e.constraints != nil {
+			if e.srv != s || e.rare().constraints != nil {
 				continue
 			}
 			if e.seenGen == gen {
@@ -145,12 +148,12 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 			continue
 		}
 		for _, e := range c.entriesOfLocked(tc, name) {
-			if e.srv != s || e.constraints == nil || !proto.Equal(e.constraints, rn.GetDynamicParameterConstraints()) {
+			if e.srv != s || e.rare().constraints == nil || !proto.Equal(e.rare().constraints, rn.GetDynamicParameterConstraints()) {
 				continue
 			}
 			if e.seenGen == gen {
 				errs = append(errs, fmt.Errorf("resource %q with constraints %s is both in resources and in removed_resource_names",
-					name, resources.ConstraintsString(e.constraints)))
+					name, resources.ConstraintsString(e.rare().constraints)))
 				continue
 			}
 			c.serverDeletedLocked(s, tc, e, "removed by the "+s.sourceName(), now)
@@ -185,7 +188,7 @@ func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName,
 	}
 	var out []*entry
 	for _, e := range c.entriesOfLocked(tc, name) {
-		if resources.MatchConstraints(cons, e.params) {
+		if resources.MatchConstraints(cons, e.rare().params) {
 			out = append(out, e)
 		}
 	}
@@ -208,7 +211,7 @@ func (c *Client) entriesOfLocked(tc *typeCache, name string) []*entry {
 	for e := range vs {
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	sort.Slice(out, func(i, j int) bool { return out[i].key() < out[j].key() })
 	if plain != nil {
 		out = append([]*entry{plain}, out...)
 	}
@@ -222,10 +225,10 @@ func hasNUL(s string) bool { return strings.IndexByte(s, 0) >= 0 }
 // logName is the entry's name for logs: with its dynamic parameters, if
 // any, so that the lines of two subscriptions of one name tell them apart.
 func (e *entry) logName() string {
-	if e.params == nil {
+	if e.rare().params == nil {
 		return e.name
 	}
-	return e.name + formatParams(e.params)
+	return e.name + formatParams(e.rare().params)
 }
 
 // formatParams renders dynamic parameters for errors, logs and dumps:

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"fmt"
 	"sync"
 
@@ -104,19 +105,19 @@ type WatchOptions struct {
 // WatchWithOptions is Watch with options for this watch. The parameters
 // are copied; the caller may reuse the map.
 func WatchWithOptions[T resources.Resource](c *Client, typ *resources.Type[T], name string, opts WatchOptions, w Watcher[T]) (cancel func()) {
-	return c.watch(typ.TypeURL(), name, opts, newTypedWatcher(typ.TypeURL(), typ.TypeName(), w))
+	return c.watch(typ.TypeURL(), name, opts, newTypedWatcher(w))
 }
 
-// typedWatcher is a user's Watcher[T] with the client's record of it.
+// typedWatcher is a user's Watcher[T] with the client's record of it: one
+// allocation per watch, with the cancel function's method value.
 type typedWatcher[T resources.Resource] struct {
 	watcher
-	typeURL, typeName string
-	w                 Watcher[T]
-	uw                UpdateInfoWatcher[T] // w, if it is one; nil otherwise
+	w  Watcher[T]
+	uw UpdateInfoWatcher[T] // w, if it is one; nil otherwise
 }
 
-func newTypedWatcher[T resources.Resource](typeURL, typeName string, w Watcher[T]) *watcher {
-	tw := &typedWatcher[T]{typeURL: typeURL, typeName: typeName, w: w}
+func newTypedWatcher[T resources.Resource](w Watcher[T]) *watcher {
+	tw := &typedWatcher[T]{w: w}
 	tw.uw, _ = w.(UpdateInfoWatcher[T])
 	tw.sink = tw
 	return &tw.watcher
@@ -127,8 +128,11 @@ func (tw *typedWatcher[T]) deliver(kind int, v resources.Resource, err error) {
 	case notifyUpdate, notifyUpdateFromDisk:
 		t, ok := v.(T)
 		if !ok {
-			tw.w.ResourceError(&Error{TypeURL: tw.typeURL, Name: v.ResourceName(),
-				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, tw.typeName, v, t)})
+			// Values come only from the watch's type (tc is set): a
+			// watcher of a Go type the type does not decode to.
+			typ := tw.tc.typ
+			tw.w.ResourceError(&Error{TypeURL: typ.TypeURL(), Name: v.ResourceName(),
+				Err: fmt.Errorf("%w: client decodes %s as %T, watcher wants %T", ErrResourceInvalid, typ.TypeName(), v, t)})
 			return
 		}
 		if tw.uw != nil {
@@ -146,7 +150,7 @@ func (tw *typedWatcher[T]) deliver(kind int, v resources.Resource, err error) {
 // WatchResource is Watch for a type known only by its URL, with values seen
 // as resources.Resource.
 func (c *Client) WatchResource(typeURL, name string, w Watcher[resources.Resource]) (cancel func()) {
-	return c.watch(typeURL, name, WatchOptions{}, newTypedWatcher(typeURL, typeURL, w))
+	return c.watch(typeURL, name, WatchOptions{}, newTypedWatcher(w))
 }
 
 // watchParams merges the client's default dynamic parameters with a
@@ -183,6 +187,7 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	if tc == nil {
 		return fail(fmt.Errorf("%w: resource type %s is not known to this client", ErrResourceInvalid, typeURL))
 	}
+	w.tc = tc
 	if name == resources.Wildcard {
 		if !tc.typ.SupportsWildcard() {
 			return fail(fmt.Errorf("%w: %s does not support wildcard subscriptions", ErrResourceInvalid, tc.typ.TypeName()))
@@ -213,13 +218,18 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	e := tc.entries[key]
 	if e == nil {
-		e = &entry{name: name, key: key, params: params, auth: a, srv: s}
+		e = &entry{name: name, auth: a, srv: s}
+		if key != name || params != nil {
+			x := e.rareW()
+			x.key, x.params = key, params
+		}
 		tc.entries[key] = e
 		if params != nil {
 			tc.addVariant(e)
 			c.seedVariantLocked(tc, e)
 		}
 	}
+	w.c, w.e = c, e
 	if e.watchers.len() == 0 {
 		// The first watcher of a name subscribes to it, even if the entry
 		// is already cached through the wildcard.
@@ -234,50 +244,40 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	}
 	if c.serveFromDiskLocked(tc, e) {
 		// Told to every watcher of e, w among them.
-		return c.cancelFunc(tc, e, w)
+		return w.cancel
 	}
 	c.replayLocked(tc, e, w)
-	return c.cancelFunc(tc, e, w)
-}
-
-func (c *Client) cancelFunc(tc *typeCache, e *entry, w *watcher) func() {
-	// The canceled flag makes the cancel idempotent: no sync.OnceFunc,
-	// whose state was the larger part of a watch's allocations.
-	return func() {
-		if w.canceled.CompareAndSwap(false, true) {
-			c.unwatch(tc, e, w)
-		}
-	}
+	return w.cancel
 }
 
 // replayLocked tells a new watcher what is already known of e.
 func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 	mkErr := func(err error) error {
-		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.params, Err: err}
+		return &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: err}
 	}
 	switch {
 	case e.value != nil:
 		v, kind := e.value, notifyUpdate
-		if e.fromDisk {
+		if e.rare().fromDisk {
 			kind = notifyUpdateFromDisk
 		}
 		c.cbs.schedule(func() { w.deliver(kind, v, nil) })
 		switch {
-		case e.reported != nil:
-			err := e.reported
+		case e.rare().reported != nil:
+			err := e.rare().reported
 			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
-		case e.rawErr != nil:
-			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+		case e.rare().rawErr != nil:
+			err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rare().rawErr))
 			c.cbs.schedule(func() { w.deliver(notifyAmbientError, nil, err) })
 		}
-	case e.reported != nil:
-		err := e.reported
+	case e.rare().reported != nil:
+		err := e.rare().reported
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.status == StatusDoesNotExist:
 		err := mkErr(ErrResourceNotFound)
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
-	case e.rawErr != nil:
-		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rawErr))
+	case e.rare().rawErr != nil:
+		err := mkErr(fmt.Errorf("%w: %v", ErrResourceInvalid, e.rare().rawErr))
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, err) })
 	case e.srv.unreachable != nil:
 		err := mkErr(e.srv.unavailable(e.srv.unreachable))
@@ -297,7 +297,7 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	if e.watchers.len() > 0 {
 		return
 	}
-	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key)
+	queued := c.unsubscribeAllLocked(e.auth, tc.typ.TypeURL(), e.key())
 	if c.keptByWildcardLocked(tc, e) {
 		// Still wanted through the wildcard. In delta the server answers
 		// the unsubscription by resending it or removing it.
@@ -313,39 +313,63 @@ func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 // keptByWildcardLocked tells whether e, held, is wanted through the
 // wildcard of its type.
 func (c *Client) keptByWildcardLocked(tc *typeCache, e *entry) bool {
-	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() && e.params == nil
+	return tc.wildcard != nil && tc.wildcard.srv == e.srv && e.hasData() && e.rare().params == nil
 }
 
 // forgetLocked drops an entry from the cache.
 func (c *Client) forgetLocked(tc *typeCache, e *entry) {
 	e.stopTimers()
 	// Before e leaves the name's entries: its bytes may lead to another.
-	c.dropRawLocked(tc, e)
+	c.unindexRawLocked(tc, e)
 	tc.untrackAlias(e)
-	if tc.entries[e.key] == e {
-		delete(tc.entries, e.key)
+	if tc.entries[e.key()] == e {
+		delete(tc.entries, e.key())
 	}
-	if e.params != nil {
+	if e.rare().params != nil {
 		tc.dropVariant(e)
 	}
 }
 
-func (c *Client) dropRawLocked(tc *typeCache, e *entry) {
-	if e.raw != "" && tc.byRaw[e.raw] == e {
-		delete(tc.byRaw, e.raw)
-		if tc.variants[e.name] != nil {
-			// One variant may be held by several entries of the name: the
-			// bytes lead to another, so that it still knows them when
-			// resent.
-			for _, o := range c.entriesOfLocked(tc, e.name) {
-				if o != e && o.raw == e.raw {
-					tc.byRaw[o.raw] = o
-					break
-				}
+// unindexRawLocked makes tc.byRaw no longer find e by its last bytes
+// received, leaving them on e.
+func (c *Client) unindexRawLocked(tc *typeCache, e *entry) {
+	raw := e.raw()
+	if raw == nil {
+		return
+	}
+	k := tc.rawKey(raw)
+	if tc.byRaw[k] != e {
+		return
+	}
+	delete(tc.byRaw, k)
+	if tc.variants[e.name] != nil {
+		// One variant may be held by several entries of the name: the
+		// bytes lead to another, so that it still knows them when
+		// resent.
+		for _, o := range c.entriesOfLocked(tc, e.name) {
+			if o != e && bytes.Equal(o.raw(), raw) {
+				tc.byRaw[k] = o
+				break
 			}
 		}
 	}
-	e.raw = ""
+}
+
+// dropBytesLocked forgets the bytes of e: those of its value and the last
+// received.
+func (c *Client) dropBytesLocked(tc *typeCache, e *entry) {
+	c.unindexRawLocked(tc, e)
+	e.valueRaw = nil
+	e.setRaw(nil)
+}
+
+// nonNil returns b, or an empty slice for nil: a resource's bytes are never
+// nil once received, nil meaning "none".
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
 }
 
 func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
@@ -369,7 +393,7 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 	for _, e := range tc.entries {
 		if e.srv == ww.srv && e.value != nil {
 			v, kind := e.value, notifyUpdate
-			if e.fromDisk {
+			if e.rare().fromDisk {
 				kind = notifyUpdateFromDisk
 			}
 			c.cbs.schedule(func() { w.deliver(kind, v, nil) })

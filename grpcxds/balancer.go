@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -67,6 +68,10 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		conns:           make(map[string]*endpointConn),
 		dns:             make(map[string]*dnsWatch),
 		inflight:        make(map[string]*atomic.Int64),
+		inflightRefs:    make(map[string]int),
+		staleCounters:   make(map[string]struct{}),
+		orphans:         make(map[*endpointConn]struct{}),
+		aggUsers:        make(map[string]map[*clusterLB]struct{}),
 		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
 		changes:         make(map[string]clusterPicker),
@@ -138,8 +143,16 @@ type xdsBalancer struct {
 	// dns are the LOGICAL_DNS resolutions, by host:port.
 	dns map[string]*dnsWatch
 	// inflight counts the requests in flight per leaf cluster, for its
-	// circuit breaker; the counters outlive pickers.
-	inflight map[string]*atomic.Int64
+	// circuit breaker; the counters outlive pickers. inflightRefs counts
+	// the clusters whose priorities hold each (clusterLB.held), and
+	// staleCounters are the leaves whose count fell to zero, forgotten at
+	// the end of the update unless some cluster took them again.
+	inflight      map[string]*atomic.Int64
+	inflightRefs  map[string]int
+	staleCounters map[string]struct{}
+	// aggUsers are the aggregate clusters routes send to, by the name of
+	// each of their leaves: a leaf that changes has them rebuilt.
+	aggUsers map[string]map[*clusterLB]struct{}
 	// gen is the generation of the channel configuration in force.
 	gen uint64
 	// dirty are the clusters whose priority and picker must be chosen
@@ -152,16 +165,20 @@ type xdsBalancer struct {
 	// nConnecting count the clusters in those states. The next route
 	// picker costs the changes, not the clusters (pickermap.go).
 	pickers pickerMap
-	// needsMD is routePicker.needsMD for the routes of snapshot mdFor.
-	mdFor               *watchers.Snapshot
+	// needsMD is routePicker.needsMD for the routes of virtual host
+	// mdFor, which an update of endpoints keeps.
+	mdFor               *resources.VirtualHost
 	needsMD             bool
 	changes             map[string]clusterPicker
 	nReady, nConnecting int
 	// pruneConns: some endpoint may have lost its last cluster, so
-	// finishAndUnlock looks for SubConns to shut down. A SubConn's state
-	// or a failover changes no endpoint's clusters, and at 10,000 clusters
-	// looking at every endpoint on each of those was most of their cost.
+	// finishAndUnlock shuts down the SubConns of orphans, the endpoints
+	// that lost their last cluster since, that no cluster took again.
+	// Looking at every endpoint instead made each update, SubConn state
+	// change and failover cost every endpoint (most of their cost at
+	// 10,000 clusters).
 	pruneConns bool
+	orphans    map[*endpointConn]struct{}
 	// bootstrap defines the certificate providers of clusters' TLS (nil:
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
@@ -216,28 +233,58 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		return balancer.ErrBadResolverState
 	}
+	prev := b.snap
 	b.snap, b.failErr, b.republish = snap, nil, true
-	roots := routeClusters(snap.VirtualHost)
-	b.rlsRootsLocked(s.ResolverState, roots)
-	for name, cl := range b.clusters {
-		if _, ok := roots[name]; !ok {
-			b.dropClusterLocked(cl)
+	b.rlsAdoptSetLocked(s.ResolverState)
+	if prev != nil && prev.VirtualHost == snap.VirtualHost && b.rlsRootsSameLocked() {
+		// The same routes, and the same clusters of RLS targets, so the
+		// same clusters: only those whose ClusterConfig changed, and the
+		// aggregates above them, can have changed. This is the usual
+		// update (one cluster's endpoints), and it costs that cluster,
+		// not every cluster.
+		b.refreshChangedLocked(snap.Clusters.Changes(prev.Clusters))
+	} else {
+		roots := routeClusters(snap.VirtualHost)
+		b.rlsRootsLocked(roots)
+		for name, cl := range b.clusters {
+			if _, ok := roots[name]; !ok {
+				b.dropClusterLocked(cl)
+			}
+		}
+		for name := range roots {
+			cl := b.clusters[name]
+			if cl == nil {
+				cl = newClusterLB(name)
+				b.clusters[name] = cl
+			}
+			b.refreshClusterLocked(cl, false)
 		}
 	}
-	for name := range roots {
-		cl := b.clusters[name]
-		if cl == nil {
-			cl = newClusterLB(name)
-			b.clusters[name] = cl
-		}
-		b.refreshClusterLocked(cl, false)
-	}
-	if b.pruneConns { // some cluster's priorities changed
-		b.pruneCountersLocked()
-	}
+	b.pruneCountersLocked()
 	b.finishAndUnlock()
 	b.updatePlugins(snap)
 	return nil
+}
+
+// refreshChangedLocked rebuilds the clusters of the given names, and the
+// aggregate clusters they are leaves of.
+func (b *xdsBalancer) refreshChangedLocked(names iter.Seq[string]) {
+	var aggs []*clusterLB
+	for name := range names {
+		if cl := b.clusters[name]; cl != nil {
+			b.refreshClusterLocked(cl, false)
+		}
+		for cl := range b.aggUsers[name] {
+			aggs = append(aggs, cl)
+		}
+	}
+	// After the walk: refreshing an aggregate edits aggUsers. One listed
+	// twice, or refreshed above, finds its inputs unchanged the second time.
+	for _, cl := range aggs {
+		if b.clusters[cl.name] == cl {
+			b.refreshClusterLocked(cl, false)
+		}
+	}
 }
 
 // routeClusters returns the clusters the routes of vh can send to.
@@ -382,11 +429,16 @@ func (b *xdsBalancer) finishAndUnlock() {
 	var releases []func()
 	if b.pruneConns {
 		b.pruneConns = false
-		for key, c := range b.conns {
-			if len(c.users) == 0 {
+		for c := range b.orphans {
+			if c.users.len() == 0 && b.conns[c.key] == c {
 				c.shutdown()
-				delete(b.conns, key)
+				delete(b.conns, c.key)
 			}
+		}
+		if len(b.orphans) > smallMap {
+			b.orphans = make(map[*endpointConn]struct{}) // as b.dirty above
+		} else {
+			clear(b.orphans)
 		}
 		releases = b.pruneLoadsLocked()
 	}
@@ -460,9 +512,10 @@ func (b *xdsBalancer) publishLocked() {
 	case b.nConnecting > 0:
 		state = connectivity.Connecting
 	}
-	if b.mdFor != b.snap {
-		// Once per configuration: the routes are many where the clusters are.
-		b.mdFor, b.needsMD = b.snap, routesNeedMD(rp.routes)
+	if b.mdFor != b.snap.VirtualHost {
+		// Once per virtual host: the routes are many where the clusters
+		// are, and an update of endpoints keeps them.
+		b.mdFor, b.needsMD = b.snap.VirtualHost, routesNeedMD(rp.routes)
 	}
 	rp.needsMD = b.needsMD
 	rp.plugins = b.rls.pickers
@@ -496,28 +549,47 @@ func (b *xdsBalancer) uncountLocked(cl *clusterLB) {
 	cl.counted = connectivity.Shutdown
 }
 
-// counterLocked returns the in-flight counter of a leaf cluster.
-func (b *xdsBalancer) counterLocked(leaf string) *atomic.Int64 {
+// counterLocked returns the in-flight counter of a leaf cluster, held by
+// cl until releaseLocked.
+func (b *xdsBalancer) counterLocked(cl *clusterLB, leaf string) *atomic.Int64 {
 	c := b.inflight[leaf]
 	if c == nil {
 		c = new(atomic.Int64)
 		b.inflight[leaf] = c
 	}
+	b.inflightRefs[leaf]++
+	cl.held.counters = append(cl.held.counters, leaf)
 	return c
 }
 
-// pruneCountersLocked forgets the counters of leaves no cluster uses.
-func (b *xdsBalancer) pruneCountersLocked() {
-	used := make(map[string]bool)
-	for _, cl := range b.clusters {
-		for _, p := range cl.prios {
-			used[p.leaf] = true
+// releaseLocked lets go of what a cluster's priorities held: counters
+// and load stores, which the next prune forgets if no cluster holds them.
+func (b *xdsBalancer) releaseLocked(h heldRefs) {
+	for _, leaf := range h.counters {
+		if b.inflightRefs[leaf]--; b.inflightRefs[leaf] <= 0 {
+			b.staleCounters[leaf] = struct{}{}
 		}
 	}
-	for leaf := range b.inflight {
-		if !used[leaf] {
-			delete(b.inflight, leaf)
+	for _, key := range h.loads {
+		if s := b.loads[key]; s != nil {
+			s.refs--
 		}
+	}
+}
+
+// pruneCountersLocked forgets the counters of leaves no cluster holds
+// since the last prune; those held again are kept, with their count.
+func (b *xdsBalancer) pruneCountersLocked() {
+	for leaf := range b.staleCounters {
+		if b.inflightRefs[leaf] <= 0 {
+			delete(b.inflight, leaf)
+			delete(b.inflightRefs, leaf)
+		}
+	}
+	if len(b.staleCounters) > smallMap {
+		b.staleCounters = make(map[string]struct{}) // see finishAndUnlock
+	} else {
+		clear(b.staleCounters)
 	}
 }
 

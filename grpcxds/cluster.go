@@ -29,6 +29,10 @@ type clusterLB struct {
 	inputs []*watchers.ClusterConfig
 	// dnsUsed are the DNS resolutions of its LOGICAL_DNS leaves.
 	dnsUsed []*dnsWatch
+	// held are the counters and load stores its priorities hold; aggLeaves
+	// the leaves it is listed under in xdsBalancer.aggUsers.
+	held      heldRefs
+	aggLeaves []string
 	// prios are the priorities, highest first. err says why there are
 	// none; leafErrs why leaves contribute none.
 	prios    []*priority
@@ -40,7 +44,8 @@ type clusterLB struct {
 	// use: those the cluster keeps connected.
 	wanted map[*endpointConn]struct{}
 	// timedOut are the priorities whose failover timer fired while they
-	// were connecting; a priority leaves it by becoming ready.
+	// were connecting; a priority leaves it by becoming ready. Nil until
+	// the first.
 	timedOut map[int]bool
 	// failSeq names cl's entry in the balancer's failoverQueue: the
 	// failover timer of priority timerPrio; 0 if none runs.
@@ -58,6 +63,16 @@ type clusterLB struct {
 	outliers map[odKey]*outlierDetector
 }
 
+// heldRefs are what a cluster's priorities hold of the balancer's
+// shared state, released when they are rebuilt: the in-flight counters of
+// its leaves, by leaf name, and the load stores they report to, by server
+// key. Counted, so that an update need not look at every cluster to know
+// which are still in use.
+type heldRefs struct {
+	counters []string
+	loads    []string
+}
+
 // notChosen is clusterLB.chosen before the first choice of a priority.
 const notChosen = -2
 
@@ -65,7 +80,7 @@ const notChosen = -2
 // endpoints, and what the leaf cluster it comes from says about them.
 type priority struct {
 	leaf        string
-	policy      resources.LBPolicy
+	policy      *resources.LBPolicy // the leaf's, shared: 104 B a priority otherwise
 	drops       []resources.DropOverload
 	maxRequests uint32
 	inflight    *atomic.Int64 // the leaf's circuit breaker count
@@ -107,13 +122,12 @@ type weightedConn struct {
 
 func newClusterLB(name string) *clusterLB {
 	return &clusterLB{
-		name:     name,
-		wanted:   make(map[*endpointConn]struct{}),
-		timedOut: make(map[int]bool),
-		state:    connectivity.Connecting,
-		picker:   queuePicker{},
-		counted:  connectivity.Shutdown,
-		chosen:   notChosen,
+		name:    name,
+		wanted:  make(map[*endpointConn]struct{}),
+		state:   connectivity.Connecting,
+		picker:  queuePicker{},
+		counted: connectivity.Shutdown,
+		chosen:  notChosen,
 	}
 }
 
@@ -147,10 +161,15 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		return
 	}
 	cl.inputs = inputs
+	var leaves []string
+	if len(inputs) > 1 {
+		leaves = inputs[0].Leaves
+	}
+	b.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
 	picked := cl.pickedFirst()
-	oldDNS := cl.dnsUsed
-	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed = nil, nil, nil, nil
+	oldDNS, oldHeld := cl.dnsUsed, cl.held
+	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, heldRefs{}
 	root := inputs[0]
 	switch {
 	case root == nil: // the snapshot promises otherwise
@@ -181,11 +200,11 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
-		c.users[cl] = struct{}{}
+		c.users.add(cl)
 	}
 	for c := range old {
 		if _, ok := now[c]; !ok {
-			delete(c.users, cl)
+			b.dropUserLocked(c, cl)
 		}
 	}
 	for _, w := range cl.dnsUsed {
@@ -196,8 +215,43 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 			delete(w.users, cl)
 		}
 	}
+	b.releaseLocked(oldHeld)
 	b.dirty[cl] = struct{}{}
 	b.pruneConns = true
+}
+
+// dropUserLocked takes cl off c's users; c, left with none, is an orphan
+// for finishAndUnlock to shut down unless some cluster takes it again.
+func (b *xdsBalancer) dropUserLocked(c *endpointConn, cl *clusterLB) {
+	c.users.remove(cl)
+	if c.users.len() == 0 {
+		b.orphans[c] = struct{}{}
+	}
+}
+
+// setAggLeavesLocked lists cl in aggUsers under each of leaves, and no
+// longer under the leaves it had.
+func (b *xdsBalancer) setAggLeavesLocked(cl *clusterLB, leaves []string) {
+	if slices.Equal(cl.aggLeaves, leaves) {
+		return
+	}
+	for _, leaf := range cl.aggLeaves {
+		if users := b.aggUsers[leaf]; users != nil {
+			delete(users, cl)
+			if len(users) == 0 {
+				delete(b.aggUsers, leaf)
+			}
+		}
+	}
+	for _, leaf := range leaves {
+		users := b.aggUsers[leaf]
+		if users == nil {
+			users = make(map[*clusterLB]struct{})
+			b.aggUsers[leaf] = users
+		}
+		users[cl] = struct{}{}
+	}
+	cl.aggLeaves = leaves
 }
 
 // addLeafLocked appends the priorities of one leaf cluster.
@@ -218,13 +272,15 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 	}
 	base := priority{
 		leaf:        leaf.Name,
-		policy:      c.LBPolicy,
+		policy:      &c.LBPolicy,
 		maxRequests: c.MaxRequests,
-		inflight:    b.counterLocked(leaf.Name),
+		inflight:    b.counterLocked(cl, leaf.Name),
 		outlier:     outlierConfigOf(c.OutlierDetection),
 	}
 	base.load, base.lrsKey = b.loadLocked(leaf)
 	if base.load != nil {
+		b.loads[base.lrsKey].refs++
+		cl.held.loads = append(cl.held.loads, base.lrsKey)
 		base.metrics = lrsMetricsOf(c)
 	}
 	switch c.Kind {
@@ -300,11 +356,14 @@ func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 		c.unwant()
 	}
 	for c := range cl.conns() {
-		delete(c.users, cl)
+		b.dropUserLocked(c, cl)
 	}
 	for _, w := range cl.dnsUsed {
 		delete(w.users, cl)
 	}
+	b.releaseLocked(cl.held)
+	cl.held = heldRefs{}
+	b.setAggLeavesLocked(cl, nil)
 	delete(b.clusters, cl.name)
 	delete(b.dirty, cl)
 	b.uncountLocked(cl)

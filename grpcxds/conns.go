@@ -1,6 +1,9 @@
 package grpcxds
 
 import (
+	"iter"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -30,7 +33,7 @@ type endpointConn struct {
 	dns *dnsWatch
 	// users are the clusters whose priorities list the endpoint; none,
 	// and the SubConn is shut down.
-	users map[*clusterLB]struct{}
+	users clusterSet
 	// wantedBy counts the clusters that want the endpoint connected: it is
 	// in a priority they use or are trying. Created lazily, the SubConn
 	// exists once some cluster wanted it; it is reconnected whenever it
@@ -67,7 +70,6 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, h
 		b:     b,
 		key:   key,
 		dns:   dns,
-		users: make(map[*clusterLB]struct{}),
 		raw:   connectivity.Idle,
 		state: connectivity.Idle,
 	}
@@ -168,8 +170,69 @@ func (c *endpointConn) onState(s balancer.SubConnState) {
 }
 
 func (c *endpointConn) markUsersDirty() {
-	for cl := range c.users {
+	for cl := range c.users.all() {
 		c.b.dirty[cl] = struct{}{}
+	}
+}
+
+// clusterSet is a set of clusters that nearly always holds one: an
+// endpoint is usually listed by a single cluster, and a Go map for each of
+// tens of thousands of endpoints was a fifth of what the balancer kept
+// (~180 B an endpoint). The zero value is empty; when one is nil, more is
+// empty.
+type clusterSet struct {
+	one  *clusterLB
+	more map[*clusterLB]struct{}
+}
+
+func (s *clusterSet) add(cl *clusterLB) {
+	switch {
+	case s.one == nil:
+		s.one = cl
+	case s.one != cl:
+		if s.more == nil {
+			s.more = make(map[*clusterLB]struct{})
+		}
+		s.more[cl] = struct{}{}
+	}
+}
+
+func (s *clusterSet) remove(cl *clusterLB) {
+	if s.one != cl {
+		delete(s.more, cl)
+		return
+	}
+	s.one = nil
+	for other := range s.more {
+		s.one = other
+		delete(s.more, other)
+		return
+	}
+}
+
+func (s *clusterSet) len() int {
+	if s.one == nil {
+		return 0
+	}
+	return 1 + len(s.more)
+}
+
+// all yields the clusters of s; s may change while it yields.
+func (s *clusterSet) all() iter.Seq[*clusterLB] {
+	return func(yield func(*clusterLB) bool) {
+		if s.one == nil {
+			return
+		}
+		if len(s.more) == 0 {
+			yield(s.one)
+			return
+		}
+		list := append([]*clusterLB{s.one}, slices.Collect(maps.Keys(s.more))...)
+		for _, cl := range list {
+			if !yield(cl) {
+				return
+			}
+		}
 	}
 }
 

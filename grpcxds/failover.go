@@ -145,6 +145,9 @@ func (b *xdsBalancer) expireFailoversLocked(now time.Time) {
 		}
 		cl := e.cl
 		cl.failSeq = 0
+		if cl.timedOut == nil { // made on first use: most clusters never need it
+			cl.timedOut = make(map[int]bool)
+		}
 		cl.timedOut[e.prio] = true
 		b.logLocked(slog.LevelDebug, failoverLogMsg, "cluster", cl.name, "priority", e.prio, "timeout", b.failoverTimeout)
 		b.dirty[cl] = struct{}{}

@@ -109,21 +109,28 @@ func (cc *stuckCC) UpdateState(s balancer.State) {
 
 // clustersState is a resolver state of n EDS clusters of one endpoint
 // each, every cluster the target of a route.
-func clustersState(n int) resolver.State {
+func clustersState(n int) resolver.State { return clustersStateOf(n, 1) }
+
+// clustersStateOf is a resolver state of n EDS clusters of m endpoints
+// each (every address distinct), every cluster the target of a route.
+func clustersStateOf(n, m int) resolver.State {
 	vh := &resources.VirtualHost{}
-	m := make(map[string]*watchers.ClusterConfig, n)
+	ccs := make(map[string]*watchers.ClusterConfig, n)
 	for i := range n {
 		name := fmt.Sprintf("c%d", i)
 		vh.Routes = append(vh.Routes, &resources.Route{Action: resources.RouteActionRoute, Cluster: name})
-		m[name] = &watchers.ClusterConfig{
-			Name:    name,
-			Cluster: &resources.Cluster{Name: name, Kind: resources.ClusterKindEDS, MaxRequests: 1024},
-			Endpoints: &resources.Endpoints{Name: name, Localities: []resources.Locality{{Weight: 1, Endpoints: []resources.Endpoint{{
-				Addresses: []string{fmt.Sprintf("10.%d.%d.%d:80", i>>16&0xff, i>>8&0xff, i&0xff)}, Weight: 1,
-			}}}}},
+		eps := make([]resources.Endpoint, m)
+		for j := range eps {
+			k := i*m + j
+			eps[j] = resources.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d:80", k>>16&0xff, k>>8&0xff, k&0xff)}, Weight: 1}
+		}
+		ccs[name] = &watchers.ClusterConfig{
+			Name:      name,
+			Cluster:   &resources.Cluster{Name: name, Kind: resources.ClusterKindEDS, MaxRequests: 1024},
+			Endpoints: &resources.Endpoints{Name: name, Localities: []resources.Locality{{Weight: 1, Endpoints: eps}}},
 		}
 	}
-	snap := &watchers.Snapshot{VirtualHost: vh, Clusters: watchers.NewClusterMap(m)}
+	snap := &watchers.Snapshot{VirtualHost: vh, Clusters: watchers.NewClusterMap(ccs)}
 	return resolver.State{Attributes: withSnapshot(snap)}
 }
 

@@ -33,7 +33,7 @@ type fakeSC struct {
 // endpoints of the given weights, all in state.
 func prio(state connectivity.State, localities ...[]uint32) *priority {
 	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(atomic.Int64),
-		policy: resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}
+		policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}
 	n := 0
 	for i, eps := range localities {
 		l := locality{weight: uint32(i + 1)}
@@ -64,7 +64,7 @@ func picks(t *testing.T, p endpointPicker, n int) map[string]int {
 // policy sets p's policy and returns p.
 func (p *priority) with(policy resources.LBPolicy) *priority {
 	policy.MinRingSize, policy.MaxRingSize = 1024, 8<<20
-	p.policy = policy
+	p.policy = &policy
 	return p
 }
 
@@ -173,7 +173,7 @@ func TestPickFirst(t *testing.T) {
 		t.Errorf("pick_first after 500ms with a and b connecting: %v, want c", got)
 	}
 	// A new priority from an update keeps the endpoint chosen before.
-	p2 := prio(connectivity.Ready).with(p.policy)
+	p2 := prio(connectivity.Ready).with(*p.policy)
 	p2.localities = p.localities
 	p2.pickedBefore = map[*endpointConn]bool{p.localities[0].endpoints[1].conn: true}
 	if got := picks(t, readyPicker(t, p2), 10); got["b"] != 10 {

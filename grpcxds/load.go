@@ -36,10 +36,13 @@ func clientFromState(s resolver.State) *client.Client {
 	return c
 }
 
-// heldStore is a LoadStore the balancer holds, and how to let it go.
+// heldStore is a LoadStore the balancer holds, and how to let it go;
+// refs counts the clusters whose priorities report to it
+// (clusterLB.held).
 type heldStore struct {
 	store   *client.LoadStore
 	release func()
+	refs    int
 }
 
 // lrsServerOf returns the management server a cluster came from, to which
@@ -151,20 +154,9 @@ func (m *lrsMetrics) record(ll *client.LocalityLoad, r *v3orcapb.OrcaLoadReport)
 // returns their releases, to call once mu is released: the last release of
 // a server stops its LRS stream and waits for its goroutines.
 func (b *xdsBalancer) pruneLoadsLocked() []func() {
-	if len(b.loads) == 0 {
-		return nil
-	}
-	used := make(map[string]bool)
-	for _, cl := range b.clusters {
-		for _, p := range cl.prios {
-			if p.load != nil {
-				used[p.lrsKey] = true
-			}
-		}
-	}
 	var out []func()
-	for key, h := range b.loads {
-		if !used[key] {
+	for key, h := range b.loads { // one per LRS server
+		if h.refs <= 0 {
 			out = append(out, h.release)
 			delete(b.loads, key)
 		}

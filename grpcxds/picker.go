@@ -193,7 +193,7 @@ func describeRoute(r *resources.Route) string {
 	case resources.PathMatchExact:
 		return "path:" + strconv.Quote(r.Path)
 	case resources.PathMatchRegex:
-		return "safe_regex:" + strconv.Quote(r.Raw.GetMatch().GetSafeRegex().GetRegex())
+		return "safe_regex:" + strconv.Quote(r.RegexPattern())
 	}
 	return "prefix:" + strconv.Quote(r.Prefix)
 }

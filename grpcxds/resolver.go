@@ -264,9 +264,6 @@ type xdsResolver struct {
 	// clusters are those the balancer's RLS policies route to besides the
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
-	// endpoints are those of the last snapshot's resolver state, for the
-	// next to reuse (stateOf); Update alone touches them, one at a time.
-	endpoints endpointCache
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -285,7 +282,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	if r.cs.balancerGen.Load() > 0 {
 		r.cs.set(cfg)
 	}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen, &r.endpoints)
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
 	err := r.cc.UpdateState(st)
 	r.publish(gen, cfg)

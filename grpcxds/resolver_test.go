@@ -58,8 +58,10 @@ func target(t *testing.T, s string) resolver.Target {
 	return resolver.Target{URL: *u}
 }
 
-// The resolver hands the channel the snapshot, every EDS endpoint with
-// its place in its cluster, and a service config selecting the balancer.
+// The resolver hands the channel the snapshot and a service config
+// selecting the balancer; EndpointsFromState lists every EDS endpoint
+// with its place in its cluster. State.Endpoints stays empty: made for
+// every update, it cost every update all the endpoints.
 func TestResolverState(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -86,10 +88,17 @@ func TestResolverState(t *testing.T) {
 		"10.0.0.1:80": {Cluster: "A", Locality: resources.LocalityID{Region: "r", Zone: "z0"}, LocalityWeight: 7, Weight: 3, Health: resources.HealthStatusUnknown},
 		"10.0.0.2:80": {Cluster: "A", Locality: resources.LocalityID{Region: "r", Zone: "z1"}, Priority: 1, LocalityWeight: 1, Weight: 1, Health: resources.HealthStatusDraining},
 	}
-	if len(s.Endpoints) != len(want) {
-		t.Fatalf("%d endpoints, want %d", len(s.Endpoints), len(want))
+	if len(s.Endpoints) != 0 {
+		t.Errorf("State.Endpoints holds %d endpoints, want none", len(s.Endpoints))
 	}
-	for _, ep := range s.Endpoints {
+	if eps := grpcxds.EndpointsFromState(resolver.State{}); eps != nil {
+		t.Errorf("EndpointsFromState of a state without a snapshot: %d endpoints, want nil", len(eps))
+	}
+	eps := grpcxds.EndpointsFromState(s)
+	if len(eps) != len(want) {
+		t.Fatalf("EndpointsFromState: %d endpoints, want %d", len(eps), len(want))
+	}
+	for _, ep := range eps {
 		info, ok := grpcxds.EndpointInfoFromEndpoint(ep)
 		if addr := ep.Addresses[0].Addr; !ok || info != want[addr] {
 			t.Errorf("endpoint %s: %+v, %v; want %+v", addr, info, ok, want[addr])

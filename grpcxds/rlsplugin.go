@@ -50,6 +50,9 @@ type rlsState struct {
 	pickers map[string]balancer.Picker
 	// targets are the RLS children, by the cluster they route to.
 	targets map[string]map[*rlsTarget]struct{}
+	// roots are the clusters of targets that the balancer holds because
+	// the snapshot has them (a route may name them too).
+	roots map[string]struct{}
 	// set is the resolver's ClusterSet, and releases the entries the
 	// balancer holds in it, one per cluster with targets.
 	set      *watchers.ClusterSet
@@ -94,27 +97,55 @@ func (cc *pluginCC) UpdateState(s balancer.State) {
 	b.finishAndUnlock()
 }
 
-// rlsRootsLocked adds to roots the clusters of RLS targets that the
-// snapshot has, and adopts the resolver's ClusterSet.
-func (b *xdsBalancer) rlsRootsLocked(rs resolver.State, roots map[string]struct{}) {
+// rlsAdoptSetLocked adopts the resolver's ClusterSet.
+func (b *xdsBalancer) rlsAdoptSetLocked(rs resolver.State) {
 	set, _ := rs.Attributes.Value(clusterSetKey{}).(*watchers.ClusterSet)
-	if set != b.rls.set {
-		// A new resolver (the channel left idle mode): its tree must
-		// learn the clusters in use.
-		for name, release := range b.rls.releases {
-			release()
-			delete(b.rls.releases, name)
-		}
-		b.rls.set = set
-		for name := range b.rls.targets {
-			b.holdLocked(name)
-		}
+	if set == b.rls.set {
+		return
 	}
+	// A new resolver (the channel left idle mode): its tree must learn
+	// the clusters in use.
+	for name, release := range b.rls.releases {
+		release()
+		delete(b.rls.releases, name)
+	}
+	b.rls.set = set
+	for name := range b.rls.targets {
+		b.holdLocked(name)
+	}
+}
+
+// rlsRootsLocked adds to roots the clusters of RLS targets that the
+// snapshot has, and records them as the balancer's (rls.roots).
+func (b *xdsBalancer) rlsRootsLocked(roots map[string]struct{}) {
+	clear(b.rls.roots)
 	for name := range b.rls.targets {
 		if b.snap.Clusters.Get(name) != nil {
 			roots[name] = struct{}{}
+			if b.rls.roots == nil {
+				b.rls.roots = make(map[string]struct{})
+			}
+			b.rls.roots[name] = struct{}{}
 		}
 	}
+}
+
+// rlsRootsSameLocked reports whether the clusters of RLS targets that the
+// snapshot has are the balancer's (rls.roots), so that an update keeping
+// the virtual host keeps the balancer's clusters. It allocates nothing and
+// costs the targets, not the clusters.
+func (b *xdsBalancer) rlsRootsSameLocked() bool {
+	n := 0
+	for name := range b.rls.targets {
+		_, held := b.rls.roots[name]
+		if (b.snap.Clusters.Get(name) != nil) != held {
+			return false
+		}
+		if held {
+			n++
+		}
+	}
+	return n == len(b.rls.roots)
 }
 
 // holdLocked puts name in the resolver's ClusterSet. The set's lock and
@@ -149,11 +180,18 @@ func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
 	}
 	ts[t] = struct{}{}
 	t.told, t.picker = connectivity.Shutdown, rlsTargetPicker{b: b, cluster: cluster}
-	if b.snap != nil && b.clusters[cluster] == nil && b.snap.Clusters.Get(cluster) != nil {
-		// The snapshot has it already (a route's, or one held before).
-		cl := newClusterLB(cluster)
-		b.clusters[cluster] = cl
-		b.refreshClusterLocked(cl, false)
+	if b.snap != nil && b.snap.Clusters.Get(cluster) != nil {
+		// The snapshot has it already (a route's, or one held before):
+		// a root now, as the next update would find.
+		if b.rls.roots == nil {
+			b.rls.roots = make(map[string]struct{})
+		}
+		b.rls.roots[cluster] = struct{}{}
+		if b.clusters[cluster] == nil {
+			cl := newClusterLB(cluster)
+			b.clusters[cluster] = cl
+			b.refreshClusterLocked(cl, false)
+		}
 	}
 	b.finishAndUnlock()
 	return func() { b.removeTarget(t, cluster) }
@@ -171,6 +209,7 @@ func (b *xdsBalancer) removeTarget(t *rlsTarget, cluster string) {
 	delete(ts, t)
 	if len(ts) == 0 {
 		delete(b.rls.targets, cluster)
+		delete(b.rls.roots, cluster)
 		if release := b.rls.releases[cluster]; release != nil {
 			release()
 			delete(b.rls.releases, cluster)
@@ -299,7 +338,7 @@ func (r *rlsState) closeLocked() []balancer.Balancer {
 	for _, release := range r.releases {
 		release()
 	}
-	r.plugins, r.pickers, r.targets, r.releases = nil, nil, nil, nil
+	r.plugins, r.pickers, r.targets, r.releases, r.roots = nil, nil, nil, nil, nil
 	r.published.Store(nil)
 	return out
 }

@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -11,44 +12,113 @@ import (
 	"github.com/goxds/xds/watchers"
 )
 
-// BenchmarkOneEndpointChange measures what one EDS change costs the
-// channel at n clusters: the resolver state made from the snapshot
-// (stateOf) and the balancer applying it. Snapshots alternate between two
-// that differ in one cluster's endpoint, sharing every other
-// ClusterConfig, as the config tree makes them.
-func BenchmarkOneEndpointChange(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprint(n), func(b *testing.B) {
-			base := clustersState(n)
-			snapA, _ := SnapshotFromState(base)
-			m := make(map[string]*watchers.ClusterConfig, n)
-			for name, cc := range snapA.Clusters.All() {
-				m[name] = cc
-			}
-			c0 := *m["c0"]
-			eps := *c0.Endpoints
-			eps.Localities = []resources.Locality{{Weight: 1, Endpoints: []resources.Endpoint{{Addresses: []string{"10.255.0.1:80"}, Weight: 1}}}}
-			c0.Endpoints = &eps
-			m["c0"] = &c0
-			snapB := &watchers.Snapshot{VirtualHost: snapA.VirtualHost, Clusters: watchers.NewClusterMap(m)}
-			snaps := []*watchers.Snapshot{snapA, snapB}
+// oneEndpointChange is a channel fed, in turn, two snapshots of n clusters
+// of m endpoints that differ in one cluster's endpoints, the second made
+// from the first as the config tree makes it (ClusterMap.With: every other
+// ClusterConfig and every untouched shard shared). apply(i) hands the
+// channel the i'th: the resolver state made of the snapshot, and the
+// balancer applying it.
+type oneEndpointChange struct {
+	snaps []*watchers.Snapshot
+	bal   *xdsBalancer
+	cs    *channelState
+}
 
-			bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
-			defer bal.Close()
-			cs := &channelState{}
-			var cache endpointCache
-			apply := func(i int) {
-				st := stateOf(snaps[i%2], nil, bal.logger, nil, cs, uint64(i+1), &cache)
-				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: st}); err != nil {
-					b.Fatal(err)
-				}
-			}
-			apply(0)
+func newOneEndpointChange(n, m int) *oneEndpointChange {
+	snapA, _ := SnapshotFromState(clustersStateOf(n, m))
+	c0 := *snapA.Clusters.Get("c0")
+	eps := *c0.Endpoints
+	eps.Localities = []resources.Locality{{Weight: 1, Endpoints: []resources.Endpoint{{Addresses: []string{"10.255.0.1:80"}, Weight: 1}}}}
+	c0.Endpoints = &eps
+	snapB := &watchers.Snapshot{VirtualHost: snapA.VirtualHost, Clusters: snapA.Clusters.With("c0", &c0)}
+	return &oneEndpointChange{
+		snaps: []*watchers.Snapshot{snapA, snapB},
+		bal:   newStuckBalancer(&stuckCC{}, realClock{}, time.Minute),
+		cs:    &channelState{},
+	}
+}
+
+func (o *oneEndpointChange) apply(tb testing.TB, i int) {
+	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, uint64(i+1))
+	if err := o.bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: st}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkOneEndpointChange measures what one EDS change costs the
+// channel at n clusters × m endpoints: the resolver state made from the
+// snapshot (stateOf) and the balancer applying it.
+func BenchmarkOneEndpointChange(b *testing.B) {
+	for _, c := range []struct{ n, m int }{{1000, 3}, {10000, 3}, {1000, 100}} {
+		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {
+			o := newOneEndpointChange(c.n, c.m)
+			defer o.bal.Close()
+			o.apply(b, 0)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
-				apply(i + 1)
+				o.apply(b, i+1)
 			}
 		})
 	}
+}
+
+// One cluster's endpoints changing costs the channel that cluster, not
+// every cluster: the resolver state and the balancer's work for it must
+// not grow with the configuration. Measured as the fastest of many
+// updates (the least disturbed by a loaded machine) at 500 and at 20,000
+// clusters: work per cluster would make the second 40 times the first.
+func TestOneEndpointChangeCostsOneCluster(t *testing.T) {
+	t.Parallel()
+	fastest := func(n int) time.Duration {
+		o := newOneEndpointChange(n, 1)
+		defer o.bal.Close()
+		o.apply(t, 0)
+		best := time.Duration(1 << 62)
+		for i := range 40 {
+			start := time.Now()
+			o.apply(t, i+1)
+			best = min(best, time.Since(start))
+		}
+		return best
+	}
+	small, large := fastest(500), fastest(20000)
+	t.Logf("one endpoint change: %v at 500 clusters, %v at 20,000", small, large)
+	if large > 5*small+time.Millisecond {
+		t.Errorf("one endpoint change: %v at 20,000 clusters, %v at 500; want the cost of the changed cluster, not of every cluster", large, small)
+	}
+}
+
+// BenchmarkBalancerHeap measures what the balancer keeps for a
+// configuration of n clusters × m endpoints whose SubConns are created
+// (the channel's own SubConns, outside the balancer, are not counted):
+// the live heap after a collection, per cluster and per endpoint, the
+// snapshot itself excluded.
+func BenchmarkBalancerHeap(b *testing.B) {
+	for _, c := range []struct{ n, m int }{{10000, 3}, {1000, 100}} {
+		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {
+			state := clustersStateOf(c.n, c.m)
+			var kept uint64
+			for range b.N {
+				before := liveHeap()
+				bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
+				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+					b.Fatal(err)
+				}
+				kept += liveHeap() - before
+				bal.Close()
+			}
+			kept /= uint64(b.N)
+			b.ReportMetric(float64(kept)/float64(c.n), "B/cluster")
+			b.ReportMetric(float64(kept)/float64(c.n*c.m), "B/endpoint")
+		})
+	}
+}
+
+// liveHeap is the live heap after a collection.
+func liveHeap() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

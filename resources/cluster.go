@@ -146,8 +146,12 @@ func (c *Cluster) EDSServiceName() string {
 	return c.Name
 }
 
+// clusterMsgs recycles decodeCluster's messages (see msgPool).
+var clusterMsgs msgPool[clusterv3.Cluster, *clusterv3.Cluster]
+
 func decodeCluster(body *anypb.Any) (string, *Cluster, error) {
-	m := new(clusterv3.Cluster)
+	m := clusterMsgs.get()
+	defer clusterMsgs.put(m)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal Cluster: %v", err)
 	}

@@ -3,9 +3,9 @@ package resources
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -157,8 +157,12 @@ func (e *Endpoints) Raw() *endpointv3.ClusterLoadAssignment {
 // Proto implements Resource; it returns Raw.
 func (e *Endpoints) Proto() proto.Message { return e.Raw() }
 
+// endpointsMsgs recycles decodeEndpoints's messages (see msgPool).
+var endpointsMsgs msgPool[endpointv3.ClusterLoadAssignment, *endpointv3.ClusterLoadAssignment]
+
 func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
-	m := new(endpointv3.ClusterLoadAssignment)
+	m := endpointsMsgs.get()
+	defer endpointsMsgs.put(m)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal ClusterLoadAssignment: %v", err)
 	}
@@ -182,13 +186,23 @@ type localityKey struct {
 // endpointsBuilder holds the state of one decode: the backing arrays every
 // locality's slices are cut from, and what must be unique.
 type endpointsBuilder struct {
+	localities []Locality
 	endpoints  []Endpoint
 	addrs      []string
+	// seenAddrs and seenLocs are nil for an assignment of few addresses
+	// or localities, which are then checked by a scan of addrs or
+	// localities: the maps were most of what decoding a small assignment
+	// allocated (docs/PERFORMANCE.md).
 	seenAddrs  map[string]struct{}
 	seenLocs   map[localityKey]struct{}
 	prioWeight []uint64 // sum of locality weights per priority < len
 	prioTooBig bool     // some priority >= number of localities: a gap
 }
+
+// maxScanned is the most addresses or localities whose uniqueness is
+// checked by a scan rather than a map: a scan of up to maxScanned strings
+// is cheaper than building the map.
+const maxScanned = 16
 
 func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 	e := &Endpoints{Name: m.GetClusterName()}
@@ -207,25 +221,31 @@ func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 			nAddr += 1 + len(lbe.GetEndpoint().GetAdditionalAddresses())
 		}
 	}
+	var prioSmall [maxScanned]uint64 // on the stack
 	b := endpointsBuilder{
+		localities: make([]Locality, 0, nLoc),
 		endpoints:  make([]Endpoint, 0, nEp),
 		addrs:      make([]string, 0, nAddr),
-		seenAddrs:  make(map[string]struct{}, nAddr),
-		seenLocs:   make(map[localityKey]struct{}, nLoc),
-		prioWeight: make([]uint64, nLoc),
 	}
-	e.Localities = make([]Locality, 0, nLoc)
+	if nAddr > maxScanned {
+		b.seenAddrs = make(map[string]struct{}, nAddr)
+	}
+	if nLoc > maxScanned {
+		b.seenLocs = make(map[localityKey]struct{}, nLoc)
+		b.prioWeight = make([]uint64, nLoc)
+	} else {
+		b.prioWeight = prioSmall[:nLoc]
+	}
 	for i, l := range m.GetEndpoints() {
 		weight := l.GetLoadBalancingWeight().GetValue()
 		if weight == 0 {
 			continue
 		}
-		loc, err := b.locality(l, weight)
-		if err != nil {
+		if err := b.locality(l, weight); err != nil {
 			return nil, at(index("endpoints", i), err)
 		}
-		e.Localities = append(e.Localities, loc)
 	}
+	e.Localities = b.localities
 	return e, b.checkPriorities()
 }
 
@@ -248,32 +268,31 @@ func (e *Endpoints) setDrops(in []*endpointv3.ClusterLoadAssignment_Policy_DropO
 	return nil
 }
 
-func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32) (Locality, error) {
+// locality appends the locality l to b.localities.
+func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32) error {
 	lp := l.GetLocality()
 	if lp == nil {
-		return Locality{}, fieldErrorf("locality", "missing")
+		return fieldErrorf("locality", "missing")
 	}
 	loc := Locality{
 		ID:       LocalityID{Region: lp.GetRegion(), Zone: lp.GetZone(), SubZone: lp.GetSubZone()},
 		Weight:   weight,
 		Priority: l.GetPriority(),
 	}
-	key := localityKey{loc.Priority, loc.ID}
-	if _, dup := b.seenLocs[key]; dup {
-		return Locality{}, fieldErrorf("locality", "duplicate locality %v at priority %d", loc.ID, loc.Priority)
+	if b.seenLocality(localityKey{loc.Priority, loc.ID}) {
+		return fieldErrorf("locality", "duplicate locality %v at priority %d", loc.ID, loc.Priority)
 	}
-	b.seenLocs[key] = struct{}{}
 	if int64(loc.Priority) >= int64(len(b.prioWeight)) {
 		b.prioTooBig = true
 	} else {
 		b.prioWeight[loc.Priority] += uint64(weight)
 		if b.prioWeight[loc.Priority] > math.MaxUint32 {
-			return Locality{}, fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
+			return fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
 		}
 	}
 	proxy, err := proxyAddressOf(l.GetMetadata())
 	if err != nil {
-		return Locality{}, err
+		return err
 	}
 	loc.ProxyAddress = proxy
 	start := len(b.endpoints)
@@ -281,19 +300,38 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 	for j, lbe := range l.GetLbEndpoints() {
 		ep, err := b.endpoint(lbe)
 		if err != nil {
-			return Locality{}, at(index("lb_endpoints", j), err)
+			return at(index("lb_endpoints", j), err)
 		}
 		if ep.ProxyAddress == "" {
 			ep.ProxyAddress = proxy
 		}
 		sum += uint64(ep.Weight)
 		if sum > math.MaxUint32 {
-			return Locality{}, fieldErrorf(index("lb_endpoints", j)+".load_balancing_weight", "sum of endpoint weights in the locality exceeds %d", uint32(math.MaxUint32))
+			return fieldErrorf(index("lb_endpoints", j)+".load_balancing_weight", "sum of endpoint weights in the locality exceeds %d", uint32(math.MaxUint32))
 		}
 		b.endpoints = append(b.endpoints, ep)
 	}
 	loc.Endpoints = b.endpoints[start:len(b.endpoints):len(b.endpoints)]
-	return loc, nil
+	b.localities = append(b.localities, loc)
+	return nil
+}
+
+// seenLocality reports whether a locality of key was added already, and
+// records it if not (b.localities records it when there is no map).
+func (b *endpointsBuilder) seenLocality(key localityKey) bool {
+	if b.seenLocs == nil {
+		for i := range b.localities {
+			if l := &b.localities[i]; l.Priority == key.priority && l.ID == key.id {
+				return true
+			}
+		}
+		return false
+	}
+	if _, dup := b.seenLocs[key]; dup {
+		return true
+	}
+	b.seenLocs[key] = struct{}{}
+	return false
 }
 
 func (b *endpointsBuilder) endpoint(lbe *endpointv3.LbEndpoint) (Endpoint, error) {
@@ -335,12 +373,29 @@ func (b *endpointsBuilder) addAddress(a *corev3.Address) error {
 	if err != nil {
 		return err
 	}
-	if _, dup := b.seenAddrs[hostPort]; dup {
+	if b.seenAddr(hostPort) {
 		return fmt.Errorf("duplicate address %s in the assignment", hostPort)
 	}
-	b.seenAddrs[hostPort] = struct{}{}
 	b.addrs = append(b.addrs, hostPort)
 	return nil
+}
+
+// seenAddr reports whether hostPort was added already, and records it in
+// the map if not (b.addrs records it when there is no map).
+func (b *endpointsBuilder) seenAddr(hostPort string) bool {
+	if b.seenAddrs == nil {
+		for _, a := range b.addrs {
+			if a == hostPort {
+				return true
+			}
+		}
+		return false
+	}
+	if _, dup := b.seenAddrs[hostPort]; dup {
+		return true
+	}
+	b.seenAddrs[hostPort] = struct{}{}
+	return false
 }
 
 // checkPriorities reports a gap in the priorities: an unused priority
@@ -391,7 +446,32 @@ func socketAddressString(a *corev3.Address) (string, error) {
 	if err != nil {
 		return "", at("socket_address", err)
 	}
-	return net.JoinHostPort(host, strconv.FormatUint(uint64(port), 10)), nil
+	return joinHostPort(host, port), nil
+}
+
+// joinHostPort is net.JoinHostPort(host, port) in one allocation instead
+// of two (the port's text and the result): an assignment's addresses are
+// most of what its decode allocates besides the message.
+func joinHostPort(host string, port uint32) string {
+	var digits [10]byte
+	p := strconv.AppendUint(digits[:0], uint64(port), 10)
+	bracket := strings.IndexByte(host, ':') >= 0
+	n := len(host) + 1 + len(p)
+	if bracket {
+		n += 2
+	}
+	var sb strings.Builder
+	sb.Grow(n) // exactly: a larger buffer would be kept with the string
+	if bracket {
+		sb.WriteByte('[')
+	}
+	sb.WriteString(host)
+	if bracket {
+		sb.WriteByte(']')
+	}
+	sb.WriteByte(':')
+	sb.Write(p)
+	return sb.String()
 }
 
 // validHostname reports whether h is a DNS name: dot-separated labels of 1

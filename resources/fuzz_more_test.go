@@ -219,8 +219,8 @@ func FuzzDecodeVirtualHost(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if name == "" || name != v.Name || name != v.Raw.GetName() || v.VirtualHost == nil || v.VirtualHost.Name != name {
-			t.Fatalf("name %q, value %q, raw %q", name, v.Name, v.Raw.GetName())
+		if name == "" || name != v.Name || name != v.Raw().GetName() || v.VirtualHost == nil || v.VirtualHost.Name != name {
+			t.Fatalf("name %q, value %q, raw %q", name, v.Name, v.Raw().GetName())
 		}
 		if rc := v.RouteConfigName(); !strings.HasPrefix(name, rc) || (rc != "" && name[len(rc)] != '/') {
 			t.Fatalf("route config %q of %q", rc, name)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -99,11 +101,47 @@ func FuzzDecodeRouteConfig(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if name == "" || name != rc.Name || name != rc.Raw.GetName() {
-			t.Fatalf("name %q, value %q, raw %q", name, rc.Name, rc.Raw.GetName())
+		if name == "" || name != rc.Name || name != rc.Raw().GetName() {
+			t.Fatalf("name %q, value %q, raw %q", name, rc.Name, rc.Raw().GetName())
 		}
 		checkRouteConfig(t, rc)
+		checkRouteConfigRaw(t, rc, b)
 	})
+}
+
+// checkRouteConfigRaw asserts that the Raw of a route configuration
+// decoded from b, and of each of its virtual hosts and kept routes, is
+// the message b holds there: the sub-slices the values keep are found in
+// the right places whatever else the bytes hold.
+func checkRouteConfigRaw(t *testing.T, rc *RouteConfig, b []byte) {
+	t.Helper()
+	want := new(routev3.RouteConfiguration)
+	if err := proto.Unmarshal(b, want); err != nil {
+		t.Fatalf("decoded, yet does not unmarshal: %v", err)
+	}
+	if !proto.Equal(rc.Raw(), want) {
+		t.Fatalf("RouteConfig.Raw() = %v, want %v", rc.Raw(), want)
+	}
+	for i, vh := range rc.VirtualHosts {
+		wvh := want.GetVirtualHosts()[i]
+		if !proto.Equal(vh.Raw(), wvh) {
+			t.Fatalf("VirtualHosts[%d].Raw() = %v, want %v", i, vh.Raw(), wvh)
+		}
+		skipped := make(map[int]bool, len(vh.SkippedRoutes))
+		for _, s := range vh.SkippedRoutes {
+			skipped[s.Index] = true
+		}
+		k := 0
+		for j, wr := range wvh.GetRoutes() {
+			if skipped[j] {
+				continue
+			}
+			if !proto.Equal(vh.Routes[k].Raw(), wr) {
+				t.Fatalf("VirtualHosts[%d] route %d: Raw() = %v, want %v", i, j, vh.Routes[k].Raw(), wr)
+			}
+			k++
+		}
+	}
 }
 
 // checkRouteConfig asserts what a decoded route configuration promises, and
@@ -136,8 +174,8 @@ func checkRouteConfig(t *testing.T, rc *RouteConfig) {
 			checkRoute(t, r)
 		}
 		// Every route received is either kept or skipped, in order.
-		if len(vh.Routes)+len(vh.SkippedRoutes) != len(vh.Raw.GetRoutes()) {
-			t.Fatalf("%d routes kept and %d skipped of %d", len(vh.Routes), len(vh.SkippedRoutes), len(vh.Raw.GetRoutes()))
+		if n := len(vh.Raw().GetRoutes()); len(vh.Routes)+len(vh.SkippedRoutes) != n {
+			t.Fatalf("%d routes kept and %d skipped of %d", len(vh.Routes), len(vh.SkippedRoutes), n)
 		}
 		for i, s := range vh.SkippedRoutes {
 			if s.Reason == "" || (i > 0 && s.Index <= vh.SkippedRoutes[i-1].Index) {

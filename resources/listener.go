@@ -150,7 +150,7 @@ func (l *Listener) setHCM(hcm *hcmv3.HttpConnectionManager) error {
 		}
 		l.RouteConfigName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		rc, err := newRouteConfig(rs.RouteConfig)
+		rc, err := newRouteConfig(rs.RouteConfig, nil)
 		if err != nil {
 			return at("route_config", err)
 		}

@@ -316,7 +316,7 @@ func TestDecodeListenerInline(t *testing.T) {
 	if got := l.InlineRouteConfig.ClusterNames(); len(got) != 1 || got[0] != "c1" {
 		t.Errorf("inline ClusterNames = %v", got)
 	}
-	if l.InlineRouteConfig.Raw.GetName() != "inline" || l.InlineRouteConfig.Name != "inline" {
+	if l.InlineRouteConfig.Raw().GetName() != "inline" || l.InlineRouteConfig.Name != "inline" {
 		t.Errorf("inline Raw not kept")
 	}
 }

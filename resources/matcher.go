@@ -153,18 +153,26 @@ func regexStringMatcher(r *matcherv3.RegexMatcher) (StringMatcher, error) {
 	return StringMatcher{kind: StringMatchRegex, pattern: r.GetRegex(), re: re}, nil
 }
 
+// fullMatchPrefix and fullMatchSuffix anchor a pattern at both ends;
+// Route.RegexPattern takes them off again.
+const (
+	fullMatchPrefix = `^(?:`
+	fullMatchSuffix = `)$`
+)
+
 // compileFullMatch compiles an RE2 pattern (Go's regexp is RE2) that must
 // match a whole value, as Envoy's safe_regex does. Only a ')' can reach
 // out of the anchoring group and turn an invalid pattern such as "a)|(b"
 // into a valid, different expression, so a pattern holding one is parsed
 // on its own first.
+
 func compileFullMatch(pattern string) (*regexp.Regexp, error) {
 	if strings.IndexByte(pattern, ')') >= 0 {
 		if _, err := syntax.Parse(pattern, syntax.Perl); err != nil {
 			return nil, fmt.Errorf("invalid regex %q: %v", pattern, err)
 		}
 	}
-	re, err := regexp.Compile(`^(?:` + pattern + `)$`)
+	re, err := regexp.Compile(fullMatchPrefix + pattern + fullMatchSuffix)
 	if err != nil {
 		// Report the error in terms of the pattern as configured.
 		if _, perr := syntax.Parse(pattern, syntax.Perl); perr != nil {

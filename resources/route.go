@@ -136,8 +136,8 @@ type Route struct {
 	// cluster's overrides beat these, and these beat the virtual host's.
 	FilterOverrides map[string]HTTPFilterConfig
 
-	// Raw is the route as received.
-	Raw *routev3.Route
+	// raw is the route's part of the bytes received (see RouteConfig.raw).
+	raw []byte
 }
 
 // WeightedCluster is one target of a weighted_clusters action.
@@ -194,6 +194,34 @@ type HashPolicy struct {
 
 // channelIDFilterStateKey is the one filter_state key gRPC hashes on.
 const channelIDFilterStateKey = "io.grpc.channel_id"
+
+// Raw returns the route as received, for the fields Route does not model,
+// unmarshalled anew on each call as RouteConfig.Raw is; nil for a value
+// not made by the decoder.
+func (r *Route) Raw() *routev3.Route {
+	m := new(routev3.Route)
+	if r == nil || !unmarshalRaw(r.raw, m) {
+		return nil
+	}
+	return m
+}
+
+// RegexPattern returns the path regex of a PathMatchRegex route as
+// configured, without the anchors Regex adds; "" for other routes.
+func (r *Route) RegexPattern() string {
+	if r.PathMatch != PathMatchRegex || r.Regex == nil {
+		return ""
+	}
+	s := r.Regex.String()
+	// The decoder compiles ^(?:pattern)$; a Regex set by hand is returned
+	// as it is.
+	if inner, ok := strings.CutPrefix(s, fullMatchPrefix); ok {
+		if inner, ok := strings.CutSuffix(inner, fullMatchSuffix); ok {
+			return inner
+		}
+	}
+	return s
+}
 
 // MatchPath reports whether path satisfies the route's path matcher. It
 // does not look at headers, query parameters or the runtime fraction.
@@ -257,8 +285,11 @@ func (r *Route) ClusterNames() []string {
 // init fills the zero Route r from p. A route gRPC cannot use is not an
 // error (gRFC A28): init returns why it is skipped instead, and r is then
 // to be dropped.
-func (r *Route) init(p *routev3.Route, plugins *clusterPlugins) (skip string, err error) {
-	r.Name, r.RuntimeFraction, r.Raw = p.GetName(), -1, p
+func (r *Route) init(p *routev3.Route, raw []byte, plugins *clusterPlugins) (skip string, err error) {
+	if raw == nil {
+		raw = marshalOrNil(p)
+	}
+	r.Name, r.RuntimeFraction, r.raw = p.GetName(), -1, raw
 	if err := r.setMatch(p.GetMatch()); err != nil {
 		return "", at("match", err)
 	}

@@ -9,6 +9,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
@@ -206,8 +207,8 @@ func TestDecodeRouteRules(t *testing.T) {
 			}
 			_, v, err := decodeMsg(RouteConfigType, routeConfig("rc", vhost("vh", []string{"*"}, r)))
 			checkErr(t, err, tt.wantErr)
-			if err == nil && v.VirtualHosts[0].Routes[0].Raw == nil {
-				t.Error("route Raw not kept")
+			if err == nil && !proto.Equal(v.VirtualHosts[0].Routes[0].Raw(), r) {
+				t.Errorf("route Raw() = %v, want %v", v.VirtualHosts[0].Routes[0].Raw(), r)
 			}
 		})
 	}

@@ -30,8 +30,10 @@ type RouteConfig struct {
 	// supported cluster specifier plugins some route uses, by plugin name
 	// (see Route.ClusterSpecifierPlugin); nil when there are none.
 	ClusterSpecifierPlugins map[string]ClusterSpecifierConfig
-	// Raw is the message as received, for fields not modelled here.
-	Raw *routev3.RouteConfiguration
+	// raw is the serialized message, unmarshalled again by Raw: kept as
+	// bytes because the decoded message, which few callers read, is
+	// several times larger. Its virtual hosts and routes keep sub-slices.
+	raw []byte
 }
 
 // VirtualHost is one validated virtual host of a RouteConfig.
@@ -56,8 +58,9 @@ type VirtualHost struct {
 	// in Route.FilterOverrides; a route's or weighted cluster's own
 	// override of a filter beats this one.
 	FilterOverrides map[string]HTTPFilterConfig
-	// Raw is the virtual host as received.
-	Raw *routev3.VirtualHost
+	// raw is the virtual host's part of the bytes received (see
+	// RouteConfig.raw).
+	raw []byte
 }
 
 // SkippedRoute is a route of a virtual host that gRPC cannot use, left out
@@ -79,8 +82,31 @@ func (rc *RouteConfig) ResourceName() string {
 	return rc.Name
 }
 
+// Raw returns the message as received, for the fields RouteConfig does
+// not model. It is unmarshalled from the bytes received on each call: the
+// caller owns the result. A route configuration inlined in another
+// resource gives back that resource's copy of it. Raw returns nil for a
+// value not made by the decoder.
+func (rc *RouteConfig) Raw() *routev3.RouteConfiguration {
+	m := new(routev3.RouteConfiguration)
+	if rc == nil || !unmarshalRaw(rc.raw, m) {
+		return nil
+	}
+	return m
+}
+
 // Proto implements Resource; it returns Raw.
-func (rc *RouteConfig) Proto() proto.Message { return rc.Raw }
+func (rc *RouteConfig) Proto() proto.Message { return rc.Raw() }
+
+// Raw returns the virtual host as received, unmarshalled anew on each call
+// as RouteConfig.Raw is; nil for a value not made by the decoder.
+func (vh *VirtualHost) Raw() *routev3.VirtualHost {
+	m := new(routev3.VirtualHost)
+	if vh == nil || !unmarshalRaw(vh.raw, m) {
+		return nil
+	}
+	return m
+}
 
 // ClusterNames returns every cluster some route of some virtual host can
 // send a request to, sorted and without duplicates.
@@ -115,7 +141,7 @@ func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
 	if m.GetName() == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	rc, err := newRouteConfig(m)
+	rc, err := newRouteConfig(m, body.GetValue())
 	if err != nil {
 		return m.GetName(), nil, err
 	}
@@ -123,17 +149,22 @@ func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
 }
 
 // newRouteConfig validates a RouteConfiguration, either a resource of its
-// own or one inlined in a Listener.
-func newRouteConfig(m *routev3.RouteConfiguration) (*RouteConfig, error) {
-	rc := &RouteConfig{Name: m.GetName(), Raw: m}
+// own or one inlined in a Listener; raw is m serialized, or nil for an
+// inlined one, which is then serialized here.
+func newRouteConfig(m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, error) {
+	if raw == nil {
+		raw = marshalOrNil(m)
+	}
+	rc := &RouteConfig{Name: m.GetName(), raw: raw}
 	plugins, err := newClusterPlugins(m.GetClusterSpecifierPlugins())
 	if err != nil {
 		return nil, err
 	}
 	vhs := m.GetVirtualHosts()
 	rc.VirtualHosts = make([]*VirtualHost, len(vhs))
+	vhBytes := fieldCursor{b: raw, num: vhostsField}
 	for i, p := range vhs {
-		vh, err := newVirtualHost(p, plugins)
+		vh, err := newVirtualHost(p, vhBytes.next(), plugins)
 		if err != nil {
 			return nil, at(index("virtual_hosts", i), err)
 		}
@@ -145,16 +176,19 @@ func newRouteConfig(m *routev3.RouteConfiguration) (*RouteConfig, error) {
 
 // newVirtualHost validates a virtual host of a route configuration whose
 // cluster specifier plugins are plugins (nil for a virtual host that came
-// alone, over VHDS).
-func newVirtualHost(p *routev3.VirtualHost, plugins *clusterPlugins) (*VirtualHost, error) {
+// alone, over VHDS); raw is p serialized, nil if not at hand.
+func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins) (*VirtualHost, error) {
 	if p == nil {
 		return nil, errors.New("missing")
+	}
+	if raw == nil {
+		raw = marshalOrNil(p)
 	}
 	vh := &VirtualHost{
 		Name:        p.GetName(),
 		Domains:     p.GetDomains(),
 		RetryPolicy: p.GetRetryPolicy(),
-		Raw:         p,
+		raw:         raw,
 	}
 	if len(vh.Domains) == 0 {
 		return nil, fieldErrorf("domains", "must not be empty")
@@ -172,9 +206,10 @@ func newVirtualHost(p *routev3.VirtualHost, plugins *clusterPlugins) (*VirtualHo
 	// One allocation for all routes of the virtual host.
 	backing := make([]Route, len(routes))
 	vh.Routes = make([]*Route, 0, len(routes))
+	routeBytes := fieldCursor{b: raw, num: routesField}
 	for i, rp := range routes {
 		r := &backing[i]
-		skip, err := r.init(rp, plugins)
+		skip, err := r.init(rp, routeBytes.next(), plugins)
 		if err != nil {
 			return nil, at(index("routes", i), err)
 		}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -74,7 +75,7 @@ func TestDecodeRouteConfigRules(t *testing.T) {
 			if name != rc.GetName() {
 				t.Errorf("name = %q, want %q", name, rc.GetName())
 			}
-			if err == nil && (v.Name != rc.GetName() || v.Raw == nil || len(v.VirtualHosts) != len(rc.GetVirtualHosts())) {
+			if err == nil && (v.Name != rc.GetName() || !proto.Equal(v.Raw(), rc) || len(v.VirtualHosts) != len(rc.GetVirtualHosts())) {
 				t.Errorf("value = %+v does not reflect the input", v)
 			}
 		})
@@ -101,14 +102,14 @@ func TestDecodeRouteConfigValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc.ResourceName() != "rc" || rc.Proto() != rc.Raw {
+	if rc.ResourceName() != "rc" || !proto.Equal(rc.Proto(), in) {
 		t.Error("ResourceName/Proto do not reflect the value")
 	}
 	if len(rc.VirtualHosts) != 2 {
 		t.Fatalf("got %d virtual hosts", len(rc.VirtualHosts))
 	}
 	a := rc.VirtualHosts[0]
-	if a.Name != "a" || !reflect.DeepEqual(a.Domains, []string{"a.com", "*.a.com"}) || len(a.Routes) != 2 || a.Raw == nil {
+	if a.Name != "a" || !reflect.DeepEqual(a.Domains, []string{"a.com", "*.a.com"}) || len(a.Routes) != 2 || !proto.Equal(a.Raw(), in.VirtualHosts[0]) {
 		t.Errorf("virtual host a = %+v", a)
 	}
 	if a.RetryPolicy.GetRetryOn() != "unavailable" {

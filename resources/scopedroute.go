@@ -85,7 +85,7 @@ func (s *ScopedRouteConfig) init(m *routev3.ScopedRouteConfiguration) error {
 	case inline != nil && m.GetRouteConfigurationName() != "":
 		return fieldErrorf("route_configuration", "set with route_configuration_name (want one of them)")
 	case inline != nil:
-		rc, err := newRouteConfig(inline)
+		rc, err := newRouteConfig(inline, nil)
 		if err != nil {
 			return at("route_configuration", err)
 		}

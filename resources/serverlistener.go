@@ -343,7 +343,7 @@ func (fc *FilterChain) setHCM(hcm *hcmv3.HttpConnectionManager, filters []HTTPFi
 		}
 		fc.RouteConfigName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		rc, err := newRouteConfig(rs.RouteConfig)
+		rc, err := newRouteConfig(rs.RouteConfig, nil)
 		if err != nil {
 			return at("route_config", err)
 		}

@@ -28,8 +28,6 @@ type VirtualHostResource struct {
 	// VirtualHost is the validated virtual host, as it would be in a
 	// RouteConfig: FindVirtualHost and the route matchers work on it.
 	VirtualHost *VirtualHost
-	// Raw is the message as received (also VirtualHost.Raw).
-	Raw *routev3.VirtualHost
 }
 
 // ResourceName implements Resource.
@@ -40,8 +38,17 @@ func (v *VirtualHostResource) ResourceName() string {
 	return v.Name
 }
 
+// Raw returns the message as received, unmarshalled anew on each call (it
+// is VirtualHost.Raw); nil for a value not made by the decoder.
+func (v *VirtualHostResource) Raw() *routev3.VirtualHost {
+	if v == nil {
+		return nil
+	}
+	return v.VirtualHost.Raw()
+}
+
 // Proto implements Resource; it returns Raw.
-func (v *VirtualHostResource) Proto() proto.Message { return v.Raw }
+func (v *VirtualHostResource) Proto() proto.Message { return v.Raw() }
 
 // RouteConfigName returns the route configuration the virtual host belongs
 // to by the VHDS naming convention: Name up to its last '/' (a host cannot
@@ -66,9 +73,9 @@ func decodeVirtualHost(body *anypb.Any) (string, *VirtualHostResource, error) {
 	if name == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	vh, err := newVirtualHost(m, nil)
+	vh, err := newVirtualHost(m, body.GetValue(), nil)
 	if err != nil {
 		return name, nil, err
 	}
-	return name, &VirtualHostResource{Name: name, VirtualHost: vh, Raw: m}, nil
+	return name, &VirtualHostResource{Name: name, VirtualHost: vh}, nil
 }

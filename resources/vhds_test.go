@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -49,7 +50,7 @@ func TestDecodeVirtualHostRules(t *testing.T) {
 				}
 				return
 			}
-			if v.Name != vh.GetName() || v.Raw == nil || v.VirtualHost == nil || v.VirtualHost.Raw != v.Raw ||
+			if v.Name != vh.GetName() || !proto.Equal(v.Raw(), vh) || v.VirtualHost == nil ||
 				len(v.VirtualHost.Routes) != len(vh.GetRoutes()) {
 				t.Errorf("value = %+v does not reflect the input", v)
 			}
@@ -71,13 +72,13 @@ func TestDecodeVirtualHostMatchesRouteConfig(t *testing.T) {
 	}
 	want := rc.VirtualHosts[0]
 	g, w := *got.VirtualHost, *want
-	g.Raw, w.Raw = nil, nil
+	g.raw, w.raw = nil, nil
 	if !reflect.DeepEqual(g.Domains, w.Domains) || g.Name != w.Name || len(g.Routes) != len(w.Routes) {
 		t.Fatalf("VHDS virtual host %+v, in a route config %+v", g, w)
 	}
 	for i := range g.Routes {
 		gr, wr := *g.Routes[i], *w.Routes[i]
-		gr.Raw, wr.Raw = nil, nil
+		gr.raw, wr.raw = nil, nil
 		if !reflect.DeepEqual(gr, wr) {
 			t.Errorf("route %d: VHDS %+v, in a route config %+v", i, gr, wr)
 		}
@@ -99,7 +100,7 @@ func TestVirtualHostResourceValue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.ResourceName() != tt.name || v.Proto() != v.Raw || v.VirtualHost.Name != tt.name {
+		if v.ResourceName() != tt.name || !proto.Equal(v.Proto(), v.Raw()) || v.VirtualHost.Name != tt.name {
 			t.Errorf("%q: ResourceName/Proto do not reflect the value", tt.name)
 		}
 		if got := v.RouteConfigName(); got != tt.routeConfig {

@@ -38,7 +38,7 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 	}
 	sub, unsub, send, more := ts.deltaChangesLocked()
 	if !send {
-		clear(ts.pendingUnsub)
+		ts.pendingUnsub = emptied(ts.pendingUnsub)
 		ts.subsChanged = false
 		return nil, nil, r
 	}

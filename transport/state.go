@@ -130,6 +130,13 @@ func newTypeState(typeURL string) *typeState {
 // before the addition reached the server cancels out; a name removed and
 // added again before the removal did is held back (see resubscribe).
 func (ts *typeState) updateLocked(add, remove []string) {
+	if len(add) > 64 && len(add) >= len(ts.names) {
+		// A whole tree's names at once (10,000 clusters from one route
+		// configuration): sized once, the sets do not grow by doubling,
+		// each step leaving the last table behind.
+		ts.names = withRoom(ts.names, len(add))
+		ts.pendingSub = withRoom(ts.pendingSub, len(add))
+	}
 	for _, n := range remove {
 		if name, ok := paramKey(n); ok && ts.wantedLocked(n) {
 			ts.removeLocked(n)
@@ -200,8 +207,8 @@ func (ts *typeState) addLocked(n string) {
 // built and about to be sent: the names held back in resubscribe can go in
 // the next request, for which it sets subsChanged.
 func (ts *typeState) sentLocked() {
-	clear(ts.pendingSub)
-	clear(ts.pendingUnsub)
+	ts.pendingSub = emptied(ts.pendingSub)
+	ts.pendingUnsub = emptied(ts.pendingUnsub)
 	ts.subsChanged = false
 	ts.sentOnStream = true
 	for n := range ts.resubscribe {
@@ -224,8 +231,8 @@ func (ts *typeState) resetForStreamLocked(initialVersions map[string]string) {
 	}
 	clear(ts.resubscribe)
 	ts.subsChanged = len(ts.names) > 0
-	clear(ts.pendingUnsub)
-	clear(ts.pendingSub)
+	ts.pendingUnsub = emptied(ts.pendingUnsub)
+	clear(ts.pendingSub) // filled again at once
 	for n := range ts.names {
 		ts.pendingSub[n] = struct{}{}
 	}
@@ -290,6 +297,27 @@ func (ts *typeState) sortedNamesLocked() []string {
 	}
 	ts.sorted = sortedKeys(ts.names)
 	return ts.sorted
+}
+
+// withRoom returns m, or a copy of it with room for n more keys.
+func withRoom(m map[string]struct{}, n int) map[string]struct{} {
+	out := make(map[string]struct{}, len(m)+n)
+	for k := range m {
+		out[k] = struct{}{}
+	}
+	return out
+}
+
+// emptied returns m empty: cleared if small, a new map if not. A cleared
+// map keeps its table, and the pending changes of a type are large only
+// when a whole tree's names go out at once: kept, that table would be a
+// second copy of the subscription set's size for the rest of the run.
+func emptied(m map[string]struct{}) map[string]struct{} {
+	if len(m) > 64 {
+		return make(map[string]struct{})
+	}
+	clear(m)
+	return m
 }
 
 func sortedKeys(m map[string]struct{}) []string {

@@ -93,7 +93,7 @@ func (ts *typeState) deltaChangesLocked() (sub, unsub []string, send, more bool)
 // it subscribed are on their way and the legacy form is over, but the
 // removal of the wildcard is still to be sent.
 func (ts *typeState) halfSentLocked() {
-	clear(ts.pendingSub)
+	ts.pendingSub = emptied(ts.pendingSub)
 	ts.namedOnStream = true
 	ts.subsChanged = true
 }

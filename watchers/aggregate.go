@@ -2,6 +2,7 @@ package watchers
 
 import (
 	"fmt"
+	"iter"
 	"net"
 	"slices"
 	"strconv"
@@ -14,27 +15,32 @@ import (
 // the clusters the routes name, down through aggregate clusters, to the
 // endpoints of EDS clusters. It marks what it reaches as needed, starting
 // watches for what is new, and writes a ClusterConfig for every cluster
-// it can resolve.
+// it can resolve. What it notes per cluster (the memo, the routes naming
+// it, the users of endpoints) lives in the tree's nodes, stamped with the
+// pass's gen, so that a pass allocates little beyond the ClusterConfigs.
 type pass struct {
 	t *tree
-	// memo holds the result of each cluster walked in this pass, so that a
-	// cluster many aggregate clusters share (a diamond) is walked once.
-	memo map[string]*result
 	// path is the chain of aggregate clusters being walked, outermost
 	// first: a child already on it closes a cycle.
 	path []string
 	// out becomes Snapshot.Clusters if the tree is complete.
 	out map[string]*ClusterConfig
-	// edsUsers maps each EDS service name to the clusters in out that
-	// fetch their endpoints under it (see tree.edsUsers).
-	edsUsers map[string][]string
+	// aggPending: an aggregate cluster waits for some cluster or
+	// endpoints below it (see tree.buildingLocked).
+	aggPending bool
+	// soft: the walk is of the ClusterSet's clusters, whose needs do not
+	// hold the snapshot back (see needLocked).
+	soft bool
 }
 
 // result is what walking one cluster found. At most one of pending, err
 // and cutAt is set; none means the cluster is resolved, usable or not.
+// Results are shared and never modified.
 type result struct {
-	// leaves are the cluster's leaf clusters: itself for a leaf.
+	// leaves are an aggregate cluster's leaf clusters; nil for a leaf,
+	// whose one leaf is itself (leaf is then true).
 	leaves []string
+	leaf   bool
 	// height counts the clusters on the longest chain from this one down
 	// to a leaf, 1 for a leaf.
 	height int
@@ -50,43 +56,65 @@ type result struct {
 	cutAt int
 }
 
-// routes walks the clusters the routes of vh can send to, and returns
-// them. Routes whose action does not forward (redirects, direct
-// responses, ...) name none.
-func (p *pass) routes(vh *resources.VirtualHost) (roots map[string]bool) {
-	roots = make(map[string]bool)
-	// Not Route.ClusterNames: it dedupes a route's weighted clusters by
-	// scanning, which is quadratic in their number; roots dedupes here.
-	for _, r := range vh.Routes {
-		if r.Action != resources.RouteActionRoute {
+// The results of most walks, shared rather than allocated per cluster.
+var (
+	leafResult    = &result{leaf: true, height: 1}
+	pendingResult = &result{pending: true}
+)
+
+// routes walks the clusters the routes of vh can send to, and marks them
+// as the routes' clusters (see tree.rootMark).
+func (p *pass) routes(vh *resources.VirtualHost) {
+	t := p.t
+	t.mark++
+	mark, roots := t.mark, 0
+	for name := range routeClusters(vh) {
+		n := t.clusterLocked(name)
+		if n.rootMark == mark {
 			continue
 		}
-		if r.Cluster != "" {
-			p.root(r.Cluster, roots)
-		}
-		for _, wc := range r.WeightedClusters {
-			p.root(wc.Name, roots)
-		}
+		n.rootMark = mark
+		roots++
+		p.root(n)
 	}
-	return roots
+	t.rootMark, t.roots = mark, roots
 }
 
-// root walks a cluster that a route, or the tree's ClusterSet, sends
-// requests to, once per pass (roots holds those walked).
-func (p *pass) root(name string, roots map[string]bool) {
-	if roots[name] {
-		return
-	}
-	roots[name] = true
-	if res := p.visit(name, 1); res.cutAt > 0 {
+// root walks n, a cluster a route or the tree's ClusterSet sends requests
+// to.
+func (p *pass) root(n *clusterNode) {
+	if res := p.visitNode(n, 1); res.cutAt > 0 {
 		// Too deep from the route, wherever else the chain may be
-		// reachable from: the route's cluster carries the error,
-		// since it is the one the consumer looks up.
-		p.out[name] = &ClusterConfig{
-			Name:    name,
-			Cluster: p.t.clusters[name].value,
+		// reachable from: the route's cluster carries the error, since
+		// it is the one the consumer looks up.
+		p.out[n.name] = &ClusterConfig{
+			Name:    n.name,
+			Cluster: n.value,
 			Err: fmt.Errorf("%w: the clusters below %q go more than %d deep",
-				ErrAggregateTooDeep, name, MaxAggregateDepth),
+				ErrAggregateTooDeep, n.name, MaxAggregateDepth),
+		}
+	}
+}
+
+// routeClusters yields the clusters the routes of vh can send to, a
+// cluster once per route naming it. Routes whose action does not forward
+// (redirects, direct responses, ...) name none. Not Route.ClusterNames: it
+// dedupes a route's weighted clusters by scanning, which is quadratic in
+// their number; the callers dedupe by marking the clusters' nodes.
+func routeClusters(vh *resources.VirtualHost) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, r := range vh.Routes {
+			if r.Action != resources.RouteActionRoute {
+				continue
+			}
+			if r.Cluster != "" && !yield(r.Cluster) {
+				return
+			}
+			for _, wc := range r.WeightedClusters {
+				if !yield(wc.Name) {
+					return
+				}
+			}
 		}
 	}
 }
@@ -99,11 +127,17 @@ func (p *pass) visit(name string, depth int) *result {
 		// long, costs the client at most MaxAggregateDepth watches.
 		return &result{cutAt: depth}
 	}
+	return p.visitNode(p.t.clusterLocked(name), depth)
+}
+
+func (p *pass) visitNode(n *clusterNode, depth int) *result {
+	name := n.name
 	if i := slices.Index(p.path, name); i >= 0 {
 		cycle := append(slices.Clone(p.path[i:]), name)
 		return &result{err: fmt.Errorf("%w: %s", ErrAggregateCycle, strings.Join(cycle, " → "))}
 	}
-	if m := p.memo[name]; m != nil {
+	if n.memoGen == p.t.gen {
+		m := n.memo
 		switch {
 		case m.cutAt == 0 && (m.pending || m.err != nil || depth+m.height-1 <= MaxAggregateDepth):
 			return m
@@ -116,54 +150,66 @@ func (p *pass) visit(name string, depth int) *result {
 		// Cut off when reached deeper before; from here the chain may
 		// fit, so walk it again.
 	}
-	r := p.walk(name, depth)
-	p.memo[name] = r
+	r := p.walk(n, depth)
+	n.memoGen, n.memo = p.t.gen, r
 	return r
 }
 
 // walk resolves one cluster, marking its resources needed.
-func (p *pass) walk(name string, depth int) *result {
+func (p *pass) walk(n *clusterNode, depth int) *result {
 	t := p.t
-	cw := t.clusterWatchLocked(name)
-	cw.neededGen = t.gen
+	t.walked++
+	needLocked(t, &n.watch, p.soft)
+	var e *edsNode
 	switch {
-	case !cw.received:
-		return &result{pending: true}
-	case !cw.has:
-		// Missing, deleted or invalid: a leaf in error, since what kind
-		// of cluster it would be is unknown.
-		p.out[name] = &ClusterConfig{Name: name, Err: cw.err}
-		return &result{leaves: []string{name}, height: 1}
+	case !n.received:
+		return pendingResult
+	case n.has && n.value.Kind == resources.ClusterKindAggregate:
+		return p.aggregate(n.name, n.value, depth)
+	case n.has && n.value.Kind == resources.ClusterKindEDS:
+		e = t.endpointsWatchLocked(n.value.EDSServiceName(), n)
+		t.needEndpointsLocked(e, p.soft)
+		e.addUserLocked(t.gen, n)
 	}
-	c := cw.value
+	cc := leafConfig(n, e)
+	if cc == nil {
+		return pendingResult
+	}
+	p.out[n.name] = cc
+	return leafResult
+}
+
+// leafConfig returns the ClusterConfig of n, a cluster received that is
+// not an aggregate, or nil if it waits for its endpoints, e for an EDS
+// cluster. A cluster missing, deleted or invalid is a leaf in error, since
+// what kind of cluster it would be is unknown. Called with tree.mu held.
+func leafConfig(n *clusterNode, e *edsNode) *ClusterConfig {
+	name := n.name
+	if !n.has {
+		return &ClusterConfig{Name: name, Err: n.err}
+	}
+	c := n.value
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		ew := t.endpointsWatchLocked(c.EDSServiceName())
-		ew.neededGen = t.gen
-		if !ew.received {
-			return &result{pending: true}
+		if e == nil || !e.received {
+			return nil
 		}
 		cc := &ClusterConfig{Name: name, Cluster: c}
-		if ew.has {
-			cc.Endpoints = ew.value
+		if e.has {
+			cc.Endpoints = e.value
 		} else {
-			cc.Err = ew.err
+			cc.Err = e.err
 		}
-		p.out[name] = cc
-		svc := c.EDSServiceName()
-		p.edsUsers[svc] = append(p.edsUsers[svc], name)
+		return cc
 	case resources.ClusterKindLogicalDNS:
-		p.out[name] = &ClusterConfig{
-			Name:       name,
-			Cluster:    c,
-			DNSAddress: net.JoinHostPort(c.DNSHost, strconv.FormatUint(uint64(c.DNSPort), 10)),
-		}
-	case resources.ClusterKindAggregate:
-		return p.aggregate(name, c, depth)
-	default:
-		p.out[name] = &ClusterConfig{Name: name, Cluster: c, Err: fmt.Errorf("cluster %q: kind %v is not supported", name, c.Kind)}
+		return &ClusterConfig{Name: name, Cluster: c, DNSAddress: dnsAddress(c)}
 	}
-	return &result{leaves: []string{name}, height: 1}
+	return &ClusterConfig{Name: name, Cluster: c, Err: fmt.Errorf("cluster %q: kind %v is not supported", name, c.Kind)}
+}
+
+// dnsAddress is the host:port of a LOGICAL_DNS cluster.
+func dnsAddress(c *resources.Cluster) string {
+	return net.JoinHostPort(c.DNSHost, strconv.FormatUint(uint64(c.DNSPort), 10))
 }
 
 // aggregate resolves an aggregate cluster from its children, in priority
@@ -196,6 +242,13 @@ func (p *pass) aggregate(name string, c *resources.Cluster, depth int) *result {
 			height = max(height, r.height)
 			// A leaf reached twice (a diamond) keeps its first, highest
 			// priority place.
+			if r.leaf {
+				if !seen[child] {
+					seen[child] = true
+					leaves = append(leaves, child)
+				}
+				continue
+			}
 			for _, l := range r.leaves {
 				if !seen[l] {
 					seen[l] = true
@@ -207,7 +260,8 @@ func (p *pass) aggregate(name string, c *resources.Cluster, depth int) *result {
 	p.path = p.path[:len(p.path)-1]
 	switch {
 	case pending:
-		return &result{pending: true}
+		p.aggPending = true
+		return pendingResult
 	case err != nil:
 		p.out[name] = &ClusterConfig{Name: name, Cluster: c, Err: err}
 		return &result{err: err}

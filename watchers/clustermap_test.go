@@ -36,8 +36,7 @@ func TestClusterMap(t *testing.T) {
 				want["cluster-0"] = repl
 				shared := 0
 				for i := range m.shards {
-					if len(m.shards[i]) > 0 && len(next.shards[i]) > 0 && &m.shards[i] != &next.shards[i] &&
-						fmt.Sprintf("%p", m.shards[i]) == fmt.Sprintf("%p", next.shards[i]) {
+					if len(m.shards[i].entries()) > 0 && m.shards[i] == next.shards[i] {
 						shared++
 					}
 				}
@@ -57,7 +56,7 @@ func TestClusterMap(t *testing.T) {
 func countNonEmpty(m ClusterMap) int {
 	k := 0
 	for _, s := range m.shards {
-		if len(s) > 0 {
+		if len(s.entries()) > 0 {
 			k++
 		}
 	}
@@ -92,5 +91,95 @@ func checkClusterMap(t *testing.T, m ClusterMap, want map[string]*ClusterConfig)
 	m.All()(func(string, *ClusterConfig) bool { calls++; return false })
 	if want := min(1, m.Len()); calls != want {
 		t.Fatalf("All called yield %d times after it returned false, want %d", calls, want)
+	}
+}
+
+// Changes names exactly the clusters whose ClusterConfig pointer differs,
+// whether the new map was made from the old (shared shards) or built on
+// its own (a pass of the tree), in both directions.
+func TestClusterMapChanges(t *testing.T) {
+	for _, n := range []int{0, 1, 17, 1000, 70000} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			base := make(map[string]*ClusterConfig, n)
+			for i := range n {
+				name := fmt.Sprintf("cluster-%d", i)
+				base[name] = &ClusterConfig{Name: name}
+			}
+			m := NewClusterMap(base)
+			changes := func(next, old ClusterMap) []string {
+				return slices.Sorted(next.Changes(old))
+			}
+			if got := changes(m, m); len(got) != 0 {
+				t.Errorf("a map against itself: %q, want none", got)
+			}
+			// Made from m: one replaced, one added.
+			next := m.With("added", &ClusterConfig{Name: "added"})
+			want := []string{"added"}
+			if n > 0 {
+				next = next.With("cluster-0", &ClusterConfig{Name: "cluster-0", DNSAddress: "x:1"})
+				want = []string{"added", "cluster-0"}
+			}
+			if got := changes(next, m); !slices.Equal(got, want) {
+				t.Errorf("made with With: %q, want %q", got, want)
+			}
+			if got := changes(m, next); !slices.Equal(got, want) {
+				t.Errorf("backwards (the added one gone): %q, want %q", got, want)
+			}
+			// Built on its own, as a pass of the tree builds it: every
+			// unchanged pointer kept, one cluster gone, one replaced, one
+			// added.
+			rebuilt := maps.Clone(base)
+			want = []string{"new"}
+			rebuilt["new"] = &ClusterConfig{Name: "new"}
+			if n > 1 {
+				delete(rebuilt, "cluster-1")
+				rebuilt["cluster-0"] = &ClusterConfig{Name: "cluster-0", DNSAddress: "y:1"}
+				want = []string{"cluster-0", "cluster-1", "new"}
+			}
+			if got := changes(NewClusterMap(rebuilt), m); !slices.Equal(got, want) {
+				t.Errorf("built anew: %q, want %q", got, want)
+			}
+			if got := changes(NewClusterMap(base), m); len(got) != 0 {
+				t.Errorf("the same entries built anew: %q, want none", got)
+			}
+			if got := changes(ClusterMap{}, m); len(got) != n {
+				t.Errorf("the empty map against m: %d names, want %d", len(got), n)
+			}
+			// A yield that returns false is the last.
+			calls := 0
+			NewClusterMap(rebuilt).Changes(m)(func(string) bool { calls++; return false })
+			if calls != 1 {
+				t.Errorf("Changes called yield %d times after it returned false, want 1", calls)
+			}
+		})
+	}
+}
+
+// BenchmarkClusterMapChanges measures finding the one cluster that changed
+// between a map and the next version made from it with With, as for one
+// endpoint update of the tree: the cost of one shard, however large the
+// map.
+func BenchmarkClusterMapChanges(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			m := make(map[string]*ClusterConfig, n)
+			for i := range n {
+				name := fmt.Sprintf("cluster-%d", i)
+				m[name] = &ClusterConfig{Name: name}
+			}
+			old := NewClusterMap(m)
+			next := old.With("cluster-7", &ClusterConfig{Name: "cluster-7", DNSAddress: "x:1"})
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				k := 0
+				for range next.Changes(old) {
+					k++
+				}
+				if k != 1 {
+					b.Fatalf("%d changes, want 1", k)
+				}
+			}
+		})
 	}
 }

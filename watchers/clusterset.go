@@ -74,7 +74,8 @@ func (s *ClusterSet) names() []string {
 }
 
 // attach makes s tell t of its changes; t's first pass, started by its
-// listener watch, reads the names added before.
+// listener watch, reads the names added before. Called with t.mu held
+// (lock order: tree.mu, then ClusterSet.mu).
 func (s *ClusterSet) attach(t *tree) {
 	if s == nil {
 		return
@@ -97,17 +98,24 @@ func (s *ClusterSet) detach(t *tree) {
 	s.mu.Unlock()
 }
 
-// extras walks the clusters of the tree's ClusterSet that are not among
-// the routes' (roots). Like gRPC's dynamic cluster subscriptions, they do
-// not hold the snapshot back: the pass has counted what is unresolved
-// before, so one still arriving is just left out of the snapshot, and a
-// later pass brings it. Callbacks may then find tree.unresolved below the
-// true count of a watch only the set needs; that costs a pass, which
-// counts again, never a wrong snapshot.
-func (p *pass) extras(roots map[string]bool) {
-	for _, name := range p.t.extra.names() {
-		p.root(name, roots)
+// setClusters walks the clusters of the tree's ClusterSet, after the
+// routes' (a cluster both name is the routes', walked once). Like gRPC's
+// dynamic cluster subscriptions they do not hold the snapshot back: their
+// needs are soft (see needLocked), so one still arriving is just left out
+// of the snapshot, and its arrival, which unresolved does not wait for,
+// runs the pass that brings it in (see completeLocked). They are not
+// marked as the routes' clusters: a route configuration naming the same
+// clusters still replaces only itself, the set's being unchanged.
+func (p *pass) setClusters() {
+	names := p.t.extra.names()
+	if len(names) == 0 {
+		return
 	}
+	p.soft = true
+	for _, name := range names {
+		p.root(p.t.clusterLocked(name))
+	}
+	p.soft = false
 }
 
 // nudge has the tree walked again, with the set's names as they are then.

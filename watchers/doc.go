@@ -49,10 +49,15 @@
 //
 // A change of endpoints, the usual update of a large tree, does not walk
 // the tree: the ClusterConfigs of the clusters fetching them are replaced
-// in the snapshot in force. [Snapshot].Clusters is a [ClusterMap], an
-// immutable map whose next version shares every part but the one changed,
-// so an update of one cluster in ten thousand costs what one cluster costs.
-// A change of shape (a route, a cluster's kind or children) walks the tree
+// in the snapshot in force. Nor does a change of a cluster that keeps its
+// kind, EDS service name or children (only its ClusterConfig is replaced),
+// or a route configuration whose routes name the same clusters.
+// [Snapshot].Clusters is a [ClusterMap], an immutable map whose next
+// version shares every part but the one changed, so an update of one
+// cluster in ten thousand costs what one cluster costs. A change of shape
+// (routes naming other clusters, a cluster's kind or children) walks the
+// tree once; clusters and endpoints arriving after that walk are resolved
+// one by one as they come, so a tree's first snapshot walks each cluster
 // once.
 //
 // # Aggregate clusters

@@ -12,24 +12,21 @@ import (
 // latest tree nor the snapshot in force uses.
 //
 // The walk is the whole tree, so it runs only when the tree may have
-// changed shape or may be complete (see tree.unresolved). Watches started
+// changed shape, or may be complete and no earlier pass began its snapshot
+// (see tree.unresolved and patch.go). Watches started
 // here from inside a client callback reach the server together: the client
 // sends the subscriptions made while handling one response as one request
 // per type.
 func (t *tree) passLocked() outcome {
 	t.gen++
-	t.listener.neededGen = t.gen
-	// Sized for the tree as it stands; out becomes the snapshot's
-	// ClusterMap, and edsUsers what patchEndpointsLocked patches it by.
-	p := &pass{
-		t:        t,
-		memo:     make(map[string]*result, len(t.clusters)),
-		out:      make(map[string]*ClusterConfig, len(t.clusters)),
-		edsUsers: make(map[string][]string, len(t.endpoints)),
-	}
+	t.unresolved = 0
+	t.build = nil
+	needLocked(t, t.listener, false)
+	// Sized for the tree as it stands: out becomes the snapshot's
+	// ClusterMap.
+	p := &pass{t: t, out: make(map[string]*ClusterConfig, len(t.clusters))}
 
 	var (
-		roots   map[string]bool
 		rc      *resources.RouteConfig
 		vh      *resources.VirtualHost
 		treeErr error
@@ -47,7 +44,7 @@ func (t *tree) passLocked() outcome {
 		rc = l.value.InlineRouteConfig
 	default:
 		rw := t.routeWatchLocked(l.value.RouteConfigName)
-		rw.neededGen = t.gen
+		needLocked(t, rw, false)
 		switch {
 		case !rw.received:
 		case !rw.has:
@@ -61,12 +58,9 @@ func (t *tree) passLocked() outcome {
 		if vh == nil {
 			treeErr = fmt.Errorf("%w %q in RouteConfiguration %q", ErrNoVirtualHost, t.authority, rc.Name)
 		} else {
-			roots = p.routes(vh)
+			p.routes(vh)
+			p.setClusters()
 		}
-	}
-	t.unresolved = t.countUnresolvedLocked()
-	if roots != nil {
-		p.extras(roots) // after the count: see there
 	}
 
 	var o outcome
@@ -75,14 +69,19 @@ func (t *tree) passLocked() outcome {
 		// Nothing of the old snapshot is worth keeping: the tree as a
 		// whole is broken until the listener or route config changes.
 		t.last = nil
-		t.keepLocked(false)
+		t.settleLocked(keepNone)
 		if msg := treeErr.Error(); msg != t.lastErr {
 			t.lastErr = msg
 			o.resErr = treeErr
 		}
 	case t.unresolved > 0:
 		// Incomplete: the snapshot in force, if any, stays, and so do
-		// the watches it uses.
+		// the watches it uses. If only routes' clusters are missing,
+		// the callbacks complete this pass's snapshot as they arrive.
+		t.settleLocked(keepAsIs)
+		if vh != nil && !p.aggPending {
+			t.build, t.buildGen, t.buildRC, t.buildVH = p.out, t.gen, rc, vh
+		}
 	default:
 		// After a ResourceError last is nil, so even a snapshot equal to
 		// the one before the error is delivered again.
@@ -90,66 +89,8 @@ func (t *tree) passLocked() outcome {
 			t.last, t.lastErr = s, ""
 			o.update = s
 		}
-		t.lastGen, t.edsUsers = t.gen, p.edsUsers
-		t.keepLocked(true)
+		t.lastGen = t.gen
+		t.settleLocked(keepLatest)
 	}
-	t.sweepLocked()
 	return o
-}
-
-// countUnresolvedLocked counts the watches the latest tree needs that have
-// delivered nothing yet.
-func (t *tree) countUnresolvedLocked() int {
-	n := 0
-	if !t.listener.received {
-		n++
-	}
-	n += countUnresolved(t.routes, t.gen)
-	n += countUnresolved(t.clusters, t.gen)
-	n += countUnresolved(t.endpoints, t.gen)
-	return n
-}
-
-func countUnresolved[T resources.Resource](ws map[string]*watch[T], gen uint64) int {
-	n := 0
-	for _, w := range ws {
-		if w.neededGen == gen && !w.received {
-			n++
-		}
-	}
-	return n
-}
-
-// keepLocked records which watches the snapshot in force uses: those the
-// latest tree needs when that tree has just become the snapshot in force
-// (needed true), none when no snapshot is in force.
-func (t *tree) keepLocked(needed bool) {
-	keep(t.routes, t.gen, needed)
-	keep(t.clusters, t.gen, needed)
-	keep(t.endpoints, t.gen, needed)
-}
-
-func keep[T resources.Resource](ws map[string]*watch[T], gen uint64, needed bool) {
-	for _, w := range ws {
-		w.kept = needed && w.neededGen == gen
-	}
-}
-
-// sweepLocked drops the watches that neither the latest tree nor the
-// snapshot in force uses. The client unsubscribes from a name once its
-// last watcher is gone.
-func (t *tree) sweepLocked() {
-	sweep(t.routes, t.gen)
-	sweep(t.clusters, t.gen)
-	sweep(t.endpoints, t.gen)
-}
-
-func sweep[T resources.Resource](ws map[string]*watch[T], gen uint64) {
-	for name, w := range ws {
-		if w.neededGen != gen && !w.kept {
-			w.live = false
-			w.cancel()
-			delete(ws, name)
-		}
-	}
 }

@@ -40,11 +40,12 @@ type tree struct {
 	// by mu.
 	nudging func()
 
-	// The watches, by resource name. Guarded by mu.
+	// The watches, by resource name: a cluster's watch lives in its
+	// clusterNode, an EDS service name's in its edsNode. Guarded by mu.
 	listener  *watch[*resources.Listener]
 	routes    map[string]*watch[*resources.RouteConfig]
-	clusters  map[string]*watch[*resources.Cluster]
-	endpoints map[string]*watch[*resources.Endpoints]
+	clusters  map[string]*clusterNode
+	endpoints map[string]*edsNode
 
 	// gen numbers the passes over the tree (see pass.go); a watch whose
 	// neededGen is gen is needed by the latest tree. Guarded by mu.
@@ -63,14 +64,29 @@ type tree struct {
 	last    *Snapshot
 	lastErr string
 	// lastGen is the gen of the pass that made last (or found it still
-	// current), and edsUsers maps each EDS service name of that pass's tree
-	// to the clusters fetching their endpoints under it. While lastGen ==
-	// gen the tree cannot have changed shape (with nothing unresolved,
-	// every change of a needed resource passes), so a change of endpoints
-	// only replaces the ClusterConfigs of their users: see
-	// patchEndpointsLocked. Guarded by mu.
-	lastGen  uint64
-	edsUsers map[string][]string
+	// current); the edsNodes stamped with it list the clusters of that
+	// pass's tree fetching their endpoints. While lastGen == gen the tree
+	// cannot have changed shape (every change that could alter it walks it
+	// again), so a change of endpoints or of a cluster only replaces the
+	// ClusterConfigs it concerns: see patch.go. Guarded by mu.
+	lastGen uint64
+	// build is the snapshot the latest pass began, to be completed as the
+	// parts it lacked arrive, if buildGen == gen; buildRC and buildVH are
+	// the route configuration and virtual host that pass found. See
+	// buildingLocked. Guarded by mu.
+	build    map[string]*ClusterConfig
+	buildGen uint64
+	buildRC  *resources.RouteConfig
+	buildVH  *resources.VirtualHost
+	// mark numbers the scans of routes (a pass's, sameRootsLocked's);
+	// the clusters the routes of the latest tree name carry rootMark in
+	// clusterNode.rootMark, and there are roots of them. Guarded by mu.
+	mark, rootMark uint64
+	roots          int
+	// walked counts the clusters passes have walked, so that tests can
+	// tell an update that walked the tree from one that did not (see
+	// export_test.go). Guarded by mu.
+	walked int
 	// outage holds the watches that reported the current loss of the
 	// management server. The client tells each watcher once per outage;
 	// the user hears of it once per tree: a second report from the same
@@ -83,22 +99,25 @@ type tree struct {
 // tree.mu.
 type watch[T resources.Resource] struct {
 	// Read-only after startWatch.
-	t       *tree
-	name    string
-	changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome
+	t    *tree
+	name string
 
 	cancel func()
+	value  T
+	err    error
+	// neededGen == tree.gen: the latest tree needs this resource.
+	neededGen uint64
 	// live is false once the tree dropped the watch: callbacks already
 	// queued by the client then find it stale.
 	live bool
 	// received: an update or a resource error arrived; the resource is
-	// resolved, usable (has) or not (err).
+	// resolved, usable (has, value) or not (err).
 	received bool
 	has      bool
-	value    T
-	err      error
-	// neededGen == tree.gen: the latest tree needs this resource.
-	neededGen uint64
+	// soft: the latest tree needs this resource only for a cluster of its
+	// ClusterSet, which does not hold a snapshot back, so unresolved does
+	// not count it (see needLocked). Meaningful while neededGen == gen.
+	soft bool
 	// kept: the snapshot in force uses this resource, so it is kept until
 	// a new snapshot replaces that one (make-before-break).
 	kept bool
@@ -117,17 +136,37 @@ type outcome struct {
 	update  *Snapshot
 }
 
-// startWatch starts a client watch whose events update the returned watch
-// and then call changed, which says what to tell the TreeWatcher. first is
-// true for the first event. Called with t.mu held.
+// startWatch starts a client watch whose events update w and then tell the
+// tree (see changedLocked). w is zero memory, usually part of a larger
+// record (clusterNode, edsNode), and never a watch used before: the client
+// may still hold callbacks for a dropped watch, which must find it stale.
+// Called with t.mu held.
 //
-// The watch is itself the client's Watcher and changed is a method
-// expression of tree, so that a tree of 10,000 clusters does not make
-// closures for each of its 20,000 watches.
-func startWatch[T resources.Resource](t *tree, typ *resources.Type[T], name string, changed func(t *tree, w *watch[T], first bool, prev T, prevHas bool) outcome) *watch[T] {
-	w := &watch[T]{t: t, name: name, changed: changed, live: true}
+// The watch is itself the client's Watcher, so that a tree of 10,000
+// clusters does not make closures for each of its 20,000 watches.
+func startWatch[T resources.Resource](t *tree, w *watch[T], typ *resources.Type[T], name string) *watch[T] {
+	*w = watch[T]{t: t, name: name, live: true}
 	w.cancel = client.Watch(t.c, typ, name, w)
 	return w
+}
+
+// changedLocked tells the tree that w changed (first is true for its first
+// event; prev and prevHas are what it held before) and returns what to
+// tell the TreeWatcher. The kind of resource picks the tree's callback: a
+// type switch rather than a function in each of 20,000 watches.
+func changedLocked[T resources.Resource](w *watch[T], first bool, prev T, prevHas bool) outcome {
+	t := w.t
+	switch w := any(w).(type) {
+	case *watch[*resources.Listener]:
+		return t.listenerChangedLocked(w, first, any(prev).(*resources.Listener), prevHas)
+	case *watch[*resources.RouteConfig]:
+		return t.routeChangedLocked(w, first, any(prev).(*resources.RouteConfig), prevHas)
+	case *watch[*resources.Cluster]:
+		return t.clusterChangedLocked(w, first, any(prev).(*resources.Cluster), prevHas)
+	case *watch[*resources.Endpoints]:
+		return t.endpointsChangedLocked(w, first, any(prev).(*resources.Endpoints), prevHas)
+	}
+	return outcome{} // the tree watches no other kind
 }
 
 // Update implements client.Watcher.
@@ -147,7 +186,7 @@ func (w *watch[T]) updateLocked(v T) outcome {
 	first, prev, prevHas := !w.received, w.value, w.has
 	w.received, w.has, w.value, w.err = true, true, v, nil
 	clear(t.outage)
-	return w.changed(t, w, first, prev, prevHas)
+	return changedLocked(w, first, prev, prevHas)
 }
 
 func (w *watch[T]) resourceErrorLocked(err error) outcome {
@@ -171,7 +210,7 @@ func (w *watch[T]) resourceErrorLocked(err error) outcome {
 	if !errors.Is(err, client.ErrServerUnavailable) {
 		clear(t.outage)
 	}
-	return w.changed(t, w, first, prev, prevHas)
+	return changedLocked(w, first, prev, prevHas)
 }
 
 func (w *watch[T]) ambientErrorLocked(err error) outcome {
@@ -235,9 +274,12 @@ func (t *tree) listenerChangedLocked(*watch[*resources.Listener], bool, *resourc
 	return t.passLocked()
 }
 
-func (t *tree) routeChangedLocked(w *watch[*resources.RouteConfig], _ bool, _ *resources.RouteConfig, _ bool) outcome {
+func (t *tree) routeChangedLocked(w *watch[*resources.RouteConfig], _ bool, prev *resources.RouteConfig, prevHas bool) outcome {
 	if w.neededGen != t.gen {
 		return outcome{} // the route config of a snapshot being replaced
+	}
+	if w.has && prevHas && t.last != nil && t.lastGen == t.gen && t.last.RouteConfig == prev {
+		return t.patchRoutesLocked(w.value)
 	}
 	return t.passLocked()
 }
@@ -247,81 +289,53 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 		return outcome{}
 	}
 	if first {
-		t.unresolved--
-		if !w.has {
-			return t.passIfResolvedLocked()
+		resolvedLocked(t, w)
+		if w.has && w.value.Kind == resources.ClusterKindAggregate {
+			return t.passLocked() // its children need the walk
 		}
-		switch w.value.Kind {
-		case resources.ClusterKindEDS:
+		n := t.clusters[w.name]
+		var e *edsNode
+		if w.has && w.value.Kind == resources.ClusterKindEDS {
 			// The one thing a new EDS cluster adds to the tree is its
 			// endpoints: add them here rather than walk the whole tree
 			// for each of a thousand clusters arriving together.
-			t.needLocked(t.endpointsWatchLocked(w.value.EDSServiceName()))
-			return t.passIfResolvedLocked()
-		case resources.ClusterKindLogicalDNS:
-			return t.passIfResolvedLocked()
+			e = t.endpointsWatchLocked(w.value.EDSServiceName(), n)
+			t.needEndpointsLocked(e, w.soft)
+			e.addUserLocked(t.gen, n)
 		}
-		return t.passLocked() // an aggregate: its children need the walk
+		t.resolveLocked(n, e)
+		return t.completeLocked()
 	}
 	if prevHas != w.has || (w.has && !sameEdges(prev, w.value)) {
 		return t.passLocked()
 	}
-	return t.passIfResolvedLocked()
+	if t.last != nil && t.lastGen == t.gen {
+		return t.patchClusterLocked(w)
+	}
+	if t.buildingLocked() {
+		if old := t.build[w.name]; old != nil {
+			t.build[w.name] = patchedConfig(old, w)
+		}
+	}
+	return t.completeLocked()
 }
 
 func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool, _ *resources.Endpoints, _ bool) outcome {
 	if w.neededGen != t.gen {
 		return outcome{}
 	}
+	e := t.endpoints[w.name]
 	if first {
-		t.unresolved--
+		resolvedLocked(t, w)
 	} else if t.last != nil && t.lastGen == t.gen {
-		return t.patchEndpointsLocked(w)
+		return t.patchEndpointsLocked(e)
 	}
-	return t.passIfResolvedLocked()
-}
-
-// patchEndpointsLocked makes the next snapshot when only the endpoints of
-// w changed and the snapshot in force is the latest tree's: the
-// ClusterConfigs of the clusters fetching those endpoints are replaced and
-// every other part is kept, which is what a pass would find, without
-// walking thousands of clusters to change one. The new snapshot's
-// ClusterMap shares all but the replaced entries' shards with the old one,
-// so the cost follows the size of the change, not of the tree.
-func (t *tree) patchEndpointsLocked(w *watch[*resources.Endpoints]) outcome {
-	clusters, changed := t.last.Clusters, false
-	for _, name := range t.edsUsers[w.name] {
-		old := clusters.Get(name)
-		if old == nil || old.Cluster == nil {
-			continue // cannot happen: the pass put every user in the snapshot
+	if t.buildingLocked() && e.usersGen == t.gen {
+		for n := range e.usersAll() {
+			t.resolveLocked(n, e)
 		}
-		cc := &ClusterConfig{Name: name, Cluster: old.Cluster}
-		if w.has {
-			cc.Endpoints = w.value
-		} else {
-			cc.Err = w.err
-		}
-		if cc.sameAs(old) {
-			continue
-		}
-		clusters, changed = clusters.with(name, cc), true
 	}
-	if !changed {
-		return outcome{}
-	}
-	l := t.last
-	t.last = &Snapshot{Listener: l.Listener, RouteConfig: l.RouteConfig, VirtualHost: l.VirtualHost, Clusters: clusters}
-	return outcome{update: t.last}
-}
-
-// passIfResolvedLocked walks the tree only if it may be complete: a change
-// that does not alter which resources the tree needs cannot complete a
-// tree that still waits for some.
-func (t *tree) passIfResolvedLocked() outcome {
-	if t.unresolved > 0 {
-		return outcome{}
-	}
-	return t.passLocked()
+	return t.completeLocked()
 }
 
 // sameEdges reports whether two versions of a cluster lead to the same
@@ -339,45 +353,6 @@ func sameEdges(a, b *resources.Cluster) bool {
 	return true
 }
 
-func (t *tree) routeWatchLocked(name string) *watch[*resources.RouteConfig] {
-	w := t.routes[name]
-	if w == nil {
-		w = startWatch(t, resources.RouteConfigType, name, (*tree).routeChangedLocked)
-		t.routes[name] = w
-	}
-	return w
-}
-
-func (t *tree) clusterWatchLocked(name string) *watch[*resources.Cluster] {
-	w := t.clusters[name]
-	if w == nil {
-		w = startWatch(t, resources.ClusterType, name, (*tree).clusterChangedLocked)
-		t.clusters[name] = w
-	}
-	return w
-}
-
-func (t *tree) endpointsWatchLocked(name string) *watch[*resources.Endpoints] {
-	w := t.endpoints[name]
-	if w == nil {
-		w = startWatch(t, resources.EndpointsType, name, (*tree).endpointsChangedLocked)
-		t.endpoints[name] = w
-	}
-	return w
-}
-
-// needLocked marks w as needed by the latest tree between two passes,
-// keeping unresolved exact.
-func (t *tree) needLocked(w *watch[*resources.Endpoints]) {
-	if w.neededGen == t.gen {
-		return
-	}
-	w.neededGen = t.gen
-	if !w.received {
-		t.unresolved++
-	}
-}
-
 // cancel stops the tree: no callback of the TreeWatcher starts once it has
 // returned, and every client watch of the tree is dropped.
 func (t *tree) cancel() {
@@ -389,18 +364,19 @@ func (t *tree) cancel() {
 	t.stopped = true
 	t.canceled.Store(true)
 	t.extra.detach(t)
-	cancels := []func(){t.listener.cancel}
+	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+len(t.endpoints))
+	cancels = append(cancels, t.listener.cancel)
 	if t.nudging != nil {
 		cancels = append(cancels, t.nudging)
 	}
 	for _, w := range t.routes {
 		cancels = append(cancels, w.cancel)
 	}
-	for _, w := range t.clusters {
-		cancels = append(cancels, w.cancel)
+	for _, n := range t.clusters {
+		cancels = append(cancels, n.cancel)
 	}
-	for _, w := range t.endpoints {
-		cancels = append(cancels, w.cancel)
+	for _, e := range t.endpoints {
+		cancels = append(cancels, e.cancel)
 	}
 	t.routes, t.clusters, t.endpoints, t.last = nil, nil, nil, nil
 	t.mu.Unlock()

@@ -119,14 +119,20 @@ func (f TreeWatcherFuncs) AmbientError(err error) {
 // may be called from any goroutine, w's callbacks included; it drops every
 // watch the tree holds, and once it returns no callback of w starts.
 func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) (cancel func()) {
+	return sync.OnceFunc(watchConfigTree(c, listenerName, opts, w).cancel)
+}
+
+// watchConfigTree starts the tree of WatchConfigTree; tests reach its
+// counters through export_test.go.
+func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) *tree {
 	t := &tree{
 		c:         c,
 		authority: opts.Authority,
 		w:         w,
 		extra:     opts.Clusters,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
-		clusters:  make(map[string]*watch[*resources.Cluster]),
-		endpoints: make(map[string]*watch[*resources.Endpoints]),
+		clusters:  make(map[string]*clusterNode),
+		endpoints: make(map[string]*edsNode),
 		outage:    make(map[any]bool),
 	}
 	if t.authority == "" {
@@ -135,8 +141,11 @@ func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
-	t.listener = startWatch(t, resources.ListenerType, listenerName, (*tree).listenerChangedLocked)
-	t.mu.Unlock()
+	// Attached first, under mu: a cluster added to the set from now on
+	// nudges the tree, whose nudge waits for mu, and so for the listener
+	// watch it replays; one added before is read by the first pass.
 	t.extra.attach(t)
-	return sync.OnceFunc(t.cancel)
+	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName)
+	t.mu.Unlock()
+	return t
 }

@@ -106,7 +106,7 @@ func TestListenerDeletedKeptWithoutFailOnDataErrors(t *testing.T) {
 
 	e.update(testutils.Resources{})
 	// The server is told of the deletion as an ambient error, and says so.
-	e.waitWarning("serving goes on")
+	e.waitWarning("serving goes on with the Listener held listener=" + lis.GetName())
 	if err := call(e.ctx, e.dial(), sayHello); err != nil {
 		t.Errorf("after the deletion, a new channel: %v, want served", err)
 	}

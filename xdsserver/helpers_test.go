@@ -2,6 +2,7 @@ package xdsserver_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -114,15 +115,22 @@ type env struct {
 	warnings chan string
 }
 
-// warnings is a slog.Handler that hands each record's message to a
-// channel, so that a test can wait for a log line as an event.
+// warnings is a slog.Handler that hands each record to a channel as its
+// message followed by its attributes (" key=value"), so that a test can wait
+// for a log line as an event and check what it names.
 type warnings struct{ ch chan string }
 
 func (w warnings) Enabled(context.Context, slog.Level) bool { return true }
 
 func (w warnings) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
 	select {
-	case w.ch <- r.Message:
+	case w.ch <- b.String():
 	default:
 	}
 	return nil

@@ -288,7 +288,7 @@ func (l *listener) onListenerError(err error) { l.notServing(err) }
 // server not marked fail_on_data_errors. Serving goes on, but the operator
 // is told, since the server no longer follows its configuration.
 func (l *listener) onListenerAmbientError(err error) {
-	l.s.logf("Listener %q: %v; serving goes on with the configuration held", l.name, err)
+	l.s.warn("serving goes on with the Listener held", "listener", l.name, "error", err)
 }
 
 // notServing drops every Listener version held: new connections are
@@ -387,7 +387,7 @@ func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
 		}
 		cs, err := newChainSecurity(l.s.opts.bootstrap, fc)
 		if err != nil {
-			l.s.logf("filter chain %q of Listener %q: %v; its connections are refused", fc.Name, l.name, err)
+			l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
 			continue
 		}
 		g.sec[fc] = cs

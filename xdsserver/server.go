@@ -278,12 +278,14 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 	return srv
 }
 
-func (s *GRPCServer) logf(format string, args ...any) {
+// warn logs a warning as a structured record, so that operators can filter
+// on the Listener's name rather than parse a message.
+func (s *GRPCServer) warn(msg string, args ...any) {
 	l := s.opts.logger
 	if l == nil {
 		l = slog.Default()
 	}
-	l.Warn("xdsserver: " + fmt.Sprintf(format, args...))
+	l.Warn("xdsserver: "+msg, args...)
 }
 
 // reportMode tells the callback of a mode change. It is only called from
