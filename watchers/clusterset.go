@@ -171,3 +171,48 @@ func (n *nudgeWatcher) fire() {
 	}
 	t.deliver(o)
 }
+
+// steadyLocked reports whether the snapshot in force is the latest tree's
+// and complete but for clusters of the ClusterSet still arriving, each of
+// which the set names itself: no aggregate cluster waits for one. Then a
+// set cluster arriving (or its endpoints) only adds its own ClusterConfig
+// to the snapshot, which is what a pass would find.
+func (t *tree) steadyLocked() bool {
+	return t.last != nil && t.lastGen == t.gen && t.unresolved == 0 && t.aggPendingGen != t.gen
+}
+
+// addSetClusterLocked makes the next snapshot, in a steady tree, when a
+// cluster of the ClusterSet that is not an aggregate arrived (n, with e
+// its edsNode if it is an EDS cluster) or the endpoints e of some arrived
+// (n nil): each such cluster now resolved joins the snapshot, without a
+// walk of the tree. One still waiting for its endpoints stays out.
+func (t *tree) addSetClusterLocked(n *clusterNode, e *edsNode) outcome {
+	l := t.last
+	clusters, changed := l.Clusters, false
+	add := func(n *clusterNode) {
+		cc := leafConfig(n, e)
+		if cc == nil {
+			return
+		}
+		// As settleLocked(keepLatest) would: the snapshot in force
+		// uses them now.
+		n.kept = true
+		if e != nil {
+			e.kept = true
+		}
+		clusters, changed = clusters.with(n.name, cc), true
+	}
+	switch {
+	case n != nil:
+		add(n)
+	case e.usersGen == t.gen:
+		for u := range e.usersAll() {
+			add(u)
+		}
+	}
+	if !changed {
+		return outcome{}
+	}
+	t.last = &Snapshot{Listener: l.Listener, RouteConfig: l.RouteConfig, VirtualHost: l.VirtualHost, Clusters: clusters}
+	return outcome{update: t.last}
+}

@@ -78,7 +78,10 @@
 // include it once it has arrived or is known missing; one still arriving
 // holds no snapshot back (as gRPC's dynamic cluster subscriptions, gRFC
 // A74). A change of the set is applied on the client's callback
-// goroutine, as every change of the tree is.
+// goroutine, as every change of the tree is, by one walk of the tree; a
+// cluster of the set and its endpoints arriving after it join the
+// snapshot in force without another, unless an aggregate cluster waits
+// for them.
 //
 // # Subscriptions
 //

@@ -63,6 +63,10 @@ func (t *tree) passLocked() outcome {
 		}
 	}
 
+	if p.aggPending {
+		t.aggPendingGen = t.gen
+	}
+
 	var o outcome
 	switch {
 	case treeErr != nil:

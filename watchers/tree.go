@@ -78,6 +78,9 @@ type tree struct {
 	buildGen uint64
 	buildRC  *resources.RouteConfig
 	buildVH  *resources.VirtualHost
+	// aggPendingGen is the gen of the latest pass that left an aggregate
+	// cluster waiting for something below it. Guarded by mu.
+	aggPendingGen uint64
 	// mark numbers the scans of routes (a pass's, sameRootsLocked's);
 	// the clusters the routes of the latest tree name carry rootMark in
 	// clusterNode.rootMark, and there are roots of them. Guarded by mu.
@@ -303,6 +306,9 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 			t.needEndpointsLocked(e, w.soft)
 			e.addUserLocked(t.gen, n)
 		}
+		if w.soft && t.steadyLocked() {
+			return t.addSetClusterLocked(n, e)
+		}
 		t.resolveLocked(n, e)
 		return t.completeLocked()
 	}
@@ -327,6 +333,9 @@ func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool
 	e := t.endpoints[w.name]
 	if first {
 		resolvedLocked(t, w)
+		if w.soft && t.steadyLocked() {
+			return t.addSetClusterLocked(nil, e)
+		}
 	} else if t.last != nil && t.lastGen == t.gen {
 		return t.patchEndpointsLocked(e)
 	}
