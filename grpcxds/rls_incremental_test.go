@@ -1,14 +1,17 @@
 package grpcxds
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/balancer"
+	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -79,4 +82,70 @@ func TestRLSTargetClustersAcrossUpdates(t *testing.T) {
 	if got, want := cc.liveAddrs(), []string{"10.0.0.4:80"}; !slices.Equal(got, want) {
 		t.Errorf("SubConns %q, want %q", got, want)
 	}
+}
+
+// An update keeping the virtual host and route configuration keeps the
+// RLS policies as they are: no map of pickers is made, no policy is given
+// its configuration again. Before, each update of endpoints did both.
+func TestRLSPluginsKeptAcrossUpdates(t *testing.T) {
+	t.Parallel()
+	a, err := testutils.RouteLookupClusterSpecifier(`{"grpcKeybuilders": [{"names": [{"service": "s"}]}],
+		"lookupService": "dns:///localhost:1", "lookupServiceTimeout": "10s", "cacheSizeBytes": "1000"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := parseRLSPlugin(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vh := &resources.VirtualHost{Routes: []*resources.Route{
+		{Action: resources.RouteActionRoute, ClusterSpecifierPlugin: "rls"},
+		{Action: resources.RouteActionRoute, Cluster: "plain"},
+	}}
+	rc := &resources.RouteConfig{VirtualHosts: []*resources.VirtualHost{vh}, ClusterSpecifierPlugins: map[string]resources.ClusterSpecifierConfig{"rls": cfg}}
+	snap := &watchers.Snapshot{RouteConfig: rc, VirtualHost: vh, Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{
+		"plain": edsConfig("plain", "10.0.0.1:80"),
+	})}
+	cc := &recordingCC{live: make(map[string]bool)}
+	b := newStuckBalancer(&cc.stuckCC, &manualClock{now: time.Unix(1000, 0)}, time.Minute)
+	b.cc = metricsCC{cc}
+	defer b.Close()
+	apply := func(snap *watchers.Snapshot) {
+		t.Helper()
+		if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(snap)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pickers := func() map[string]balancer.Picker {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.rls.pickers
+	}
+	apply(snap)
+	before := pickers()
+	b.mu.Lock()
+	pl := b.rls.plugins["rls"]
+	b.mu.Unlock()
+	if pl == nil || pl.bal == nil {
+		t.Fatal("no RLS policy for the plugin the route names")
+	}
+
+	apply(&watchers.Snapshot{RouteConfig: rc, VirtualHost: vh, Clusters: snap.Clusters.With("plain", edsConfig("plain", "10.0.0.2:80"))})
+	if after := pickers(); reflect.ValueOf(after).UnsafePointer() != reflect.ValueOf(before).UnsafePointer() {
+		t.Error("an update of endpoints made the RLS pickers anew")
+	}
+	b.mu.Lock()
+	same := b.rls.plugins["rls"] == pl
+	b.mu.Unlock()
+	if !same {
+		t.Error("an update of endpoints replaced the RLS policy")
+	}
+}
+
+// metricsCC is a recordingCC with the metrics recorder the RLS policy
+// registers with when built; it records nothing.
+type metricsCC struct{ *recordingCC }
+
+func (metricsCC) MetricsRecorder() estats.MetricsRecorder {
+	return estats.UnimplementedMetricsRecorder{}
 }

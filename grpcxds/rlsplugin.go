@@ -53,6 +53,10 @@ type rlsState struct {
 	// roots are the clusters of targets that the balancer holds because
 	// the snapshot has them (a route may name them too).
 	roots map[string]struct{}
+	// vh and rc are the virtual host and route configuration plugins
+	// were last started for (updatePlugins); nil for none.
+	vh *resources.VirtualHost
+	rc *resources.RouteConfig
 	// set is the resolver's ClusterSet, and releases the entries the
 	// balancer holds in it, one per cluster with targets.
 	set      *watchers.ClusterSet
@@ -262,7 +266,21 @@ func (t *rlsTarget) tell() {
 // updatePlugins starts, updates and stops the RLS policies for the
 // plugins that the routes of snap use (none for nil). It runs after mu is
 // released: the RLS policy calls the balancer while it takes the update.
+// A snapshot keeping the virtual host and route configuration, the usual
+// update, keeps the plugins and costs a look at two pointers.
 func (b *xdsBalancer) updatePlugins(snap *watchers.Snapshot) {
+	var vh *resources.VirtualHost
+	var rc *resources.RouteConfig
+	if snap != nil {
+		vh, rc = snap.VirtualHost, snap.RouteConfig
+	}
+	b.mu.Lock()
+	if b.closed || (vh == b.rls.vh && rc == b.rls.rc) {
+		b.mu.Unlock()
+		return
+	}
+	b.rls.vh, b.rls.rc = vh, rc
+	b.mu.Unlock()
 	var want map[string]*rlsPluginConfig
 	if snap != nil && snap.VirtualHost != nil && snap.RouteConfig != nil && len(snap.RouteConfig.ClusterSpecifierPlugins) > 0 {
 		// Routes are looked at only where some route has a plugin: a
@@ -339,6 +357,7 @@ func (r *rlsState) closeLocked() []balancer.Balancer {
 		release()
 	}
 	r.plugins, r.pickers, r.targets, r.releases, r.roots = nil, nil, nil, nil, nil
+	r.vh, r.rc = nil, nil
 	r.published.Store(nil)
 	return out
 }
