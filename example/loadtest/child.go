@@ -26,8 +26,8 @@ const childCommand = "__loadtest_client"
 
 // Client implementations a child can run.
 const (
-	implGoxds = "goxds"   // goxds client + config-tree watcher
-	implGRPC  = "grpc-go" // grpc-go's xDS resolver, without a channel
+	implGoxds = "goxds"   // goxds client + config-tree watcher (with -channel: a grpcxds channel)
+	implGRPC  = "grpc-go" // grpc-go's xDS resolver, without a channel (with -channel: its channel)
 	// implBare (bare.go) decodes and ACKs, the reference a client is
 	// compared with.
 )
@@ -39,6 +39,7 @@ type usage struct {
 	// info is what the client says of its own state (snapshots seen,
 	// clusters in error), for the log.
 	info string
+	at   time.Time // when the parent had the answer
 }
 
 // selfUsage returns the CPU time (getrusage) and the peak RSS of this
@@ -71,6 +72,10 @@ type child struct {
 	// killedAt is the RSS at which the watchdog killed the process, 0 if
 	// it did not.
 	killedAt atomic.Int64
+	// lastBusy is when the last settle saw the child's last CPU use: the
+	// end of its last 50 ms window with 1 ms or more. Read after settle,
+	// on settle's goroutine.
+	lastBusy time.Time
 }
 
 // startChild starts a client of impl that reads its bootstrap from
@@ -171,11 +176,37 @@ func (c *child) usage() (usage, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return usage{}, fmt.Errorf("client said %q: %w", line, err)
 	}
-	u := usage{cpu: time.Duration(cpu), maxRSS: rss}
+	u := usage{cpu: time.Duration(cpu), maxRSS: rss, at: time.Now()}
 	if len(f) == 4 {
 		u.info = f[3]
 	}
 	return u, nil
+}
+
+// probe asks a channel child for one RPC to the route of cluster i, and
+// returns the address that served it and how long the RPC took.
+func (c *child) probe(i int) (servedAt string, took time.Duration, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := fmt.Fprintf(c.stdin, "probe %d\n", i); err != nil {
+		return "", 0, fmt.Errorf("asking the client for a probe: %w (stderr: %s)", err, c.stderr)
+	}
+	line, err := c.stdout.ReadString('\n')
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the client's probe: %w (stderr: %s)", err, c.stderr)
+	}
+	f := strings.SplitN(strings.TrimSpace(line), " ", 4)
+	switch {
+	case len(f) == 4 && f[0] == "probe" && f[1] == "ok":
+		ns, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return "", 0, fmt.Errorf("client said %q: %w", line, err)
+		}
+		return f[2], time.Duration(ns), nil
+	case len(f) >= 2 && f[0] == "probe" && f[1] == "error":
+		return "", 0, fmt.Errorf("RPC to the route of %s: %s", clusterName(i), strings.TrimSpace(strings.TrimPrefix(line, "probe error")))
+	}
+	return "", 0, fmt.Errorf("client said %q", line)
 }
 
 // startProfile makes the child start its CPU profile now, if it was given
@@ -199,6 +230,7 @@ func (c *child) settle(limit time.Duration, logf func(string, ...any)) (u usage,
 		return usage{}, false, err
 	}
 	quiet := 0
+	c.lastBusy = start
 	for time.Now().Before(deadline) {
 		if time.Now().After(nextLog) {
 			logf("    still busy after %v: CPU %v, peak RSS %s", time.Since(start).Round(time.Second), prev.cpu.Round(time.Millisecond), fmtBytes(prev.maxRSS))
@@ -213,6 +245,7 @@ func (c *child) settle(limit time.Duration, logf func(string, ...any)) (u usage,
 			quiet++
 		} else {
 			quiet = 0
+			c.lastBusy = time.Now()
 		}
 		if quiet == 3 {
 			return u, false, nil
@@ -299,16 +332,27 @@ func childMain(args []string) int {
 	// included, the same for every client) is nobody's client's.
 	base, _ := selfUsage()
 	var (
-		info func() string
-		stop func()
-		err  error
+		info  func() string
+		stop  func()
+		err   error
+		probe = func(string) string { return "error not a channel" }
 	)
-	switch impl {
-	case implGoxds:
+	channel := os.Getenv(envChannel) != ""
+	var files uint64
+	if channel {
+		want, _ := strconv.ParseUint(os.Getenv(envFiles), 10, 64)
+		files = raiseFileLimit(want)
+	}
+	switch {
+	case impl == implGoxds && channel:
+		info, probe, stop, err = runGoxdsChannel(listener, files)
+	case impl == implGRPC && channel:
+		info, probe, stop, err = runGRPCChannel(listener, files)
+	case impl == implGoxds:
 		info, stop, err = runGoxds(listener)
-	case implGRPC:
+	case impl == implGRPC:
 		info, stop, err = runGRPC(listener)
-	case implBare:
+	case impl == implBare:
 		info, stop, err = runBare(listener)
 	default:
 		err = fmt.Errorf("unknown client %q", impl)
@@ -327,6 +371,13 @@ func childMain(args []string) int {
 	for in.Scan() {
 		if in.Text() == "profile" {
 			profile()
+			continue
+		}
+		if arg, ok := strings.CutPrefix(in.Text(), "probe "); ok {
+			fmt.Fprintf(out, "probe %s\n", probe(arg))
+			if err := out.Flush(); err != nil {
+				return 1
+			}
 			continue
 		}
 		if in.Text() != "usage" {

@@ -50,7 +50,7 @@ func measureFloors(w *world) floors {
 	lds, rds, cds, eds := resp(ldsURL), resp(rdsURL), resp(cdsURL), resp(edsURL)
 	one, err := proto.Marshal(&discoveryv3.DeltaDiscoveryResponse{
 		TypeUrl: edsURL, Nonce: "1",
-		Resources: []*discoveryv3.Resource{{Name: clusterName(0), Version: "v", Resource: mustAny(endpoints(0, w.m, 1))}},
+		Resources: []*discoveryv3.Resource{{Name: clusterName(0), Version: "v", Resource: mustAny(w.endpointsAt(0, 1))}},
 	})
 	if err != nil {
 		panic(err)

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -19,11 +21,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// The small matrix runs end to end, both clients, both protocols, so that
+// The small matrix runs end to end, both clients, both protocols, both
+// cache modes, and channels to reachable, unreachable and refused backends, so that
 // the harness cannot rot: every cell reaches full config (run fails if
 // goxds does not; grpc-go's row must not be a lower bound), updates are
 // ACKed (run fails otherwise), nothing is NACKed, delta reconnects without
-// resending, and the table has its ratio rows.
+// resending, channels connect every endpoint and apply every round, and
+// the table has its ratio rows.
 func TestQuickMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts client processes")
@@ -31,12 +35,13 @@ func TestQuickMatrix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
-	if err := run(ctx, []string{"-quick", "-timeout", "30s"}, &out, &log); err != nil {
+	rep, err := runMatrix(ctx, []string{"-quick", "-timeout", "30s", "-ack-timeout", "10s"}, &out, &log)
+	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
 	}
 	table := out.String()
 	t.Logf("\n%s", table)
-	for _, want := range []string{"goxds/grpc-go", "reconnect: 0 of 202 resources sent again"} {
+	for _, want := range []string{"goxds/grpc-go", "goxds/bare", "reconnect: 0 of 202 resources sent again"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q", want)
 		}
@@ -45,7 +50,8 @@ func TestQuickMatrix(t *testing.T) {
 		t.Errorf("grpc-go did not reach full config in the quick matrix")
 	}
 	// A client row ends with 14 columns, the client's name first ("goxds",
-	// or "grpc-go (SotW)" whose second word counts) and the NACKs ninth.
+	// or "grpc-go (SotW)" and "bare (reference)" whose second word counts)
+	// and the NACKs ninth.
 	rows := 0
 	for _, line := range strings.Split(table, "\n") {
 		f := strings.Fields(line)
@@ -53,7 +59,7 @@ func TestQuickMatrix(t *testing.T) {
 			continue
 		}
 		cols := f[len(f)-14:]
-		if cols[0] != "goxds" && cols[0] != "(SotW)" {
+		if cols[0] != "goxds" && cols[0] != "(SotW)" && cols[0] != "(reference)" {
 			continue
 		}
 		rows++
@@ -61,9 +67,10 @@ func TestQuickMatrix(t *testing.T) {
 			t.Errorf("%s NACKs in %q", cols[8], line)
 		}
 	}
-	if rows != 6 { // three cells, a goxds and a grpc-go row each
-		t.Errorf("found %d client rows in the table, want 6", rows)
+	if rows != 18 { // seven cells, a goxds and a grpc-go row each; the four without a channel a bare row too
+		t.Errorf("found %d client rows in the table, want 18", rows)
 	}
+	checkModes(t, rep)
 	// Progress, one line per client run (the log is not a terminal), each
 	// saying where in the matrix it is.
 	var progress []string
@@ -72,8 +79,14 @@ func TestQuickMatrix(t *testing.T) {
 			progress = append(progress, line)
 		}
 	}
-	if len(progress) != 5 || !strings.HasPrefix(progress[4], "run 5/5 of the matrix") {
-		t.Errorf("progress lines %q, want runs 1/5 to 5/5 (grpc-go for two world sizes, goxds for three cells)", progress)
+	// grpc-go once for each world size, cache mode and channel mode (6),
+	// goxds once per cell (7), bare once per cell without a channel (4);
+	// each run says when it ends how long it took.
+	if len(progress) != 17 || !strings.HasPrefix(progress[16], "run 17/17 of the matrix") {
+		t.Errorf("progress lines %q, want runs 1/17 to 17/17", progress)
+	}
+	if took := strings.Count(log.String(), "\n  took "); took != 17 {
+		t.Errorf("%d runs said how long they took, want 17", took)
 	}
 	// goxds subscribes to the 100 clusters in one request per type, and
 	// grpc-go one name at a time: the request counts tell them apart.
@@ -104,6 +117,119 @@ func TestRatios(t *testing.T) {
 	}{{1, 127, "1/127"}, {1, 2, "1/2.0"}, {3, 2, "1.50×"}, {0, 5, "-"}} {
 		if got := ratio(c.a, c.b); got != c.want {
 			t.Errorf("ratio(%d, %d) = %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}
+
+// checkModes checks the report of the quick matrix cell by cell: each mode
+// has the rows it should, and a channel cell measured what it says.
+func checkModes(t *testing.T, rep *report) {
+	t.Helper()
+	modes := map[string]int{}
+	for _, l := range rep.lines {
+		modes[l.c.cache+"/"+l.c.channel]++
+		rows := []*result{l.baseline, l.mine}
+		switch {
+		case l.c.channel == "":
+			// The bare client runs beside goxds where there is no channel.
+			rows = append(rows, l.bare)
+		case l.bare != nil:
+			t.Errorf("%s: the bare client ran in a channel cell", l.c)
+		}
+		for _, x := range rows {
+			if x == nil {
+				t.Errorf("%s: a client row is missing", l.c)
+				continue
+			}
+			if x.cache != l.c.cache || x.channel != l.c.channel {
+				t.Errorf("%s: %s ran with cache %q, channel %q", l.c, x.impl, x.cache, x.channel)
+			}
+			if x.incomplete || x.nacks != 0 {
+				t.Errorf("%s: %s incomplete %v, %d NACKs", l.c, x.impl, x.incomplete, x.nacks)
+			}
+			if l.c.channel == "" {
+				continue
+			}
+			if l.c.channel == backendsRefused {
+				// Nothing to connect to, nothing seen at the backends:
+				// only the ACKs and the CPU are measured.
+				if x.wantHosts != 0 || x.applied != 0 || x.rounds != 5 || x.acked != 5 || x.cpuMed <= 0 || x.probe != "-" {
+					t.Errorf("%s: %s endpoints %d, rounds %d, ACKed %d, applied %d, CPU per round %v, probe %q; want 5 rounds ACKed, nothing applied, no probe",
+						l.c, x.impl, x.wantHosts, x.rounds, x.acked, x.applied, x.cpuMed, x.probe)
+				}
+				continue
+			}
+			// Every endpoint connected, every round ACKed and applied
+			// (a connection to one of the cluster's new endpoints).
+			if x.wantHosts != l.c.n*l.c.m || x.connectedHosts != x.wantHosts || x.connected <= 0 {
+				t.Errorf("%s: %s connected %d of %d endpoints (want %d) in %v", l.c, x.impl, x.connectedHosts, x.wantHosts, l.c.n*l.c.m, x.connected)
+			}
+			if x.rounds != 5 || x.acked != 5 || x.applied != 5 || x.applyMed <= 0 || x.applyMax < x.applyMed || x.cpuMed <= 0 {
+				t.Errorf("%s: %s rounds %d, ACKed %d, applied %d, push→applied median %v max %v, CPU per round %v; want 5 rounds, all ACKed and applied",
+					l.c, x.impl, x.rounds, x.acked, x.applied, x.applyMed, x.applyMax, x.cpuMed)
+			}
+			want := "ok" // RPCs served by the cluster's endpoints
+			if l.c.channel == backendsUnreachable {
+				want = "-"
+			}
+			if x.probe != want {
+				t.Errorf("%s: %s probe %q, want %q", l.c, x.impl, x.probe, want)
+			}
+		}
+	}
+	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1, cacheNonADS + "/" + backendsRefused: 1} {
+		if modes[mode] != cells {
+			t.Errorf("%d cells of mode %s, want %d", modes[mode], mode, cells)
+		}
+	}
+}
+
+// Every endpoint of a world, at every round, has an address of its own in
+// 127.0.0.0/8, never the management server's 127.0.0.1: the backends tell
+// endpoints apart by the address a connection arrives at.
+func TestEndpointHostsDistinct(t *testing.T) {
+	const n, m, rounds = 1000, 3, 50
+	seen := map[string]string{"127.0.0.1": "the management server"}
+	for round := 0; round <= rounds; round++ {
+		for i := range n {
+			if round > 0 && i != (round*7919)%n { // the rounds change one cluster each
+				continue
+			}
+			for p, h := range hostsOf(n, i, m, round) {
+				who := fmt.Sprintf("cluster %d endpoint %d round %d", i, p, round)
+				ip := net.ParseIP(h)
+				if ip == nil || !ip.IsLoopback() || ip.To4() == nil || ip.To4()[3] == 0 || ip.To4()[3] == 255 {
+					t.Fatalf("%s: %q is not a usable 127.0.0.0/8 address", who, h)
+				}
+				if other, dup := seen[h]; dup {
+					t.Fatalf("%s: %s is also %s", who, h, other)
+				}
+				seen[h] = who
+			}
+		}
+	}
+}
+
+func TestHealthyFor(t *testing.T) {
+	for _, c := range []struct {
+		n, m  int
+		limit uint64
+		want  int
+	}{
+		{100, 3, 20000, 3},       // fits
+		{10000, 3, 20000, 1},     // 30,000 do not; 10,000 do
+		{1000, 100, 20000, 17},   // (20000-2048)/1000
+		{100000, 3, 20000, 0},    // not even one per cluster
+		{10000, 3, 0, 3},         // limit unknown: all
+		{10, 3, filesSpare, 0},   // nothing left over
+		{10000, 3, 1 << 20, 3},   // raised
+		{10000, 3, 12048, 1},     // exactly one each
+		{10000, 3, 12047, 0},     // one short
+		{10000, 3, 22048, 2},     // two each
+		{10000, 3, 1<<20 - 1, 3}, // plenty
+	} {
+		if got := healthyFor(c.n, c.m, c.limit); got != c.want {
+			t.Errorf("healthyFor(%d, %d, %d) = %d, want %d", c.n, c.m, c.limit, got, c.want)
 		}
 	}
 }

@@ -51,6 +51,28 @@ func median(rs []result) result {
 	out.settledRSS = mid(func(r *result) int64 { return r.settledRSS })
 	out.totalRSS = mid(func(r *result) int64 { return r.totalRSS })
 	out.resent = int(mid(func(r *result) int64 { return int64(r.resent) }))
+	out.connected = dur(func(r *result) time.Duration { return r.connected })
+	out.idle = dur(func(r *result) time.Duration { return r.idle })
+	out.ackMed = dur(func(r *result) time.Duration { return r.ackMed })
+	out.ackMax = dur(func(r *result) time.Duration { return r.ackMax })
+	out.applyMed = dur(func(r *result) time.Duration { return r.applyMed })
+	out.applyMax = dur(func(r *result) time.Duration { return r.applyMax })
+	out.cpuMed = dur(func(r *result) time.Duration { return r.cpuMed })
+	out.cpuMax = dur(func(r *result) time.Duration { return r.cpuMax })
+	// Counts and the probe: the worst run's, so that a lapse in one run
+	// shows.
+	for i := range rs {
+		x := &rs[i]
+		if x.connectedHosts < out.connectedHosts {
+			out.connectedHosts = x.connectedHosts
+		}
+		if x.acked < out.acked || x.applied < out.applied {
+			out.rounds, out.acked, out.applied = x.rounds, x.acked, x.applied
+		}
+		if x.probe != "ok" && x.probe != "" {
+			out.probe = x.probe
+		}
+	}
 	for i := range rs {
 		if rs[i].ttfc == out.ttfc {
 			out.reqsByType = rs[i].reqsByType
@@ -64,6 +86,7 @@ func median(rs []result) result {
 type reportLine struct {
 	c        cell
 	mine     *result
+	bare     *result // the decode-and-ACK reference, nil when not run
 	baseline *result
 	floor    floors
 }
@@ -78,8 +101,8 @@ func newReport(cfg *config) *report {
 	return &report{cfg: cfg, load: []string{loadavg()}}
 }
 
-func (r *report) add(c cell, mine, baseline *result, f floors) {
-	r.lines = append(r.lines, reportLine{c: c, mine: mine, baseline: baseline, floor: f})
+func (r *report) add(c cell, mine, bare, baseline *result, f floors) {
+	r.lines = append(r.lines, reportLine{c: c, mine: mine, bare: bare, baseline: baseline, floor: f})
 	r.load = append(r.load, loadavg())
 }
 
@@ -97,15 +120,16 @@ func (r *report) print(w io.Writer) {
   config; upd p50/p99 = one cluster's endpoints change → ACK of the response carrying them;
   push→ACK = from that response leaving the server; upd CPU = client CPU per update, ×floor = over
   the floor of the update's response (SotW: all N ClusterLoadAssignments; delta: one). grpc-go speaks
-  SotW only: its row is the baseline of both protocols' cells. ">": the baseline did not reach full
-  config within -timeout, and its figures are what it had reached by then (lower bounds); "<": a ratio
-  against such figures (an upper bound).
+  SotW only: its row is the baseline of both protocols' cells. bare (reference) = a client that only
+  decodes and ACKs (what the server and protobuf allow), run in turns with goxds. ">": the baseline
+  did not reach full config within -timeout, and its figures are what it had reached by then (lower
+  bounds); "<": a ratio against such figures (an upper bound).
 
 `)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "cell\tclient\tfull config\t×floor\tCPU\tpeak RSS\trequests\tnames\treq bytes\tNACKs\tupd p50\tupd p99\tpush→ACK p50\tupd CPU\t×floor\t")
 	for _, l := range r.lines {
-		name := fmt.Sprintf("%s N=%d M=%d", l.c.protocol, l.c.n, l.c.m)
+		name := l.c.String()
 		updFloor := l.floor.eds
 		if l.c.protocol == protoDelta {
 			updFloor = l.floor.one
@@ -126,9 +150,18 @@ func (r *report) print(w io.Writer) {
 			row(label, "grpc-go (SotW)", b)
 			label = ""
 		}
+		if x := l.bare; x != nil {
+			row(label, "bare (reference)", x)
+			label = ""
+		}
 		if x := l.mine; x != nil {
 			row(label, x.impl, x)
 			label = ""
+			if b := l.bare; b != nil {
+				fmt.Fprintf(tw, "\tgoxds/bare\t%s\t\t%s\t%s\t\t\t\t\t%s\t%s\t%s\t%s\t\t\n",
+					ratio(x.ttfc, b.ttfc), ratio(x.cpu, b.cpu), ratio(x.rss, b.rss),
+					ratio(x.updP50, b.updP50), ratio(x.updP99, b.updP99), ratio(x.pushP50, b.pushP50), ratio(x.updCPU, b.updCPU))
+			}
 			if b := l.baseline; b != nil {
 				// Against a baseline's lower bounds, a ratio is an upper
 				// bound.
@@ -145,11 +178,13 @@ func (r *report) print(w io.Writer) {
 	}
 	tw.Flush()
 
+	r.printChannels(w)
+
 	fmt.Fprintln(w, "\ndecode floor (proto.Unmarshal, every Any unpacked) and further measurements:")
 	for _, l := range r.lines {
-		fmt.Fprintf(w, "  %s N=%d M=%d: floor %s for the whole tree, %s for the SotW EDS response, %s for the CDS response, %s for a delta response of one ClusterLoadAssignment\n",
-			l.c.protocol, l.c.n, l.c.m, fmtDur(l.floor.full), fmtDur(l.floor.eds), fmtDur(l.floor.cds), fmtDur(l.floor.one))
-		for _, x := range []*result{l.baseline, l.mine} {
+		fmt.Fprintf(w, "  %s: floor %s for the whole tree, %s for the SotW EDS response, %s for the CDS response, %s for a delta response of one ClusterLoadAssignment\n",
+			l.c, fmtDur(l.floor.full), fmtDur(l.floor.eds), fmtDur(l.floor.cds), fmtDur(l.floor.one))
+		for _, x := range []*result{l.baseline, l.bare, l.mine} {
 			if x == nil {
 				continue
 			}
@@ -178,8 +213,12 @@ func settledText(x *result, limit time.Duration) string {
 		return fmt.Sprintf("no full config within %v: its figures are what it had reached by then, lower bounds; updates not measured", x.ttfc)
 	}
 	if x.capped {
-		return fmt.Sprintf("still busy %v after full config (CPU ≥%s, peak RSS ≥%s): updates not measured",
-			limit, fmtDur(x.settledCPU), fmtBytes(x.settledRSS))
+		what := "updates not measured"
+		if x.channel != "" {
+			what = "the channel's rounds measured all the same"
+		}
+		return fmt.Sprintf("still busy %v after full config (CPU ≥%s, peak RSS ≥%s): %s",
+			limit, fmtDur(x.settledCPU), fmtBytes(x.settledRSS), what)
 	}
 	return fmt.Sprintf("once idle after full config: CPU %s, peak RSS %s", fmtDur(x.settledCPU), fmtBytes(x.settledRSS))
 }
@@ -301,4 +340,61 @@ func highestLoad(loads []string) string {
 		}
 	}
 	return best
+}
+
+// printChannels prints the table of the channel cells, if any.
+func (r *report) printChannels(w io.Writer) {
+	var lines []reportLine
+	for _, l := range r.lines {
+		if l.c.channel != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprint(w, `
+gRPC channels: healthy = endpoints per cluster a channel connects to (the others are UNHEALTHY in EDS: a
+  socket each in the client and the backends for every endpoint would exceed the open-file limit);
+  connected = stream open → the first connection to the last endpoint of the world, at the
+  backends; idle = full config → the client's last CPU use; rounds ACKed/made, applied = rounds whose
+  push was followed by a connection to one of the cluster's new endpoints; push→ACK and push→applied
+  (the first connection to a new endpoint), median and max over the rounds; CPU per round = from the
+  round's start until the client is idle again, median and max; probe = an RPC to the route of the
+  first and last cluster, and after the rounds to the one last changed, served by its endpoints
+  (reachable backends only).
+
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "cell\tclient\thealthy\tfull config\tconnected\tidle\tCPU\tpeak RSS\tACKed\tapplied\tpush→ACK med\tmax\tpush→applied med\tmax\tCPU/round med\tmax\tprobe\t")
+	for _, l := range lines {
+		label := l.c.String()
+		for _, x := range []*result{l.baseline, l.mine} {
+			if x == nil {
+				continue
+			}
+			client := x.impl
+			if x.impl == implGRPC {
+				client = "grpc-go (SotW)"
+			}
+			lb := ""
+			if x.incomplete {
+				lb = ">"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+				label, client, x.healthy, x.m, lb+fmtDur(x.ttfc), fmtConnected(x), fmtDur(x.idle), lb+fmtDur(x.settledCPU), lb+fmtBytes(x.totalRSS),
+				x.acked, x.rounds, x.applied, fmtDur(x.ackMed), fmtDur(x.ackMax), fmtDur(x.applyMed), fmtDur(x.applyMax),
+				fmtDur(x.cpuMed), fmtDur(x.cpuMax), x.probe)
+			label = ""
+		}
+	}
+	tw.Flush()
+}
+
+// fmtConnected is the time to connect every endpoint, or how many were.
+func fmtConnected(x *result) string {
+	if x.wantHosts > 0 && x.connectedHosts < x.wantHosts {
+		return fmt.Sprintf("%d/%d", x.connectedHosts, x.wantHosts)
+	}
+	return fmtDur(x.connected)
 }

@@ -14,6 +14,8 @@ import (
 type result struct {
 	impl, protocol string
 	n, m           int
+	cache          string // the server's cache mode
+	channel        string // the backends' behaviour in a channel run; "" otherwise
 
 	// Resolving, measured at the server: stream open → every EDS resource
 	// ACKed; what the client sent until then.
@@ -53,6 +55,8 @@ type result struct {
 	totalCPU time.Duration
 	info     string // the client's own account of its state at the end
 	runs     int    // how many runs this is the median of
+
+	chanResult
 }
 
 type runOptions struct {
@@ -68,16 +72,36 @@ type runOptions struct {
 	// timeout as an incomplete result instead of an error: for the
 	// baseline, whose slowness is what is being measured.
 	partial bool
+	// Channel runs: rounds start at most this often (0: back to back; -1:
+	// 1 s to unreachable backends, else 0), and a round not ACKed within
+	// ackLimit ends the rounds.
+	every, ackLimit time.Duration
 }
 
 // runOnce starts a server with a world of n clusters × m endpoints, and a
 // client process of impl speaking protocol, and measures it.
-func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions) (res result, err error) {
+func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result, err error) {
+	protocol, n, m := c.protocol, c.n, c.m
 	delta := protocol == protoDelta
-	res = result{impl: impl, protocol: protocol, n: n, m: m, resent: -1}
-	w := newWorld(n, m, delta)
+	res = result{impl: impl, protocol: protocol, n: n, m: m, cache: c.cache, channel: c.channel, resent: -1}
+	port, healthy := uint32(basePort), m
+	var be *backends
+	if c.channel != "" {
+		if c.channel != backendsRefused { // a refused connection holds no socket
+			if healthy = healthyFor(n, m, fileLimit()); healthy == 0 {
+				return res, fmt.Errorf("the open-file limit %d leaves no socket for every cluster's endpoint", fileLimit())
+			}
+		}
+		if be, err = startBackends(c.channel, n*healthy); err != nil {
+			return res, err
+		}
+		defer be.stop()
+		port = be.port
+	}
+	res.healthy = healthy
+	w := newWorld(n, m, delta, port, healthy)
 	tr := newTracker(n)
-	srv, err := startServer(tr)
+	srv, err := startServer(tr, c.cache == cacheADS)
 	if err != nil {
 		return res, err
 	}
@@ -104,6 +128,9 @@ func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions)
 	}
 	if o.memprof != "" {
 		env = append(env, "LOADTEST_MEMPROFILE="+o.memprof)
+	}
+	if c.channel != "" {
+		env = append(env, envChannel+"="+c.channel, fmt.Sprintf("%s=%d", envFiles, fileLimitFor(n*m)))
 	}
 	ch, err := startChild(impl, bs, env)
 	if err != nil {
@@ -150,6 +177,18 @@ func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions)
 	o.logf("  %s %s N=%d M=%d: full config in %v (CPU %v, peak RSS %s; settled: CPU %v, peak RSS %s, capped %v); %s", impl, protocol, n, m,
 		res.ttfc.Round(time.Millisecond), res.cpu.Round(time.Millisecond), fmtBytes(res.rss),
 		res.settledCPU.Round(time.Millisecond), fmtBytes(res.settledRSS), res.capped, u.info)
+	if be != nil {
+		// The channel's own measurements replace the xDS client's rounds.
+		// They are made even if the client is still busy: a channel whose
+		// endpoints do not connect may never go idle, and whether it keeps
+		// ACKing then is what is measured.
+		opened, _, _, _ := tr.streamState()
+		res.idle = ch.lastBusy.Sub(opened.Add(res.ttfc))
+		if err := channelRounds(ctx, &res, w, srv, tr, be, ch, o); err != nil {
+			return res, err
+		}
+		o.rounds = 0
+	}
 	if res.capped {
 		// Still busy with the resolving: updates would only queue behind
 		// it, and their CPU could not be told from it.
@@ -169,7 +208,7 @@ func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions)
 		for r := 1; r <= o.rounds; r++ {
 			i := (r * 7919) % n
 			name := clusterName(i)
-			snap, version := w.withChange(edsURL, name, endpoints(i, m, r))
+			snap, version := w.withChange(edsURL, name, w.endpointsAt(i, r))
 			if delta {
 				version = snap.sets[edsURL].hashes[name]
 			}
@@ -244,22 +283,37 @@ func runOnce(ctx context.Context, impl, protocol string, n, m int, o runOptions)
 // (delta). It returns the time from the change to the ACK, and from the
 // response leaving the server to the ACK.
 func update(ctx context.Context, srv *xdsServer, tr *tracker, snap *snapshot, typeURL, version, name string, timeout time.Duration) (lat, push time.Duration, err error) {
-	wt := tr.expect(typeURL, version, name)
 	start := time.Now()
-	if err := srv.set(snap); err != nil {
+	wt, err := pushAndWait(ctx, srv, tr, snap, typeURL, version, name, timeout)
+	if err != nil {
 		return 0, 0, err
+	}
+	return wt.ackedAt.Sub(start), wt.ackedAt.Sub(wt.sentAt), nil
+}
+
+// errNoACK is pushAndWait's error for a response not ACKed in time.
+var errNoACK = errors.New("no ACK")
+
+// pushAndWait makes snap the server's state and waits, up to timeout, for
+// the client to ACK the response of typeURL with version (SotW) or
+// carrying name at version (delta). It returns the wait, which says when
+// the response left and when its ACK came.
+func pushAndWait(ctx context.Context, srv *xdsServer, tr *tracker, snap *snapshot, typeURL, version, name string, timeout time.Duration) (*updateWait, error) {
+	wt := tr.expect(typeURL, version, name)
+	if err := srv.set(snap); err != nil {
+		return nil, err
 	}
 	select {
 	case <-wt.done:
 	case <-time.After(timeout):
-		return 0, 0, fmt.Errorf("no ACK of %s version %q within %v", typeURL, version, timeout)
+		return nil, fmt.Errorf("%w of %s version %q within %v", errNoACK, typeURL, version, timeout)
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return nil, ctx.Err()
 	}
 	if wt.nacked {
-		return 0, 0, errors.New("the client NACKed the update")
+		return nil, errors.New("the client NACKed the update")
 	}
-	return wt.ackedAt.Sub(start), wt.ackedAt.Sub(wt.sentAt), nil
+	return wt, nil
 }
 
 // reconnect restarts the server and returns how many resources it sent on

@@ -15,10 +15,11 @@ import (
 )
 
 // xdsServer is a go-control-plane ADS server (SotW and delta) on
-// 127.0.0.1, serving the snapshot cache in non-ADS ordering (as
-// testutils.ManagementServer does: a client may ask for a subset), with
-// every request and response reported to a tracker and every byte on the
-// wire counted.
+// 127.0.0.1, serving the snapshot cache in the mode of the cell (-cache):
+// non-ADS (as testutils.ManagementServer does: a client may ask for a
+// subset and is answered) or ADS (a SotW request is answered only once it
+// names every resource of its type), with every request and response
+// reported to a tracker and every byte on the wire counted.
 type xdsServer struct {
 	// Read-only after startServer.
 	addr   string
@@ -33,10 +34,10 @@ type xdsServer struct {
 	serving sync.WaitGroup // Serve goroutines
 }
 
-func startServer(tr *tracker) (*xdsServer, error) {
+func startServer(tr *tracker, ads bool) (*xdsServer, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &xdsServer{
-		cache:  cache.NewSnapshotCache(false, cache.IDHash{}, nil),
+		cache:  cache.NewSnapshotCache(ads, cache.IDHash{}, nil),
 		wire:   tr.wire,
 		ctx:    ctx,
 		cancel: cancel,

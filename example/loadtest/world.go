@@ -5,6 +5,7 @@ import (
 	"maps"
 	"strconv"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
@@ -21,7 +22,9 @@ const (
 	listenerName = "loadtest"
 	routeName    = "loadtest-route"
 	nodeID       = "loadtest-node"
-	basePort     = 10000
+	// basePort is the endpoints' port when no backend listens (tree-only
+	// runs: nothing connects to them).
+	basePort = 10000
 )
 
 var (
@@ -35,15 +38,37 @@ var (
 
 func clusterName(i int) string { return fmt.Sprintf("cluster-%06d", i) }
 
-// endpoints is the ClusterLoadAssignment of cluster i at update round
-// round: m endpoints on 127.0.0.1, whose ports move with the round so that
-// each round changes the bytes.
-func endpoints(i, m, round int) *endpointv3.ClusterLoadAssignment {
-	ports := make([]uint32, m)
-	for p := range ports {
-		ports[p] = uint32(basePort + (round*m+p)%50000)
+// endpoints is the ClusterLoadAssignment of cluster i of a world of n
+// clusters at update round round: m endpoints on port, each at an address
+// of its own (endpointHost) that no other endpoint of the world, at any
+// round, has. In channel mode one listener on the wildcard address serves
+// them all (Linux routes all of 127.0.0.0/8 to the loopback device), and
+// the address a connection arrives at tells the backend which endpoint the
+// client meant: so the harness sees, at the server, when a channel
+// connects to a new endpoint. Round 0 is the initial world. The first
+// healthy endpoints are of UNKNOWN health, as usual; the others UNHEALTHY,
+// which gRPC (grpc-go and goxds alike) leaves out of the balancer: no
+// connection, no socket. That keeps a channel run within the open-file
+// limit (runOnce), at the same decode cost.
+func endpoints(n, i, m, round int, port uint32, healthy int) *endpointv3.ClusterLoadAssignment {
+	eps := make([]testutils.EndpointSpec, m)
+	for p, h := range hostsOf(n, i, m, round) {
+		eps[p] = testutils.EndpointSpec{Host: h, Port: port}
+		if p >= healthy {
+			eps[p].Health = corev3.HealthStatus_UNHEALTHY
+		}
 	}
-	return testutils.ClusterLoadAssignment(clusterName(i), "127.0.0.1", ports...)
+	return testutils.Endpoints(clusterName(i), eps)
+}
+
+// endpointHost is the k-th endpoint address: 127.a.b.c with a from 1 (so
+// that 127.0.0.1, where the management server listens, is never one) and
+// c from 1 to 254 (no .0 or .255, which some stacks treat apart). Room for
+// 16 million endpoints.
+func endpointHost(k int) string {
+	c := k%254 + 1
+	k /= 254
+	return fmt.Sprintf("127.%d.%d.%d", k/256%255+1, k%256, c)
 }
 
 // routeConfig has one virtual host with n routes, route i sending the path
@@ -125,14 +150,17 @@ func hashOf(r types.Resource) string {
 // world is the resource tree with its current snapshot.
 type world struct {
 	n, m  int
-	delta bool // keep delta versions
-	snap  *snapshot
+	delta bool   // keep delta versions
+	port  uint32 // every endpoint's port
+	// healthy is how many endpoints of each cluster are not UNHEALTHY.
+	healthy int
+	snap    *snapshot
 	// versions counts the changes of each type, the source of SotW versions.
 	versions map[string]int
 }
 
-func newWorld(n, m int, delta bool) *world {
-	w := &world{n: n, m: m, delta: delta, versions: make(map[string]int)}
+func newWorld(n, m int, delta bool, port uint32, healthy int) *world {
+	w := &world{n: n, m: m, delta: delta, port: port, healthy: healthy, versions: make(map[string]int)}
 	sets := make(map[string]*typeSet)
 	add := func(typeURL, name string, r types.Resource) {
 		ts := sets[typeURL]
@@ -154,10 +182,15 @@ func newWorld(n, m int, delta bool) *world {
 	for i := range n {
 		name := clusterName(i)
 		add(cdsURL, name, testutils.Cluster(name, ""))
-		add(edsURL, name, endpoints(i, m, 0))
+		add(edsURL, name, endpoints(n, i, m, 0, port, healthy))
 	}
 	w.snap = &snapshot{sets: sets}
 	return w
+}
+
+// endpointsAt is cluster i's ClusterLoadAssignment at round.
+func (w *world) endpointsAt(i, round int) *endpointv3.ClusterLoadAssignment {
+	return endpoints(w.n, i, w.m, round, w.port, w.healthy)
 }
 
 // withChange returns the world's next snapshot: typeURL gets a new version
