@@ -56,6 +56,7 @@ func (balancerBuilder) Name() string { return BalancerName }
 func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	return &xdsBalancer{
 		cc:              cc,
+		bopts:           opts,
 		xdsCreds:        xdscreds.UsesXDS(opts.DialCreds),
 		security:        make(map[string]*secEntry),
 		warnedPlain:     make(map[string]bool),
@@ -108,6 +109,8 @@ type xdsBalancer struct {
 	// Read-only after Build.
 	cc       balancer.ClientConn
 	xdsCreds bool // the channel's credentials are xdscreds': clusters' TLS is honoured
+	// bopts are the channel's, for the RLS policies the balancer builds.
+	bopts balancer.BuildOptions
 
 	// warnedNoInterceptors: an RPC came without the goxds interceptors,
 	// and the log was told so; pickers set it.
@@ -187,6 +190,9 @@ type xdsBalancer struct {
 	loads       map[string]*heldStore
 	security    map[string]*secEntry
 	warnedPlain map[string]bool
+	// rls is the state of the routes whose cluster an RLS policy names
+	// (rlsplugin.go).
+	rls rlsState
 }
 
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
@@ -221,6 +227,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
 		b.finishAndUnlock()
+		b.updatePlugins(nil)
 		if _, isErr := err.(*ConfigError); isErr {
 			return nil
 		}
@@ -228,14 +235,17 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	}
 	prev := b.snap
 	b.snap, b.failErr, b.republish = snap, nil, true
-	if prev != nil && prev.VirtualHost == snap.VirtualHost {
-		// The same routes, so the same clusters: only those whose
-		// ClusterConfig changed, and the aggregates above them, can have
-		// changed. This is the usual update (one cluster's endpoints), and
-		// it costs that cluster, not every cluster.
+	b.rlsAdoptSetLocked(s.ResolverState)
+	if prev != nil && prev.VirtualHost == snap.VirtualHost && b.rlsRootsSameLocked() {
+		// The same routes, and the same clusters of RLS targets, so the
+		// same clusters: only those whose ClusterConfig changed, and the
+		// aggregates above them, can have changed. This is the usual
+		// update (one cluster's endpoints), and it costs that cluster,
+		// not every cluster.
 		b.refreshChangedLocked(snap.Clusters.Changes(prev.Clusters))
 	} else {
 		roots := routeClusters(snap.VirtualHost)
+		b.rlsRootsLocked(roots)
 		for name, cl := range b.clusters {
 			if _, ok := roots[name]; !ok {
 				b.dropClusterLocked(cl)
@@ -252,6 +262,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	}
 	b.pruneCountersLocked()
 	b.finishAndUnlock()
+	b.updatePlugins(snap)
 	return nil
 }
 
@@ -369,7 +380,11 @@ func (b *xdsBalancer) Close() {
 		}
 	}
 	b.clusters, b.conns, b.dns = nil, nil, nil
+	plugins := b.rls.closeLocked()
 	b.mu.Unlock()
+	for _, p := range plugins {
+		p.Close()
+	}
 	for _, r := range resolvers {
 		r.Close()
 	}
@@ -431,7 +446,11 @@ func (b *xdsBalancer) finishAndUnlock() {
 	start, stop := b.dnsChangesLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
+	told := b.rlsTellLocked()
 	b.mu.Unlock()
+	for _, t := range told {
+		t.tell()
+	}
 	for _, l := range logs {
 		logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}
@@ -453,6 +472,7 @@ func (b *xdsBalancer) publishLocked() {
 		// The next configuration's picker is built whole.
 		b.pickers = pickerMap{}
 		clear(b.changes)
+		b.rls.published.Store(nil)
 	}
 	switch {
 	case b.snap == nil && b.failErr != nil:
@@ -498,6 +518,8 @@ func (b *xdsBalancer) publishLocked() {
 		b.mdFor, b.needsMD = b.snap.VirtualHost, routesNeedMD(rp.routes)
 	}
 	rp.needsMD = b.needsMD
+	rp.plugins = b.rls.pickers
+	b.rls.published.Store(rp)
 	b.cc.UpdateState(balancer.State{ConnectivityState: state, Picker: rp})
 }
 

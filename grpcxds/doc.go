@@ -66,10 +66,12 @@
 // content-type is "application/grpc"), and the runtime fraction. A route
 // with query parameter matchers never matches, as gRPC requests carry no
 // query; routes gRPC cannot use at all (a cluster_header target, an
-// unsupported cluster specifier plugin) are not there to match, being
-// skipped when the route configuration is decoded (gRFC A28). The route's
-// cluster, or one of its weighted clusters drawn at
-// random by weight, picks the endpoint. No matching route, or a route that
+// optional cluster specifier plugin of an unknown type) are not there to
+// match, being skipped when the route configuration is decoded (gRFC A28).
+// The route's cluster, or one of its weighted clusters drawn at
+// random by weight, picks the endpoint; or, for a route by the RLS
+// cluster specifier plugin (grpc.lookup.v1.RouteLookupClusterSpecifier),
+// the cluster a route lookup service names for the RPC (see RLS below). No matching route, or a route that
 // does not forward (redirect, direct response, non-forwarding), fails the
 // RPC with UNAVAILABLE and the reason, naming the xDS node ID. With the
 // interceptors, the route and cluster are chosen once when the RPC starts,
@@ -236,6 +238,24 @@
 // does the same for the addresses it dials directly, so channels keep it,
 // but a base dialer of your own does not.
 //
+// # RLS
+//
+// Importing the package registers the RLS cluster specifier plugin with
+// package resources: a route configuration with a RouteLookupClusterSpecifier
+// is accepted or rejected as grpc-go's xDS client does, its
+// route_lookup_config checked by grpc-go's RLS policy parser (an invalid
+// one rejects the route configuration, optional plugin or not). For each
+// plugin the routes use, the balancer runs grpc-go's public RLS policy
+// ("rls_experimental"), which builds the lookup keys from the RPC's method
+// and metadata by the config's grpc_keybuilders, asks the lookup service,
+// caches the answers, throttles and backs off, and falls back to the
+// default target; a failed lookup without one fails the RPC with
+// UNAVAILABLE. The targets are cluster names: the channel subscribes to
+// each one (Cluster and endpoints) while the RLS policy uses it, and
+// routes to it with the cluster's own policy, as it does a route's
+// cluster. The lookup service is dialled with the channel's credentials
+// and dialer.
+//
 // # Logs
 //
 // [Options].Logger, a *slog.Logger, hears the resolver's and the
@@ -248,8 +268,8 @@
 //
 // # Not supported
 //
-// The RLS cluster specifier plugin, authority
-// rewriting, and retry throttling (which xDS does not configure either).
+// Authority rewriting, and retry throttling (which xDS does not configure
+// either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries. Of gRFC A52's custom policies only those above: a
 // TypedStruct naming another policy registered with gRPC is skipped (gRPC

@@ -21,8 +21,11 @@ import (
 // interceptors, or whose cluster has left the configuration since it was
 // chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
-	routes    []*resources.Route
-	clusters  pickerMap
+	routes   []*resources.Route
+	clusters pickerMap
+	// plugins are the pickers of the RLS policies of routes that name a
+	// cluster specifier plugin, by plugin name (rlsplugin.go).
+	plugins   map[string]balancer.Picker
 	channelID uint64
 	gen       uint64 // of the channel configuration it was made from
 	logger    *slog.Logger
@@ -96,7 +99,11 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 			"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; "+
 			"make the channel with Builder.DialOptions", "method", info.FullMethodName)
 	}
-	if sel != nil {
+	if sel != nil && sel.route.ClusterSpecifierPlugin != "" {
+		if res, ok, err := p.pluginPick(sel.route, sel, info); ok {
+			return res, err
+		}
+	} else if sel != nil {
 		if cp := p.clusters.get(sel.cluster); cp != nil {
 			res, err := cp.pick(info, sel.hash)
 			_, isStatus := status.FromError(err)
@@ -118,6 +125,10 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	if r.Action != resources.RouteActionRoute {
 		return balancer.PickResult{}, status.Errorf(codes.Unavailable,
 			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out", info.FullMethodName, describeRoute(r), r.Action)
+	}
+	if r.ClusterSpecifierPlugin != "" {
+		res, _, err := p.pluginPick(r, sel, info)
+		return res, err
 	}
 	name := r.Cluster
 	if name == "" {

@@ -188,7 +188,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 		authority = target.Endpoint()
 	}
 	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release, logger: b.logger.With("listener", name)}
-	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority}, r)
+	r.clusters = new(watchers.ClusterSet)
+	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
 }
 
@@ -260,6 +261,9 @@ type xdsResolver struct {
 	// client is the goxds client watching; the balancer reports load
 	// through it.
 	client *client.Client
+	// clusters are those the balancer's RLS policies route to besides the
+	// routes' (rlsplugin.go): the tree follows them too.
+	clusters *watchers.ClusterSet
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -279,7 +283,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 		r.cs.set(cfg)
 	}
 	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
-	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client)
+	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
 	err := r.cc.UpdateState(st)
 	r.publish(gen, cfg)
 	if err != nil {

@@ -72,10 +72,12 @@ func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint6
 	}
 	wc := -1
 	name := r.Cluster
-	if name == "" && len(r.WeightedClusters) == 0 { // validation promises otherwise
+	if name == "" && len(r.WeightedClusters) == 0 && r.ClusterSpecifierPlugin == "" { // validation promises otherwise
 		return nil, status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, describeRoute(r), c.nodeID)
 	}
-	if name == "" {
+	if name == "" && len(r.WeightedClusters) > 0 {
+		// (A route by a cluster specifier plugin has its cluster chosen
+		// at the pick, by the plugin's RLS policy: rlsplugin.go.)
 		wc = pickWeighted(r.WeightedClusters)
 		name = r.WeightedClusters[wc].Name
 	}

@@ -39,7 +39,10 @@
 // kept, not rejected. Routes gRPC cannot use at all (their target is a
 // cluster_header, an inline or optional unsupported cluster specifier
 // plugin, or nothing) are left out of their virtual host and listed in
-// [VirtualHost.SkippedRoutes] (gRFC A28). A resource that breaks a rule
+// [VirtualHost.SkippedRoutes] (gRFC A28). Cluster specifier plugin types
+// are registered with [RegisterClusterSpecifier] (package grpcxds
+// registers gRPC's RLS plugin); a route by a registered plugin is kept,
+// with [Route.ClusterSpecifierPlugin] naming it. A resource that breaks a rule
 // fails to decode with an error that wraps a [*FieldError] naming the
 // offending field, for example
 //

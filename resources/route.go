@@ -111,6 +111,11 @@ type Route struct {
 	// WeightedClusters are the targets of a weighted_clusters action:
 	// entries with weight 0 are dropped, the rest sum to at most 2^32-1.
 	WeightedClusters []WeightedCluster
+	// ClusterSpecifierPlugin, when neither Cluster nor WeightedClusters is
+	// set, names the route configuration's plugin that chooses the cluster
+	// of each request; its configuration is in
+	// RouteConfig.ClusterSpecifierPlugins.
+	ClusterSpecifierPlugin string
 	// HashPolicies are the supported hash policies, in order. Unsupported
 	// ones (cookie, query parameter, other filter state keys) are left out.
 	HashPolicies []HashPolicy
@@ -416,7 +421,10 @@ func (r *Route) setRouteAction(a *routev3.RouteAction, plugins *clusterPlugins) 
 		}
 		r.WeightedClusters = wcs
 	case *routev3.RouteAction_ClusterSpecifierPlugin:
-		return plugins.skipRoute(cs.ClusterSpecifierPlugin)
+		if skip, err := plugins.route(cs.ClusterSpecifierPlugin); skip != "" || err != nil {
+			return skip, err
+		}
+		r.ClusterSpecifierPlugin = cs.ClusterSpecifierPlugin
 	case *routev3.RouteAction_ClusterHeader:
 		return "cluster_header is not supported", nil
 	case *routev3.RouteAction_InlineClusterSpecifierPlugin:

@@ -26,6 +26,10 @@ type RouteConfig struct {
 	// VirtualHosts are in the order received; pick one for a request's
 	// authority with FindVirtualHost.
 	VirtualHosts []*VirtualHost
+	// ClusterSpecifierPlugins are the parsed configurations of the
+	// supported cluster specifier plugins some route uses, by plugin name
+	// (see Route.ClusterSpecifierPlugin); nil when there are none.
+	ClusterSpecifierPlugins map[string]ClusterSpecifierConfig
 	// raw is the serialized message, unmarshalled again by Raw: kept as
 	// bytes because the decoded message, which few callers read, is
 	// several times larger. Its virtual hosts and routes keep sub-slices.
@@ -44,7 +48,8 @@ type VirtualHost struct {
 	Routes []*Route
 	// SkippedRoutes are the routes left out because gRPC cannot use them
 	// (gRFC A28): a route action whose target is a cluster_header, an
-	// inline or optional unsupported cluster specifier plugin, or none.
+	// inline or optional unsupported cluster specifier plugin (see
+	// RegisterClusterSpecifier), or none.
 	SkippedRoutes []SkippedRoute
 	// RetryPolicy is the virtual host's retry_policy, nil when unset. A
 	// route's own policy replaces it.
@@ -165,6 +170,7 @@ func newRouteConfig(m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, er
 		}
 		rc.VirtualHosts[i] = vh
 	}
+	rc.ClusterSpecifierPlugins = plugins.used
 	return rc, nil
 }
 
@@ -214,48 +220,4 @@ func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins)
 		vh.Routes = append(vh.Routes, r)
 	}
 	return vh, nil
-}
-
-// clusterPlugins are the cluster specifier plugins of a route
-// configuration (RouteConfiguration.cluster_specifier_plugins, gRFC A28 as
-// gRPC's RLS support amends it). No plugin type is supported yet, so a
-// valid route configuration has only optional plugins, and the routes that
-// use one are skipped.
-type clusterPlugins struct {
-	// names are the plugins' names.
-	names map[string]bool
-}
-
-// noClusterPlugins is a route configuration's empty plugin list; it is
-// never modified.
-var noClusterPlugins = &clusterPlugins{}
-
-// newClusterPlugins validates the plugin list: every plugin is optional,
-// since none is of a supported type. Like gRPC, it does not check names:
-// a route names a plugin, or not, by the name as given.
-func newClusterPlugins(in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, error) {
-	if len(in) == 0 {
-		return noClusterPlugins, nil // the common case costs nothing
-	}
-	cp := &clusterPlugins{names: make(map[string]bool, len(in))}
-	for i, p := range in {
-		path := index("cluster_specifier_plugins", i)
-		ext := p.GetExtension()
-		if !p.GetIsOptional() {
-			return nil, fieldErrorf(path+".extension.typed_config", "plugin %q has unsupported type %s and is not optional", ext.GetName(), anyName(ext.GetTypedConfig()))
-		}
-		cp.names[ext.GetName()] = true
-	}
-	return cp, nil
-}
-
-// skipRoute judges a route whose action names the plugin name: it is
-// skipped if the route configuration has that plugin (optional, as all
-// are), and the route configuration is invalid if it has not. A virtual
-// host that came alone cannot tell, and skips the route.
-func (cp *clusterPlugins) skipRoute(name string) (skip string, err error) {
-	if cp != nil && !cp.names[name] {
-		return "", fieldErrorf("cluster_specifier_plugin", "names %q, which is not in the route configuration's cluster_specifier_plugins", name)
-	}
-	return fmt.Sprintf("cluster specifier plugin %q is optional and not supported", name), nil
 }

@@ -73,8 +73,8 @@ func TestRouteSkipping(t *testing.T) {
 			skipped: `cluster specifier plugin "p" is optional and not supported`,
 		},
 		{
-			// grpc-go supports RLS and would route with it; goxds does not
-			// yet, so for it RLS is one more unsupported plugin.
+			// RLS is supported once grpcxds registers it; package
+			// resources alone knows no plugin type.
 			name:    "optional RLS plugin",
 			plugins: []*routev3.ClusterSpecifierPlugin{plugin("rls", rlsPluginURL, true)},
 			route:   routeTo("r", "/a/", viaPlugin("rls")),

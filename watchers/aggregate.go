@@ -28,6 +28,9 @@ type pass struct {
 	// aggPending: an aggregate cluster waits for some cluster or
 	// endpoints below it (see tree.buildingLocked).
 	aggPending bool
+	// soft: the walk is of the ClusterSet's clusters, whose needs do not
+	// hold the snapshot back (see needLocked).
+	soft bool
 }
 
 // result is what walking one cluster found. At most one of pending, err
@@ -72,19 +75,25 @@ func (p *pass) routes(vh *resources.VirtualHost) {
 		}
 		n.rootMark = mark
 		roots++
-		if res := p.visitNode(n, 1); res.cutAt > 0 {
-			// Too deep from the route, wherever else the chain may be
-			// reachable from: the route's cluster carries the error,
-			// since it is the one the consumer looks up.
-			p.out[name] = &ClusterConfig{
-				Name:    name,
-				Cluster: n.value,
-				Err: fmt.Errorf("%w: the clusters below %q go more than %d deep",
-					ErrAggregateTooDeep, name, MaxAggregateDepth),
-			}
-		}
+		p.root(n)
 	}
 	t.rootMark, t.roots = mark, roots
+}
+
+// root walks n, a cluster a route or the tree's ClusterSet sends requests
+// to.
+func (p *pass) root(n *clusterNode) {
+	if res := p.visitNode(n, 1); res.cutAt > 0 {
+		// Too deep from the route, wherever else the chain may be
+		// reachable from: the route's cluster carries the error, since
+		// it is the one the consumer looks up.
+		p.out[n.name] = &ClusterConfig{
+			Name:    n.name,
+			Cluster: n.value,
+			Err: fmt.Errorf("%w: the clusters below %q go more than %d deep",
+				ErrAggregateTooDeep, n.name, MaxAggregateDepth),
+		}
+	}
 }
 
 // routeClusters yields the clusters the routes of vh can send to, a
@@ -150,7 +159,7 @@ func (p *pass) visitNode(n *clusterNode, depth int) *result {
 func (p *pass) walk(n *clusterNode, depth int) *result {
 	t := p.t
 	t.walked++
-	needLocked(t, &n.watch)
+	needLocked(t, &n.watch, p.soft)
 	var e *edsNode
 	switch {
 	case !n.received:
@@ -159,7 +168,7 @@ func (p *pass) walk(n *clusterNode, depth int) *result {
 		return p.aggregate(n.name, n.value, depth)
 	case n.has && n.value.Kind == resources.ClusterKindEDS:
 		e = t.endpointsWatchLocked(n.value.EDSServiceName(), n)
-		t.needEndpointsLocked(e)
+		t.needEndpointsLocked(e, p.soft)
 		e.addUserLocked(t.gen, n)
 	}
 	cc := leafConfig(n, e)

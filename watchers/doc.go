@@ -69,6 +69,20 @@
 // clusters deep as [ErrAggregateTooDeep]; nothing past that depth is
 // watched.
 //
+// # Clusters no route names
+//
+// A route whose cluster specifier plugin names the cluster of each request
+// (gRPC's route lookup service, RLS) sends requests to clusters no route
+// names. [TreeOptions].Clusters, a [ClusterSet], names them while they are
+// in use: the tree follows each like a route's cluster, and its snapshots
+// include it once it has arrived or is known missing; one still arriving
+// holds no snapshot back (as gRPC's dynamic cluster subscriptions, gRFC
+// A74). A change of the set is applied on the client's callback
+// goroutine, as every change of the tree is, by one walk of the tree; a
+// cluster of the set and its endpoints arriving after it join the
+// snapshot in force without another, unless an aggregate cluster waits
+// for them.
+//
 // # Subscriptions
 //
 // The tree watches, through the client, exactly what it needs plus, during

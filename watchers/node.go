@@ -117,18 +117,34 @@ func (t *tree) endpointsWatchLocked(svc string, user *clusterNode) *edsNode {
 
 // needLocked marks w as needed by the latest tree, keeping unresolved
 // exact: a pass counts what it needs as it walks, and a callback that
-// adds a need between passes counts it the same way.
-func needLocked[T resources.Resource](t *tree, w *watch[T]) {
-	if w.neededGen == t.gen {
+// adds a need between passes counts it the same way. soft is a need of
+// the tree's ClusterSet alone, which unresolved leaves out; a need that is
+// not soft wins over one that is, in whichever order they come (a pass
+// walks the routes' clusters first, but a route's cluster arriving later
+// may need endpoints a set cluster needed already).
+func needLocked[T resources.Resource](t *tree, w *watch[T], soft bool) {
+	switch {
+	case w.neededGen != t.gen:
+		w.neededGen, w.soft = t.gen, soft
+	case w.soft && !soft:
+		w.soft = false
+	default:
 		return
 	}
-	w.neededGen = t.gen
-	if !w.received {
+	if !w.soft && !w.received {
 		t.unresolved++
 	}
 }
 
-func (t *tree) needEndpointsLocked(e *edsNode) { needLocked(t, &e.watch) }
+// resolvedLocked counts the first event of w, which the latest tree needs,
+// off unresolved, if it was counted there.
+func resolvedLocked[T resources.Resource](t *tree, w *watch[T]) {
+	if !w.soft {
+		t.unresolved--
+	}
+}
+
+func (t *tree) needEndpointsLocked(e *edsNode, soft bool) { needLocked(t, &e.watch, soft) }
 
 // keepMode says what a pass found for the snapshot in force, and so which
 // watches it keeps (see settleLocked).

@@ -21,7 +21,7 @@ func (t *tree) passLocked() outcome {
 	t.gen++
 	t.unresolved = 0
 	t.build = nil
-	needLocked(t, t.listener)
+	needLocked(t, t.listener, false)
 	// Sized for the tree as it stands: out becomes the snapshot's
 	// ClusterMap.
 	p := &pass{t: t, out: make(map[string]*ClusterConfig, len(t.clusters))}
@@ -44,7 +44,7 @@ func (t *tree) passLocked() outcome {
 		rc = l.value.InlineRouteConfig
 	default:
 		rw := t.routeWatchLocked(l.value.RouteConfigName)
-		needLocked(t, rw)
+		needLocked(t, rw, false)
 		switch {
 		case !rw.received:
 		case !rw.has:
@@ -59,7 +59,12 @@ func (t *tree) passLocked() outcome {
 			treeErr = fmt.Errorf("%w %q in RouteConfiguration %q", ErrNoVirtualHost, t.authority, rc.Name)
 		} else {
 			p.routes(vh)
+			p.setClusters()
 		}
+	}
+
+	if p.aggPending {
+		t.aggPendingGen = t.gen
 	}
 
 	var o outcome

@@ -25,6 +25,7 @@ type tree struct {
 	c         *client.Client
 	authority string
 	w         TreeWatcher
+	extra     *ClusterSet // TreeOptions.Clusters; nil is empty
 
 	// canceled mirrors stopped for delivery, which runs after mu is
 	// released: it is checked right before each call of w, so no call
@@ -34,6 +35,10 @@ type tree struct {
 
 	mu      sync.Mutex
 	stopped bool // guarded by mu
+	// nudging cancels the listener watch that will run a pass for a
+	// change of extra (clusterset.go); nil when none is pending. Guarded
+	// by mu.
+	nudging func()
 
 	// The watches, by resource name: a cluster's watch lives in its
 	// clusterNode, an EDS service name's in its edsNode. Guarded by mu.
@@ -73,6 +78,9 @@ type tree struct {
 	buildGen uint64
 	buildRC  *resources.RouteConfig
 	buildVH  *resources.VirtualHost
+	// aggPendingGen is the gen of the latest pass that left an aggregate
+	// cluster waiting for something below it. Guarded by mu.
+	aggPendingGen uint64
 	// mark numbers the scans of routes (a pass's, sameRootsLocked's);
 	// the clusters the routes of the latest tree name carry rootMark in
 	// clusterNode.rootMark, and there are roots of them. Guarded by mu.
@@ -109,6 +117,10 @@ type watch[T resources.Resource] struct {
 	// resolved, usable (has, value) or not (err).
 	received bool
 	has      bool
+	// soft: the latest tree needs this resource only for a cluster of its
+	// ClusterSet, which does not hold a snapshot back, so unresolved does
+	// not count it (see needLocked). Meaningful while neededGen == gen.
+	soft bool
 	// kept: the snapshot in force uses this resource, so it is kept until
 	// a new snapshot replaces that one (make-before-break).
 	kept bool
@@ -224,7 +236,12 @@ func handle[T resources.Resource, A any](w *watch[T], a A, f func(w *watch[T], a
 	}
 	o := f(w, a)
 	t.mu.Unlock()
+	t.deliver(o)
+}
 
+// deliver tells the TreeWatcher what a callback found. It runs on the
+// client's callback goroutine, with mu released.
+func (t *tree) deliver(o outcome) {
 	for _, err := range o.ambient {
 		if t.canceled.Load() {
 			return
@@ -275,7 +292,7 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 		return outcome{}
 	}
 	if first {
-		t.unresolved--
+		resolvedLocked(t, w)
 		if w.has && w.value.Kind == resources.ClusterKindAggregate {
 			return t.passLocked() // its children need the walk
 		}
@@ -286,8 +303,11 @@ func (t *tree) clusterChangedLocked(w *watch[*resources.Cluster], first bool, pr
 			// endpoints: add them here rather than walk the whole tree
 			// for each of a thousand clusters arriving together.
 			e = t.endpointsWatchLocked(w.value.EDSServiceName(), n)
-			t.needEndpointsLocked(e)
+			t.needEndpointsLocked(e, w.soft)
 			e.addUserLocked(t.gen, n)
+		}
+		if w.soft && t.steadyLocked() {
+			return t.addSetClusterLocked(n, e)
 		}
 		t.resolveLocked(n, e)
 		return t.completeLocked()
@@ -312,7 +332,10 @@ func (t *tree) endpointsChangedLocked(w *watch[*resources.Endpoints], first bool
 	}
 	e := t.endpoints[w.name]
 	if first {
-		t.unresolved--
+		resolvedLocked(t, w)
+		if w.soft && t.steadyLocked() {
+			return t.addSetClusterLocked(nil, e)
+		}
 	} else if t.last != nil && t.lastGen == t.gen {
 		return t.patchEndpointsLocked(e)
 	}
@@ -349,8 +372,12 @@ func (t *tree) cancel() {
 	}
 	t.stopped = true
 	t.canceled.Store(true)
-	cancels := make([]func(), 0, 1+len(t.routes)+len(t.clusters)+len(t.endpoints))
+	t.extra.detach(t)
+	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+len(t.endpoints))
 	cancels = append(cancels, t.listener.cancel)
+	if t.nudging != nil {
+		cancels = append(cancels, t.nudging)
+	}
 	for _, w := range t.routes {
 		cancels = append(cancels, w.cancel)
 	}

@@ -44,6 +44,9 @@ type TreeOptions struct {
 	// the listener name, which is what a gRPC channel uses for a target
 	// like "xds:///my-service".
 	Authority string
+	// Clusters, if set, names clusters the tree follows besides those the
+	// routes name (see ClusterSet); a set serves one tree.
+	Clusters *ClusterSet
 }
 
 // TreeWatcher receives the events of WatchConfigTree.
@@ -126,6 +129,7 @@ func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 		c:         c,
 		authority: opts.Authority,
 		w:         w,
+		extra:     opts.Clusters,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
 		clusters:  make(map[string]*clusterNode),
 		endpoints: make(map[string]*edsNode),
@@ -137,6 +141,10 @@ func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	// Held while the first watch starts, so that its first callback, which
 	// may run at once on the client's goroutine, finds the tree complete.
 	t.mu.Lock()
+	// Attached first, under mu: a cluster added to the set from now on
+	// nudges the tree, whose nudge waits for mu, and so for the listener
+	// watch it replays; one added before is read by the first pass.
+	t.extra.attach(t)
 	t.listener = startWatch(t, new(watch[*resources.Listener]), resources.ListenerType, listenerName)
 	t.mu.Unlock()
 	return t
