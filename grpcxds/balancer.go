@@ -130,6 +130,9 @@ type xdsBalancer struct {
 	// handler is the user's code, and runs under no lock of ours.
 	logger *slog.Logger
 	logs   []logLine
+	// warnings keeps a burst of like warnings from flooding the log
+	// (warnlimit.go).
+	warnings warnLimiter
 	// snap is the snapshot in force; nil before the first one and while
 	// the configuration is unusable, failErr then saying why (a status
 	// error, or any other error for RPCs to wait on if wait-for-ready).
@@ -604,5 +607,7 @@ type logLine struct {
 // level is enabled is asked then: that too is the handler's code. Lines
 // are few, one per decision, so queueing them unasked costs little.
 func (b *xdsBalancer) logLocked(level slog.Level, msg string, args ...any) {
-	b.logs = append(b.logs, logLine{level, msg, args})
+	if ok, args := b.limitLocked(level, msg, args); ok {
+		b.logs = append(b.logs, logLine{level, msg, args})
+	}
 }

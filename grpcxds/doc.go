@@ -264,7 +264,10 @@
 // a cluster switching priority) and their failures at warning level (no
 // usable configuration, a cluster with no usable endpoint). Without one,
 // the lines go where the client's do: [Options].ClientOptions.Logger, or
-// warnings only to slog.Default().
+// warnings only to slog.Default(). A channel writes at most 10 warnings of
+// one kind in 10 seconds (a zone going down fails thousands of clusters at
+// once): the tenth says that more are held back, and the first after the
+// pause carries held_back, how many were.
 //
 // # Not supported
 //
