@@ -54,6 +54,10 @@ type channelState struct {
 	gen   uint64           // generations handed out; guarded by mu
 	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
 	ready chan struct{}    // closed when cfg is first set; guarded by mu
+	// closed is closed when the resolver closes (reset) and replaced: an
+	// RPC waiting for the first configuration learns that the resolver it
+	// waited for is gone. Guarded by mu.
+	closed chan struct{}
 }
 
 // channelConfig is one configuration of a channel, immutable.
@@ -74,7 +78,7 @@ func newChannelState(b *Builder) *channelState {
 	if wait == nil {
 		wait = sleepCtx
 	}
-	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{})}
+	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{}), closed: make(chan struct{})}
 }
 
 // sleepCtx waits d, or until ctx is done.
@@ -115,6 +119,8 @@ func (cs *channelState) reset() {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	cs.built = false
+	close(cs.closed)
+	cs.closed = make(chan struct{})
 	if cs.cfg != nil {
 		cs.cfg = nil
 		cs.ready = make(chan struct{})
@@ -123,32 +129,41 @@ func (cs *channelState) reset() {
 
 // current returns the configuration in force, waiting for the first one.
 // An idle channel is woken: its resolver is built only when an RPC reaches
-// gRPC, and the RPC waits here first.
+// gRPC, and the RPC waits here first. gRPC does not count an RPC waiting
+// here as active, so the channel may go idle again before its resolver
+// brings a configuration (its idle timeout shorter than the management
+// server's answer): the resolver closes and no configuration will come
+// from it, so the RPC wakes the channel again rather than wait for its
+// deadline.
 func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*channelConfig, error) {
-	cs.mu.Lock()
-	if cs.owner == nil {
-		cs.owner = cc
+	for {
+		cs.mu.Lock()
+		if cs.owner == nil {
+			cs.owner = cc
+		}
+		cfg, ready, closed, owner := cs.cfg, cs.ready, cs.closed, cs.owner
+		cs.mu.Unlock()
+		if owner != cc {
+			return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
+		}
+		if cfg != nil {
+			return cfg, nil
+		}
+		if cc.GetState() == connectivity.Shutdown {
+			return nil, nil // gRPC says so itself
+		}
+		// gRPC closes the old resolver before it builds a new one (entering
+		// idle mode waits for it), so a resolver closed after closed was
+		// read is seen below, and Connect wakes the channel again.
+		cc.Connect()
+		select {
+		case <-ready:
+		case <-closed:
+		case <-ctx.Done():
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		// Either way, look again: the configuration, or the resolver gone.
 	}
-	cfg, ready, owner := cs.cfg, cs.ready, cs.owner
-	cs.mu.Unlock()
-	if owner != cc {
-		return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
-	}
-	if cfg != nil {
-		return cfg, nil
-	}
-	if cc.GetState() == connectivity.Shutdown {
-		return nil, nil // gRPC says so itself
-	}
-	cc.Connect()
-	select {
-	case <-ready:
-	case <-ctx.Done():
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	return cs.cfg, nil
 }
 
 // channelBuilder is the resolver.Builder of one channel made with

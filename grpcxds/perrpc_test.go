@@ -3,15 +3,18 @@ package grpcxds_test
 import (
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/goxds/xds/grpcxds"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -113,6 +116,59 @@ func TestIdleChannelWakes(t *testing.T) {
 				t.Fatalf("channel never went idle: %v", s)
 			}
 		}
+	}
+}
+
+// An RPC that wakes an idle channel waits for the configuration of the
+// resolver gRPC builds; gRPC does not count that RPC as active, so when
+// the configuration takes longer than the idle timeout the channel goes
+// idle again and closes that resolver. The RPC then wakes the channel
+// once more: it is served when the configuration comes, instead of
+// waiting for one from the closed resolver until its deadline. Here the
+// management server has no listener until the channel has gone idle, so
+// this happens every time.
+func TestIdleChannelWakesAgainWhileRPCWaits(t *testing.T) {
+	t.Parallel()
+	// Listener subscriptions as the server sees them: true when the
+	// client asks for the listener, false when it stops asking.
+	subs := make(chan bool, 1000)
+	note := func(on bool) {
+		select {
+		case subs <- on:
+		default: // the test needs only the first two
+		}
+	}
+	e := newEnvServer(t, grpcxds.Options{}, testutils.ManagementServerOptions{
+		OnStreamRequest: func(_ int64, req *discoveryv3.DiscoveryRequest) error {
+			if req.GetTypeUrl() == resources.ListenerTypeURL {
+				note(slices.Contains(req.GetResourceNames(), listener))
+			}
+			return nil
+		},
+		OnStreamClosed: func(int64, bool) { note(false) },
+	})
+	a := startBackend(t, "a")
+	conn := e.dial(grpc.WithIdleTimeout(50 * time.Millisecond))
+	done := make(chan error, 1)
+	go func() {
+		got, err := call(e.ctx, conn)
+		if err == nil && got != "a" {
+			err = fmt.Errorf("served by %q", got)
+		}
+		done <- err
+	}()
+	for _, want := range []bool{true, false} { // the resolver built, then closed
+		for on := !want; on != want; {
+			select {
+			case on = <-subs:
+			case <-e.ctx.Done():
+				t.Fatalf("no listener subscription %v seen", want)
+			}
+		}
+	}
+	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
+	if err := <-done; err != nil {
+		t.Errorf("RPC that woke the channel, which went idle before the configuration came: %v; want served by a", err)
 	}
 }
 

@@ -100,8 +100,9 @@
 // backoff.Config), reset once a stream has delivered a response. Two stream
 // starts are never closer than [Options].MinStreamInterval, even after a
 // healthy stream, so a server that answers once and hangs up cannot drive
-// the client into a reconnect loop. On the new stream every subscription is
-// sent again.
+// the client into a reconnect loop. Both waits run on [Options].Clock, which
+// a test replaces with a fake one to see them as timers. On the new stream
+// every subscription is sent again.
 //
 // # Per-type streams
 //

@@ -25,6 +25,11 @@ type Options struct {
 	// MinStreamInterval is the least time between the starts of two
 	// streams, even when the earlier one was healthy. Zero: 1 s.
 	MinStreamInterval time.Duration
+	// Clock paces the starts of ADS streams (Backoff and
+	// MinStreamInterval). Nil: the real clock. Tests pass a fake one
+	// (testutils.FakeClock) to see the client wait for a pace by its timer
+	// rather than by the wall clock of a loaded machine.
+	Clock StreamClock
 	// SilenceTimeout restarts a stream on which requests were sent but
 	// nothing at all came back within this time. Zero disables it, since a
 	// server with nothing to say may legitimately stay silent.

@@ -144,14 +144,14 @@ func (r *runner) run() {
 			// Even after a healthy stream, never start streams faster than
 			// this: a server that answers once and hangs up must not turn
 			// the client into a reconnect loop.
-			if gap := r.opts.MinStreamInterval - time.Since(lastStart); gap > delay {
+			if gap := r.opts.MinStreamInterval - r.clock().Now().Sub(lastStart); gap > delay {
 				delay = gap
 			}
 		}
 		if !r.sleep(delay) {
 			return
 		}
-		lastStart = time.Now()
+		lastStart = r.clock().Now()
 		healthy, err := r.runStream()
 		if r.ctx.Err() != nil {
 			return
@@ -192,20 +192,46 @@ func (r *runner) waitForInterest() bool {
 	}
 }
 
-func (r *runner) sleep(d time.Duration) bool { return sleepCtx(r.ctx, d) }
+// StreamClock is the time source that paces the starts of ADS streams
+// (Options.Clock). The client's Clock and testutils.FakeClock implement it.
+type StreamClock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has passed, unless the
+	// returned timer is stopped first.
+	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
+}
 
-// sleepCtx waits d, or less if ctx ends first; it reports whether ctx is
-// still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
+// realClock is the StreamClock of the time package.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+	return time.AfterFunc(d, f)
+}
+
+// clock is Options.Clock, or the real clock.
+func (r *runner) clock() StreamClock {
+	if r.opts.Clock == nil {
+		return realClock{}
 	}
-	t := time.NewTimer(d)
+	return r.opts.Clock
+}
+
+// sleep waits d on the runner's clock, or less if the runner stops first;
+// it reports whether the runner is still live.
+func (r *runner) sleep(d time.Duration) bool {
+	if d <= 0 {
+		return r.ctx.Err() == nil
+	}
+	fired := make(chan struct{})
+	t := r.clock().AfterFunc(d, func() { close(fired) })
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-fired:
 		return true
-	case <-ctx.Done():
+	case <-r.ctx.Done():
 		return false
 	}
 }

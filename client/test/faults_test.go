@@ -615,11 +615,18 @@ func TestFaultBlackholedServer(t *testing.T) {
 // still bounds the reconnect rate. The watcher gets the resource once (it
 // never changes) and no error: a stream that ended after answering is no
 // outage, and the metrics say so.
+//
+// The pace is read on a fake clock (TransportOptions.Clock) rather than on
+// the times the server sees streams open, which a loaded machine shifts by
+// tens of milliseconds either way: after each hang-up the client must hold
+// a timer due one interval after the stream's start, and must not start
+// the next stream until the clock has reached it. Without the bound no
+// timer would be set and the streams would follow each other at once.
 func TestFaultAnswerOnceAndHangUp(t *testing.T) {
 	t.Parallel()
 	const (
 		minInterval = 100 * time.Millisecond
-		window      = time.Second
+		streams     = 6
 	)
 	for _, p := range protocols {
 		t.Run(p.name, func(t *testing.T) {
@@ -627,47 +634,43 @@ func TestFaultAnswerOnceAndHangUp(t *testing.T) {
 			checkLeaks(t)
 			fs := startFake(t, "")
 			m := &metrics{}
+			clock := testutils.NewFakeClock(time.Unix(1_000_000, 0))
 			c := newFaultClient(t, fs.Address(), p, func(o *client.Options) {
 				o.TransportOptions.MinStreamInterval = minInterval
+				o.TransportOptions.Clock = clock
 				o.Metrics = m
 			})
 			w := newRecorder[*resources.Cluster]()
 			client.WatchCluster(c, "C1", w)
-			var opened []time.Time
-			start := time.Now()
-			for time.Since(start) < window {
+			ctx := testContext(t)
+			for i := range streams {
 				st := nextStreamOf(t, fs)
-				opened = append(opened, st.Opened)
+				// The stream started at the clock's present: the clock
+				// moves only when the test moves it.
+				due := clock.Now().Add(minInterval)
 				readReq(t, st)
 				nonce := fmt.Sprint("n", st.ID)
 				mustSendCluster(t, st, "1", nonce, testutils.Cluster("C1", "eds-1"))
 				wantACK(t, st, nonce)
 				st.Cut(nil) // hang up, status OK
-			}
-			// The server sees each stream open a little after the client
-			// started it, by a latency that varies: one gap may look
-			// shorter than the interval by that much, but the count over
-			// the window cannot exceed one per interval, plus one for the
-			// latency. Without the bound, streams would come a millisecond
-			// apart.
-			const latency = 50 * time.Millisecond
-			elapsed := opened[len(opened)-1].Sub(opened[0])
-			for i := 1; i < len(opened); i++ {
-				if gap := opened[i].Sub(opened[i-1]); gap < minInterval-latency {
-					t.Errorf("stream %d started %v after the previous one, want about %v at least", i+1, gap, minInterval)
+				if err := clock.WaitForTimerAt(ctx, due); err != nil {
+					t.Fatalf("after stream %d ended: no timer due one MinStreamInterval (%v) after its start: %v", i+1, minInterval, err)
 				}
-			}
-			rate := float64(len(opened)-1) / elapsed.Seconds()
-			t.Logf("%d streams in %v: %.1f reconnects/s (bound %.0f/s)", len(opened), elapsed.Round(time.Millisecond), rate, float64(time.Second)/float64(minInterval))
-			if max := int((elapsed+latency)/minInterval) + 1; len(opened) > max {
-				t.Errorf("%d streams in %v, want at most %d", len(opened), elapsed, max)
+				// The client waits on that timer: no stream can have
+				// started meanwhile.
+				if n := fs.StreamCount(); n != i+1 {
+					t.Fatalf("%d streams started before the clock reached the interval, want %d", n, i+1)
+				}
+				if i < streams-1 {
+					clock.Advance(minInterval)
+				}
 			}
 			w.wantUpdate(t, "C1")
 			barrier(t, c)
 			w.none(t)
 			responses, valid, invalid, failures, connected := m.counts()
-			if responses != len(opened) || valid != len(opened) || invalid != 0 {
-				t.Errorf("metrics: %d responses, %d valid, %d invalid resources; want %d, %d, 0", responses, valid, invalid, len(opened), len(opened))
+			if responses != streams || valid != streams || invalid != 0 {
+				t.Errorf("metrics: %d responses, %d valid, %d invalid resources; want %d, %d, 0", responses, valid, invalid, streams, streams)
 			}
 			if failures != 0 || !slices.Equal(connected, []bool{true}) {
 				t.Errorf("metrics: %d server failures, connected %v; want none, and connected once", failures, connected)
