@@ -105,11 +105,40 @@ func (cs *channelState) nextGen() uint64 {
 func (cs *channelState) set(cfg *channelConfig) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
+	cs.setLocked(cfg)
+}
+
+func (cs *channelState) setLocked(cfg *channelConfig) {
 	first := cs.cfg == nil
 	cs.cfg = cfg
 	if first {
 		close(cs.ready)
 	}
+}
+
+// epochNow identifies the resolver being built for the channel: the closed
+// channel that its Close (reset) closes and replaces.
+func (cs *channelState) epochNow() chan struct{} {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.closed
+}
+
+// setFrom is set for the resolver of epoch, and reports whether cfg was
+// set. A resolver closed since sets nothing: its tree's callback may still
+// be running when Close returns (the tree stops calling, but does not wait
+// for a call under way), and a configuration it set after reset would be
+// the one in force for the next resolver's RPCs; or, since a closed
+// channel's UpdateState reaches no balancer, an error saying the channel
+// ignores xDS.
+func (cs *channelState) setFrom(epoch chan struct{}, cfg *channelConfig) bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.closed != epoch {
+		return false
+	}
+	cs.setLocked(cfg)
+	return true
 }
 
 // reset forgets the configuration when the channel's resolver closes (the

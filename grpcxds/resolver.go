@@ -187,7 +187,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release, logger: b.logger.With("listener", name)}
+	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release,
+		logger: b.logger.With("listener", name), epoch: cs.epochNow()}
 	r.clusters = new(watchers.ClusterSet)
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
@@ -264,6 +265,9 @@ type xdsResolver struct {
 	// clusters are those the balancer's RLS policies route to besides the
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
+	// epoch identifies this resolver to cs (channelState.setFrom), so
+	// that one closed sets no configuration.
+	epoch chan struct{}
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -280,7 +284,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	gen := r.cs.nextGen()
 	cfg := &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
 	if r.cs.balancerGen.Load() > 0 {
-		r.cs.set(cfg)
+		r.cs.setFrom(r.epoch, cfg)
 	}
 	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
@@ -321,12 +325,16 @@ func (r *xdsResolver) ResourceError(err error) {
 // resolver's service config): its RPCs would go wherever that policy
 // sends them, so the interceptors fail them instead, and the log says so.
 func (r *xdsResolver) publish(gen uint64, cfg *channelConfig) {
+	var ignored error
 	if r.cs.balancerGen.Load() < gen {
-		err := errNotOurBalancer(r.listener)
-		r.logger.Warn("the channel ignores the xDS configuration", "err", err)
-		cfg = &channelConfig{gen: gen, err: err, nodeID: r.nodeID}
+		ignored = errNotOurBalancer(r.listener)
+		cfg = &channelConfig{gen: gen, err: ignored, nodeID: r.nodeID}
 	}
-	r.cs.set(cfg)
+	// A resolver closed since (its Update ran on as Close returned) sets
+	// nothing, and has nothing to say: no balancer hears a closed one.
+	if r.cs.setFrom(r.epoch, cfg) && ignored != nil {
+		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored)
+	}
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in force
