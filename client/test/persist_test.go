@@ -231,9 +231,21 @@ func TestPersistFileOfAnotherNodeIgnored(t *testing.T) {
 	dir := t.TempDir()
 	e := persistTree(t, sotw, dir)
 
+	sink := wantNothingFromDisk(t, e.addr, persistCfg{dir: dir, node: "node-2"})
+	wantWarning(t, sink, fileOfType(dir, "Listener"), `written for node "node-1"`)
+	wantWarning(t, sink, fileOfType(dir, "Cluster"), `written for node "node-1"`)
+}
+
+// wantNothingFromDisk starts a SotW client of addr persisting as pc says,
+// on a fake clock and with its log captured, lets the persistence wait go
+// by, and checks that no watcher of the tree was served from disk. It
+// returns the log, for the warning that says why.
+func wantNothingFromDisk(t *testing.T, addr string, pc persistCfg) *logSink {
+	t.Helper()
 	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 	logger, sink := newCaptureLogger()
-	c := newPersistClient(t, e.addr, sotw, persistCfg{dir: dir, clk: clk, node: "node-2", logger: logger})
+	pc.clk, pc.logger = clk, logger
+	c := newPersistClient(t, addr, sotw, pc)
 	tr := watchDiskTree(c)
 	clk.Advance(persistWait)
 	barrier(t, c)
@@ -241,8 +253,7 @@ func TestPersistFileOfAnotherNodeIgnored(t *testing.T) {
 	tr.r.nonePastOutage(t)
 	tr.c.nonePastOutage(t)
 	tr.e.nonePastOutage(t)
-	wantWarning(t, sink, fileOfType(dir, "Listener"), `written for node "node-1"`)
-	wantWarning(t, sink, fileOfType(dir, "Cluster"), `written for node "node-1"`)
+	return sink
 }
 
 // wantWarning checks that a warning about file says why, with reason in it.
@@ -359,14 +370,7 @@ func TestPersistStaleFileIgnored(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	e := persistTree(t, sotw, dir)
-	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-	logger, sink := newCaptureLogger()
-	c := newPersistClient(t, e.addr, sotw, persistCfg{dir: dir, clk: clk, logger: logger, maxAge: time.Nanosecond})
-	tr := watchDiskTree(c)
-	clk.Advance(persistWait)
-	barrier(t, c)
-	tr.l.nonePastOutage(t)
-	tr.c.nonePastOutage(t)
+	sink := wantNothingFromDisk(t, e.addr, persistCfg{dir: dir, maxAge: time.Nanosecond})
 	wantWarning(t, sink, fileOfType(dir, "Listener"), "stale")
 }
 
@@ -377,14 +381,7 @@ func TestPersistFileOfAnotherServerIgnored(t *testing.T) {
 	dir := t.TempDir()
 	persistTree(t, sotw, dir)
 	other := startFake(t, "127.0.0.1:0") // reachable, never answers
-	clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-	logger, sink := newCaptureLogger()
-	c := newPersistClient(t, other.Address(), sotw, persistCfg{dir: dir, clk: clk, logger: logger})
-	tr := watchDiskTree(c)
-	clk.Advance(persistWait)
-	barrier(t, c)
-	tr.l.nonePastOutage(t)
-	tr.c.nonePastOutage(t)
+	sink := wantNothingFromDisk(t, other.Address(), persistCfg{dir: dir})
 	wantWarning(t, sink, fileOfType(dir, "Cluster"), "none of them in this bootstrap")
 }
 
