@@ -53,13 +53,7 @@ func rlsRoutesWith(p *routev3.ClusterSpecifierPlugin, more ...*routev3.Route) *r
 // b, and fails any other lookup.
 func startRLS(t *testing.T) *testutils.RLSServer {
 	t.Helper()
-	rls, err := testutils.StartRLSServer(func(r testutils.RLSRequest) (testutils.RLSResponse, error) {
-		switch k := r.KeyMap["k"]; k {
-		case "a", "b":
-			return testutils.RLSResponse{Targets: []string{strings.ToUpper(k)}}, nil
-		}
-		return testutils.RLSResponse{}, status.Errorf(codes.NotFound, "no target for %v", r.KeyMap)
-	})
+	rls, err := testutils.StartRLSServer(testutils.RLSTargetsByKey("k", map[string]string{"a": "A", "b": "B"}))
 	if err != nil {
 		t.Fatal(err)
 	}

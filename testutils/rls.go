@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/balancer/rls" // registers the grpc.lookup.v1 descriptors
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -74,6 +76,18 @@ type RLSServer struct {
 
 	mu       sync.Mutex
 	requests []RLSRequest
+}
+
+// RLSTargetsByKey is an RLSServer handler that names, for a request whose
+// key key has a value in targets, that value's target, and fails any
+// other lookup with NOT_FOUND.
+func RLSTargetsByKey(key string, targets map[string]string) func(RLSRequest) (RLSResponse, error) {
+	return func(r RLSRequest) (RLSResponse, error) {
+		if target, ok := targets[r.KeyMap[key]]; ok {
+			return RLSResponse{Targets: []string{target}}, nil
+		}
+		return RLSResponse{}, status.Errorf(codes.NotFound, "no target for %v", r.KeyMap)
+	}
 }
 
 // StartRLSServer starts an RLSServer; an error from handler fails the

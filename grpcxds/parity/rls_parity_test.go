@@ -2,14 +2,11 @@ package parity_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/testutils"
 )
@@ -22,13 +19,7 @@ func TestParityRLS(t *testing.T) {
 	t.Parallel()
 	p := newPair(t)
 	a, b, d := startBackend(t, "a"), startBackend(t, "b"), startBackend(t, "d")
-	rls, err := testutils.StartRLSServer(func(r testutils.RLSRequest) (testutils.RLSResponse, error) {
-		switch k := r.KeyMap["k"]; k {
-		case "a", "b":
-			return testutils.RLSResponse{Targets: []string{strings.ToUpper(k)}}, nil
-		}
-		return testutils.RLSResponse{}, status.Errorf(codes.NotFound, "no target for %v", r.KeyMap)
-	})
+	rls, err := testutils.StartRLSServer(testutils.RLSTargetsByKey("k", map[string]string{"a": "A", "b": "B"}))
 	if err != nil {
 		t.Fatal(err)
 	}
