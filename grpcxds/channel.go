@@ -71,6 +71,10 @@ type channelConfig struct {
 	chain *filterChain
 	// nodeID is the bootstrap's node ID, for errors.
 	nodeID string
+	// retries are the parsed retry policies of the routes and virtual
+	// hosts RPCs have used, by their *routev3.RetryPolicy (nil values
+	// included: a policy gRPC does not retry with); filled as RPCs come.
+	retries sync.Map
 }
 
 func newChannelState(b *Builder) *channelState {

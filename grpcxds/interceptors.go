@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -25,7 +26,7 @@ const maxReplayBytes = 256 << 10
 func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn) (context.Context, *rpcConfig, func(), error) {
 	cfg, err := cs.current(ctx, cc)
 	if err != nil || cfg == nil {
-		return ctx, nil, func() {}, err
+		return ctx, nil, noFinish, err
 	}
 	if cfg.snap == nil {
 		return ctx, nil, nil, cfg.err
@@ -36,41 +37,91 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 		return ctx, nil, nil, err
 	}
 	ctx = context.WithValue(ctx, selectionKey{}, rc.sel)
-	cancel := func() {}
+	// The usual RPC has no deadline of its route and starts nothing in
+	// its filters: it has nothing to end, and allocates no end.
+	var end *rpcEnd
 	if rc.timeout > 0 {
 		// context.WithTimeout keeps an earlier deadline of the
 		// application's: the RPC ends at the earlier of the two.
+		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, rc.timeout)
+		end = &rpcEnd{cancel: cancel}
 	}
 	release, err := runFilters(ctx, rc.filters, md)
 	if err != nil {
-		cancel()
+		if end != nil {
+			end.finish()
+		}
 		return ctx, nil, nil, err
 	}
-	return ctx, rc, sync.OnceFunc(func() { release(); cancel() }), nil
+	if release != nil {
+		if end == nil {
+			end = new(rpcEnd)
+		}
+		end.release = release
+	}
+	if end == nil {
+		return ctx, rc, noFinish, nil
+	}
+	return ctx, rc, end.finish, nil
+}
+
+// noFinish is the finish of an RPC that started nothing to end.
+func noFinish() {}
+
+// rpcEnd is what start began for one RPC, ended once by finish (a stream
+// may reach its end by more than one path): what the filters started, and
+// the deadline's timer. One allocation, where sync.OnceFunc made several on
+// every RPC.
+type rpcEnd struct {
+	done    atomic.Bool
+	release func()             // nil: none
+	cancel  context.CancelFunc // nil: none
+}
+
+func (e *rpcEnd) finish() {
+	if e.done.Swap(true) {
+		return
+	}
+	if e.release != nil {
+		e.release()
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
 }
 
 // runFilters runs the filters of an RPC in order. The first to fail the
 // RPC ends the run; what the filters started is released by the returned
-// func when the RPC ends, or at once on failure.
+// func when the RPC ends, or at once on failure. It returns nil when no
+// filter started anything (a fault that did not fire), as for most RPCs:
+// they allocate nothing here.
 func runFilters(ctx context.Context, calls []filterCall, md metadata.MD) (func(), error) {
 	var releases []func()
-	releaseAll := func() {
-		for i := len(releases) - 1; i >= 0; i-- {
-			releases[i]()
-		}
-	}
 	for _, c := range calls {
 		release, err := c.runtime.start(ctx, c.config, md)
 		if err != nil {
-			releaseAll()
+			releaseInReverse(releases)
 			return nil, err
 		}
 		if release != nil {
 			releases = append(releases, release)
 		}
 	}
-	return releaseAll, nil
+	switch len(releases) {
+	case 0:
+		return nil, nil
+	case 1:
+		return releases[0], nil
+	}
+	return func() { releaseInReverse(releases) }, nil
+}
+
+// releaseInReverse releases what filters started, the last first.
+func releaseInReverse(releases []func()) {
+	for i := len(releases) - 1; i >= 0; i-- {
+		releases[i]()
+	}
 }
 
 // replayable reports whether a unary request can be sent again: gRPC keeps

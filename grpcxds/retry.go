@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -39,7 +40,10 @@ type retryPolicy struct {
 // deadline-exceeded, internal, resource-exhausted, unavailable; Envoy's
 // HTTP conditions do not apply to gRPC). A route's policy replaces the
 // virtual host's even when it retries nothing.
-func retryPolicyOf(r *resources.Route, vh *resources.VirtualHost) *retryPolicy {
+//
+// The policy is parsed once per configuration (channelConfig.retries), not
+// on each RPC: the parse splits retry_on and allocates.
+func (c *channelConfig) retryPolicyOf(r *resources.Route, vh *resources.VirtualHost) *retryPolicy {
 	in := r.RetryPolicy
 	if in == nil && vh != nil {
 		in = vh.RetryPolicy
@@ -47,6 +51,16 @@ func retryPolicyOf(r *resources.Route, vh *resources.VirtualHost) *retryPolicy {
 	if in == nil {
 		return nil
 	}
+	if p, ok := c.retries.Load(in); ok {
+		return p.(*retryPolicy)
+	}
+	p := parseRetryPolicy(in)
+	c.retries.Store(in, p)
+	return p
+}
+
+// parseRetryPolicy is retryPolicyOf's policy for in.
+func parseRetryPolicy(in *routev3.RetryPolicy) *retryPolicy {
 	p := &retryPolicy{maxAttempts: 2, base: defaultBaseInterval}
 	some := false
 	for _, cond := range strings.Split(in.GetRetryOn(), ",") {

@@ -84,7 +84,7 @@ func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint6
 	rc := &rpcConfig{
 		sel:     &selection{gen: c.gen, route: r, cluster: name, hash: requestHash(r.HashPolicies, md, channelID)},
 		timeout: timeoutOf(r, c.snap.Listener),
-		retry:   retryPolicyOf(r, vh),
+		retry:   c.retryPolicyOf(r, vh),
 	}
 	if c.chain != nil {
 		var err error
