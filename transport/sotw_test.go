@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/backoff"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 
@@ -149,19 +151,58 @@ func TestSotWTypesHaveIndependentVersionsAndNonces(t *testing.T) {
 	})
 }
 
-// A subscription added and removed before it reached the stream sends
-// nothing, and an empty list is never the first request of a type (it would
-// read as the legacy wildcard).
+// A subscription added and removed while the stream is down sends
+// nothing, and a type whose names are all gone sends no request on the next
+// stream: an empty list is never the first request of a type on a stream (it
+// would read as the legacy wildcard). The changes are made while the runners
+// wait on a fake clock to reconnect, so nothing can reach the wire between
+// them.
 func TestSotWNoEmptyFirstRequest(t *testing.T) {
 	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
-		e := newEnv(t, sotw, fastOptions, nil)
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+		opts := transport.Options{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1, MaxDelay: time.Second},
+			MinStreamInterval: time.Second,
+			Clock:             clk,
+		}
+		e := newEnv(t, sotw, opts, nil)
 		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-		e.next()
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C0"}, nil)
+		runners := 1
+		if perType(sotw) {
+			runners = 2
+		}
+		for range 2 { // L1 and C0, on one stream or two
+			e.next()
+		}
+		if err := e.fs.CutStream(errors.New("cut")); err != nil {
+			t.Fatal(err)
+		}
+		if err := clk.WaitForTimers(ctxT(t), runners); err != nil {
+			t.Fatalf("waiting for the runners to wait to reconnect: %v", err)
+		}
+		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C0"})
 		e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
 		e.tr.UpdateSubscriptions(cdsURL, nil, []string{"C1"})
 		e.tr.UpdateSubscriptions(rdsURL, []string{"R1"}, nil)
-		if r := e.next(); r.TypeUrl != rdsURL {
-			t.Fatalf("got a %s request %v, want only the route request", r.TypeUrl, r)
+		clk.Advance(time.Second)
+		// A name subscribed after the reconnect: the first cluster request
+		// the server sees from now on must be this one, since a type's
+		// requests are sent in order.
+		e.tr.UpdateSubscriptions(cdsURL, []string{"C2"}, nil)
+		got := map[string][]string{}
+		for len(got) < 3 {
+			r := e.next()
+			if _, seen := got[r.TypeUrl]; seen {
+				t.Fatalf("a second %s request %v before every type's first", r.TypeUrl, r)
+			}
+			got[r.TypeUrl] = r.ResourceNames
+		}
+		wantNames := map[string][]string{ldsURL: {"L1"}, rdsURL: {"R1"}, cdsURL: {"C2"}}
+		for typeURL, names := range wantNames {
+			if !slices.Equal(got[typeURL], names) {
+				t.Errorf("first %s request after the reconnect names %q, want %q", typeURL, got[typeURL], names)
+			}
 		}
 	})
 }
