@@ -10,8 +10,8 @@ import (
 	"unicode/utf8"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/backoff"
 	statuspb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/bootstrap"
