@@ -244,6 +244,11 @@ func newPriorities(small []uint64, n int) priorities {
 // is cheaper than building the map.
 const maxScanned = 16
 
+// newEndpoints validates an assignment and builds its value. The usual
+// assignment never gets here: decodeEndpointsWire (endpoints_wire.go)
+// applies the same rules to it, read from its bytes. A rule changed here
+// must change there too, or make that path decline what it concerns
+// (TestEndpointsWireMatchesMessage).
 func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 	e := &Endpoints{Name: m.GetClusterName()}
 	if err := e.setDrops(m.GetPolicy().GetDropOverloads()); err != nil {
