@@ -161,6 +161,15 @@ func (e *Endpoints) Proto() proto.Message { return e.Raw() }
 var endpointsMsgs msgPool[endpointv3.ClusterLoadAssignment, *endpointv3.ClusterLoadAssignment]
 
 func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
+	if e := decodeEndpointsWire(body.GetValue()); e != nil {
+		return e.Name, e, nil
+	}
+	return decodeEndpointsMessage(body)
+}
+
+// decodeEndpointsMessage decodes any assignment, through the generated
+// message; decodeEndpointsWire must agree with it.
+func decodeEndpointsMessage(body *anypb.Any) (string, *Endpoints, error) {
 	m := endpointsMsgs.get()
 	defer endpointsMsgs.put(m)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
@@ -193,10 +202,41 @@ type endpointsBuilder struct {
 	// or localities, which are then checked by a scan of addrs or
 	// localities: the maps were most of what decoding a small assignment
 	// allocated (docs/PERFORMANCE.md).
-	seenAddrs  map[string]struct{}
-	seenLocs   map[localityKey]struct{}
-	prioWeight []uint64 // sum of locality weights per priority < len
-	prioTooBig bool     // some priority >= number of localities: a gap
+	seenAddrs map[string]struct{}
+	seenLocs  map[localityKey]struct{}
+}
+
+// newEndpointsBuilder returns a builder with room for exactly nLoc
+// localities, nEp endpoints and nAddr addresses.
+func newEndpointsBuilder(nLoc, nEp, nAddr int) endpointsBuilder {
+	b := endpointsBuilder{
+		localities: make([]Locality, 0, nLoc),
+		endpoints:  make([]Endpoint, 0, nEp),
+		addrs:      make([]string, 0, nAddr),
+	}
+	if nAddr > maxScanned {
+		b.seenAddrs = make(map[string]struct{}, nAddr)
+	}
+	if nLoc > maxScanned {
+		b.seenLocs = make(map[localityKey]struct{}, nLoc)
+	}
+	return b
+}
+
+// priorities sums the weights of an assignment's localities by priority.
+// It is apart from endpointsBuilder, whose slices the value keeps, so that
+// its table can stay on the caller's stack (newPriorities).
+type priorities struct {
+	weight []uint64 // sum of locality weights per priority < len
+	tooBig bool     // some priority >= number of localities: a gap
+}
+
+// newPriorities returns the table for n localities, in small when it fits.
+func newPriorities(small []uint64, n int) priorities {
+	if n > len(small) {
+		return priorities{weight: make([]uint64, n)}
+	}
+	return priorities{weight: small[:n]}
 }
 
 // maxScanned is the most addresses or localities whose uniqueness is
@@ -204,6 +244,11 @@ type endpointsBuilder struct {
 // is cheaper than building the map.
 const maxScanned = 16
 
+// newEndpoints validates an assignment and builds its value. The usual
+// assignment never gets here: decodeEndpointsWire (endpoints_wire.go)
+// applies the same rules to it, read from its bytes. A rule changed here
+// must change there too, or make that path decline what it concerns
+// (TestEndpointsWireMatchesMessage).
 func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 	e := &Endpoints{Name: m.GetClusterName()}
 	if err := e.setDrops(m.GetPolicy().GetDropOverloads()); err != nil {
@@ -221,32 +266,20 @@ func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 			nAddr += 1 + len(lbe.GetEndpoint().GetAdditionalAddresses())
 		}
 	}
+	b := newEndpointsBuilder(nLoc, nEp, nAddr)
 	var prioSmall [maxScanned]uint64 // on the stack
-	b := endpointsBuilder{
-		localities: make([]Locality, 0, nLoc),
-		endpoints:  make([]Endpoint, 0, nEp),
-		addrs:      make([]string, 0, nAddr),
-	}
-	if nAddr > maxScanned {
-		b.seenAddrs = make(map[string]struct{}, nAddr)
-	}
-	if nLoc > maxScanned {
-		b.seenLocs = make(map[localityKey]struct{}, nLoc)
-		b.prioWeight = make([]uint64, nLoc)
-	} else {
-		b.prioWeight = prioSmall[:nLoc]
-	}
+	prio := newPriorities(prioSmall[:], nLoc)
 	for i, l := range m.GetEndpoints() {
 		weight := l.GetLoadBalancingWeight().GetValue()
 		if weight == 0 {
 			continue
 		}
-		if err := b.locality(l, weight); err != nil {
+		if err := b.locality(l, weight, &prio); err != nil {
 			return nil, at(index("endpoints", i), err)
 		}
 	}
 	e.Localities = b.localities
-	return e, b.checkPriorities()
+	return e, prio.check()
 }
 
 func (e *Endpoints) setDrops(in []*endpointv3.ClusterLoadAssignment_Policy_DropOverload) error {
@@ -269,7 +302,7 @@ func (e *Endpoints) setDrops(in []*endpointv3.ClusterLoadAssignment_Policy_DropO
 }
 
 // locality appends the locality l to b.localities.
-func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32) error {
+func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32, prio *priorities) error {
 	lp := l.GetLocality()
 	if lp == nil {
 		return fieldErrorf("locality", "missing")
@@ -279,16 +312,8 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 		Weight:   weight,
 		Priority: l.GetPriority(),
 	}
-	if b.seenLocality(localityKey{loc.Priority, loc.ID}) {
-		return fieldErrorf("locality", "duplicate locality %v at priority %d", loc.ID, loc.Priority)
-	}
-	if int64(loc.Priority) >= int64(len(b.prioWeight)) {
-		b.prioTooBig = true
-	} else {
-		b.prioWeight[loc.Priority] += uint64(weight)
-		if b.prioWeight[loc.Priority] > math.MaxUint32 {
-			return fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
-		}
+	if err := b.addLocality(loc, prio); err != nil {
+		return err
 	}
 	proxy, err := proxyAddressOf(l.GetMetadata())
 	if err != nil {
@@ -313,6 +338,23 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 	}
 	loc.Endpoints = b.endpoints[start:len(b.endpoints):len(b.endpoints)]
 	b.localities = append(b.localities, loc)
+	return nil
+}
+
+// addLocality checks that loc is new and that its priority's weights do
+// not overflow, and counts its weight; the caller appends it.
+func (b *endpointsBuilder) addLocality(loc Locality, prio *priorities) error {
+	if b.seenLocality(localityKey{loc.Priority, loc.ID}) {
+		return fieldErrorf("locality", "duplicate locality %v at priority %d", loc.ID, loc.Priority)
+	}
+	if int64(loc.Priority) >= int64(len(prio.weight)) {
+		prio.tooBig = true
+		return nil
+	}
+	prio.weight[loc.Priority] += uint64(loc.Weight)
+	if prio.weight[loc.Priority] > math.MaxUint32 {
+		return fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
+	}
 	return nil
 }
 
@@ -398,12 +440,12 @@ func (b *endpointsBuilder) seenAddr(hostPort string) bool {
 	return false
 }
 
-// checkPriorities reports a gap in the priorities: an unused priority
-// below a used one. A priority at or above the number of localities means
-// some lower one is unused, so the table only covers those below.
-func (b *endpointsBuilder) checkPriorities() error {
+// check reports a gap in the priorities: an unused priority below a used
+// one. A priority at or above the number of localities means some lower
+// one is unused, so the table only covers those below.
+func (prio *priorities) check() error {
 	missing := -1
-	for p, w := range b.prioWeight {
+	for p, w := range prio.weight {
 		switch {
 		case w == 0 && missing < 0:
 			missing = p
@@ -411,9 +453,9 @@ func (b *endpointsBuilder) checkPriorities() error {
 			return priorityGap(missing)
 		}
 	}
-	if b.prioTooBig {
+	if prio.tooBig {
 		if missing < 0 { // cannot happen; never accept a gap regardless
-			missing = len(b.prioWeight)
+			missing = len(prio.weight)
 		}
 		return priorityGap(missing)
 	}
@@ -434,19 +476,28 @@ func socketAddressString(a *corev3.Address) (string, error) {
 		}
 		return "", fmt.Errorf("want a socket_address, got %T", a.GetAddress())
 	}
-	host := sa.GetAddress()
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if !ip.Is4() {
-			host = ip.String() // one spelling per IPv6 address
-		}
-	} else if !validHostname(host) {
-		return "", fieldErrorf("socket_address.address", "%q is neither an IP address nor a host name", host)
+	host, ok := canonicalHost(sa.GetAddress())
+	if !ok {
+		return "", fieldErrorf("socket_address.address", "%q is neither an IP address nor a host name", sa.GetAddress())
 	}
 	port, err := socketPort(sa)
 	if err != nil {
 		return "", at("socket_address", err)
 	}
 	return joinHostPort(host, port), nil
+}
+
+// canonicalHost returns host as an endpoint's address keeps it: an IPv4
+// address or a host name as it is, an IPv6 address in canonical form (one
+// spelling per address); ok is false if host is none of these.
+func canonicalHost(host string) (string, bool) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if !ip.Is4() {
+			return ip.String(), true
+		}
+		return host, true
+	}
+	return host, validHostname(host)
 }
 
 // joinHostPort is net.JoinHostPort(host, port) in one allocation instead
