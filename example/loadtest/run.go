@@ -184,6 +184,13 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 		// ACKing then is what is measured.
 		opened, _, _, _ := tr.streamState()
 		res.idle = ch.lastBusy.Sub(opened.Add(res.ttfc))
+		// The channel's rounds are its updates: the profile starts before
+		// them (below, it started after them, and held the resends only).
+		if o.profileUpdates {
+			if err := ch.startProfile(); err != nil {
+				return res, err
+			}
+		}
 		if err := channelRounds(ctx, &res, w, srv, tr, be, ch, o); err != nil {
 			return res, err
 		}
