@@ -66,11 +66,12 @@ var (
 // as the routes' clusters (see tree.rootMark).
 func (p *pass) routes(vh *resources.VirtualHost) {
 	t := p.t
-	if n := len(vh.Routes); n > 64 && len(t.clusters) < n/2 {
+	if n := len(vh.Routes); n > 64 && len(t.clusters) == 0 {
 		// The first pass of a large tree (10,000 routes, a cluster
 		// each): the maps its clusters go in are sized for them once,
 		// rather than grown by doubling as the pass and the clusters'
-		// arrivals fill them.
+		// arrivals fill them. Only the first: a later pass finds them
+		// sized, and routes that share few clusters waste room once.
 		t.clusters = withRoom(t.clusters, n)
 		t.endpoints = withRoom(t.endpoints, n)
 		p.out = withRoom(p.out, n)
