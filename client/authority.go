@@ -213,11 +213,11 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {
 			if e.auth == a && e.watchers.len() > 0 {
-				c.subscribeLocked(s, typeURL, e.key())
+				c.subscribeAgainLocked(s, typeURL, e.key())
 			}
 		}
 		if ww := tc.wildcard; ww != nil && ww.auth == a {
-			c.subscribeLocked(s, typeURL, resources.Wildcard)
+			c.subscribeAgainLocked(s, typeURL, resources.Wildcard)
 		}
 	}
 	return s
@@ -275,7 +275,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 			e.stopDNETimer()
 			e.srv = s
 			if toFallback && e.watchers.len() > 0 {
-				c.subscribeLocked(s, typeURL, e.key())
+				c.subscribeAgainLocked(s, typeURL, e.key())
 			}
 			if !toFallback && waiting(e) {
 				c.startDNETimerLocked(tc, e)
@@ -284,7 +284,7 @@ func (c *Client) moveEntriesLocked(a *authority, s *server, toFallback bool) {
 		if ww := tc.wildcard; ww != nil && ww.auth == a {
 			ww.srv = s
 			if toFallback {
-				c.subscribeLocked(s, typeURL, resources.Wildcard)
+				c.subscribeAgainLocked(s, typeURL, resources.Wildcard)
 			}
 		}
 	}

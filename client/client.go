@@ -291,7 +291,36 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 // subsChange is a subscription change for one type of one server, not yet
 // handed to its transport.
 type subsChange struct {
-	add, remove map[string]struct{}
+	// add lists the names to subscribe to while each came once and none
+	// was withdrawn, which is how a tree's first responses subscribe
+	// (10,000 clusters, then their endpoints): a slice, in the order
+	// subscribed, with no table to grow. A withdrawal, or a caller that
+	// may name a name twice, indexes the names in addSet, which holds them
+	// from then on (add is nil).
+	add    []string
+	addSet map[string]struct{}
+	remove map[string]struct{}
+}
+
+// indexAdds moves the names to subscribe to from add to addSet, if not
+// done yet.
+func (ch *subsChange) indexAdds() {
+	if ch.addSet != nil {
+		return
+	}
+	ch.addSet = make(map[string]struct{}, len(ch.add))
+	for _, n := range ch.add {
+		ch.addSet[n] = struct{}{}
+	}
+	ch.add = nil
+}
+
+// adds returns the names to subscribe to.
+func (ch *subsChange) adds() []string {
+	if ch.addSet != nil {
+		return keys(ch.addSet)
+	}
+	return ch.add
 }
 
 // subscribeLocked and unsubscribeLocked record a change for the next flush.
@@ -305,19 +334,35 @@ type subsChange struct {
 // the server believes the client holds. unsubscribeLocked reports whether
 // it queued a removal, false when it cancelled a subscription the server
 // never heard of.
+//
+// subscribeLocked is for a name's first watcher, which cannot come twice
+// before a flush without a withdrawal in between; a caller that may
+// subscribe to a name already pending uses subscribeAgainLocked.
 func (c *Client) subscribeLocked(s *server, typeURL, name string) {
 	ch := c.changeLocked(s, typeURL)
 	if _, ok := ch.remove[name]; ok {
 		delete(ch.remove, name)
 		return
 	}
-	ch.add[name] = struct{}{}
+	if ch.addSet != nil {
+		ch.addSet[name] = struct{}{}
+		return
+	}
+	ch.add = append(ch.add, name)
+}
+
+// subscribeAgainLocked is subscribeLocked for a name that may be pending
+// already (every name of an authority, told to a new server).
+func (c *Client) subscribeAgainLocked(s *server, typeURL, name string) {
+	c.changeLocked(s, typeURL).indexAdds()
+	c.subscribeLocked(s, typeURL, name)
 }
 
 func (c *Client) unsubscribeLocked(s *server, typeURL, name string) (queued bool) {
 	ch := c.changeLocked(s, typeURL)
-	if _, ok := ch.add[name]; ok {
-		delete(ch.add, name)
+	ch.indexAdds()
+	if _, ok := ch.addSet[name]; ok {
+		delete(ch.addSet, name)
 		return false
 	}
 	ch.remove[name] = struct{}{}
@@ -332,7 +377,7 @@ func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
 	}
 	ch := byType[typeURL]
 	if ch == nil {
-		ch = &subsChange{add: make(map[string]struct{}), remove: make(map[string]struct{})}
+		ch = &subsChange{remove: make(map[string]struct{})}
 		byType[typeURL] = ch
 	}
 	if !c.flushScheduled {
@@ -361,8 +406,8 @@ func (c *Client) flush() {
 	}
 	for s, byType := range pending {
 		for typeURL, ch := range byType {
-			if len(ch.add)+len(ch.remove) > 0 {
-				s.transport.UpdateSubscriptions(typeURL, keys(ch.add), keys(ch.remove))
+			if add := ch.adds(); len(add)+len(ch.remove) > 0 {
+				s.transport.UpdateSubscriptions(typeURL, add, keys(ch.remove))
 			}
 		}
 	}

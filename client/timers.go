@@ -24,7 +24,7 @@ func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []stri
 	if tc == nil {
 		return
 	}
-	var start []*entry
+	start := make([]*entry, 0, len(names))
 	for _, name := range names {
 		e := tc.entries[name]
 		// A value from disk is no answer of the server: its timer runs.

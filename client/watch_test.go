@@ -340,3 +340,40 @@ func TestCloseStopsEverything(t *testing.T) {
 	cancel()
 	w.none(t)
 }
+
+// TestSubscriptionChangesOfOneCallbackCancelOut: watches started and
+// cancelled in one callback reach the transport as one change naming each
+// name once, with a name subscribed, withdrawn and subscribed again in it
+// once, and one subscribed and withdrawn not at all; and a name withdrawn
+// and wanted again before the flush is not sent at all.
+func TestSubscriptionChangesOfOneCallbackCancelOut(t *testing.T) {
+	h := newHarness(t, nil, Options{})
+	inCallback := func(f func()) {
+		done := make(chan struct{})
+		h.c.cbs.schedule(func() { f(); close(done) })
+		<-done
+	}
+	w := WatcherFuncs[*testValue]{}
+	cancels := make(map[string]func())
+	inCallback(func() {
+		for _, name := range []string{"R1", "R2", "R3", "R4"} {
+			cancels[name] = Watch(h.c, partialType, name, w)
+		}
+		cancels["R2"]()
+		cancels["R2"] = Watch(h.c, partialType, "R2", w)
+		cancels["R4"]()
+	})
+	u := h.nextSubs()
+	sort.Strings(u.add)
+	if !reflect.DeepEqual(u.add, []string{"R1", "R2", "R3"}) || len(u.remove) != 0 {
+		t.Fatalf("subscription change %+v, want add [R1 R2 R3] and no removal", u)
+	}
+	inCallback(func() {
+		cancels["R1"]()
+		cancels["R1"] = Watch(h.c, partialType, "R1", w)
+		cancels["R5"] = Watch(h.c, partialType, "R5", w)
+	})
+	if u := h.nextSubs(); !reflect.DeepEqual(u.add, []string{"R5"}) || len(u.remove) != 0 {
+		t.Fatalf("subscription change %+v, want add [R5] and no removal", u)
+	}
+}

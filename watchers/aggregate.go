@@ -66,6 +66,16 @@ var (
 // as the routes' clusters (see tree.rootMark).
 func (p *pass) routes(vh *resources.VirtualHost) {
 	t := p.t
+	if n := len(vh.Routes); n > 64 && len(t.clusters) == 0 {
+		// The first pass of a large tree (10,000 routes, a cluster
+		// each): the maps its clusters go in are sized for them once,
+		// rather than grown by doubling as the pass and the clusters'
+		// arrivals fill them. Only the first: a later pass finds them
+		// sized, and routes that share few clusters waste room once.
+		t.clusters = withRoom(t.clusters, n)
+		t.endpoints = withRoom(t.endpoints, n)
+		p.out = withRoom(p.out, n)
+	}
 	t.mark++
 	mark, roots := t.mark, 0
 	for name := range routeClusters(vh) {
@@ -272,4 +282,13 @@ func (p *pass) aggregate(name string, c *resources.Cluster, depth int) *result {
 	}
 	p.out[name] = &ClusterConfig{Name: name, Cluster: c, Leaves: leaves}
 	return &result{leaves: leaves, height: height + 1}
+}
+
+// withRoom returns m, or a copy of it with room for n more keys.
+func withRoom[V any](m map[string]V, n int) map[string]V {
+	out := make(map[string]V, len(m)+n)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

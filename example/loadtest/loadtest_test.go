@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 )
 
 // TestMain lets the test binary serve as the client process too: the
@@ -231,5 +234,39 @@ func TestHealthyFor(t *testing.T) {
 		if got := healthyFor(c.n, c.m, c.limit); got != c.want {
 			t.Errorf("healthyFor(%d, %d, %d) = %d, want %d", c.n, c.m, c.limit, got, c.want)
 		}
+	}
+}
+
+// TestTimeline: the server's view of each type's first exchange, in the
+// order of the tree, with the client's gap between ACKing a type and
+// subscribing to the next; what comes after full config is left out.
+func TestTimeline(t *testing.T) {
+	tr := newTracker(1)
+	tr.streamOpened(true)
+	resp := func(typeURL, nonce string, names ...string) {
+		r := &discoveryv3.DeltaDiscoveryResponse{TypeUrl: typeURL, Nonce: nonce}
+		for _, n := range names {
+			r.Resources = append(r.Resources, &discoveryv3.Resource{Name: n})
+		}
+		tr.deltaResponse(r)
+	}
+	tr.request(ldsURL, 1, "", "", false)
+	resp(ldsURL, "1", "l")
+	tr.request(ldsURL, 0, "1", "", false)
+	tr.request(rdsURL, 1, "", "", false)
+	resp(rdsURL, "2", "r")
+	tr.request(rdsURL, 0, "2", "", false)
+	tr.request(cdsURL, 1, "", "", false)
+	resp(cdsURL, "3", "c")
+	tr.request(cdsURL, 0, "3", "", true) // a NACK is no ACK
+	tr.request(edsURL, 1, "", "", false)
+	resp(edsURL, "4", "e")
+	tr.request(edsURL, 0, "4", "", false) // full config
+	tr.request(cdsURL, 0, "3", "", false) // after it: not recorded
+	got := tr.timeline()
+	want := regexp.MustCompile(`: Listener \d+ → \d+ → \d+; RouteConfiguration \d+ \[\+\d+\] → \d+ → \d+; ` +
+		`Cluster \d+ \[\+\d+\] → \d+ → -; ClusterLoadAssignment \d+ → \d+ → \d+$`)
+	if !want.MatchString(got) {
+		t.Errorf("timeline %q, want it to match %s", got, want)
 	}
 }

@@ -55,7 +55,10 @@
 // it). Measured at the client: CPU time (getrusage) at full config and per
 // update, and peak RSS (VmHWM, which the client reports). The decode floor
 // is the time to proto-unmarshal the same responses, every Any unpacked to
-// its typed message: the least any client must do.
+// its typed message: the least any client must do. With -v each run also
+// logs its timeline at the server: when each type was subscribed to,
+// answered and ACKed, and how long after ACKing the type above it the
+// client subscribed to it (how well it pipelines its subscriptions).
 //
 // See docs/PERFORMANCE.md for the last full run and what it found.
 package main

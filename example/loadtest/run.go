@@ -177,6 +177,7 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	o.logf("  %s %s N=%d M=%d: full config in %v (CPU %v, peak RSS %s; settled: CPU %v, peak RSS %s, capped %v); %s", impl, protocol, n, m,
 		res.ttfc.Round(time.Millisecond), res.cpu.Round(time.Millisecond), fmtBytes(res.rss),
 		res.settledCPU.Round(time.Millisecond), fmtBytes(res.settledRSS), res.capped, u.info)
+	o.logf("  %s", tr.timeline())
 	if be != nil {
 		// The channel's own measurements replace the xDS client's rounds.
 		// They are made even if the client is still busy: a channel whose

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +34,25 @@ type tracker struct {
 	reqTypes  map[string]bool          // types requested on the stream
 	lastReqAt time.Time
 
+	// exchanges is the first exchange of each type on the current stream,
+	// recorded until full config (see timeline).
+	exchanges map[string]*exchange
+
 	// Full config, once reached.
 	full     chan struct{} // closed at full config
 	fullStat *resolveStats
 
 	// The update being waited for, if any.
 	wait *updateWait
+}
+
+// exchange is the first exchange of one type on a stream, as the server
+// saw it: when the client first subscribed to names of the type, when the
+// server sent its first response of the type, and when the client ACKed
+// it; each since the stream opened, -1 until it happened.
+type exchange struct {
+	sub, resp, ack time.Duration
+	nonce          string // of the first response
 }
 
 // sentResponse is what the tracker remembers of a response.
@@ -86,6 +101,60 @@ func (t *tracker) streamOpened(bool) {
 	t.edsACKed = make(map[string]bool)
 	t.resent = 0
 	t.reqTypes = make(map[string]bool)
+	t.exchanges = make(map[string]*exchange)
+}
+
+// exchangeLocked returns the first exchange of typeURL on the stream,
+// nil once full config has been reached: what comes later is not part of
+// the time to full config.
+func (t *tracker) exchangeLocked(typeURL string) *exchange {
+	if t.fullStat != nil || t.exchanges == nil {
+		return nil
+	}
+	x := t.exchanges[typeURL]
+	if x == nil {
+		x = &exchange{sub: -1, resp: -1, ack: -1}
+		t.exchanges[typeURL] = x
+	}
+	return x
+}
+
+// timeline tells, for the stream that reached full config, how each type's
+// first exchange went at the server: subscribed, answered, ACKed (ms since
+// the stream opened), and how long after ACKing the type above it the
+// client subscribed to it. Those gaps are the client's own: a client that
+// subscribes to the endpoints as soon as it has read the clusters has none
+// to speak of.
+func (t *tracker) timeline() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ms := func(d time.Duration) string {
+		if d < 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", float64(d.Microseconds())/1000)
+	}
+	var b strings.Builder
+	b.WriteString("timeline at the server, ms from stream open (subscribed [after the ACK above] → answered → ACKed):")
+	prevAck := time.Duration(-1)
+	for _, u := range typeURLs {
+		x := t.exchanges[u]
+		if x == nil {
+			continue
+		}
+		fmt.Fprintf(&b, " %s %s", shortType(u), ms(x.sub))
+		if prevAck >= 0 && x.sub >= 0 {
+			fmt.Fprintf(&b, " [+%s]", ms(x.sub-prevAck))
+		}
+		fmt.Fprintf(&b, " → %s → %s;", ms(x.resp), ms(x.ack))
+		prevAck = x.ack
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
+
+// shortType is the last part of a type URL: Cluster for the Cluster type.
+func shortType(typeURL string) string {
+	return typeURL[strings.LastIndexByte(typeURL, '.')+1:]
 }
 
 func (t *tracker) request(typeURL string, names int, nonce, version string, nack bool) {
@@ -96,6 +165,14 @@ func (t *tracker) request(typeURL string, names int, nonce, version string, nack
 	t.names[typeURL] += int64(names)
 	t.reqTypes[typeURL] = true
 	t.lastReqAt = now
+	if x := t.exchangeLocked(typeURL); x != nil {
+		switch {
+		case x.sub < 0 && names > 0:
+			x.sub = now.Sub(t.opened)
+		case x.ack < 0 && !nack && nonce != "" && nonce == x.nonce:
+			x.ack = now.Sub(t.opened)
+		}
+	}
 	if nack {
 		t.nacks++
 	}
@@ -158,6 +235,7 @@ func (t *tracker) sotwResponse(resp *discoveryv3.DiscoveryResponse) {
 	defer t.mu.Unlock()
 	t.resent += len(resp.GetResources())
 	t.sent[resp.GetNonce()] = &sentResponse{typeURL: resp.GetTypeUrl(), version: resp.GetVersionInfo(), count: len(resp.GetResources())}
+	t.firstResponseLocked(resp.GetTypeUrl(), resp.GetNonce(), now)
 	if w := t.wait; w != nil && w.nonce == "" && w.typeURL == resp.GetTypeUrl() && w.version == resp.GetVersionInfo() {
 		w.nonce, w.sentAt = resp.GetNonce(), now
 	}
@@ -169,6 +247,7 @@ func (t *tracker) deltaResponse(resp *discoveryv3.DeltaDiscoveryResponse) {
 	defer t.mu.Unlock()
 	t.resent += len(resp.GetResources())
 	sr := &sentResponse{typeURL: resp.GetTypeUrl(), count: len(resp.GetResources())}
+	t.firstResponseLocked(resp.GetTypeUrl(), resp.GetNonce(), now)
 	w := t.wait
 	if w != nil && (w.nonce != "" || w.typeURL != resp.GetTypeUrl()) {
 		w = nil
@@ -185,6 +264,14 @@ func (t *tracker) deltaResponse(resp *discoveryv3.DeltaDiscoveryResponse) {
 		sr.names = []string{}
 	}
 	t.sent[resp.GetNonce()] = sr
+}
+
+// firstResponseLocked records a response of typeURL if it is the type's
+// first on the stream.
+func (t *tracker) firstResponseLocked(typeURL, nonce string, now time.Time) {
+	if x := t.exchangeLocked(typeURL); x != nil && x.resp < 0 {
+		x.resp, x.nonce = now.Sub(t.opened), nonce
+	}
 }
 
 // expect starts waiting for an update; call it before the update is made.
