@@ -149,21 +149,35 @@ func TestClusterSetSharedEndpoints(t *testing.T) {
 		e.subs.waitSubscribed(t, edsURL, "shared")
 
 		// A route now sends to c, which fetches "shared" too. Once the
-		// tree holds c (the test's own watch of c is told after the
-		// tree's, on the same goroutine), the endpoints come.
-		got := make(chan struct{})
+		// tree holds the route and c, the endpoints come. The test's own
+		// watches tell when both reached the client; on per-type streams
+		// either may come first, and the tree's work on them is done at
+		// the barrier, which drains the client's callbacks.
+		gotC, gotRoute := make(chan struct{}), make(chan struct{})
 		cancelC := client.Watch(e.c, resources.ClusterType, "c", client.WatcherFuncs[*resources.Cluster]{
-			OnUpdate: func(*resources.Cluster) { close(got) },
+			OnUpdate: func(*resources.Cluster) { close(gotC) },
 		})
 		defer cancelC()
+		var routeSeen bool
+		cancelRoute := client.Watch(e.c, resources.RouteConfigType, "svc-route", client.WatcherFuncs[*resources.RouteConfig]{
+			OnUpdate: func(rc *resources.RouteConfig) {
+				if !routeSeen && len(rc.VirtualHosts) == 1 && len(rc.VirtualHosts[0].Routes) == 3 {
+					routeSeen = true
+					close(gotRoute)
+				}
+			},
+		})
+		defer cancelRoute()
 		res.Routes = []*routev3.RouteConfiguration{routeConfig("svc-route", []string{"*"},
 			route("/a", "a"), route("/b", "b"), route("/c", "c"))}
 		res.Clusters = append(res.Clusters, testutils.Cluster("c", "shared"))
 		e.update(res)
-		select {
-		case <-got:
-		case <-time.After(testTimeout):
-			t.Fatal("cluster c did not arrive")
+		for what, got := range map[string]chan struct{}{"cluster c": gotC, "the route to c": gotRoute} {
+			select {
+			case <-got:
+			case <-time.After(testTimeout):
+				t.Fatalf("%s did not arrive", what)
+			}
 		}
 		barrier(t, e.c)
 		res.Endpoints = append(res.Endpoints, testutils.ClusterLoadAssignment("shared", "127.0.0.1", 7))
