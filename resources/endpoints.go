@@ -330,11 +330,9 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 		if ep.ProxyAddress == "" {
 			ep.ProxyAddress = proxy
 		}
-		sum += uint64(ep.Weight)
-		if sum > math.MaxUint32 {
-			return fieldErrorf(index("lb_endpoints", j)+".load_balancing_weight", "sum of endpoint weights in the locality exceeds %d", uint32(math.MaxUint32))
+		if err := b.appendEndpoint(ep, &sum); err != nil {
+			return at(index("lb_endpoints", j), err)
 		}
-		b.endpoints = append(b.endpoints, ep)
 	}
 	loc.Endpoints = b.endpoints[start:len(b.endpoints):len(b.endpoints)]
 	b.localities = append(b.localities, loc)
@@ -355,6 +353,16 @@ func (b *endpointsBuilder) addLocality(loc Locality, prio *priorities) error {
 	if prio.weight[loc.Priority] > math.MaxUint32 {
 		return fieldErrorf("load_balancing_weight", "sum of locality weights at priority %d exceeds %d", loc.Priority, uint32(math.MaxUint32))
 	}
+	return nil
+}
+
+// appendEndpoint adds ep to the locality being built, whose endpoints'
+// weights so far add up to *sum, unless the sum overflows.
+func (b *endpointsBuilder) appendEndpoint(ep Endpoint, sum *uint64) error {
+	if *sum += uint64(ep.Weight); *sum > math.MaxUint32 {
+		return fieldErrorf("load_balancing_weight", "sum of endpoint weights in the locality exceeds %d", uint32(math.MaxUint32))
+	}
+	b.endpoints = append(b.endpoints, ep)
 	return nil
 }
 
@@ -415,6 +423,12 @@ func (b *endpointsBuilder) addAddress(a *corev3.Address) error {
 	if err != nil {
 		return err
 	}
+	return b.appendAddr(hostPort)
+}
+
+// appendAddr adds hostPort to the assignment's addresses, unless it is
+// there already.
+func (b *endpointsBuilder) appendAddr(hostPort string) error {
 	if b.seenAddr(hostPort) {
 		return fmt.Errorf("duplicate address %s in the assignment", hostPort)
 	}

@@ -155,7 +155,9 @@ func nextField(b *[]byte) (f wireField, ok bool) {
 }
 
 // once marks field num seen in *seen; it reports false if it was already
-// (a singular field twice: protobuf would merge or replace).
+// (a singular field twice: protobuf would merge or replace). Every field
+// read here is numbered below 16; a higher number has no bit (the shift
+// gives 0) and is refused by the caller's switch as unknown.
 func once(seen *uint16, num protowire.Number) bool {
 	bit := uint16(1) << num
 	if *seen&bit != 0 {
@@ -408,15 +410,13 @@ func (b *endpointsBuilder) wireLocality(l wireLocality, eps []wireEndpoint, prio
 			ep.Weight = we.weight
 		}
 		hostPort, ok := wireHostPort(we.host, we.port)
-		if !ok || b.seenAddr(hostPort) {
+		if !ok || b.appendAddr(hostPort) != nil {
 			return false
 		}
-		b.addrs = append(b.addrs, hostPort)
 		ep.Addresses = b.addrs[len(b.addrs)-1 : len(b.addrs) : len(b.addrs)]
-		if sum += uint64(ep.Weight); sum > math.MaxUint32 {
+		if b.appendEndpoint(ep, &sum) != nil {
 			return false
 		}
-		b.endpoints = append(b.endpoints, ep)
 	}
 	loc.Endpoints = b.endpoints[start:len(b.endpoints):len(b.endpoints)]
 	b.localities = append(b.localities, loc)

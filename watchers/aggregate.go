@@ -3,6 +3,7 @@ package watchers
 import (
 	"fmt"
 	"iter"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -287,8 +288,6 @@ func (p *pass) aggregate(name string, c *resources.Cluster, depth int) *result {
 // withRoom returns m, or a copy of it with room for n more keys.
 func withRoom[V any](m map[string]V, n int) map[string]V {
 	out := make(map[string]V, len(m)+n)
-	for k, v := range m {
-		out[k] = v
-	}
+	maps.Copy(out, m)
 	return out
 }
