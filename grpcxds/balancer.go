@@ -41,12 +41,16 @@ func init() { balancer.Register(balancerBuilder{}) }
 type lbConfigJSON struct {
 	// FailoverTimeout is a Go duration ("10s"); "" means the default.
 	FailoverTimeout string `json:"failoverTimeout,omitempty"`
+	// ConnectOnFirstRPC leaves the routes' clusters idle until an RPC
+	// picks them (idle.go).
+	ConnectOnFirstRPC bool `json:"connectOnFirstRPC,omitempty"`
 }
 
 // lbConfig is the parsed lbConfigJSON.
 type lbConfig struct {
 	serviceconfig.LoadBalancingConfig
-	failoverTimeout time.Duration
+	failoverTimeout   time.Duration
+	connectOnFirstRPC bool
 }
 
 type balancerBuilder struct{}
@@ -83,7 +87,7 @@ func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalanc
 	if err := json.Unmarshal(js, &in); err != nil {
 		return nil, fmt.Errorf("%s config: %v", BalancerName, err)
 	}
-	cfg := &lbConfig{failoverTimeout: DefaultFailoverTimeout}
+	cfg := &lbConfig{failoverTimeout: DefaultFailoverTimeout, connectOnFirstRPC: in.ConnectOnFirstRPC}
 	if in.FailoverTimeout != "" {
 		d, err := time.ParseDuration(in.FailoverTimeout)
 		if err != nil || d <= 0 {
@@ -121,6 +125,8 @@ type xdsBalancer struct {
 	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
+	// connectOnFirstRPC: a route's cluster starts idle (idle.go).
+	connectOnFirstRPC bool
 	// clock runs the failover timers: the real one, but in tests.
 	clock clock
 	// failover holds the failover deadlines of the clusters (failover.go).
@@ -174,6 +180,7 @@ type xdsBalancer struct {
 	needsMD             bool
 	changes             map[string]clusterPicker
 	nReady, nConnecting int
+	nIdle               int
 	// pruneConns: some endpoint may have lost its last cluster, so
 	// finishAndUnlock shuts down the SubConns of orphans, the endpoints
 	// that lost their last cluster since, that no cluster took again.
@@ -222,6 +229,12 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	}
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.failoverTimeout = cfg.failoverTimeout
+		if b.connectOnFirstRPC && !cfg.connectOnFirstRPC {
+			for _, cl := range b.clusters {
+				b.wakeLocked(cl)
+			}
+		}
+		b.connectOnFirstRPC = cfg.connectOnFirstRPC
 	}
 	if !ok {
 		var err error = configErrorFromState(s.ResolverState)
@@ -258,6 +271,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 			cl := b.clusters[name]
 			if cl == nil {
 				cl = newClusterLB(name)
+				// A cluster an RLS policy routes to was named by a lookup
+				// made for an RPC: it connects at once.
+				cl.idle = b.connectOnFirstRPC && b.rls.targets[name] == nil
 				b.clusters[name] = cl
 			}
 			b.refreshClusterLocked(cl, false)
@@ -514,6 +530,8 @@ func (b *xdsBalancer) publishLocked() {
 		state = connectivity.Ready
 	case b.nConnecting > 0:
 		state = connectivity.Connecting
+	case b.nIdle > 0:
+		state = connectivity.Idle
 	}
 	if b.mdFor != b.snap.VirtualHost {
 		// Once per virtual host: the routes are many where the clusters
@@ -538,6 +556,8 @@ func (b *xdsBalancer) countLocked(cl *clusterLB) {
 		b.nReady++
 	case connectivity.Connecting:
 		b.nConnecting++
+	case connectivity.Idle:
+		b.nIdle++
 	}
 }
 
@@ -548,6 +568,8 @@ func (b *xdsBalancer) uncountLocked(cl *clusterLB) {
 		b.nReady--
 	case connectivity.Connecting:
 		b.nConnecting--
+	case connectivity.Idle:
+		b.nIdle--
 	}
 	cl.counted = connectivity.Shutdown
 }

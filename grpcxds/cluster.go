@@ -59,6 +59,9 @@ type clusterLB struct {
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
+	// idle: the cluster connects on its first RPC, which has not come
+	// (idle.go).
+	idle bool
 	// outliers are the outlier detectors of its priorities.
 	outliers map[odKey]*outlierDetector
 }
@@ -386,6 +389,10 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 			b.logLocked(slog.LevelWarn, "cluster unusable", "cluster", cl.name, "err", cl.err)
 		}
 		cl.chosen = -1
+		return
+	}
+	if cl.idle {
+		b.idleLocked(cl)
 		return
 	}
 	wanted := make(map[*endpointConn]struct{})

@@ -205,6 +205,12 @@
 // ones. A priority's endpoints are connected when the priority is used or
 // tried, and stay connected while they are listed.
 //
+// As in gRPC, every cluster the routes name is connected as soon as the
+// configuration arrives. With [Options].ConnectOnFirstRPC a cluster waits
+// for the first RPC routed to it instead: a service given a mesh-wide
+// route configuration of thousands of clusters then holds connections only
+// to those it calls.
+//
 // # Security
 //
 // With the credentials of package xdscreds, a cluster's UpstreamTlsContext

@@ -64,6 +64,20 @@ type Options struct {
 	// still connecting before it tries the next one (gRFC A56's failover
 	// timer). Zero: DefaultFailoverTimeout.
 	FailoverTimeout time.Duration
+	// ConnectOnFirstRPC leaves each cluster the routes name unconnected
+	// until the first RPC routed to it: its endpoints are dialled then,
+	// and that RPC waits for them as it would for a cluster still
+	// connecting. By default, as in gRPC, every cluster's endpoints are
+	// connected as soon as the configuration names them, which with a
+	// route configuration of thousands of clusters means thousands of
+	// connections the service may never use (grpc-go spends tens of KiB
+	// and two goroutines on each, and redials those that do not answer).
+	//
+	// A cluster once used stays connected while the routes name it. The
+	// channel is IDLE while no cluster has been used, and
+	// ClientConn.Connect does not wake idle clusters. Clusters an RLS
+	// policy routes to connect at once: the lookup was made for an RPC.
+	ConnectOnFirstRPC bool
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -132,6 +146,7 @@ func NewBuilder(opts Options) (*Builder, error) {
 	if opts.FailoverTimeout > 0 {
 		lb.FailoverTimeout = opts.FailoverTimeout.String()
 	}
+	lb.ConnectOnFirstRPC = opts.ConnectOnFirstRPC
 	sc, err := json.Marshal(map[string]any{"loadBalancingConfig": []map[string]lbConfigJSON{{BalancerName: lb}}})
 	if err != nil { // only strings: cannot happen
 		return nil, fmt.Errorf("grpcxds: service config: %v", err)

@@ -191,10 +191,12 @@ func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
 			b.rls.roots = make(map[string]struct{})
 		}
 		b.rls.roots[cluster] = struct{}{}
-		if b.clusters[cluster] == nil {
-			cl := newClusterLB(cluster)
+		if cl := b.clusters[cluster]; cl == nil {
+			cl = newClusterLB(cluster)
 			b.clusters[cluster] = cl
 			b.refreshClusterLocked(cl, false)
+		} else {
+			b.wakeLocked(cl) // a route's cluster, idle until now
 		}
 	}
 	b.finishAndUnlock()

@@ -1,0 +1,267 @@
+package grpcxds
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/resolver"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
+)
+
+// lazyCC is a ClientConn that records the SubConns made and connected, by
+// address, and hands each published state to the test.
+type lazyCC struct {
+	stuckCC
+	mu        sync.Mutex
+	made      map[string]*lazySC
+	connected map[string]int
+	states    chan balancer.State
+}
+
+type lazySC struct {
+	balancer.SubConn
+	cc       *lazyCC
+	addr     string
+	listener func(balancer.SubConnState)
+}
+
+func (sc *lazySC) Connect() {
+	sc.cc.mu.Lock()
+	defer sc.cc.mu.Unlock()
+	sc.cc.connected[sc.addr]++
+}
+func (*lazySC) Shutdown() {}
+
+func newLazyCC() *lazyCC {
+	return &lazyCC{made: make(map[string]*lazySC), connected: make(map[string]int), states: make(chan balancer.State, 100)}
+}
+
+func (cc *lazyCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnOptions) (balancer.SubConn, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	sc := &lazySC{cc: cc, addr: addrs[0].Addr, listener: opts.StateListener}
+	if cc.made[sc.addr] != nil {
+		return nil, fmt.Errorf("a second SubConn to %s", sc.addr)
+	}
+	cc.made[sc.addr] = sc
+	return sc, nil
+}
+
+func (cc *lazyCC) UpdateState(s balancer.State) { cc.states <- s }
+
+// madeAndConnected returns the addresses of the SubConns made and connected so far.
+func (cc *lazyCC) madeAndConnected() (made, connected []string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	for a := range cc.made {
+		made = append(made, a)
+	}
+	for a := range cc.connected {
+		connected = append(connected, a)
+	}
+	return made, connected
+}
+
+// next returns the next state published, failing the test after a
+// deadline.
+func (cc *lazyCC) next(t *testing.T) balancer.State {
+	t.Helper()
+	select {
+	case s := <-cc.states:
+		return s
+	case <-time.After(10 * time.Second):
+		t.Fatal("no picker published within 10s")
+		return balancer.State{}
+	}
+}
+
+// pickCluster picks, with the published picker, in the cluster of the
+// given name.
+func pickCluster(t *testing.T, s balancer.State, name string) (balancer.PickResult, error) {
+	t.Helper()
+	rp, ok := s.Picker.(*routePicker)
+	if !ok {
+		t.Fatalf("published picker %T, want the route picker", s.Picker)
+	}
+	cp := rp.clusters.get(name)
+	if cp == nil {
+		t.Fatalf("the route picker has no cluster %s", name)
+	}
+	return cp.pick(balancer.PickInfo{}, 0)
+}
+
+func newLazyBalancer(cc *lazyCC, clk clock) *xdsBalancer {
+	b := newStuckBalancer(&cc.stuckCC, clk, time.Second)
+	b.cc = cc
+	b.connectOnFirstRPC = true
+	return b
+}
+
+// With ConnectOnFirstRPC no SubConn is made until a pick in a cluster;
+// then exactly that cluster's endpoints are made and connected, however
+// many picks race for it, its failover timer runs, and its RPCs go
+// through once an endpoint is ready. The other clusters stay idle.
+func TestIdleClusterWakesOnFirstPick(t *testing.T) {
+	t.Parallel()
+	const n, m = 50, 3
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, &manualClock{now: time.Unix(1000, 0)})
+	defer b.Close()
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(n, m)}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	if s.ConnectivityState != connectivity.Idle {
+		t.Errorf("channel state %v with no cluster used, want IDLE", s.ConnectivityState)
+	}
+	if made, _ := cc.madeAndConnected(); len(made) != 0 {
+		t.Fatalf("%d SubConns made before any pick, want none: %v", len(made), made)
+	}
+	b.mu.Lock()
+	timers := b.failover.h.Len()
+	b.mu.Unlock()
+	if timers != 0 {
+		t.Errorf("%d failover timers armed for idle clusters, want none", timers)
+	}
+
+	// Twenty RPCs pick cluster c7 at once: each is queued, and one wake
+	// follows.
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			if _, err := pickCluster(t, s, "c7"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+				errs <- fmt.Errorf("pick in an idle cluster: %v, want ErrNoSubConnAvailable (queued)", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	s = cc.next(t)
+	if s.ConnectivityState != connectivity.Connecting {
+		t.Errorf("channel state %v after c7 woke, want CONNECTING", s.ConnectivityState)
+	}
+	made, connected := cc.madeAndConnected()
+	want := map[string]bool{"10.0.0.21:80": true, "10.0.0.22:80": true, "10.0.0.23:80": true} // c7's, k = 7*3+j
+	if len(made) != m || len(connected) != m {
+		t.Fatalf("after picks in c7: SubConns made %v, connected %v; want c7's %d endpoints", made, connected, m)
+	}
+	for _, a := range made {
+		if !want[a] {
+			t.Errorf("SubConn made to %s, not an endpoint of c7", a)
+		}
+	}
+	b.mu.Lock()
+	timers = b.failover.h.Len()
+	b.mu.Unlock()
+	if timers != 1 {
+		t.Errorf("%d failover timers armed once c7 woke, want 1", timers)
+	}
+	if _, err := pickCluster(t, s, "c7"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in c7 while connecting: %v, want queued", err)
+	}
+	if _, err := pickCluster(t, s, "c8"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in idle c8: %v, want queued", err)
+	}
+	cc.next(t) // c8 woke
+	cc.mu.Lock()
+	sc := cc.made["10.0.0.22:80"]
+	cc.mu.Unlock()
+	sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	s = cc.next(t)
+	if s.ConnectivityState != connectivity.Ready {
+		t.Errorf("channel state %v with an endpoint of c7 ready, want READY", s.ConnectivityState)
+	}
+	res, err := pickCluster(t, s, "c7")
+	if err != nil || res.SubConn != sc {
+		t.Errorf("pick in c7 with one endpoint ready: %v, %v; want that endpoint", res.SubConn, err)
+	}
+	if made, _ := cc.madeAndConnected(); len(made) != 2*m {
+		t.Errorf("%d SubConns made after picks in c7 and c8, want %d", len(made), 2*m)
+	}
+}
+
+// A woken cluster stays awake through updates: endpoints it gains are
+// connected at once. A cluster the routes drop and name again starts idle
+// again, and a cluster in error fails its RPCs rather than waiting.
+func TestIdleClusterAcrossUpdates(t *testing.T) {
+	t.Parallel()
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, &manualClock{now: time.Unix(1000, 0)})
+	defer b.Close()
+	state := clustersStateOf(3, 1)
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	if _, err := pickCluster(t, s, "c1"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("first pick in c1: %v, want queued", err)
+	}
+	cc.next(t)
+
+	// c1 gains an endpoint; c2 is dropped from the routes.
+	snap, _ := SnapshotFromState(state)
+	c1 := *snap.Clusters.Get("c1")
+	eps := *c1.Endpoints
+	eps.Localities = []resources.Locality{{Weight: 1, Endpoints: append(slices.Clone(eps.Localities[0].Endpoints),
+		resources.Endpoint{Addresses: []string{"10.9.9.9:80"}, Weight: 1})}}
+	c1.Endpoints = &eps
+	vh := &resources.VirtualHost{Routes: snap.VirtualHost.Routes[:2]}
+	next := &watchers.Snapshot{VirtualHost: vh, Clusters: snap.Clusters.With("c1", &c1)}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(next)}}); err != nil {
+		t.Fatal(err)
+	}
+	s = cc.next(t)
+	cc.mu.Lock()
+	gained := cc.connected["10.9.9.9:80"]
+	cc.mu.Unlock()
+	if gained != 1 {
+		t.Errorf("the endpoint woken c1 gained was connected %d times, want once, at once", gained)
+	}
+	if _, err := pickCluster(t, s, "c0"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in idle c0: %v, want queued", err)
+	}
+	cc.next(t)
+
+	// c2 named again: idle, nothing made for it.
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+		t.Fatal(err)
+	}
+	cc.next(t)
+	b.mu.Lock()
+	idle := b.clusters["c2"].idle
+	b.mu.Unlock()
+	if !idle {
+		t.Error("c2, dropped and named again, is not idle")
+	}
+	cc.mu.Lock()
+	_, madeC2 := cc.made["10.0.0.2:80"]
+	cc.mu.Unlock()
+	if madeC2 {
+		t.Error("a SubConn was made to c2's endpoint, never picked")
+	}
+
+	// A cluster in error: its RPCs fail with the error, idle or not.
+	bad := *snap.Clusters.Get("c2")
+	bad.Err = errors.New("cluster c2 does not exist")
+	bad.Cluster, bad.Endpoints = nil, nil
+	errSnap := &watchers.Snapshot{VirtualHost: snap.VirtualHost, Clusters: snap.Clusters.With("c2", &bad)}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(errSnap)}}); err != nil {
+		t.Fatal(err)
+	}
+	s = cc.next(t)
+	if _, err := pickCluster(t, s, "c2"); err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in c2 in error: %v, want the cluster's error", err)
+	}
+}
