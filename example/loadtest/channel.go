@@ -22,6 +22,9 @@ const (
 	envChannel = "LOADTEST_CHANNEL"
 	// envFiles is the open-file limit the child needs.
 	envFiles = "LOADTEST_FILES"
+	// envFirstRPC, set, makes goxds's channel connect a cluster on its
+	// first RPC (grpcxds.Options.ConnectOnFirstRPC).
+	envFirstRPC = "LOADTEST_FIRST_RPC"
 )
 
 // channelClient is a gRPC channel under test: goxds's (grpcxds) or
@@ -36,8 +39,8 @@ type channelClient struct {
 
 // runGoxdsChannel makes a goxds channel to listener: grpcxds.NewClient,
 // resolver and balancer from the bootstrap in the environment.
-func runGoxdsChannel(listener string, files uint64) (info func() string, probe func(string) string, stop func(), err error) {
-	b, err := grpcxds.NewBuilder(grpcxds.Options{})
+func runGoxdsChannel(listener string, files uint64, firstRPC bool) (info func() string, probe func(string, bool) string, stop func(), err error) {
+	b, err := grpcxds.NewBuilder(grpcxds.Options{ConnectOnFirstRPC: firstRPC})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -50,7 +53,7 @@ func runGoxdsChannel(listener string, files uint64) (info func() string, probe f
 
 // runGRPCChannel makes a grpc-go channel to listener through grpc-go's own
 // xds resolver and balancers.
-func runGRPCChannel(listener string, files uint64) (info func() string, probe func(string) string, stop func(), err error) {
+func runGRPCChannel(listener string, files uint64) (info func() string, probe func(string, bool) string, stop func(), err error) {
 	conn, err := grpc.NewClient("xds:///"+listener, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, nil, err
@@ -58,7 +61,7 @@ func runGRPCChannel(listener string, files uint64) (info func() string, probe fu
 	return startChannel(conn, files)
 }
 
-func startChannel(conn *grpc.ClientConn, files uint64) (info func() string, probe func(string) string, stop func(), err error) {
+func startChannel(conn *grpc.ClientConn, files uint64) (info func() string, probe func(string, bool) string, stop func(), err error) {
 	c := &channelClient{conn: conn, files: files}
 	// A channel from grpc.NewClient stays idle until its first RPC: the
 	// resolver (and with it the xDS client) starts now, as in a service
@@ -72,13 +75,23 @@ func startChannel(conn *grpc.ClientConn, files uint64) (info func() string, prob
 
 // probe makes one wait-for-ready RPC to the route of cluster i (its
 // "/svc-i/" prefix) and returns "ok <address that served it> <latency>",
-// or "error <message>".
-func (c *channelClient) probe(arg string) string {
+// or "error <message>". Without wait, it starts the RPC and returns "ok"
+// at once: the RPC picks the cluster, which a channel connecting on first
+// RPC then connects, and ends by its deadline if no endpoint answers.
+func (c *channelClient) probe(arg string, wait bool) string {
 	i, err := strconv.Atoi(arg)
 	if err != nil {
 		return "error bad cluster index " + strconv.Quote(arg)
 	}
 	c.probes.Add(1)
+	if !wait {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_ = c.conn.Invoke(ctx, "/svc-"+strconv.Itoa(i)+"/Probe", &emptypb.Empty{}, new(wrapperspb.StringValue))
+		}()
+		return "ok"
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()

@@ -49,13 +49,27 @@ type chanResult struct {
 // channelRounds measures a channel run once the server saw full config:
 // its connecting, an RPC through it (reachable backends), and o.rounds
 // update rounds.
-func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, tr *tracker, be *backends, ch *child, o runOptions) error {
+//
+// With firstRPC the channel connects a cluster on its first RPC: the
+// harness calls the clusters it measures (usedClusters) first, and those
+// are the endpoints it waits for.
+func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, tr *tracker, be *backends, ch *child, o runOptions, firstRPC bool) error {
 	n, m, healthy := res.n, res.m, res.healthy
 	opened, _, _, _ := tr.streamState()
 	fullAt := opened.Add(res.ttfc)
 	refused := be.mode == backendsRefused
+	used := n
+	if firstRPC {
+		clusters := usedClusters(n, o.rounds)
+		used = len(clusters)
+		for _, i := range clusters {
+			if err := ch.touch(i); err != nil {
+				return err
+			}
+		}
+	}
 	if !refused {
-		res.wantHosts = n * healthy
+		res.wantHosts = used * healthy
 		select {
 		case <-be.all:
 		case <-time.After(o.timeout):
@@ -100,7 +114,7 @@ func channelRounds(ctx context.Context, res *result, w *world, srv *xdsServer, t
 		if err != nil {
 			return err
 		}
-		i := (r * 7919) % n
+		i := roundCluster(n, r)
 		name := clusterName(i)
 		cw := be.expect(hostsOf(n, i, m, r)[:healthy])
 		snap, version := w.withChange(edsURL, name, w.endpointsAt(i, r))
@@ -192,3 +206,31 @@ func refusedDone(refused bool) <-chan struct{} {
 	close(c)
 	return c
 }
+
+// usedClusters are the clusters a channel run calls: the first and the
+// last (the probes) and those of the update rounds, in that order, once
+// each.
+func usedClusters(n, rounds int) []int {
+	out := []int{0}
+	seen := map[int]bool{0: true}
+	for _, i := range append([]int{n - 1}, roundClusters(n, rounds)...) {
+		if !seen[i] {
+			seen[i] = true
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// roundClusters are the clusters the update rounds change, round 1 first.
+func roundClusters(n, rounds int) []int {
+	out := make([]int, rounds)
+	for r := 1; r <= rounds; r++ {
+		out[r-1] = roundCluster(n, r)
+	}
+	return out
+}
+
+// roundCluster is the cluster update round r changes: rounds spread over
+// the world.
+func roundCluster(n, r int) int { return (r * 7919) % n }

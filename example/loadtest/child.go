@@ -209,6 +209,24 @@ func (c *child) probe(i int) (servedAt string, took time.Duration, err error) {
 	return "", 0, fmt.Errorf("client said %q", line)
 }
 
+// touch asks a channel child to start an RPC to the route of cluster i,
+// without waiting for it: the RPC picks the cluster.
+func (c *child) touch(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := fmt.Fprintf(c.stdin, "touch %d\n", i); err != nil {
+		return fmt.Errorf("asking the client to call %s: %w (stderr: %s)", clusterName(i), err, c.stderr)
+	}
+	line, err := c.stdout.ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("reading the client's answer: %w (stderr: %s)", err, c.stderr)
+	}
+	if strings.TrimSpace(line) != "touch ok" {
+		return fmt.Errorf("client said %q", line)
+	}
+	return nil
+}
+
 // startProfile makes the child start its CPU profile now, if it was given
 // one to write and told to wait (LOADTEST_CPUPROFILE_UPDATES).
 func (c *child) startProfile() error {
@@ -335,7 +353,7 @@ func childMain(args []string) int {
 		info  func() string
 		stop  func()
 		err   error
-		probe = func(string) string { return "error not a channel" }
+		probe = func(string, bool) string { return "error not a channel" }
 	)
 	channel := os.Getenv(envChannel) != ""
 	var files uint64
@@ -345,7 +363,7 @@ func childMain(args []string) int {
 	}
 	switch {
 	case impl == implGoxds && channel:
-		info, probe, stop, err = runGoxdsChannel(listener, files)
+		info, probe, stop, err = runGoxdsChannel(listener, files, os.Getenv(envFirstRPC) != "")
 	case impl == implGRPC && channel:
 		info, probe, stop, err = runGRPCChannel(listener, files)
 	case impl == implGoxds:
@@ -374,7 +392,14 @@ func childMain(args []string) int {
 			continue
 		}
 		if arg, ok := strings.CutPrefix(in.Text(), "probe "); ok {
-			fmt.Fprintf(out, "probe %s\n", probe(arg))
+			fmt.Fprintf(out, "probe %s\n", probe(arg, true))
+			if err := out.Flush(); err != nil {
+				return 1
+			}
+			continue
+		}
+		if arg, ok := strings.CutPrefix(in.Text(), "touch "); ok {
+			fmt.Fprintf(out, "touch %s\n", probe(arg, false))
 			if err := out.Flush(); err != nil {
 				return 1
 			}

@@ -25,7 +25,8 @@ func TestMain(m *testing.M) {
 }
 
 // The small matrix runs end to end, both clients, both protocols, both
-// cache modes, and channels to reachable, unreachable and refused backends, so that
+// cache modes, channels to reachable, unreachable and refused backends, and
+// goxds's channel connecting on first RPC, so that
 // the harness cannot rot: every cell reaches full config (run fails if
 // goxds does not; grpc-go's row must not be a lower bound), updates are
 // ACKed (run fails otherwise), nothing is NACKed, delta reconnects without
@@ -70,8 +71,8 @@ func TestQuickMatrix(t *testing.T) {
 			t.Errorf("%s NACKs in %q", cols[8], line)
 		}
 	}
-	if rows != 18 { // seven cells, a goxds and a grpc-go row each; the four without a channel a bare row too
-		t.Errorf("found %d client rows in the table, want 18", rows)
+	if rows != 20 { // eight cells, a goxds and a grpc-go row each; the four without a channel a bare row too
+		t.Errorf("found %d client rows in the table, want 20", rows)
 	}
 	checkModes(t, rep)
 	// Progress, one line per client run (the log is not a terminal), each
@@ -82,14 +83,16 @@ func TestQuickMatrix(t *testing.T) {
 			progress = append(progress, line)
 		}
 	}
-	// grpc-go once for each world size, cache mode and channel mode (6),
-	// goxds once per cell (7), bare once per cell without a channel (4);
-	// each run says when it ends how long it took.
-	if len(progress) != 17 || !strings.HasPrefix(progress[16], "run 17/17 of the matrix") {
-		t.Errorf("progress lines %q, want runs 1/17 to 17/17", progress)
+	// grpc-go once for each world size, cache mode and channel mode (6:
+	// its channel connects the same way in the first-RPC cell, whose
+	// baseline is the reachable cell's), goxds once per cell (8), bare
+	// once per cell without a channel (4); each run says when it ends how
+	// long it took.
+	if len(progress) != 18 || !strings.HasPrefix(progress[17], "run 18/18 of the matrix") {
+		t.Errorf("progress lines %q, want runs 1/18 to 18/18", progress)
 	}
-	if took := strings.Count(log.String(), "\n  took "); took != 17 {
-		t.Errorf("%d runs said how long they took, want 17", took)
+	if took := strings.Count(log.String(), "\n  took "); took != 18 {
+		t.Errorf("%d runs said how long they took, want 18", took)
 	}
 	// goxds subscribes to the 100 clusters in one request per type, and
 	// grpc-go one name at a time: the request counts tell them apart.
@@ -130,7 +133,11 @@ func checkModes(t *testing.T, rep *report) {
 	t.Helper()
 	modes := map[string]int{}
 	for _, l := range rep.lines {
-		modes[l.c.cache+"/"+l.c.channel]++
+		mode := l.c.cache + "/" + l.c.channel
+		if l.c.firstRPC {
+			mode += "/first-rpc"
+		}
+		modes[mode]++
 		rows := []*result{l.baseline, l.mine}
 		switch {
 		case l.c.channel == "":
@@ -162,10 +169,15 @@ func checkModes(t *testing.T, rep *report) {
 				}
 				continue
 			}
-			// Every endpoint connected, every round ACKed and applied
-			// (a connection to one of the cluster's new endpoints).
-			if x.wantHosts != l.c.n*l.c.m || x.connectedHosts != x.wantHosts || x.connected <= 0 {
-				t.Errorf("%s: %s connected %d of %d endpoints (want %d) in %v", l.c, x.impl, x.connectedHosts, x.wantHosts, l.c.n*l.c.m, x.connected)
+			// Every endpoint connected (on first RPC: those of the
+			// clusters called), every round ACKed and applied (a
+			// connection to one of the cluster's new endpoints).
+			wantHosts := l.c.n * l.c.m
+			if firstRPC(x.impl, l.c) {
+				wantHosts = len(usedClusters(l.c.n, 5)) * l.c.m
+			}
+			if x.wantHosts != wantHosts || x.connectedHosts != x.wantHosts || x.connected <= 0 {
+				t.Errorf("%s: %s connected %d of %d endpoints (want %d) in %v", l.c, x.impl, x.connectedHosts, x.wantHosts, wantHosts, x.connected)
 			}
 			if x.rounds != 5 || x.acked != 5 || x.applied != 5 || x.applyMed <= 0 || x.applyMax < x.applyMed || x.cpuMed <= 0 {
 				t.Errorf("%s: %s rounds %d, ACKed %d, applied %d, push→applied median %v max %v, CPU per round %v; want 5 rounds, all ACKed and applied",
@@ -180,7 +192,8 @@ func checkModes(t *testing.T, rep *report) {
 			}
 		}
 	}
-	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1, cacheNonADS + "/" + backendsRefused: 1} {
+	for mode, cells := range map[string]int{cacheNonADS + "/": 3, cacheADS + "/": 1, cacheNonADS + "/" + backendsReachable: 1, cacheNonADS + "/" + backendsUnreachable: 1, cacheNonADS + "/" + backendsRefused: 1,
+		cacheNonADS + "/" + backendsReachable + "/first-rpc": 1} {
 		if modes[mode] != cells {
 			t.Errorf("%d cells of mode %s, want %d", modes[mode], mode, cells)
 		}

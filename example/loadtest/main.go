@@ -41,7 +41,11 @@
 // every round was ACKed. A socket per endpoint must fit the open-file limit
 // in the client and in the harness: endpoints past what fits are UNHEALTHY
 // in EDS, which gRPC does not connect, and the report says how many per
-// cluster were healthy.
+// cluster were healthy. With -first-rpc goxds's channel connects a
+// cluster on its first RPC (grpcxds.Options.ConnectOnFirstRPC): the
+// harness calls the first and last cluster and those the rounds change,
+// and waits for their endpoints only, as a service calling a few of the
+// clusters its routes name.
 //
 // -cache says how go-control-plane's snapshot cache answers SotW
 // subscriptions: non-ads (the default, as always: partial subscriptions
@@ -110,12 +114,20 @@ type cell struct {
 	n, m     int
 	cache    string
 	channel  string
+	// firstRPC: goxds's channel connects a cluster on its first RPC
+	// (grpcxds.Options.ConnectOnFirstRPC), and the harness calls only the
+	// clusters it measures (usedClusters); grpc-go's channel connects
+	// every cluster all the same.
+	firstRPC bool
 }
 
 func (c cell) String() string {
 	s := fmt.Sprintf("%s N=%d M=%d", c.protocol, c.n, c.m)
 	if c.channel != "" {
 		s += " channel/" + c.channel
+	}
+	if c.firstRPC {
+		s += " connect=first-rpc"
 	}
 	return s + " cache=" + c.cache
 }
@@ -135,7 +147,8 @@ func fullMatrix(channel, cache string) []cell {
 
 // quickMatrix is small enough for seconds, and has a cell of every mode so
 // that none can rot: the xDS clients alone on both protocols, the other
-// cache mode, and channels to reachable and unreachable backends.
+// cache mode, channels to reachable, unreachable and refused backends, and
+// goxds's channel connecting on first RPC.
 func quickMatrix() []cell {
 	return []cell{
 		{protocol: protoSotW, n: 1, m: 3, cache: cacheNonADS},
@@ -145,6 +158,7 @@ func quickMatrix() []cell {
 		{protocol: protoSotW, n: 100, m: 3, cache: cacheNonADS, channel: backendsReachable},
 		{protocol: protoDelta, n: 100, m: 3, cache: cacheNonADS, channel: backendsUnreachable},
 		{protocol: protoSotW, n: 100, m: 3, cache: cacheNonADS, channel: backendsRefused},
+		{protocol: protoDelta, n: 100, m: 3, cache: cacheNonADS, channel: backendsReachable, firstRPC: true},
 	}
 }
 
@@ -185,6 +199,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		channel  = fs.String("channel", "", "run gRPC channels (goxds: grpcxds; grpc-go: its xds:/// channel) to backends that are reachable (a gRPC server), unreachable (accept, never speak) or refused (nothing listens); empty: the xDS clients alone")
 		cacheArg = fs.String("cache", cacheNonADS, "the go-control-plane snapshot cache's mode: non-ads (answers partial SotW subscriptions), ads (answers only complete ones) or both")
 		every    = fs.Duration("round-every", -1, "start an update round at most this often (channel runs: spread the rounds over the failover and connect timeouts); -1: 1s with -channel unreachable, else back to back")
+		firstRPC = fs.Bool("first-rpc", false, "channel runs: goxds's channel connects a cluster on its first RPC (grpcxds.Options.ConnectOnFirstRPC), and the harness calls only the clusters the rounds change and the first and last (grpc-go's channel connects every cluster regardless)")
 		ackLimit = fs.Duration("ack-timeout", 30*time.Second, "channel runs: an update round not ACKed within this ends the rounds, and the row says how many were ACKed")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -225,6 +240,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 			return nil, fmt.Errorf("-impl %q: want goxds, grpc-go, bare or all, or a comma-separated list of them", *impl)
 		}
 	}
+	if *firstRPC && *channel == "" {
+		return nil, fmt.Errorf("-first-rpc needs -channel: it is how goxds's channel connects")
+	}
 	if *impl == implBare && *channel != "" {
 		return nil, fmt.Errorf("-impl bare has no channel: -channel runs goxds or grpc-go")
 	}
@@ -243,7 +261,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		for _, cm := range caches {
 			for _, p := range []string{protoSotW, protoDelta} {
 				if protos[p] {
-					cells = append(cells, cell{protocol: p, n: *n, m: *m, cache: cm, channel: *channel})
+					cells = append(cells, cell{protocol: p, n: *n, m: *m, cache: cm, channel: *channel, firstRPC: *firstRPC})
 				}
 			}
 		}
@@ -255,7 +273,10 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		}
 	default:
 		for _, cm := range caches {
-			cells = append(cells, fullMatrix(*channel, cm)...)
+			for _, c := range fullMatrix(*channel, cm) {
+				c.firstRPC = *firstRPC
+				cells = append(cells, c)
+			}
 		}
 	}
 	for _, c := range cells {

@@ -92,7 +92,11 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 				return res, fmt.Errorf("the open-file limit %d leaves no socket for every cluster's endpoint", fileLimit())
 			}
 		}
-		if be, err = startBackends(c.channel, n*healthy); err != nil {
+		want := n * healthy
+		if firstRPC(impl, c) {
+			want = len(usedClusters(n, o.rounds)) * healthy
+		}
+		if be, err = startBackends(c.channel, want); err != nil {
 			return res, err
 		}
 		defer be.stop()
@@ -131,6 +135,9 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	}
 	if c.channel != "" {
 		env = append(env, envChannel+"="+c.channel, fmt.Sprintf("%s=%d", envFiles, fileLimitFor(n*m)))
+		if firstRPC(impl, c) {
+			env = append(env, envFirstRPC+"=1")
+		}
 	}
 	ch, err := startChild(impl, bs, env)
 	if err != nil {
@@ -192,7 +199,7 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 				return res, err
 			}
 		}
-		if err := channelRounds(ctx, &res, w, srv, tr, be, ch, o); err != nil {
+		if err := channelRounds(ctx, &res, w, srv, tr, be, ch, o, firstRPC(impl, c)); err != nil {
 			return res, err
 		}
 		o.rounds = 0
@@ -374,3 +381,7 @@ func incompleteResult(res result, ch *child, tr *tracker, o runOptions) (result,
 		res.impl, res.protocol, res.n, res.m, o.timeout, u.cpu.Round(time.Millisecond), fmtBytes(u.maxRSS), st.totalReqs)
 	return res, nil
 }
+
+// firstRPC reports whether impl's channel in cell c connects a cluster on
+// its first RPC: goxds's, when the cell says so.
+func firstRPC(impl string, c cell) bool { return c.firstRPC && impl == implGoxds && c.channel != "" }
