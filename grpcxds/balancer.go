@@ -44,13 +44,17 @@ type lbConfigJSON struct {
 	// ConnectOnFirstRPC leaves the routes' clusters idle until an RPC
 	// picks them (idle.go).
 	ConnectOnFirstRPC bool `json:"connectOnFirstRPC,omitempty"`
+	// ClusterIdleTimeout is a Go duration ("30m"): with ConnectOnFirstRPC,
+	// a cluster unused this long goes idle again; "": never.
+	ClusterIdleTimeout string `json:"clusterIdleTimeout,omitempty"`
 }
 
 // lbConfig is the parsed lbConfigJSON.
 type lbConfig struct {
 	serviceconfig.LoadBalancingConfig
-	failoverTimeout   time.Duration
-	connectOnFirstRPC bool
+	failoverTimeout    time.Duration
+	connectOnFirstRPC  bool
+	clusterIdleTimeout time.Duration
 }
 
 type balancerBuilder struct{}
@@ -95,6 +99,13 @@ func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalanc
 		}
 		cfg.failoverTimeout = d
 	}
+	if in.ClusterIdleTimeout != "" {
+		d, err := time.ParseDuration(in.ClusterIdleTimeout)
+		if err != nil || d <= 0 || !in.ConnectOnFirstRPC {
+			return nil, fmt.Errorf("%s config: clusterIdleTimeout %q: want a positive duration, with connectOnFirstRPC", BalancerName, in.ClusterIdleTimeout)
+		}
+		cfg.clusterIdleTimeout = d
+	}
 	return cfg, nil
 }
 
@@ -125,8 +136,12 @@ type xdsBalancer struct {
 	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
 	failoverTimeout time.Duration
-	// connectOnFirstRPC: a route's cluster starts idle (idle.go).
-	connectOnFirstRPC bool
+	// connectOnFirstRPC: a route's cluster starts idle; with
+	// clusterIdleTimeout, one unused that long goes idle again, which
+	// idleSweep checks (idle.go).
+	connectOnFirstRPC  bool
+	clusterIdleTimeout time.Duration
+	idleSweep          stopper
 	// clock runs the failover timers: the real one, but in tests.
 	clock clock
 	// failover holds the failover deadlines of the clusters (failover.go).
@@ -235,6 +250,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 			}
 		}
 		b.connectOnFirstRPC = cfg.connectOnFirstRPC
+		b.clusterIdleTimeout = cfg.clusterIdleTimeout
 	}
 	if !ok {
 		var err error = configErrorFromState(s.ResolverState)
@@ -379,6 +395,7 @@ func (b *xdsBalancer) Close() {
 		cl.stopOutliers()
 	}
 	b.stopFailoversLocked()
+	b.stopIdleSweepLocked()
 	for _, c := range b.conns {
 		c.shutdown()
 	}
@@ -429,6 +446,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 			delete(b.dirty, cl)
 			b.uncountLocked(cl)
 			b.pickPriorityLocked(cl)
+			b.markUsedLocked(cl)
 			b.countLocked(cl)
 			b.changes[cl.name] = cl.picker
 			b.republish = true

@@ -59,9 +59,10 @@ type clusterLB struct {
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
-	// idle: the cluster connects on its first RPC, which has not come
-	// (idle.go).
+	// idle: the cluster connects on its next RPC (idle.go). used: an RPC
+	// picked it since the last idle sweep; set by pickers.
 	idle bool
+	used atomic.Bool
 	// outliers are the outlier detectors of its priorities.
 	outliers map[odKey]*outlierDetector
 }

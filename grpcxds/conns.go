@@ -103,7 +103,11 @@ func (c *endpointConn) want() {
 		}
 	}
 	if c.sc == nil && !c.removed {
-		sc, err := c.b.cc.NewSubConn(c.addrs, balancer.NewSubConnOptions{StateListener: c.onState})
+		// The listener is the SubConn's: one released (release) may still
+		// report before its shutdown, and must not be taken for the next.
+		var sc balancer.SubConn
+		var err error
+		sc, err = c.b.cc.NewSubConn(c.addrs, balancer.NewSubConnOptions{StateListener: func(s balancer.SubConnState) { c.onState(sc, s) }})
 		if err != nil {
 			c.state, c.err = connectivity.TransientFailure, err
 			c.markUsersDirty()
@@ -133,11 +137,24 @@ func (c *endpointConn) shutdown() {
 	}
 }
 
-// onState is the SubConn's state listener.
-func (c *endpointConn) onState(s balancer.SubConnState) {
+// release shuts the SubConn down and forgets it, keeping the endpoint: a
+// cluster that wants it again makes a new one. For endpoints of clusters
+// gone idle.
+func (c *endpointConn) release() {
+	if c.sc == nil {
+		return
+	}
+	c.sc.Shutdown()
+	c.sc = nil
+	c.raw, c.state, c.err = connectivity.Idle, connectivity.Idle, nil
+	c.markUsersDirty()
+}
+
+// onState is the state listener of the SubConn sc.
+func (c *endpointConn) onState(sc balancer.SubConn, s balancer.SubConnState) {
 	b := c.b
 	b.mu.Lock()
-	if b.closed || c.removed || s.ConnectivityState == connectivity.Shutdown {
+	if b.closed || c.removed || c.sc != sc || s.ConnectivityState == connectivity.Shutdown {
 		b.mu.Unlock()
 		return
 	}

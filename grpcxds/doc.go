@@ -209,7 +209,8 @@
 // configuration arrives. With [Options].ConnectOnFirstRPC a cluster waits
 // for the first RPC routed to it instead: a service given a mesh-wide
 // route configuration of thousands of clusters then holds connections only
-// to those it calls.
+// to those it calls, and with [Options].ClusterIdleTimeout only to those it
+// called lately.
 //
 // # Security
 //

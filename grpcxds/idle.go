@@ -1,13 +1,16 @@
 package grpcxds
 
 import (
+	"log/slog"
+	"slices"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 )
 
-// Clusters that connect on their first RPC (Options.ConnectOnFirstRPC).
+// Clusters that connect on their first RPC (Options.ConnectOnFirstRPC),
+// and go idle again when unused (Options.ClusterIdleTimeout).
 //
 // gRPC connects the endpoints of every cluster the routes name as soon as
 // the configuration arrives. A mesh-wide route configuration names
@@ -17,8 +20,12 @@ import (
 // option a route's cluster starts idle: its priorities are built, but no
 // endpoint is wanted and no failover timer runs, and its picker wakes it
 // on the first pick. The RPC waits for the picker that follows, as it
-// would for a cluster still connecting. A woken cluster stays awake while
-// the routes name it.
+// would for a cluster still connecting.
+//
+// With an idle timeout, the picker of an awake cluster notes that it was
+// used (usedPicker), and a sweep every timeout puts to sleep the clusters
+// not used since the sweep before: idle after one to two timeouts without
+// an RPC. Their endpoints that no other cluster wants lose their SubConns.
 
 // idlePicker is the picker of an idle cluster. Its first pick wakes the
 // cluster on a goroutine of its own (a pick must not take mu, nor publish
@@ -36,6 +43,21 @@ func (p idlePicker) pick(balancer.PickInfo, uint64) (balancer.PickResult, error)
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }
 
+// usedPicker is the picker of an awake cluster under an idle timeout: it
+// marks the cluster used. The flag is read before it is written, so that
+// RPCs to a busy cluster do not all write the same cache line.
+type usedPicker struct {
+	clusterPicker
+	used *atomic.Bool
+}
+
+func (p usedPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
+	if !p.used.Load() {
+		p.used.Store(true)
+	}
+	return p.clusterPicker.pick(info, hash)
+}
+
 // wake connects cl, if it is still the balancer's and idle.
 func (b *xdsBalancer) wake(cl *clusterLB) {
 	b.mu.Lock()
@@ -48,20 +70,86 @@ func (b *xdsBalancer) wake(cl *clusterLB) {
 // wakeLocked makes cl connect from now on: it chooses a priority, and so
 // wants its endpoints, when finishAndUnlock runs.
 func (b *xdsBalancer) wakeLocked(cl *clusterLB) {
-	if cl.idle {
-		cl.idle = false
-		b.dirty[cl] = struct{}{}
+	if !cl.idle {
+		return
+	}
+	cl.idle = false
+	cl.used.Store(true) // the RPC that woke it: the next sweep spares it
+	b.dirty[cl] = struct{}{}
+	if b.clusterIdleTimeout > 0 && b.idleSweep == nil {
+		b.idleSweep = b.clock.AfterFunc(b.clusterIdleTimeout, b.sweepIdle)
 	}
 }
 
-// idleLocked gives cl, not yet used, the state and picker of an idle
-// cluster: nothing connected, nothing timed.
+// sweepIdle puts to sleep the clusters no RPC used since the last sweep,
+// and runs again while some cluster is awake.
+func (b *xdsBalancer) sweepIdle() {
+	b.mu.Lock()
+	b.idleSweep = nil
+	if b.closed || !b.connectOnFirstRPC || b.clusterIdleTimeout <= 0 {
+		b.finishAndUnlock()
+		return
+	}
+	awake := false
+	var slept []string
+	for name, cl := range b.clusters {
+		switch {
+		case cl.idle:
+		case b.rls.targets[name] != nil:
+			// An RLS child holds it: the RLS policy's cache decides how
+			// long a target lives.
+			awake = true
+		case cl.used.Swap(false):
+			awake = true
+		default:
+			cl.idle = true
+			b.dirty[cl] = struct{}{}
+			slept = append(slept, name)
+		}
+	}
+	if len(slept) > 0 {
+		// One line, not one per cluster: thousands may sleep at once.
+		slices.Sort(slept)
+		b.logLocked(slog.LevelDebug, "clusters idle: no RPC within the idle timeout", "count", len(slept),
+			"clusters", slept[:min(len(slept), 10)], "timeout", b.clusterIdleTimeout)
+	}
+	if awake {
+		b.idleSweep = b.clock.AfterFunc(b.clusterIdleTimeout, b.sweepIdle)
+	}
+	b.finishAndUnlock()
+}
+
+// stopIdleSweepLocked stops the sweep, for Close.
+func (b *xdsBalancer) stopIdleSweepLocked() {
+	if b.idleSweep != nil {
+		b.idleSweep.Stop()
+		b.idleSweep = nil
+	}
+}
+
+// idleLocked gives cl the state and picker of an idle cluster: nothing
+// wanted, nothing timed. Endpoints it wanted that no cluster wants now
+// lose their SubConns.
 func (b *xdsBalancer) idleLocked(cl *clusterLB) {
+	was := cl.wanted
 	b.setWantedLocked(cl, nil)
+	for c := range was {
+		if c.wantedBy == 0 {
+			c.release()
+		}
+	}
 	cl.stopTimer()
 	cl.state = connectivity.Idle
 	if _, ok := cl.picker.(idlePicker); ok {
 		return // the picker of this idle spell: a wake it started is on its way
 	}
 	cl.picker = idlePicker{b: b, cl: cl, woken: new(atomic.Bool)}
+}
+
+// markUsedLocked gives an awake cluster under an idle timeout the picker
+// that notes its use.
+func (b *xdsBalancer) markUsedLocked(cl *clusterLB) {
+	if b.clusterIdleTimeout > 0 && !cl.idle {
+		cl.picker = usedPicker{clusterPicker: cl.picker, used: &cl.used}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ type lazySC struct {
 	cc       *lazyCC
 	addr     string
 	listener func(balancer.SubConnState)
+	shut     atomic.Bool
 }
 
 func (sc *lazySC) Connect() {
@@ -38,7 +40,7 @@ func (sc *lazySC) Connect() {
 	defer sc.cc.mu.Unlock()
 	sc.cc.connected[sc.addr]++
 }
-func (*lazySC) Shutdown() {}
+func (sc *lazySC) Shutdown() { sc.shut.Store(true) }
 
 func newLazyCC() *lazyCC {
 	return &lazyCC{made: make(map[string]*lazySC), connected: make(map[string]int), states: make(chan balancer.State, 100)}
@@ -48,7 +50,7 @@ func (cc *lazyCC) NewSubConn(addrs []resolver.Address, opts balancer.NewSubConnO
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	sc := &lazySC{cc: cc, addr: addrs[0].Addr, listener: opts.StateListener}
-	if cc.made[sc.addr] != nil {
+	if old := cc.made[sc.addr]; old != nil && !old.shut.Load() {
 		return nil, fmt.Errorf("a second SubConn to %s", sc.addr)
 	}
 	cc.made[sc.addr] = sc
@@ -263,5 +265,106 @@ func TestIdleClusterAcrossUpdates(t *testing.T) {
 	s = cc.next(t)
 	if _, err := pickCluster(t, s, "c2"); err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Errorf("pick in c2 in error: %v, want the cluster's error", err)
+	}
+}
+
+// With ClusterIdleTimeout, a cluster no RPC picked between two sweeps goes
+// idle: its SubConn is shut down, a late report of the old SubConn is
+// ignored, and its next RPC connects it again with a new one. A cluster
+// in use stays awake, and with every cluster idle the sweep stops.
+func TestIdleClusterSleepsWhenUnused(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, clk)
+	defer b.Close()
+	b.clusterIdleTimeout = time.Minute
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(3, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	wake := func(name string) balancer.State {
+		t.Helper()
+		if _, err := pickCluster(t, s, name); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			t.Fatalf("first pick in %s: %v, want queued", name, err)
+		}
+		return cc.next(t)
+	}
+	ready := func(addr string) balancer.State {
+		t.Helper()
+		cc.mu.Lock()
+		sc := cc.made[addr]
+		cc.mu.Unlock()
+		sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+		return cc.next(t)
+	}
+	s = wake("c0")
+	s = wake("c1")
+	s = ready("10.0.0.0:80")
+	s = ready("10.0.0.1:80")
+	cc.mu.Lock()
+	oldC1 := cc.made["10.0.0.1:80"]
+	cc.mu.Unlock()
+
+	// The first sweep spares both: the RPCs that woke them count.
+	clk.advance(time.Minute)
+	select {
+	case st := <-cc.states:
+		t.Fatalf("the first sweep published a picker (%v): both clusters were used", st.ConnectivityState)
+	default:
+	}
+	if _, err := pickCluster(t, s, "c0"); err != nil {
+		t.Fatalf("pick in ready c0: %v", err)
+	}
+	clk.advance(time.Minute) // c1 unused since the last sweep
+	s = cc.next(t)
+	if !oldC1.shut.Load() {
+		t.Error("c1 went idle, but its SubConn was not shut down")
+	}
+	if made, _ := cc.madeAndConnected(); len(made) != 2 {
+		t.Errorf("SubConns made %v, want c0's and c1's", made)
+	}
+	cc.mu.Lock()
+	c0 := cc.made["10.0.0.0:80"]
+	cc.mu.Unlock()
+	if c0.shut.Load() {
+		t.Error("c0, in use, had its SubConn shut down")
+	}
+	if s.ConnectivityState != connectivity.Ready {
+		t.Errorf("channel state %v with c0 ready and c1 idle, want READY", s.ConnectivityState)
+	}
+	if _, err := pickCluster(t, s, "c1"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("pick in c1 gone idle: %v, want queued", err)
+	}
+	s = cc.next(t) // c1 woke: a new SubConn
+	cc.mu.Lock()
+	newC1 := cc.made["10.0.0.1:80"]
+	connects := cc.connected["10.0.0.1:80"]
+	cc.mu.Unlock()
+	if newC1 == oldC1 || connects != 2 {
+		t.Fatalf("c1 woke again with SubConn %p (old %p), connected %d times; want a new one, connected", newC1, oldC1, connects)
+	}
+	// The old SubConn reports late: not taken for the new one.
+	oldC1.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	select {
+	case s = <-cc.states: // published at once, if at all: the listener runs the balancer's update
+	default:
+	}
+	if _, err := pickCluster(t, s, "c1"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in c1 after its old SubConn reported READY: %v, want queued (the new one is connecting)", err)
+	}
+	s = ready("10.0.0.1:80")
+	if res, err := pickCluster(t, s, "c1"); err != nil || res.SubConn != newC1 {
+		t.Errorf("pick in c1 with its new SubConn ready: %v, %v", res.SubConn, err)
+	}
+
+	// Unused, both sleep within two sweeps, and the sweep stops.
+	clk.advance(time.Minute)
+	clk.advance(time.Minute)
+	b.mu.Lock()
+	idle0, idle1, sweeping := b.clusters["c0"].idle, b.clusters["c1"].idle, b.idleSweep != nil
+	b.mu.Unlock()
+	if !idle0 || !idle1 || sweeping {
+		t.Errorf("after two unused sweeps: c0 idle %v, c1 idle %v, sweep armed %v; want both idle, no sweep", idle0, idle1, sweeping)
 	}
 }

@@ -73,11 +73,18 @@ type Options struct {
 	// connections the service may never use (grpc-go spends tens of KiB
 	// and two goroutines on each, and redials those that do not answer).
 	//
-	// A cluster once used stays connected while the routes name it. The
-	// channel is IDLE while no cluster has been used, and
+	// A cluster once used stays connected while the routes name it, or
+	// until ClusterIdleTimeout. The channel is IDLE while no cluster is
+	// awake, and
 	// ClientConn.Connect does not wake idle clusters. Clusters an RLS
 	// policy routes to connect at once: the lookup was made for an RPC.
 	ConnectOnFirstRPC bool
+	// ClusterIdleTimeout, with ConnectOnFirstRPC, puts a cluster back to
+	// sleep when no RPC has been routed to it for between one and two
+	// timeouts: its connections that no other cluster uses are closed,
+	// and its next RPC connects it again, as the first did. Zero: a
+	// cluster once used stays connected while the routes name it.
+	ClusterIdleTimeout time.Duration
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -126,6 +133,9 @@ func NewBuilder(opts Options) (*Builder, error) {
 	if opts.FailoverTimeout < 0 {
 		return nil, fmt.Errorf("grpcxds: FailoverTimeout %v is negative", opts.FailoverTimeout)
 	}
+	if opts.ClusterIdleTimeout < 0 || (opts.ClusterIdleTimeout > 0 && !opts.ConnectOnFirstRPC) {
+		return nil, fmt.Errorf("grpcxds: ClusterIdleTimeout %v: want a positive duration, with ConnectOnFirstRPC (a cluster that sleeps must wake on its next RPC)", opts.ClusterIdleTimeout)
+	}
 	switch {
 	case b.cfg != nil:
 		if err := b.cfg.Validate(); err != nil {
@@ -147,6 +157,9 @@ func NewBuilder(opts Options) (*Builder, error) {
 		lb.FailoverTimeout = opts.FailoverTimeout.String()
 	}
 	lb.ConnectOnFirstRPC = opts.ConnectOnFirstRPC
+	if opts.ClusterIdleTimeout > 0 {
+		lb.ClusterIdleTimeout = opts.ClusterIdleTimeout.String()
+	}
 	sc, err := json.Marshal(map[string]any{"loadBalancingConfig": []map[string]lbConfigJSON{{BalancerName: lb}}})
 	if err != nil { // only strings: cannot happen
 		return nil, fmt.Errorf("grpcxds: service config: %v", err)
