@@ -127,7 +127,6 @@ type weightedConn struct {
 func newClusterLB(name string) *clusterLB {
 	return &clusterLB{
 		name:    name,
-		wanted:  make(map[*endpointConn]struct{}),
 		state:   connectivity.Connecting,
 		picker:  queuePicker{},
 		counted: connectivity.Shutdown,
@@ -151,6 +150,23 @@ func inputsOf(snap *watchers.Snapshot, name string) []*watchers.ClusterConfig {
 // snapshot changed, or always with force (a DNS resolution changed).
 func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	if b.snap == nil {
+		return
+	}
+	if cl.idle {
+		// Built when it wakes (wakeLocked), from the snapshot then in
+		// force: an idle cluster holds its picker, and the error of its
+		// ClusterConfig for its RPCs to fail with at once.
+		var err error
+		switch root := b.snap.Clusters.Get(cl.name); {
+		case root == nil:
+			err = fmt.Errorf("cluster %q is not in the xDS configuration", cl.name)
+		case root.Err != nil:
+			err = about(cl.name, root.Err)
+		}
+		if _, ok := cl.picker.(idlePicker); !ok || err != nil || cl.err != nil {
+			b.dirty[cl] = struct{}{}
+		}
+		cl.err = err
 		return
 	}
 	if !force && len(cl.inputs) == 1 && cl.inputs[0] != nil && cl.inputs[0] == b.snap.Clusters.Get(cl.name) &&
@@ -354,11 +370,25 @@ func (cl *clusterLB) conns() map[*endpointConn]struct{} {
 
 // dropClusterLocked forgets a cluster the routes no longer name.
 func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
+	b.unbuildLocked(cl)
+	delete(b.clusters, cl.name)
+	delete(b.dirty, cl)
+	b.uncountLocked(cl)
+	b.changes[cl.name] = nil
+}
+
+// unbuildLocked undoes what refreshClusterLocked built of cl: its
+// priorities, the endpoints it lists and wants, its timers, DNS names,
+// counters and load stores. Endpoints left with no cluster are orphans
+// for finishAndUnlock to shut down.
+func (b *xdsBalancer) unbuildLocked(cl *clusterLB) {
 	cl.stopTimer()
 	cl.stopOutliers()
+	cl.outliers = nil
 	for c := range cl.wanted {
 		c.unwant()
 	}
+	cl.wanted = nil
 	for c := range cl.conns() {
 		b.dropUserLocked(c, cl)
 	}
@@ -366,12 +396,9 @@ func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
 		delete(w.users, cl)
 	}
 	b.releaseLocked(cl.held)
-	cl.held = heldRefs{}
 	b.setAggLeavesLocked(cl, nil)
-	delete(b.clusters, cl.name)
-	delete(b.dirty, cl)
-	b.uncountLocked(cl)
-	b.changes[cl.name] = nil
+	cl.inputs, cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, nil, heldRefs{}
+	cl.timedOut, cl.chosen = nil, notChosen
 	b.pruneConns = true
 }
 

@@ -17,15 +17,19 @@ import (
 // thousands of clusters a service never calls, and each endpoint connected
 // costs grpc-go an HTTP/2 transport (tens of KiB and two goroutines) and,
 // when the endpoint does not answer, a redial every backoff. With the
-// option a route's cluster starts idle: its priorities are built, but no
-// endpoint is wanted and no failover timer runs, and its picker wakes it
-// on the first pick. The RPC waits for the picker that follows, as it
-// would for a cluster still connecting.
+// option a route's cluster starts idle: nothing of it is built (no
+// priorities, endpoints, timers or DNS resolutions: at 100,000 clusters
+// that is most of the balancer's memory), and its picker wakes it on the
+// first pick. The cluster is built then, from the snapshot in force, and
+// the RPC waits for the picker that follows, as it would for a cluster
+// still connecting.
 //
 // With an idle timeout, the picker of an awake cluster notes that it was
 // used (usedPicker), and a sweep every timeout puts to sleep the clusters
 // not used since the sweep before: idle after one to two timeouts without
-// an RPC. Their endpoints that no other cluster wants lose their SubConns.
+// an RPC. What was built of them is undone: endpoints that no other
+// cluster lists are shut down, and those others list but none wants lose
+// their SubConns.
 
 // idlePicker is the picker of an idle cluster. Its first pick wakes the
 // cluster on a goroutine of its own (a pick must not take mu, nor publish
@@ -67,14 +71,18 @@ func (b *xdsBalancer) wake(cl *clusterLB) {
 	b.finishAndUnlock()
 }
 
-// wakeLocked makes cl connect from now on: it chooses a priority, and so
-// wants its endpoints, when finishAndUnlock runs.
+// wakeLocked makes cl connect from now on: it is built from the snapshot
+// in force (later snapshots change it as they change any cluster), and
+// chooses a priority, and so wants its endpoints, when finishAndUnlock
+// runs.
 func (b *xdsBalancer) wakeLocked(cl *clusterLB) {
 	if !cl.idle {
 		return
 	}
 	cl.idle = false
+	cl.err = nil        // the idle cluster's: building finds it again
 	cl.used.Store(true) // the RPC that woke it: the next sweep spares it
+	b.refreshClusterLocked(cl, true)
 	b.dirty[cl] = struct{}{}
 	if b.clusterIdleTimeout > 0 && b.idleSweep == nil {
 		b.idleSweep = b.clock.AfterFunc(b.clusterIdleTimeout, b.sweepIdle)
@@ -102,8 +110,7 @@ func (b *xdsBalancer) sweepIdle() {
 		case cl.used.Swap(false):
 			awake = true
 		default:
-			cl.idle = true
-			b.dirty[cl] = struct{}{}
+			b.sleepLocked(cl)
 			slept = append(slept, name)
 		}
 	}
@@ -127,18 +134,26 @@ func (b *xdsBalancer) stopIdleSweepLocked() {
 	}
 }
 
-// idleLocked gives cl the state and picker of an idle cluster: nothing
-// wanted, nothing timed. Endpoints it wanted that no cluster wants now
-// lose their SubConns.
-func (b *xdsBalancer) idleLocked(cl *clusterLB) {
+// sleepLocked puts cl, awake, to sleep: what was built of it is undone,
+// and the endpoints it wanted that another cluster lists but none wants
+// lose their SubConns (those no other cluster lists are shut down as
+// orphans).
+func (b *xdsBalancer) sleepLocked(cl *clusterLB) {
 	was := cl.wanted
-	b.setWantedLocked(cl, nil)
+	b.unbuildLocked(cl)
 	for c := range was {
-		if c.wantedBy == 0 {
+		if c.wantedBy == 0 && c.users.len() > 0 {
 			c.release()
 		}
 	}
-	cl.stopTimer()
+	cl.idle = true
+	b.refreshClusterLocked(cl, false)
+	b.dirty[cl] = struct{}{}
+}
+
+// idleLocked gives cl, idle and so not built, the state and picker of an
+// idle cluster.
+func (b *xdsBalancer) idleLocked(cl *clusterLB) {
 	cl.state = connectivity.Idle
 	if _, ok := cl.picker.(idlePicker); ok {
 		return // the picker of this idle spell: a wake it started is on its way

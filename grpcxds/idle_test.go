@@ -128,10 +128,15 @@ func TestIdleClusterWakesOnFirstPick(t *testing.T) {
 		t.Fatalf("%d SubConns made before any pick, want none: %v", len(made), made)
 	}
 	b.mu.Lock()
-	timers := b.failover.h.Len()
+	timers, conns, built := b.failover.h.Len(), len(b.conns), 0
+	for _, cl := range b.clusters {
+		if cl.prios != nil {
+			built++
+		}
+	}
 	b.mu.Unlock()
-	if timers != 0 {
-		t.Errorf("%d failover timers armed for idle clusters, want none", timers)
+	if timers != 0 || conns != 0 || built != 0 {
+		t.Errorf("idle clusters hold %d failover timers, %d endpoints, %d with priorities; want nothing built", timers, conns, built)
 	}
 
 	// Twenty RPCs pick cluster c7 at once: each is queued, and one wake
@@ -330,6 +335,12 @@ func TestIdleClusterSleepsWhenUnused(t *testing.T) {
 	if c0.shut.Load() {
 		t.Error("c0, in use, had its SubConn shut down")
 	}
+	b.mu.Lock()
+	conns := len(b.conns)
+	b.mu.Unlock()
+	if conns != 1 {
+		t.Errorf("the balancer holds %d endpoints with c1 asleep, want c0's alone", conns)
+	}
 	if s.ConnectivityState != connectivity.Ready {
 		t.Errorf("channel state %v with c0 ready and c1 idle, want READY", s.ConnectivityState)
 	}
@@ -394,5 +405,84 @@ func BenchmarkPickUsed(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// An endpoint a sleeping cluster wanted that another cluster lists at a
+// priority it does not use keeps its place in that cluster, but loses its
+// SubConn; the cluster that needs it again makes a new one.
+func TestIdleClusterReleasesSharedEndpoint(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, clk)
+	defer b.Close()
+	b.clusterIdleTimeout = time.Minute
+	const x, y = "10.1.0.1:80", "10.1.0.2:80"
+	ep := func(addr string) []resources.Endpoint {
+		return []resources.Endpoint{{Addresses: []string{addr}, Weight: 1}}
+	}
+	cluster := func(name string, locs ...resources.Locality) *watchers.ClusterConfig {
+		return &watchers.ClusterConfig{
+			Name:      name,
+			Cluster:   &resources.Cluster{Name: name, Kind: resources.ClusterKindEDS, MaxRequests: 1024},
+			Endpoints: &resources.Endpoints{Name: name, Localities: locs},
+		}
+	}
+	snap := &watchers.Snapshot{
+		VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{
+			{Action: resources.RouteActionRoute, Cluster: "c0"},
+			{Action: resources.RouteActionRoute, Cluster: "c1"},
+		}},
+		Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{
+			// c0: x, and y at a lower priority; c1: y.
+			"c0": cluster("c0", resources.Locality{Weight: 1, Endpoints: ep(x)}, resources.Locality{Weight: 1, Priority: 1, Endpoints: ep(y)}),
+			"c1": cluster("c1", resources.Locality{Weight: 1, Endpoints: ep(y)}),
+		}),
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(snap)}}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	for _, name := range []string{"c0", "c1"} {
+		if _, err := pickCluster(t, s, name); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			t.Fatalf("first pick in %s: %v, want queued", name, err)
+		}
+		s = cc.next(t)
+	}
+	cc.mu.Lock()
+	scX, scY := cc.made[x], cc.made[y]
+	cc.mu.Unlock()
+	scX.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	s = cc.next(t)
+	if res, err := pickCluster(t, s, "c0"); err != nil || res.SubConn != scX {
+		t.Fatalf("pick in c0 with x ready: %v, %v", res.SubConn, err)
+	}
+	clk.advance(time.Minute) // both used: spared
+	if res, err := pickCluster(t, s, "c0"); err != nil || res.SubConn != scX {
+		t.Fatalf("pick in c0 with x ready: %v, %v", res.SubConn, err)
+	}
+	clk.advance(time.Minute) // c1 unused: asleep
+	cc.next(t)
+	if !scY.shut.Load() {
+		t.Error("y, wanted by c1 alone, kept its SubConn after c1 slept")
+	}
+	if scX.shut.Load() {
+		t.Error("x, in use by c0, lost its SubConn")
+	}
+	b.mu.Lock()
+	_, listed := b.conns[y]
+	b.mu.Unlock()
+	if !listed {
+		t.Error("y, listed by c0, was forgotten")
+	}
+	// x fails: c0 moves to y, with a new SubConn.
+	scX.listener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("refused")})
+	cc.next(t)
+	cc.mu.Lock()
+	newY := cc.made[y]
+	cc.mu.Unlock()
+	if newY == scY || newY.shut.Load() {
+		t.Errorf("c0 failing over to y: SubConn %p (released one %p); want a new one", newY, scY)
 	}
 }

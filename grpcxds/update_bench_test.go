@@ -93,15 +93,24 @@ func TestOneEndpointChangeCostsOneCluster(t *testing.T) {
 // configuration of n clusters × m endpoints whose SubConns are created
 // (the channel's own SubConns, outside the balancer, are not counted):
 // the live heap after a collection, per cluster and per endpoint, the
-// snapshot itself excluded.
+// snapshot itself excluded. With first-rpc no cluster has been called
+// yet (ConnectOnFirstRPC): what an idle cluster costs.
 func BenchmarkBalancerHeap(b *testing.B) {
-	for _, c := range []struct{ n, m int }{{10000, 3}, {1000, 100}} {
-		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {
+	for _, c := range []struct {
+		n, m     int
+		firstRPC bool
+	}{{10000, 3, false}, {1000, 100, false}, {10000, 3, true}, {100000, 3, true}} {
+		name := fmt.Sprintf("%dx%d", c.n, c.m)
+		if c.firstRPC {
+			name += "-first-rpc" // every cluster idle: ConnectOnFirstRPC
+		}
+		b.Run(name, func(b *testing.B) {
 			state := clustersStateOf(c.n, c.m)
 			var kept uint64
 			for range b.N {
 				before := liveHeap()
 				bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
+				bal.connectOnFirstRPC = c.firstRPC
 				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
 					b.Fatal(err)
 				}

@@ -319,9 +319,15 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 		// A channel holds a socket per endpoint, and so do the backends.
 		limit := raiseFileLimit(fileLimitFor(maxEndpoints(cfg)))
 		for _, c := range cfg.cells {
-			if c.channel != "" && c.channel != backendsRefused && healthyFor(c.n, c.m, limit) == 0 {
+			// The clusters a channel connects: all, but for goxds's on
+			// first RPC when grpc-go's does not run.
+			connects := c.n
+			if c.firstRPC && !(cfg.impls[implGRPC] && c.n <= cfg.grpcMaxN) {
+				connects = len(usedClusters(c.n, cfg.run.rounds))
+			}
+			if c.channel != "" && c.channel != backendsRefused && healthyFor(connects, c.m, limit) == 0 {
 				return nil, fmt.Errorf("%s: a channel connects at least one endpoint per cluster, %d sockets, and the open-file limit is %d "+
-					"(it cannot be raised further here): run -channel %s, which holds no socket, or fewer clusters", c, c.n, limit, backendsRefused)
+					"(it cannot be raised further here): run -channel %s, which holds no socket, -first-rpc, or fewer clusters", c, connects, limit, backendsRefused)
 			}
 		}
 	}

@@ -87,15 +87,18 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	port, healthy := uint32(basePort), m
 	var be *backends
 	if c.channel != "" {
+		// The clusters the channel connects: every one, or on first RPC
+		// those the harness calls.
+		connects := n
+		if firstRPC(impl, c) {
+			connects = len(usedClusters(n, o.rounds))
+		}
 		if c.channel != backendsRefused { // a refused connection holds no socket
-			if healthy = healthyFor(n, m, fileLimit()); healthy == 0 {
+			if healthy = healthyFor(connects, m, fileLimit()); healthy == 0 {
 				return res, fmt.Errorf("the open-file limit %d leaves no socket for every cluster's endpoint", fileLimit())
 			}
 		}
-		want := n * healthy
-		if firstRPC(impl, c) {
-			want = len(usedClusters(n, o.rounds)) * healthy
-		}
+		want := connects * healthy
 		if be, err = startBackends(c.channel, want); err != nil {
 			return res, err
 		}
