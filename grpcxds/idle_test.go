@@ -107,6 +107,16 @@ func newLazyBalancer(cc *lazyCC, clk clock) *xdsBalancer {
 	return b
 }
 
+// newSleepyBalancer is a balancer whose clusters connect on first RPC and
+// sleep after a minute unused, on a manual clock.
+func newSleepyBalancer() (*xdsBalancer, *lazyCC, *manualClock) {
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, clk)
+	b.clusterIdleTimeout = time.Minute
+	return b, cc, clk
+}
+
 // With ConnectOnFirstRPC no SubConn is made until a pick in a cluster;
 // then exactly that cluster's endpoints are made and connected, however
 // many picks race for it, its failover timer runs, and its RPCs go
@@ -279,11 +289,8 @@ func TestIdleClusterAcrossUpdates(t *testing.T) {
 // in use stays awake, and with every cluster idle the sweep stops.
 func TestIdleClusterSleepsWhenUnused(t *testing.T) {
 	t.Parallel()
-	clk := &manualClock{now: time.Unix(1000, 0)}
-	cc := newLazyCC()
-	b := newLazyBalancer(cc, clk)
+	b, cc, clk := newSleepyBalancer()
 	defer b.Close()
-	b.clusterIdleTimeout = time.Minute
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(3, 1)}); err != nil {
 		t.Fatal(err)
 	}
@@ -413,11 +420,8 @@ func BenchmarkPickUsed(b *testing.B) {
 // SubConn; the cluster that needs it again makes a new one.
 func TestIdleClusterReleasesSharedEndpoint(t *testing.T) {
 	t.Parallel()
-	clk := &manualClock{now: time.Unix(1000, 0)}
-	cc := newLazyCC()
-	b := newLazyBalancer(cc, clk)
+	b, cc, clk := newSleepyBalancer()
 	defer b.Close()
-	b.clusterIdleTimeout = time.Minute
 	const x, y = "10.1.0.1:80", "10.1.0.2:80"
 	ep := func(addr string) []resources.Endpoint {
 		return []resources.Endpoint{{Addresses: []string{addr}, Weight: 1}}
