@@ -218,6 +218,13 @@ type xdsBalancer struct {
 	// rls is the state of the routes whose cluster an RLS policy names
 	// (rlsplugin.go).
 	rls rlsState
+
+	// wakes are the idle clusters pickers asked to wake, for one
+	// goroutine to wake together (idle.go); guarded by wakeMu, which
+	// pickers take, never with mu.
+	wakeMu sync.Mutex
+	wakes  []*clusterLB
+	waking bool
 }
 
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.

@@ -31,9 +31,10 @@ import (
 // cluster lists are shut down, and those others list but none wants lose
 // their SubConns.
 
-// idlePicker is the picker of an idle cluster. Its first pick wakes the
-// cluster on a goroutine of its own (a pick must not take mu, nor publish
-// a picker from inside gRPC's pick); every pick queues its RPC.
+// idlePicker is the picker of an idle cluster. Its first pick asks for the
+// cluster to be woken, on a goroutine of the balancer's (a pick must not
+// take mu, nor publish a picker from inside gRPC's pick); every pick
+// queues its RPC.
 type idlePicker struct {
 	b     *xdsBalancer
 	cl    *clusterLB
@@ -42,7 +43,7 @@ type idlePicker struct {
 
 func (p idlePicker) pick(balancer.PickInfo, uint64) (balancer.PickResult, error) {
 	if p.woken.CompareAndSwap(false, true) {
-		go p.b.wake(p.cl)
+		p.b.askWake(p.cl)
 	}
 	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 }
@@ -62,11 +63,31 @@ func (p usedPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResu
 	return p.clusterPicker.pick(info, hash)
 }
 
-// wake connects cl, if it is still the balancer's and idle.
-func (b *xdsBalancer) wake(cl *clusterLB) {
+// askWake queues cl to be woken. One goroutine wakes what is queued, so
+// that RPCs fanning out to thousands of idle clusters at once make one
+// goroutine and a few pickers, not one of each per cluster.
+func (b *xdsBalancer) askWake(cl *clusterLB) {
+	b.wakeMu.Lock()
+	defer b.wakeMu.Unlock()
+	b.wakes = append(b.wakes, cl)
+	if !b.waking {
+		b.waking = true
+		go b.wakeQueued()
+	}
+}
+
+// wakeQueued wakes the queued clusters that are still the balancer's and
+// idle, and publishes once.
+func (b *xdsBalancer) wakeQueued() {
 	b.mu.Lock()
-	if !b.closed && b.clusters[cl.name] == cl {
-		b.wakeLocked(cl)
+	b.wakeMu.Lock()
+	wakes := b.wakes
+	b.wakes, b.waking = nil, false
+	b.wakeMu.Unlock()
+	for _, cl := range wakes { // after Close, b.clusters is nil: nothing is woken
+		if !b.closed && b.clusters[cl.name] == cl {
+			b.wakeLocked(cl)
+		}
 	}
 	b.finishAndUnlock()
 }

@@ -490,3 +490,37 @@ func TestIdleClusterReleasesSharedEndpoint(t *testing.T) {
 		t.Errorf("c0 failing over to y: SubConn %p (released one %p); want a new one", newY, scY)
 	}
 }
+
+// RPCs to many idle clusters at once wake them together: one goroutine,
+// one picker published for all that were asked for while it waited.
+func TestIdleClustersWakeTogether(t *testing.T) {
+	t.Parallel()
+	const n = 20
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, &manualClock{now: time.Unix(1000, 0)})
+	defer b.Close()
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(n, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	b.mu.Lock() // the waking goroutine waits for it: every pick below is queued first
+	for i := range n {
+		if _, err := pickCluster(t, s, fmt.Sprintf("c%d", i)); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			b.mu.Unlock()
+			t.Fatalf("first pick in c%d: %v, want queued", i, err)
+		}
+	}
+	b.mu.Unlock()
+	s = cc.next(t)
+	if made, connected := cc.madeAndConnected(); len(made) != n || len(connected) != n {
+		t.Errorf("after picks in %d idle clusters: %d SubConns made, %d connected; want %d, in one wake", n, len(made), len(connected), n)
+	}
+	select {
+	case st := <-cc.states:
+		t.Errorf("a second picker (%v) published: the wakes were not one batch", st.ConnectivityState)
+	default:
+	}
+	if s.ConnectivityState != connectivity.Connecting {
+		t.Errorf("channel state %v, want CONNECTING", s.ConnectivityState)
+	}
+}
