@@ -18,10 +18,30 @@ import (
 // An aggregate cluster uses its first leaf with a usable endpoint: here an
 // EDS cluster whose only endpoint is unhealthy is passed over for a
 // LOGICAL_DNS cluster resolved through gRPC's DNS resolver, until the EDS
-// endpoint is healthy again.
+// endpoint is healthy again. The same when the cluster waits for its first
+// RPC to be built and connected.
 func TestAggregateWithLogicalDNS(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	forConnectModes(t, testAggregateWithLogicalDNS)
+}
+
+// forConnectModes runs test as a subtest with a channel that connects
+// every cluster at once, as gRPC does, and with one that connects each on
+// its first RPC.
+func forConnectModes(t *testing.T, test func(t *testing.T, opts grpcxds.Options)) {
+	for _, mode := range []struct {
+		name string
+		opts grpcxds.Options
+	}{{"eager", grpcxds.Options{}}, {"first-rpc", grpcxds.Options{ConnectOnFirstRPC: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, mode.opts)
+		})
+	}
+}
+
+func testAggregateWithLogicalDNS(t *testing.T, opts grpcxds.Options) {
+	e := newEnvWith(t, opts)
 	primary, dns := startBackend(t, "primary"), startBackend(t, "dns")
 	cla := func(health corev3.HealthStatus) *endpointv3.ClusterLoadAssignment {
 		return testutils.Endpoints("primary", []testutils.EndpointSpec{{Host: "127.0.0.1", Port: primary.port, Health: health}})
@@ -54,10 +74,16 @@ func TestLogicalDNSCluster(t *testing.T) {
 
 // A priority that stays connecting is given up after the failover
 // timeout: here its endpoint accepts connections and never answers, and
-// the channel's connect timeout is far longer than the test.
+// the channel's connect timeout is far longer than the test. On first RPC,
+// the timer starts when the cluster wakes.
 func TestFailoverTimeout(t *testing.T) {
 	t.Parallel()
-	e := newEnvWith(t, grpcxds.Options{FailoverTimeout: 100 * time.Millisecond})
+	forConnectModes(t, testFailoverTimeout)
+}
+
+func testFailoverTimeout(t *testing.T, opts grpcxds.Options) {
+	opts.FailoverTimeout = 100 * time.Millisecond
+	e := newEnvWith(t, opts)
 	silent := blackHole(t)
 	p1 := startBackend(t, "p1")
 	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), testutils.Endpoints("A", []testutils.EndpointSpec{

@@ -106,10 +106,14 @@ func TestHeaderRouting(t *testing.T) {
 
 // Priority 0 takes the traffic; when its endpoint fails (server stopped)
 // or is marked unhealthy, priority 1 does; when it is back, priority 0
-// again.
+// again. The same when the cluster connects on its first RPC.
 func TestPriorityFailoverAndFailback(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	forConnectModes(t, testPriorityFailoverAndFailback)
+}
+
+func testPriorityFailoverAndFailback(t *testing.T, opts grpcxds.Options) {
+	e := newEnvWith(t, opts)
 	p0, p1 := startBackend(t, "p0"), startBackend(t, "p1")
 	cla := func(health corev3.HealthStatus) *endpointv3.ClusterLoadAssignment {
 		return testutils.Endpoints("A", []testutils.EndpointSpec{

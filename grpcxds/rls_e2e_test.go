@@ -64,11 +64,17 @@ func startRLS(t *testing.T) *testutils.RLSServer {
 // An RPC routed by the RLS plugin goes to the cluster the lookup service
 // names for its keys, which no route names: the channel subscribes to it.
 // A failed lookup sends it to the default target. Without the plugin's
-// route, the clusters only RLS used are dropped.
+// route, the clusters only RLS used are dropped. The same when the
+// channel connects clusters on their first RPC: RLS targets at once, the
+// route's cluster when called.
 func TestRLSRoutesToTheClusterNamed(t *testing.T) {
 	t.Parallel()
+	forConnectModes(t, testRLSRoutesToTheClusterNamed)
+}
+
+func testRLSRoutesToTheClusterNamed(t *testing.T, opts grpcxds.Options) {
 	cds := newCDSLog()
-	e := newEnvServer(t, grpcxds.Options{}, testutils.ManagementServerOptions{OnStreamRequest: cds.record})
+	e := newEnvServer(t, opts, testutils.ManagementServerOptions{OnStreamRequest: cds.record})
 	a, b, d := startBackend(t, "a"), startBackend(t, "b"), startBackend(t, "d")
 	rls := startRLS(t)
 	e.update(tree(rlsRoutes(t, rlsConfig(rls.Address(), "D"), false), clusters("A", "B", "D"), eds("A", a), eds("B", b), eds("D", d)))
