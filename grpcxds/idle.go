@@ -84,10 +84,16 @@ func (b *xdsBalancer) wakeQueued() {
 	wakes := b.wakes
 	b.wakes, b.waking = nil, false
 	b.wakeMu.Unlock()
+	var woken []string
 	for _, cl := range wakes { // after Close, b.clusters is nil: nothing is woken
-		if !b.closed && b.clusters[cl.name] == cl {
+		if !b.closed && b.clusters[cl.name] == cl && cl.idle {
 			b.wakeLocked(cl)
+			woken = append(woken, cl.name)
 		}
+	}
+	if len(woken) > 0 {
+		slices.Sort(woken)
+		b.logLocked(slog.LevelDebug, "clusters connecting on their first RPC", "count", len(woken), "clusters", woken[:min(len(woken), 10)])
 	}
 	b.finishAndUnlock()
 }

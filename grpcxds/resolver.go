@@ -47,7 +47,8 @@ type Options struct {
 	// Logger receives what the resolver and balancer decide, at debug
 	// level: each configuration a channel applies, each failover of a
 	// cluster from a priority that did not connect in time, each switch of
-	// a cluster's priority; and what fails, at warning level: a channel
+	// a cluster's priority, the clusters woken by their first RPC or put to
+	// sleep by ClusterIdleTimeout; and what fails, at warning level: a channel
 	// left without a usable configuration, a cluster with no usable
 	// endpoint, an update the channel refused. Nil: ClientOptions.Logger
 	// when the Builder creates its client and it is set; otherwise
