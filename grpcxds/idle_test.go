@@ -1,8 +1,10 @@
 package grpcxds
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -502,6 +504,10 @@ func TestIdleClustersWakeTogether(t *testing.T) {
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(n, 1)}); err != nil {
 		t.Fatal(err)
 	}
+	logged := make(chan slog.Record, 10)
+	b.mu.Lock()
+	b.logger = slog.New(chanHandler{msg: "clusters connecting on their first RPC", c: logged})
+	b.mu.Unlock()
 	s := cc.next(t)
 	b.mu.Lock() // the waking goroutine waits for it: every pick below is queued first
 	for i := range n {
@@ -523,4 +529,32 @@ func TestIdleClustersWakeTogether(t *testing.T) {
 	if s.ConnectivityState != connectivity.Connecting {
 		t.Errorf("channel state %v, want CONNECTING", s.ConnectivityState)
 	}
+	// Written once the balancer's lock is released, after the picker.
+	select {
+	case r := <-logged:
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "count" && a.Value.Int64() != n {
+				t.Errorf("the wake's log line counts %v clusters, want %d", a.Value, n)
+			}
+			return true
+		})
+	case <-time.After(10 * time.Second):
+		t.Fatal("no log line for the wake within 10s")
+	}
 }
+
+// chanHandler sends the records of one message to c.
+type chanHandler struct {
+	msg string
+	c   chan slog.Record
+}
+
+func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		h.c <- r
+	}
+	return nil
+}
+func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h chanHandler) WithGroup(string) slog.Handler      { return h }
