@@ -163,7 +163,10 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		case root.Err != nil:
 			err = about(cl.name, root.Err)
 		}
-		if _, ok := cl.picker.(idlePicker); !ok || err != nil || cl.err != nil {
+		// A new picker if the error changed, or if there is none and the
+		// picker is not an idle one yet (a new cluster, or one put to
+		// sleep): an update that changes neither costs nothing.
+		if _, idlePicked := cl.picker.(idlePicker); errText(err) != errText(cl.err) || (err == nil && !idlePicked) {
 			b.dirty[cl] = struct{}{}
 		}
 		cl.err = err
@@ -535,6 +538,14 @@ func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpointConn]st
 // failoverLogMsg is logged when a cluster gives up on a priority still
 // connecting.
 const failoverLogMsg = "cluster failover: priority still connecting after the failover timeout"
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
 
 // about returns err as said of cluster name: prefixed with the name, unless
 // it names the cluster already (the client's errors do).

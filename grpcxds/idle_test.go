@@ -283,6 +283,25 @@ func TestIdleClusterAcrossUpdates(t *testing.T) {
 	if _, err := pickCluster(t, s, "c2"); err == nil || errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Errorf("pick in c2 in error: %v, want the cluster's error", err)
 	}
+	// The same error again leaves c2's picker as it was (a new snapshot
+	// with the virtual host, so every cluster is looked at); the error
+	// gone, c2 is idle.
+	before := s.Picker.(*routePicker).clusters.get("c2")
+	again := &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: snap.VirtualHost.Routes}, Clusters: errSnap.Clusters}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(again)}}); err != nil {
+		t.Fatal(err)
+	}
+	s = cc.next(t)
+	if after := s.Picker.(*routePicker).clusters.get("c2"); after != before {
+		t.Errorf("the same error again gave c2 a new picker: %v, was %v", after, before)
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
+		t.Fatal(err)
+	}
+	s = cc.next(t)
+	if _, err := pickCluster(t, s, "c2"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick in c2, its error gone: %v, want queued (idle)", err)
+	}
 }
 
 // With ClusterIdleTimeout, a cluster no RPC picked between two sweeps goes
