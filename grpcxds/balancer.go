@@ -221,10 +221,13 @@ type xdsBalancer struct {
 
 	// wakes are the idle clusters pickers asked to wake, for one
 	// goroutine to wake together (idle.go); guarded by wakeMu, which
-	// pickers take, never with mu.
-	wakeMu sync.Mutex
-	wakes  []*clusterLB
-	waking bool
+	// pickers take, never with mu. wakeDone is that goroutine's, which
+	// Close waits for.
+	wakeMu     sync.Mutex
+	wakes      []*clusterLB
+	waking     bool
+	wakeClosed bool
+	wakeDone   sync.WaitGroup
 }
 
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
@@ -434,6 +437,7 @@ func (b *xdsBalancer) Close() {
 	for _, release := range releases {
 		release()
 	}
+	b.stopWaking()
 }
 
 // finishAndUnlock chooses the priority and picker of every dirty cluster,

@@ -69,11 +69,23 @@ func (p usedPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResu
 func (b *xdsBalancer) askWake(cl *clusterLB) {
 	b.wakeMu.Lock()
 	defer b.wakeMu.Unlock()
+	if b.wakeClosed {
+		return // a pick racing Close: nothing to wake
+	}
 	b.wakes = append(b.wakes, cl)
 	if !b.waking {
 		b.waking = true
-		go b.wakeQueued()
+		b.wakeDone.Go(b.wakeQueued)
 	}
+}
+
+// stopWaking, for Close, lets no pick start waking, and waits for the
+// goroutine waking clusters, if one runs (it finds the balancer closed).
+func (b *xdsBalancer) stopWaking() {
+	b.wakeMu.Lock()
+	b.wakeClosed = true
+	b.wakeMu.Unlock()
+	b.wakeDone.Wait()
 }
 
 // wakeQueued wakes the queued clusters that are still the balancer's and
