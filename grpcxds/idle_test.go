@@ -577,3 +577,24 @@ func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h chanHandler) WithGroup(string) slog.Handler      { return h }
+
+// A pick racing Close starts nothing: no goroutine outlives the balancer.
+func TestIdlePickAfterClose(t *testing.T) {
+	t.Parallel()
+	cc := newLazyCC()
+	b := newLazyBalancer(cc, &manualClock{now: time.Unix(1000, 0)})
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(2, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	b.Close()
+	if _, err := pickCluster(t, s, "c0"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Errorf("pick after Close: %v, want queued", err)
+	}
+	b.wakeMu.Lock()
+	waking, queued := b.waking, len(b.wakes)
+	b.wakeMu.Unlock()
+	if waking || queued != 0 {
+		t.Errorf("a pick after Close started waking (%v) or queued %d clusters", waking, queued)
+	}
+}
