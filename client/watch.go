@@ -171,7 +171,12 @@ func (c *Client) watchParams(opts WatchOptions) map[string]string {
 
 func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	cancel = c.watchLocked(typeURL, name, opts, w)
+	c.mu.Unlock()
+	return cancel
+}
+
+func (c *Client) watchLocked(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	if c.closed {
 		// The callback goroutine is gone, or going: the watcher is told on
 		// a goroutine of its own, once no callback can be running.
