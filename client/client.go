@@ -86,13 +86,17 @@ type Client struct {
 	closing chan struct{}     // closed once Close has closed every transport
 	persist *persister        // nil unless Options.Persist.Dir is set; its state is guarded by mu
 
-	mu             sync.Mutex
-	closed         bool                               // guarded by mu
-	servers        map[string]*server                 // by ServerConfig.Key(), those some authority uses; guarded by mu
-	topAuthority   *authority                         // the top-level servers, for names that are not xdstp, once used; guarded by mu
-	authorities    map[string]*authority              // those of xdstp names, by name, once used; guarded by mu
-	releasing      sync.WaitGroup                     // transports released by a switch back, closing (closeReleased)
-	caches         map[string]*typeCache              // by type URL; guarded by mu
+	mu           sync.Mutex
+	closed       bool                  // guarded by mu
+	servers      map[string]*server    // by ServerConfig.Key(), those some authority uses; guarded by mu
+	topAuthority *authority            // the top-level servers, for names that are not xdstp, once used; guarded by mu
+	authorities  map[string]*authority // those of xdstp names, by name, once used; guarded by mu
+	releasing    sync.WaitGroup        // transports released by a switch back, closing (closeReleased)
+	caches       map[string]*typeCache // by type URL; guarded by mu
+	// lastCache is the typeCache cacheLocked returned last: the watches a
+	// tree starts together are of one type, and its URL, some 70 bytes,
+	// need not be hashed for each. Guarded by mu.
+	lastCache      *typeCache
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
 	// lastChange is the entry of pending changeLocked returned last, so

@@ -217,9 +217,12 @@ func (c *Client) watchLocked(typeURL, name string, opts WatchOptions, w *watcher
 		return fail(err)
 	}
 	s := a.current()
-	if api := s.cfg.APITypeFor(typeURL); tc.typ.DeltaOnly() && !api.IsDelta() {
-		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
-			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
+	if tc.typ.DeltaOnly() {
+		// Asked only then: APITypeFor copies the server's config.
+		if api := s.cfg.APITypeFor(typeURL); !api.IsDelta() {
+			return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
+				ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
+		}
 	}
 	e := tc.entries[key]
 	if e == nil {
