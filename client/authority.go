@@ -204,7 +204,7 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	s.transport = t
 	c.servers[old.cfg.Key()] = s
 	old.refs = 0
-	delete(c.pending, old)
+	c.dropPendingLocked(old)
 	c.releasing.Add(1)
 	go func() {
 		defer c.releasing.Done()
@@ -240,7 +240,7 @@ func (c *Client) preferLocked(s *server) (released []releasedServer) {
 				}
 				if old.refs--; old.refs == 0 {
 					delete(c.servers, old.cfg.Key())
-					delete(c.pending, old)
+					c.dropPendingLocked(old)
 					c.releasing.Add(1) // under c.mu, so before Close waits
 					released = append(released, releasedServer{old, old.connected})
 					old.connected = false

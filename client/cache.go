@@ -125,6 +125,9 @@ type wildcardWatch struct {
 }
 
 func (c *Client) cacheLocked(typeURL string) *typeCache {
+	if tc := c.lastCache; tc != nil && tc.typ.TypeURL() == typeURL {
+		return tc
+	}
 	tc := c.caches[typeURL]
 	if tc == nil {
 		typ, ok := c.types[typeURL]
@@ -139,6 +142,7 @@ func (c *Client) cacheLocked(typeURL string) *typeCache {
 		}
 		c.caches[typeURL] = tc
 	}
+	c.lastCache = tc
 	return tc
 }
 

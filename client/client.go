@@ -86,15 +86,28 @@ type Client struct {
 	closing chan struct{}     // closed once Close has closed every transport
 	persist *persister        // nil unless Options.Persist.Dir is set; its state is guarded by mu
 
-	mu             sync.Mutex
-	closed         bool                               // guarded by mu
-	servers        map[string]*server                 // by ServerConfig.Key(), those some authority uses; guarded by mu
-	topAuthority   *authority                         // the top-level servers, for names that are not xdstp, once used; guarded by mu
-	authorities    map[string]*authority              // those of xdstp names, by name, once used; guarded by mu
-	releasing      sync.WaitGroup                     // transports released by a switch back, closing (closeReleased)
-	caches         map[string]*typeCache              // by type URL; guarded by mu
+	mu           sync.Mutex
+	closed       bool                  // guarded by mu
+	servers      map[string]*server    // by ServerConfig.Key(), those some authority uses; guarded by mu
+	topAuthority *authority            // the top-level servers, for names that are not xdstp, once used; guarded by mu
+	authorities  map[string]*authority // those of xdstp names, by name, once used; guarded by mu
+	releasing    sync.WaitGroup        // transports released by a switch back, closing (closeReleased)
+	caches       map[string]*typeCache // by type URL; guarded by mu
+	// lastCache is the typeCache cacheLocked returned last: the watches a
+	// tree starts together are of one type, and its URL, some 70 bytes,
+	// need not be hashed for each. Guarded by mu.
+	lastCache      *typeCache
 	pending        map[*server]map[string]*subsChange // subscriptions not yet given to transports; guarded by mu
 	flushScheduled bool                               // a flush is queued on cbs; guarded by mu
+	// lastChange is the entry of pending changeLocked returned last, so
+	// that the 10,000 watches one response's callbacks start for one type
+	// find it without two map lookups each; zero when pending has no such
+	// entry any more. Guarded by mu.
+	lastChange struct {
+		s       *server
+		typeURL string
+		ch      *subsChange
+	}
 
 	lrs lrsState // load reporting (ReportLoad), under its own mutex
 }
@@ -370,6 +383,9 @@ func (c *Client) unsubscribeLocked(s *server, typeURL, name string) (queued bool
 }
 
 func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
+	if l := &c.lastChange; l.s == s && l.typeURL == typeURL {
+		return l.ch // found in pending: the flush is scheduled already
+	}
 	byType := c.pending[s]
 	if byType == nil {
 		byType = make(map[string]*subsChange)
@@ -384,13 +400,23 @@ func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
 		c.flushScheduled = true
 		c.cbs.schedule(c.flush)
 	}
+	c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = s, typeURL, ch
 	return ch
+}
+
+// dropPendingLocked forgets the changes pending for s.
+func (c *Client) dropPendingLocked(s *server) {
+	delete(c.pending, s)
+	if c.lastChange.s == s {
+		c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = nil, "", nil
+	}
 }
 
 func (c *Client) flush() {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = make(map[*server]map[string]*subsChange)
+	c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = nil, "", nil
 	c.flushScheduled = false
 	closed := c.closed
 	if !closed {

@@ -171,7 +171,12 @@ func (c *Client) watchParams(opts WatchOptions) map[string]string {
 
 func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	cancel = c.watchLocked(typeURL, name, opts, w)
+	c.mu.Unlock()
+	return cancel
+}
+
+func (c *Client) watchLocked(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	if c.closed {
 		// The callback goroutine is gone, or going: the watcher is told on
 		// a goroutine of its own, once no callback can be running.
@@ -179,18 +184,20 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 		c.cbs.afterClose(func() { w.deliver(notifyResourceError, nil, err) })
 		return func() { w.canceled.Store(true) }
 	}
-	fail := func(err error) func() {
+	// fail takes the name as it is when called: a closure over name, which
+	// changes below, would put name on the heap for every watch.
+	fail := func(name string, err error) func() {
 		c.cbs.schedule(func() { w.deliver(notifyResourceError, nil, &Error{TypeURL: typeURL, Name: name, Err: err}) })
 		return func() { w.canceled.Store(true) }
 	}
 	tc := c.cacheLocked(typeURL)
 	if tc == nil {
-		return fail(fmt.Errorf("%w: resource type %s is not known to this client", ErrResourceInvalid, typeURL))
+		return fail(name, fmt.Errorf("%w: resource type %s is not known to this client", ErrResourceInvalid, typeURL))
 	}
 	w.tc = tc
 	if name == resources.Wildcard {
 		if !tc.typ.SupportsWildcard() {
-			return fail(fmt.Errorf("%w: %s does not support wildcard subscriptions", ErrResourceInvalid, tc.typ.TypeName()))
+			return fail(name, fmt.Errorf("%w: %s does not support wildcard subscriptions", ErrResourceInvalid, tc.typ.TypeName()))
 		}
 		return c.watchWildcardLocked(tc, w)
 	}
@@ -198,23 +205,26 @@ func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (can
 	// the name the server answers with then finds this entry.
 	canonical, err := canonicalName(name)
 	if err != nil {
-		return fail(fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
+		return fail(name, fmt.Errorf("%w %q: %v", ErrInvalidName, name, err))
 	}
 	name = canonical
 	if hasNUL(name) {
 		// NUL separates a name from its parameters in subscription keys.
-		return fail(fmt.Errorf("%w %q: a resource name cannot contain a NUL byte", ErrInvalidName, name))
+		return fail(name, fmt.Errorf("%w %q: a resource name cannot contain a NUL byte", ErrInvalidName, name))
 	}
 	params := c.watchParams(opts)
 	key := transport.SubscriptionKey(name, params)
 	a, err := c.authorityForLocked(name)
 	if err != nil {
-		return fail(err)
+		return fail(name, err)
 	}
 	s := a.current()
-	if api := s.cfg.APITypeFor(typeURL); tc.typ.DeltaOnly() && !api.IsDelta() {
-		return fail(fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
-			ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
+	if tc.typ.DeltaOnly() {
+		// Asked only then: APITypeFor copies the server's config.
+		if api := s.cfg.APITypeFor(typeURL); !api.IsDelta() {
+			return fail(name, fmt.Errorf("%w: %s resources can only be fetched over delta xDS, and server %s speaks %v",
+				ErrResourceInvalid, tc.typ.TypeName(), s.cfg.ServerURI, api))
+		}
 	}
 	e := tc.entries[key]
 	if e == nil {
