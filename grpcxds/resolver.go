@@ -75,10 +75,10 @@ type Options struct {
 	// and two goroutines on each, and redials those that do not answer).
 	//
 	// A cluster once used stays connected while the routes name it, or
-	// until ClusterIdleTimeout. The channel is IDLE while no cluster is
-	// awake, and
-	// ClientConn.Connect does not wake idle clusters. Clusters an RLS
-	// policy routes to connect at once: the lookup was made for an RPC.
+	// until ClusterIdleTimeout. The channel reports IDLE while no cluster
+	// is ready or connecting, and ClientConn.Connect does not wake idle
+	// clusters. Clusters an RLS policy routes to connect at once: the
+	// lookup was made for an RPC.
 	ConnectOnFirstRPC bool
 	// ClusterIdleTimeout, with ConnectOnFirstRPC, puts a cluster back to
 	// sleep when no RPC has been routed to it for between one and two
