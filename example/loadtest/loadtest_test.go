@@ -208,7 +208,7 @@ func TestEndpointHostsDistinct(t *testing.T) {
 	seen := map[string]string{"127.0.0.1": "the management server"}
 	for round := 0; round <= rounds; round++ {
 		for i := range n {
-			if round > 0 && i != (round*7919)%n { // the rounds change one cluster each
+			if round > 0 && i != roundCluster(n, round) { // the rounds change one cluster each
 				continue
 			}
 			for p, h := range hostsOf(n, i, m, round) {
