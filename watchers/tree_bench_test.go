@@ -33,24 +33,7 @@ const benchTreeClusters = 10_000
 // BenchmarkTreeResolve10k: from WatchConfigTree to the first complete
 // snapshot of 10,000 clusters: four responses, 20,000 resources decoded.
 func BenchmarkTreeResolve10k(b *testing.B) {
-	for _, api := range []bootstrap.APIType{bootstrap.APITypeAggregatedGRPC, bootstrap.APITypeAggregatedDeltaGRPC} {
-		b.Run(api.String(), func(b *testing.B) {
-			w := newBenchWorld(benchTreeClusters)
-			b.ReportAllocs()
-			b.ResetTimer()
-			var cpu time.Duration
-			for range b.N {
-				start := cpuTime()
-				bt := newBenchTree(b, api, w)
-				bt.resolve()
-				cpu += cpuTime() - start
-				b.StopTimer()
-				bt.close()
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-		})
-	}
+	benchTreePhase(b, func(bt *benchTree) func() { return bt.resolve }, true)
 }
 
 // BenchmarkTreeClustersToEndpoints10k: the CDS response of 10,000 clusters
@@ -58,27 +41,10 @@ func BenchmarkTreeResolve10k(b *testing.B) {
 // what the server waits for between sending the clusters and receiving the
 // request for their endpoints, the transport's own work aside.
 func BenchmarkTreeClustersToEndpoints10k(b *testing.B) {
-	for _, api := range []bootstrap.APIType{bootstrap.APITypeAggregatedGRPC, bootstrap.APITypeAggregatedDeltaGRPC} {
-		b.Run(api.String(), func(b *testing.B) {
-			w := newBenchWorld(benchTreeClusters)
-			b.ReportAllocs()
-			b.ResetTimer()
-			var cpu time.Duration
-			for range b.N {
-				b.StopTimer()
-				bt := newBenchTree(b, api, w)
-				names := bt.upToClusters()
-				b.StartTimer()
-				start := cpuTime()
-				bt.clustersToEndpoints(names)
-				cpu += cpuTime() - start
-				b.StopTimer()
-				bt.close()
-				b.StartTimer()
-			}
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
-		})
-	}
+	benchTreePhase(b, func(bt *benchTree) func() {
+		names := bt.upToClusters()
+		return func() { bt.clustersToEndpoints(names) }
+	}, false)
 }
 
 // BenchmarkTreeRouteToClusters10k: the route configuration naming 10,000
@@ -86,6 +52,17 @@ func BenchmarkTreeClustersToEndpoints10k(b *testing.B) {
 // the server waits for between sending the routes and receiving the request
 // for their clusters, the transport's own work aside.
 func BenchmarkTreeRouteToClusters10k(b *testing.B) {
+	benchTreePhase(b, func(bt *benchTree) func() {
+		bt.upToRoute()
+		return func() { bt.routeToClusters() }
+	}, false)
+}
+
+// benchTreePhase times, over SotW and delta, one phase of a new tree of
+// 10,000 clusters: prepare brings the tree to the phase's start and returns
+// the phase, which is timed (wall and CPU). withSetup times the making of
+// the tree and prepare too.
+func benchTreePhase(b *testing.B, prepare func(*benchTree) func(), withSetup bool) {
 	for _, api := range []bootstrap.APIType{bootstrap.APITypeAggregatedGRPC, bootstrap.APITypeAggregatedDeltaGRPC} {
 		b.Run(api.String(), func(b *testing.B) {
 			w := newBenchWorld(benchTreeClusters)
@@ -93,12 +70,18 @@ func BenchmarkTreeRouteToClusters10k(b *testing.B) {
 			b.ResetTimer()
 			var cpu time.Duration
 			for range b.N {
-				b.StopTimer()
+				if !withSetup {
+					b.StopTimer()
+				}
+				setupStart := cpuTime()
 				bt := newBenchTree(b, api, w)
-				bt.upToRoute()
+				phase := prepare(bt)
 				b.StartTimer()
 				start := cpuTime()
-				bt.routeToClusters()
+				if withSetup {
+					start = setupStart
+				}
+				phase()
 				cpu += cpuTime() - start
 				b.StopTimer()
 				bt.close()
