@@ -296,10 +296,15 @@ func TestDropOverload(t *testing.T) {
 }
 
 // ring_hash with a header hash policy sends one header value to one
-// backend, and spreads many values over the backends.
+// backend, and spreads many values over the backends; also when the cluster
+// connects on its first RPC.
 func TestRingHash(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	forConnectModes(t, testRingHash)
+}
+
+func testRingHash(t *testing.T, opts grpcxds.Options) {
+	e := newEnvWith(t, opts)
 	bs := []*backend{startBackend(t, "a"), startBackend(t, "b"), startBackend(t, "c")}
 	route := toCluster(prefix("/"), "A")
 	route.GetRoute().HashPolicy = []*routev3.RouteAction_HashPolicy{{
