@@ -26,8 +26,8 @@ import (
 //
 // With an idle timeout, the picker of an awake cluster notes that it was
 // used (usedPicker), and a sweep every timeout puts to sleep the clusters
-// not used since the sweep before: idle after one to two timeouts without
-// an RPC. What was built of them is undone: endpoints that no other
+// not used since the sweep before and with no RPC in flight: idle after one
+// to two timeouts without an RPC. What was built of them is undone: endpoints that no other
 // cluster lists are shut down, and those others list but none wants lose
 // their SubConns.
 
@@ -146,7 +146,9 @@ func (b *xdsBalancer) sweepIdle() {
 			// An RLS child holds it: the RLS policy's cache decides how
 			// long a target lives.
 			awake = true
-		case cl.used.Swap(false):
+		case cl.used.Swap(false), b.inFlightLocked(cl):
+			// Picked since the last sweep, or RPCs still running on it (a
+			// long stream picks once): in use.
 			awake = true
 		default:
 			b.sleepLocked(cl)
@@ -163,6 +165,18 @@ func (b *xdsBalancer) sweepIdle() {
 		b.idleSweep = b.clock.AfterFunc(b.clusterIdleTimeout, b.sweepIdle)
 	}
 	b.finishAndUnlock()
+}
+
+// inFlightLocked reports whether RPCs picked in cl have not finished: the
+// in-flight counts of its leaves (its circuit breakers'), which aggregate
+// clusters sharing a leaf share too.
+func (b *xdsBalancer) inFlightLocked(cl *clusterLB) bool {
+	for _, leaf := range cl.held.counters {
+		if c := b.inflight[leaf]; c != nil && c.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // stopIdleSweepLocked stops the sweep, for Close.

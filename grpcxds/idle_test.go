@@ -598,3 +598,44 @@ func TestIdlePickAfterClose(t *testing.T) {
 		t.Errorf("a pick after Close started waking (%v) or queued %d clusters", waking, queued)
 	}
 }
+
+// An RPC still running keeps its cluster awake however long it lasts (a
+// stream picks once); once it ends, the cluster sleeps at the next sweep.
+func TestIdleClusterAwakeWhileRPCRuns(t *testing.T) {
+	t.Parallel()
+	b, cc, clk := newSleepyBalancer()
+	defer b.Close()
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(1, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	if _, err := pickCluster(t, s, "c0"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("first pick in c0: %v, want queued", err)
+	}
+	cc.next(t)
+	cc.mu.Lock()
+	sc := cc.made["10.0.0.0:80"]
+	cc.mu.Unlock()
+	sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	s = cc.next(t)
+	res, err := pickCluster(t, s, "c0") // a stream: Done when it ends
+	if err != nil {
+		t.Fatal(err)
+	}
+	asleep := func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.clusters["c0"].idle
+	}
+	for range 5 {
+		clk.advance(time.Minute)
+	}
+	if asleep() || sc.shut.Load() {
+		t.Fatal("c0 slept with an RPC still running on it")
+	}
+	res.Done(balancer.DoneInfo{})
+	clk.advance(time.Minute)
+	if !asleep() || !sc.shut.Load() {
+		t.Error("c0 did not sleep at the sweep after its last RPC ended")
+	}
+}

@@ -82,7 +82,8 @@ type Options struct {
 	ConnectOnFirstRPC bool
 	// ClusterIdleTimeout, with ConnectOnFirstRPC, puts a cluster back to
 	// sleep when no RPC has been routed to it for between one and two
-	// timeouts: its connections that no other cluster uses are closed,
+	// timeouts and none is still running on it (a stream counts until it
+	// ends): its connections that no other cluster uses are closed,
 	// and its next RPC connects it again, as the first did. Zero: a
 	// cluster once used stays connected while the routes name it.
 	ClusterIdleTimeout time.Duration
