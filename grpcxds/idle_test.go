@@ -88,8 +88,19 @@ func (cc *lazyCC) next(t *testing.T) balancer.State {
 }
 
 // pickCluster picks, with the published picker, in the cluster of the
-// given name.
+// given name, for an RPC that ends at once.
 func pickCluster(t *testing.T, s balancer.State, name string) (balancer.PickResult, error) {
+	t.Helper()
+	res, err := pickHeld(t, s, name)
+	if err == nil && res.Done != nil {
+		res.Done(balancer.DoneInfo{})
+	}
+	return res, err
+}
+
+// pickHeld is pickCluster for an RPC that runs until the caller calls
+// res.Done.
+func pickHeld(t *testing.T, s balancer.State, name string) (balancer.PickResult, error) {
 	t.Helper()
 	rp, ok := s.Picker.(*routePicker)
 	if !ok {
@@ -618,7 +629,7 @@ func TestIdleClusterAwakeWhileRPCRuns(t *testing.T) {
 	cc.mu.Unlock()
 	sc.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
 	s = cc.next(t)
-	res, err := pickCluster(t, s, "c0") // a stream: Done when it ends
+	res, err := pickHeld(t, s, "c0") // a stream: Done when it ends
 	if err != nil {
 		t.Fatal(err)
 	}
