@@ -103,11 +103,7 @@ type Client struct {
 	// that the 10,000 watches one response's callbacks start for one type
 	// find it without two map lookups each; zero when pending has no such
 	// entry any more. Guarded by mu.
-	lastChange struct {
-		s       *server
-		typeURL string
-		ch      *subsChange
-	}
+	lastChange pendingRef
 
 	lrs lrsState // load reporting (ReportLoad), under its own mutex
 }
@@ -301,6 +297,14 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	return s, nil
 }
 
+// pendingRef names an entry of Client.pending: the change ch of server s
+// and type typeURL.
+type pendingRef struct {
+	s       *server
+	typeURL string
+	ch      *subsChange
+}
+
 // subsChange is a subscription change for one type of one server, not yet
 // handed to its transport.
 type subsChange struct {
@@ -400,7 +404,7 @@ func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
 		c.flushScheduled = true
 		c.cbs.schedule(c.flush)
 	}
-	c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = s, typeURL, ch
+	c.lastChange = pendingRef{s, typeURL, ch}
 	return ch
 }
 
@@ -408,7 +412,7 @@ func (c *Client) changeLocked(s *server, typeURL string) *subsChange {
 func (c *Client) dropPendingLocked(s *server) {
 	delete(c.pending, s)
 	if c.lastChange.s == s {
-		c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = nil, "", nil
+		c.lastChange = pendingRef{}
 	}
 }
 
@@ -416,7 +420,7 @@ func (c *Client) flush() {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = make(map[*server]map[string]*subsChange)
-	c.lastChange.s, c.lastChange.typeURL, c.lastChange.ch = nil, "", nil
+	c.lastChange = pendingRef{}
 	c.flushScheduled = false
 	closed := c.closed
 	if !closed {

@@ -25,21 +25,6 @@ func TestAggregateWithLogicalDNS(t *testing.T) {
 	forConnectModes(t, testAggregateWithLogicalDNS)
 }
 
-// forConnectModes runs test as a subtest with a channel that connects
-// every cluster at once, as gRPC does, and with one that connects each on
-// its first RPC.
-func forConnectModes(t *testing.T, test func(t *testing.T, opts grpcxds.Options)) {
-	for _, mode := range []struct {
-		name string
-		opts grpcxds.Options
-	}{{"eager", grpcxds.Options{}}, {"first-rpc", grpcxds.Options{ConnectOnFirstRPC: true}}} {
-		t.Run(mode.name, func(t *testing.T) {
-			t.Parallel()
-			test(t, mode.opts)
-		})
-	}
-}
-
 func testAggregateWithLogicalDNS(t *testing.T, opts grpcxds.Options) {
 	e := newEnvWith(t, opts)
 	primary, dns := startBackend(t, "primary"), startBackend(t, "dns")

@@ -422,3 +422,18 @@ func clusters(names ...string) []*clusterv3.Cluster {
 	}
 	return out
 }
+
+// forConnectModes runs test as a subtest with a channel that connects
+// every cluster at once, as gRPC does, and with one that connects each on
+// its first RPC.
+func forConnectModes(t *testing.T, test func(t *testing.T, opts grpcxds.Options)) {
+	for _, mode := range []struct {
+		name string
+		opts grpcxds.Options
+	}{{"eager", grpcxds.Options{}}, {"first-rpc", grpcxds.Options{ConnectOnFirstRPC: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, mode.opts)
+		})
+	}
+}

@@ -119,7 +119,6 @@ func (b *xdsBalancer) wakeLocked(cl *clusterLB) {
 		return
 	}
 	cl.idle = false
-	cl.err = nil        // the idle cluster's: building finds it again
 	cl.used.Store(true) // the RPC that woke it: the next sweep spares it
 	b.refreshClusterLocked(cl, true)
 	b.dirty[cl] = struct{}{}

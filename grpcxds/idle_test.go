@@ -1,7 +1,6 @@
 package grpcxds
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -534,9 +533,13 @@ func TestIdleClustersWakeTogether(t *testing.T) {
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: clustersStateOf(n, 1)}); err != nil {
 		t.Fatal(err)
 	}
-	logged := make(chan slog.Record, 10)
+	var (
+		mu      sync.Mutex
+		records []slog.Record
+		added   = make(chan struct{}, 1)
+	)
 	b.mu.Lock()
-	b.logger = slog.New(chanHandler{msg: "clusters connecting on their first RPC", c: logged})
+	b.logger = slog.New(recordingHandler{msg: "clusters connecting on their first RPC", mu: &mu, records: &records, added: added})
 	b.mu.Unlock()
 	s := cc.next(t)
 	b.mu.Lock() // the waking goroutine waits for it: every pick below is queued first
@@ -561,33 +564,19 @@ func TestIdleClustersWakeTogether(t *testing.T) {
 	}
 	// Written once the balancer's lock is released, after the picker.
 	select {
-	case r := <-logged:
-		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == "count" && a.Value.Int64() != n {
-				t.Errorf("the wake's log line counts %v clusters, want %d", a.Value, n)
-			}
-			return true
-		})
+	case <-added:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no log line for the wake within 10s")
 	}
+	mu.Lock()
+	defer mu.Unlock()
+	records[0].Attrs(func(a slog.Attr) bool {
+		if a.Key == "count" && a.Value.Int64() != n {
+			t.Errorf("the wake's log line counts %v clusters, want %d", a.Value, n)
+		}
+		return true
+	})
 }
-
-// chanHandler sends the records of one message to c.
-type chanHandler struct {
-	msg string
-	c   chan slog.Record
-}
-
-func (h chanHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h chanHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == h.msg {
-		h.c <- r
-	}
-	return nil
-}
-func (h chanHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h chanHandler) WithGroup(string) slog.Handler      { return h }
 
 // A pick racing Close starts nothing: no goroutine outlives the balancer.
 func TestIdlePickAfterClose(t *testing.T) {

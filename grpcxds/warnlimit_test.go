@@ -44,11 +44,14 @@ func TestWarnLimiter(t *testing.T) {
 	}
 }
 
-// recordingHandler keeps the records of one message.
+// recordingHandler keeps the records of one message, and if added is
+// set, signals it (without blocking) at each: a test can wait for a line
+// written once a lock is released.
 type recordingHandler struct {
 	msg     string
 	mu      *sync.Mutex
 	records *[]slog.Record
+	added   chan struct{}
 }
 
 func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
@@ -57,6 +60,12 @@ func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
 		h.mu.Lock()
 		*h.records = append(*h.records, r)
 		h.mu.Unlock()
+		if h.added != nil {
+			select {
+			case h.added <- struct{}{}:
+			default:
+			}
+		}
 	}
 	return nil
 }

@@ -37,13 +37,7 @@ func TestFaultStreamResetBeforeACK(t *testing.T) {
 			checkLeaks(t)
 			fs := startFake(t, "")
 			c := newFaultClient(t, fs.Address(), p, nil)
-			w := newRecorder[*resources.Cluster]()
-			client.WatchCluster(c, "C1", w)
-			st := nextStreamOf(t, fs)
-			readReq(t, st)
-			mustSendCluster(t, st, "1", "n1", testutils.Cluster("C1", "eds-1"))
-			wantACK(t, st, "n1")
-			w.wantUpdate(t, "C1")
+			w, st := watchServedC1(t, c, fs, "n1")
 
 			mustSendCluster(t, st, "2", "n2", testutils.Cluster("C1", "eds-2"))
 			st.Cut(grpcstatus.Error(codes.Unavailable, "connection reset"))
@@ -341,13 +335,7 @@ func TestFaultNACKLoop(t *testing.T) {
 				o.ResourceTypes = countingTypes(&decodes)
 				o.Metrics = m
 			})
-			w := newRecorder[*resources.Cluster]()
-			client.WatchCluster(c, "C1", w)
-			st := nextStreamOf(t, fs)
-			readReq(t, st)
-			mustSendCluster(t, st, "1", "good", testutils.Cluster("C1", "eds-1"))
-			wantACK(t, st, "good")
-			w.wantUpdate(t, "C1")
+			w, st := watchServedC1(t, c, fs, "good")
 
 			// The loop runs in its own goroutine: a held NACK blocks it.
 			var nacks atomic.Int64

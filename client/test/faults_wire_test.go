@@ -8,6 +8,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -99,4 +101,19 @@ func checkACK(t *testing.T, r wireReq, nonce string) {
 	if detail, nack := r.errorDetail(); nack || r.nonce() != nonce {
 		t.Fatalf("reply (nonce %q, error_detail %q), want an ACK of %q", r.nonce(), detail, nonce)
 	}
+}
+
+// watchServedC1 watches cluster C1 through c and serves it on the fake's
+// next stream, version 1 with nonce: it returns once the server has the
+// ACK and the watcher the update.
+func watchServedC1(t *testing.T, c *client.Client, fs *testutils.FakeServer, nonce string) (*recorder[*resources.Cluster], *testutils.FakeStream) {
+	t.Helper()
+	w := newRecorder[*resources.Cluster]()
+	client.WatchCluster(c, "C1", w)
+	st := nextStreamOf(t, fs)
+	readReq(t, st)
+	mustSendCluster(t, st, "1", nonce, testutils.Cluster("C1", "eds-1"))
+	wantACK(t, st, nonce)
+	w.wantUpdate(t, "C1")
+	return w, st
 }

@@ -9,7 +9,6 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -41,15 +40,8 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 				o.Logger = logger
 				o.Clock = clk
 			})
-			w := newRecorder[*resources.Cluster]()
-			client.WatchCluster(c, "C1", w)
-
-			st := nextStreamOf(t, fs)
-			readReq(t, st)
-			mustSendCluster(t, st, "1", "n1", testutils.Cluster("C1", "eds-1"))
 			// The response is logged before it is applied, so before its ACK.
-			wantACK(t, st, "n1")
-			w.wantUpdate(t, "C1")
+			w, st := watchServedC1(t, c, fs, "n1")
 			resp := findLog(sink, responseMsg)
 			if resp == nil {
 				t.Fatalf("no %q line", responseMsg)

@@ -84,20 +84,21 @@ func (c *channelClient) probe(arg string, wait bool) string {
 		return "error bad cluster index " + strconv.Quote(arg)
 	}
 	c.probes.Add(1)
+	call := func(opts ...grpc.CallOption) (servedAt string, err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var at wrapperspb.StringValue
+		err = c.conn.Invoke(ctx, "/svc-"+strconv.Itoa(i)+"/Probe", &emptypb.Empty{}, &at, opts...)
+		return at.GetValue(), err
+	}
 	if !wait {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_ = c.conn.Invoke(ctx, "/svc-"+strconv.Itoa(i)+"/Probe", &emptypb.Empty{}, new(wrapperspb.StringValue))
-		}()
+		go call()
 		return "ok"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
 	start := time.Now()
-	var at wrapperspb.StringValue
-	if err := c.conn.Invoke(ctx, "/svc-"+strconv.Itoa(i)+"/Probe", &emptypb.Empty{}, &at, grpc.WaitForReady(true)); err != nil {
+	at, err := call(grpc.WaitForReady(true))
+	if err != nil {
 		return "error " + err.Error()
 	}
-	return fmt.Sprintf("ok %s %d", at.GetValue(), time.Since(start).Nanoseconds())
+	return fmt.Sprintf("ok %s %d", at, time.Since(start).Nanoseconds())
 }

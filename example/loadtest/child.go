@@ -391,15 +391,9 @@ func childMain(args []string) int {
 			profile()
 			continue
 		}
-		if arg, ok := strings.CutPrefix(in.Text(), "probe "); ok {
-			fmt.Fprintf(out, "probe %s\n", probe(arg, true))
-			if err := out.Flush(); err != nil {
-				return 1
-			}
-			continue
-		}
-		if arg, ok := strings.CutPrefix(in.Text(), "touch "); ok {
-			fmt.Fprintf(out, "touch %s\n", probe(arg, false))
+		// "probe i" waits for its RPC's answer, "touch i" does not.
+		if cmd, arg, ok := strings.Cut(in.Text(), " "); ok && (cmd == "probe" || cmd == "touch") {
+			fmt.Fprintf(out, "%s %s\n", cmd, probe(arg, cmd == "probe"))
 			if err := out.Flush(); err != nil {
 				return 1
 			}

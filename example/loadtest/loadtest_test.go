@@ -172,10 +172,7 @@ func checkModes(t *testing.T, rep *report) {
 			// Every endpoint connected (on first RPC: those of the
 			// clusters called), every round ACKed and applied (a
 			// connection to one of the cluster's new endpoints).
-			wantHosts := l.c.n * l.c.m
-			if firstRPC(x.impl, l.c) {
-				wantHosts = len(usedClusters(l.c.n, 5)) * l.c.m
-			}
+			wantHosts := channelClusters(x.impl, l.c, 5) * l.c.m
 			if x.wantHosts != wantHosts || x.connectedHosts != x.wantHosts || x.connected <= 0 {
 				t.Errorf("%s: %s connected %d of %d endpoints (want %d) in %v", l.c, x.impl, x.connectedHosts, x.wantHosts, wantHosts, x.connected)
 			}

@@ -319,11 +319,11 @@ func runMatrix(ctx context.Context, args []string, out, log io.Writer) (*report,
 		// A channel holds a socket per endpoint, and so do the backends.
 		limit := raiseFileLimit(fileLimitFor(maxEndpoints(cfg)))
 		for _, c := range cfg.cells {
-			// The clusters a channel connects: all, but for goxds's on
-			// first RPC when grpc-go's does not run.
-			connects := c.n
-			if c.firstRPC && !(cfg.impls[implGRPC] && c.n <= cfg.grpcMaxN) {
-				connects = len(usedClusters(c.n, cfg.run.rounds))
+			// The most clusters a channel of the cell connects: grpc-go's,
+			// when it runs, connects every one.
+			connects := channelClusters(implGoxds, c, cfg.run.rounds)
+			if cfg.impls[implGRPC] && c.n <= cfg.grpcMaxN {
+				connects = c.n
 			}
 			if c.channel != "" && c.channel != backendsRefused && healthyFor(connects, c.m, limit) == 0 {
 				return nil, fmt.Errorf("%s: a channel connects at least one endpoint per cluster, %d sockets, and the open-file limit is %d "+

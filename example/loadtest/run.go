@@ -87,12 +87,7 @@ func runOnce(ctx context.Context, impl string, c cell, o runOptions) (res result
 	port, healthy := uint32(basePort), m
 	var be *backends
 	if c.channel != "" {
-		// The clusters the channel connects: every one, or on first RPC
-		// those the harness calls.
-		connects := n
-		if firstRPC(impl, c) {
-			connects = len(usedClusters(n, o.rounds))
-		}
+		connects := channelClusters(impl, c, o.rounds)
 		if c.channel != backendsRefused { // a refused connection holds no socket
 			if healthy = healthyFor(connects, m, fileLimit()); healthy == 0 {
 				return res, fmt.Errorf("the open-file limit %d leaves no socket for every cluster's endpoint", fileLimit())
@@ -388,3 +383,12 @@ func incompleteResult(res result, ch *child, tr *tracker, o runOptions) (result,
 // firstRPC reports whether impl's channel in cell c connects a cluster on
 // its first RPC: goxds's, when the cell says so.
 func firstRPC(impl string, c cell) bool { return c.firstRPC && impl == implGoxds && c.channel != "" }
+
+// channelClusters is how many clusters impl's channel in cell c connects:
+// every one, or on first RPC those the harness calls (usedClusters).
+func channelClusters(impl string, c cell, rounds int) int {
+	if firstRPC(impl, c) {
+		return len(usedClusters(c.n, rounds))
+	}
+	return c.n
+}
