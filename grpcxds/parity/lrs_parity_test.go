@@ -120,11 +120,24 @@ func TestParityLoadReporting(t *testing.T) {
 		}),
 		dropCLA, eds("cb", a)))
 
+	// Each channel sends at least n RPCs, and goes on until both zones
+	// have served some: a locality is picked only once an endpoint of it
+	// is ready, so the first RPCs all go to whichever zone connected
+	// first, and on a loaded machine n RPCs can end before the other one
+	// does. What each backend served of a channel's RPCs (the channels
+	// take turns) is what its reports must give the backend's zone.
 	const n, drops, cbDrops = 30, 4, 3
+	served := make(map[string]map[string]zoneLoad) // node → zone
 	for name, conn := range p.conns {
-		for range n {
+		a0, b0 := a.rpcs.Load(), b.rpcs.Load()
+		for sent := 0; sent < n || a.rpcs.Load() == a0 || b.rpcs.Load() == b0; sent++ {
+			if p.ctx.Err() != nil {
+				t.Fatalf("%s: %d RPCs: served %d by zone-a and %d by zone-b, want some by each", name, sent, a.rpcs.Load()-a0, b.rpcs.Load()-b0)
+			}
 			conn.Invoke(p.ctx, sayHello, wrapperspb.String("hi"), new(wrapperspb.StringValue), grpc.WaitForReady(true))
 		}
+		na, nb := uint64(a.rpcs.Load()-a0), uint64(b.rpcs.Load()-b0)
+		served[name] = map[string]zoneLoad{"zone-a": {Issued: na, Succeeded: na}, "zone-b": {Issued: nb, Errored: nb}}
 		for _, tc := range []struct {
 			target string
 			n      int
@@ -154,7 +167,8 @@ func TestParityLoadReporting(t *testing.T) {
 		if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
-		for l.issued() < n || l.dropped() < drops+cbDrops {
+		want := served[first.Node.GetId()]
+		for l.issued() < want["zone-a"].Issued+want["zone-b"].Issued || l.dropped() < drops+cbDrops {
 			req, err := st.NextRequest(p.ctx)
 			if err != nil {
 				t.Fatalf("node %s: %v; reports so far %+v", first.Node.GetId(), err, l)
@@ -170,9 +184,11 @@ func TestParityLoadReporting(t *testing.T) {
 		if !slices.Contains(l.Features, "envoy.lrs.supports_send_all_clusters") {
 			t.Errorf("%s: first LoadStatsRequest's client features %v lack envoy.lrs.supports_send_all_clusters", name, l.Features)
 		}
-		if z := l.Zones["main/svc-main"]; z["zone-a"].Errored != 0 || z["zone-b"].Succeeded != 0 || z["zone-a"].Issued == 0 || z["zone-b"].Issued == 0 ||
-			l.issued() != n || z["zone-a"].Issued != z["zone-a"].Succeeded || z["zone-b"].Issued != z["zone-b"].Errored {
-			t.Errorf("%s: load of main %+v; want %d RPCs over zone-a (all succeeded) and zone-b (all errored)", name, z, n)
+		if diff := cmp.Diff(served[name], l.Zones["main/svc-main"]); diff != "" {
+			t.Errorf("%s: load of main by zone, against what each zone's backend served (-served +reported):\n%s", name, diff)
+		}
+		if want := served[name]["zone-a"].Issued + served[name]["zone-b"].Issued; l.issued() != want {
+			t.Errorf("%s: %d RPCs issued in all reports, want %d (main's alone)", name, l.issued(), want)
 		}
 		l.Features = nil
 		l.Zones = nil // the split between the zones depends on when each connected
