@@ -135,6 +135,7 @@ type xdsBalancer struct {
 	closed          bool
 	connectDialer   bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
 	channelID       uint64 // what the channel_id hash policy hashes: the channelState's
+	noInterceptors  string // the channelState's: the warning for an RPC without the interceptors
 	failoverTimeout time.Duration
 	// connectOnFirstRPC: a route's cluster starts idle; with
 	// clusterIdleTimeout, one unused that long goes idle again, which
@@ -242,7 +243,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	b.mu.Lock()
 	b.gen = gen
 	if cs != nil {
-		b.channelID = cs.channelID
+		b.channelID, b.noInterceptors = cs.channelID, cs.noInterceptors
 	}
 	b.connectDialer = cs != nil && cs.connectDialer // connect.go
 	if l := loggerFromState(s.ResolverState); l != nil {
@@ -549,7 +550,7 @@ func (b *xdsBalancer) publishLocked() {
 		}
 	}
 	rp := &routePicker{clusters: b.pickers, channelID: b.channelID,
-		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors}
+		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors, noInterceptors: b.noInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}

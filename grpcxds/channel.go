@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,6 +40,10 @@ type channelState struct {
 	// connectDialer: the channel was made with Builder.DialOptions, whose
 	// dialer tunnels to HTTP CONNECT proxies (connect.go).
 	connectDialer bool
+	// noInterceptors is what the balancer logs at the first RPC of a
+	// channel that has no goxds interceptors (noInterceptorsWarning):
+	// set by Builder.Build, "" for a channel of Builder.DialOptions.
+	noInterceptors string
 	// wait is how a retry waits for its backoff: it returns nil after d,
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
@@ -54,6 +59,10 @@ type channelState struct {
 	gen   uint64           // generations handed out; guarded by mu
 	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
 	ready chan struct{}    // closed when cfg is first set; guarded by mu
+	// foreign is why owner's RPCs fail at once: its target is not of the
+	// Builder's scheme, so no resolver of this state will ever configure
+	// it (foreignTarget); nil if it is. Guarded by mu.
+	foreign error
 	// closed is closed when the resolver closes (reset) and replaced: an
 	// RPC waiting for the first configuration learns that the resolver it
 	// waited for is gone. Guarded by mu.
@@ -171,13 +180,21 @@ func (cs *channelState) reset() {
 func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*channelConfig, error) {
 	for {
 		cs.mu.Lock()
-		if cs.owner == nil {
+		first := cs.owner == nil
+		if first {
 			cs.owner = cc
+			cs.foreign = cs.b.foreignTarget(cc)
 		}
-		cfg, ready, closed, owner := cs.cfg, cs.ready, cs.closed, cs.owner
+		cfg, ready, closed, owner, foreign := cs.cfg, cs.ready, cs.closed, cs.owner, cs.foreign
 		cs.mu.Unlock()
 		if owner != cc {
 			return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
+		}
+		if foreign != nil {
+			if first {
+				cs.b.logger.Warn("a channel with the goxds dial options is not resolved by the goxds Builder: its RPCs fail", "err", foreign)
+			}
+			return nil, foreign
 		}
 		if cfg != nil {
 			return cfg, nil
@@ -229,6 +246,43 @@ func (cb channelBuilder) Build(target resolver.Target, cc resolver.ClientConn, o
 	return r, err
 }
 
+// foreignTarget returns the error RPCs of cc fail with if gRPC resolves
+// its target with another resolver than b's: a target of another scheme
+// ("xds:///name", grpc-go's habit) or of none ("name", which gRPC gives to
+// its dns resolver). b's resolver is then never built for the channel, and
+// without this its RPCs would wait for a configuration until their
+// deadline. It returns nil for a target b serves.
+func (b *Builder) foreignTarget(cc *grpc.ClientConn) error {
+	u, err := url.Parse(cc.CanonicalTarget())
+	if err == nil && u.Scheme == b.scheme {
+		return nil
+	}
+	used := "another resolver"
+	if err == nil {
+		used = fmt.Sprintf("gRPC's %q resolver", u.Scheme)
+	}
+	return status.Errorf(codes.FailedPrecondition, "grpcxds: the channel's target %q is resolved by %s, not by the goxds Builder its dial options come from, "+
+		"so no xDS configuration will come for its RPCs: that Builder serves targets of scheme %q (%s:///listener-name)", cc.Target(), used, b.scheme, b.scheme)
+}
+
+// checkTarget returns an error unless target is of b's scheme.
+func (b *Builder) checkTarget(target string) error {
+	u, err := url.Parse(target)
+	switch {
+	case err != nil:
+		return fmt.Errorf("grpcxds: target %q: %v; want %s:///listener-name", target, err, b.scheme)
+	case u.Scheme == "":
+		return fmt.Errorf("grpcxds: target %q has no scheme; the Builder serves %q: want %s:///listener-name", target, b.scheme, b.scheme)
+	case u.Scheme != b.scheme:
+		hint := ""
+		if u.Scheme == "xds" {
+			hint = ` (Options.Scheme "xds" makes a Builder serve grpc-go's scheme)`
+		}
+		return fmt.Errorf("grpcxds: target %q is of scheme %q, but the Builder serves %q%s: want %s:///listener-name", target, u.Scheme, b.scheme, hint, b.scheme)
+	}
+	return nil
+}
+
 const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptions call are used by two channels: call DialOptions once per channel"
 
 // DialOptions returns the dial options of one channel routed by b: its
@@ -259,8 +313,16 @@ func (b *Builder) DialOptions() []grpc.DialOption {
 }
 
 // NewClient is grpc.NewClient for a target of b's scheme, with
-// b.DialOptions() before opts.
+// b.DialOptions() before opts. It refuses a nil b, and a target of another
+// scheme or of none ("xds:///name", "name"): gRPC would give it to another
+// resolver, and no xDS configuration would ever come for its RPCs.
 func NewClient(target string, b *Builder, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	if b == nil {
+		return nil, errors.New("grpcxds: NewClient: nil Builder (make one with NewBuilder or Register)")
+	}
+	if err := b.checkTarget(target); err != nil {
+		return nil, err
+	}
 	return grpc.NewClient(target, append(b.DialOptions(), opts...)...)
 }
 

@@ -18,9 +18,5 @@ func SetRetryWait(b *Builder, wait func(ctx context.Context, d time.Duration) er
 	b.retryWait = wait
 }
 
-// NoInterceptorsWarning is what the balancer logs at the first RPC of a
-// channel made without the goxds interceptors.
-const NoInterceptorsWarning = noInterceptorsWarning
-
 // ActiveFaults is how many RPCs of the process are in a fault now.
 func ActiveFaults() int64 { return processFaults.active.Load() }

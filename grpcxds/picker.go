@@ -30,6 +30,9 @@ type routePicker struct {
 	gen       uint64 // of the channel configuration it was made from
 	logger    *slog.Logger
 	warned    *atomic.Bool // the balancer's warnedNoInterceptors
+	// noInterceptors is the warning for an RPC without the goxds
+	// interceptors (channelState.noInterceptors); "": the channel has them.
+	noInterceptors string
 	// needsMD: some route matches headers or hashes them, so the RPC's
 	// metadata must be read.
 	needsMD bool
@@ -69,11 +72,20 @@ func pickWeighted(wcs []resources.WeightedCluster) int {
 	return len(wcs) - 1
 }
 
-// noInterceptorsWarning is logged at the first RPC of a channel that came
-// without the goxds interceptors.
-const noInterceptorsWarning = "an RPC came without the goxds interceptors (a channel made with grpc.WithResolvers alone): " +
-	"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
-	"make the channel with Builder.DialOptions"
+// noInterceptorsWarning is what the balancer logs at the first RPC of a
+// channel built by Builder.Build, which has none of the goxds
+// interceptors. It names what the user did, so that the fix is plain:
+// registered says the channel found the Builder in gRPC's registry
+// (Register, or resolver.Register) rather than in grpc.WithResolvers.
+func noInterceptorsWarning(scheme string, registered bool) string {
+	made := "its channel was made with grpc.WithResolvers(b) and no b.DialOptions()"
+	if registered {
+		made = "its channel was made with grpc.NewClient from a target of scheme " + strconv.Quote(scheme) + ", which grpcxds.Register registered, and no b.DialOptions()"
+	}
+	return "an RPC came without the goxds interceptors: " + made +
+		"; route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
+		"make the channel with grpcxds.NewClient(target, b), or b.DialOptions() in grpc.NewClient"
+}
 
 // pickObserverKey is the context key of a func(error) that tests put in an
 // RPC's context to hear of every pick of that RPC and its outcome.
@@ -94,10 +106,8 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		md, _ = metadata.FromOutgoingContext(info.Ctx)
 	}
 	sel := selectionOf(info.Ctx)
-	if sel == nil && p.warned.CompareAndSwap(false, true) {
-		p.logger.Warn("an RPC came without the goxds interceptors (a channel made with grpc.WithResolvers alone): "+
-			"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; "+
-			"make the channel with Builder.DialOptions", "method", info.FullMethodName)
+	if sel == nil && p.noInterceptors != "" && p.warned.CompareAndSwap(false, true) {
+		p.logger.Warn(p.noInterceptors, "method", info.FullMethodName)
 	}
 	if sel != nil && sel.route.ClusterSpecifierPlugin != "" {
 		if res, ok, err := p.pluginPick(sel.route, sel, info); ok {

@@ -195,7 +195,11 @@ func (b *Builder) Scheme() string { return b.scheme }
 // A channel made with only grpc.WithResolvers(b) routes by the
 // configuration but applies none of its per-RPC parts; see DialOptions.
 func (b *Builder) Build(target resolver.Target, cc resolver.ClientConn, opts resolver.BuildOptions) (resolver.Resolver, error) {
-	return b.build(target, cc, opts, newChannelState(b))
+	cs := newChannelState(b)
+	// A channel finds b in gRPC's registry, or in its grpc.WithResolvers:
+	// the warning says which, so that the user knows what to change.
+	cs.noInterceptors = noInterceptorsWarning(b.scheme, resolver.Get(b.scheme) == b)
+	return b.build(target, cc, opts, cs)
 }
 
 // build is Build for a channel whose state (shared with its interceptors,

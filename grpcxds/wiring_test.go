@@ -1,11 +1,13 @@
 package grpcxds_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/grpc"
@@ -124,9 +126,24 @@ func TestDisabledServiceConfigFails(t *testing.T) {
 	sink.want(e.ctx, t, slog.LevelWarn, "the channel ignores the xDS configuration", map[string]string{"listener": listener})
 }
 
+// withResolversWarning is the warning at the first RPC of a channel made
+// with grpc.WithResolvers(b) alone.
+const withResolversWarning = "an RPC came without the goxds interceptors: its channel was made with grpc.WithResolvers(b) and no b.DialOptions(); " +
+	"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
+	"make the channel with grpcxds.NewClient(target, b), or b.DialOptions() in grpc.NewClient"
+
+// registeredWarning is the warning at the first RPC of a channel made with
+// grpc.NewClient alone, for a scheme grpcxds.Register registered.
+func registeredWarning(scheme string) string {
+	return `an RPC came without the goxds interceptors: its channel was made with grpc.NewClient from a target of scheme "` + scheme +
+		`", which grpcxds.Register registered, and no b.DialOptions(); ` +
+		"route timeouts, retry policies and HTTP filters do not apply to it, and a waiting RPC may change cluster; " +
+		"make the channel with grpcxds.NewClient(target, b), or b.DialOptions() in grpc.NewClient"
+}
+
 // A channel made with grpc.WithResolvers(b) alone routes by the
 // configuration, but none of the per-RPC parts apply: the log says so at
-// its first RPC.
+// its first RPC, naming what the user did and what to do instead.
 func TestNoInterceptorsWarned(t *testing.T) {
 	t.Parallel()
 	logger, sink := newLogSink()
@@ -141,7 +158,7 @@ func TestNoInterceptorsWarned(t *testing.T) {
 	if got, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil || got != "a" {
 		t.Fatalf("RPC: %q, %v; want served by a", got, err)
 	}
-	sink.want(e.ctx, t, slog.LevelWarn, grpcxds.NoInterceptorsWarning, map[string]string{"method": sayHello})
+	sink.want(e.ctx, t, slog.LevelWarn, withResolversWarning, map[string]string{"method": sayHello})
 }
 
 // The dial options of one DialOptions call serve one channel.
@@ -184,7 +201,8 @@ func TestRegister(t *testing.T) {
 		schemes = append(schemes, "xds")
 	}
 	for _, scheme := range schemes {
-		b, err := grpcxds.Register(grpcxds.Options{Scheme: scheme, Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
+		logger, sink := newLogSink()
+		b, err := grpcxds.Register(grpcxds.Options{Scheme: scheme, Bootstrap: cfg, Logger: logger, ClientOptions: client.Options{Logger: quietLogger}})
 		if err != nil {
 			t.Fatalf("Register(%q): %v", scheme, err)
 		}
@@ -198,6 +216,8 @@ func TestRegister(t *testing.T) {
 			}
 			conn.Close()
 		}
+		// The channel made without b.DialOptions() is told how it was made.
+		sink.want(e.ctx, t, slog.LevelWarn, registeredWarning(scheme), map[string]string{"method": sayHello})
 	}
 	if _, err := grpcxds.Register(grpcxds.Options{Scheme: "dns", Bootstrap: cfg}); err == nil || !strings.Contains(err.Error(), `"dns"`) {
 		t.Errorf("Register(dns): %v; want an error: gRPC's dns resolver has the scheme", err)
@@ -216,3 +236,84 @@ func TestRegister(t *testing.T) {
 
 // registerRuns counts TestRegister's runs, for schemes of their own.
 var registerRuns atomic.Int64
+
+// NewClient refuses what would leave every RPC waiting for a configuration
+// that never comes: a target of another scheme than the Builder's (the
+// "xds:///name" of grpc-go's habit), one with no scheme, which gRPC gives
+// to its dns resolver, and a nil Builder.
+func TestNewClientRefusesForeignTargets(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	creds := grpc.WithTransportCredentials(insecure.NewCredentials())
+	for _, tc := range []struct {
+		target string
+		want   []string
+	}{
+		{"xds:///my-service", []string{`"xds:///my-service"`, `scheme "xds"`, `serves "goxds"`, "goxds:///listener-name", `Options.Scheme "xds"`}},
+		{"my-service", []string{`"my-service"`, "no scheme", `serves "goxds"`, "goxds:///listener-name"}},
+		{"dns:///my-service:443", []string{`scheme "dns"`, `serves "goxds"`}},
+	} {
+		conn, err := grpcxds.NewClient(tc.target, e.builder, creds)
+		if err == nil {
+			conn.Close()
+			t.Errorf("NewClient(%q): no error; want one naming the scheme the Builder serves", tc.target)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("NewClient(%q): %v; want it to say %s", tc.target, err, w)
+			}
+		}
+	}
+	if conn, err := grpcxds.NewClient("goxds:///"+listener, nil, creds); err == nil || !strings.Contains(err.Error(), "nil Builder") {
+		if err == nil {
+			conn.Close()
+		}
+		t.Errorf("NewClient with a nil Builder: %v; want an error saying so", err)
+	}
+}
+
+// A channel made with the goxds dial options but a target some other
+// resolver serves (grpc.NewClient does not check, as NewClient does) never
+// gets a configuration from the Builder: its RPCs fail at once saying why,
+// rather than wait for their deadline, and the log says so.
+func TestForeignTargetFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	logger, sink := newLogSink()
+	e := newEnvWith(t, grpcxds.Options{Logger: logger})
+	a := startBackend(t, "a")
+	e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
+	// Long enough that an RPC left waiting for a configuration fails on it
+	// only after a loaded machine has run everything else; the RPCs must
+	// fail without waiting for it.
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	for _, target := range []string{"my-service", "other:///" + listener} {
+		conn, err := grpc.NewClient(target, append(e.builder.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		wants := []string{fmt.Sprintf("target %q is resolved by gRPC's \"dns\" resolver", target), `serves targets of scheme "goxds"`}
+		check := func(what string, err error) {
+			t.Helper()
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Errorf("%s on a channel to %q: %v; want FAILED_PRECONDITION at once", what, target, err)
+				return
+			}
+			for _, w := range wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s on a channel to %q: %v; want it to say %s", what, target, err, w)
+				}
+			}
+		}
+		_, err = call(ctx, conn, grpc.WaitForReady(true))
+		check("unary RPC", err)
+		_, err = conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/goxds.test.Greeter/Chat", grpc.WaitForReady(true))
+		check("stream", err)
+	}
+	if n := a.rpcs.Load(); n != 0 {
+		t.Errorf("%d RPCs reached the backend; want none", n)
+	}
+	sink.want(e.ctx, t, slog.LevelWarn, "a channel with the goxds dial options is not resolved by the goxds Builder: its RPCs fail", nil)
+}
