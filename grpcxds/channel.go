@@ -297,9 +297,13 @@ const errSharedDialOptions = "grpcxds: the dial options of one Builder.DialOptio
 //	conn, err := grpc.NewClient("goxds:///my-listener", append(b.DialOptions(),
 //		grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 //
-// A channel made with grpc.WithResolvers(b) alone routes by the
-// configuration too, but applies none of the per-RPC behaviour; the
-// balancer logs a warning when it sees its first RPC.
+// The target must be of b's scheme: the RPCs of a channel whose target
+// another resolver serves fail at once, saying so (NewClient refuses such
+// a target before making the channel). A channel made with
+// grpc.WithResolvers(b) alone, or from a target of a scheme Register
+// registered with no dial options, routes by the configuration too, but
+// applies none of the per-RPC behaviour; the balancer logs a warning,
+// naming which of the two the channel did, when it sees its first RPC.
 func (b *Builder) DialOptions() []grpc.DialOption {
 	cs := newChannelState(b)
 	cs.connectDialer = true

@@ -16,9 +16,13 @@
 // and unary and stream interceptors that apply the per-RPC part of the
 // configuration (see Per RPC below). Call DialOptions once per channel.
 // A channel made with grpc.WithResolvers(b) alone, or from a target of a
-// scheme registered with [Register], routes by the configuration but
-// applies none of the per-RPC part; the balancer logs a warning at its
-// first RPC.
+// scheme registered with [Register] without the dial options, routes by
+// the configuration but applies none of the per-RPC part; the balancer
+// logs a warning at its first RPC, naming which of the two the channel
+// did. NewClient refuses a target that is not of b's scheme
+// ("xds:///name", or a bare name that gRPC would give to DNS), and a
+// channel of the dial options whose target another resolver serves fails
+// its RPCs at once, saying so: b would never configure it.
 //
 // Importing the package registers the balancer ([BalancerName]) with gRPC.
 // [Options].Client shares one goxds client between the Builder and the rest

@@ -92,9 +92,13 @@ type Options struct {
 // Builder is a resolver.Builder for targets that name an xDS listener:
 // "goxds:///my-listener", or "goxds://authority/name" for a listener of a
 // bootstrap authority. Each channel built with it watches the listener's
-// config tree and routes with the goxds balancer. Pass it to
-// grpc.NewClient with grpc.WithResolvers, or register it with
-// resolver.Register. A Builder is safe for concurrent use.
+// config tree and routes with the goxds balancer. Make each channel with
+// NewClient, or with grpc.NewClient and b.DialOptions(): they add the
+// interceptors that apply each RPC's route timeout, retry policy and HTTP
+// filters. A channel that finds the Builder through grpc.WithResolvers(b)
+// alone, or through gRPC's registry (Register) with no dial options, routes
+// by the configuration but applies none of that, and the balancer logs a
+// warning at its first RPC. A Builder is safe for concurrent use.
 type Builder struct {
 	// Read-only after NewBuilder.
 	scheme     string

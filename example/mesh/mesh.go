@@ -145,7 +145,12 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cliCfg, ClientOptions: quiet})
+	// The client's routine lines stay quiet, but the channel's warnings
+	// (a cluster with no usable endpoint, a configuration refused, a
+	// channel made without the goxds interceptors) are shown: they say
+	// why RPCs fail.
+	warnings := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cliCfg, ClientOptions: quiet, Logger: warnings})
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +158,11 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if m.conn, err = grpc.NewClient("goxds:///"+serviceName, grpc.WithResolvers(b), grpc.WithTransportCredentials(creds)); err != nil {
+	// grpcxds.NewClient, not grpc.WithResolvers(b) alone: its interceptors
+	// apply the per-RPC part of the configuration (the RBAC here is the
+	// server's; route timeouts, retries and fault injection would be the
+	// client's).
+	if m.conn, err = grpcxds.NewClient("goxds:///"+serviceName, b, grpc.WithTransportCredentials(creds)); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(out, "management server on %s; greeter (xdsserver) on %s, %s; client (grpcxds) %s, to goxds:///%s\n\n",

@@ -12,9 +12,11 @@
 //		FallbackCreds: insecure.NewCredentials(), // for clusters without TLS
 //	})
 //	...
-//	conn, err := grpc.NewClient("goxds:///my-listener",
-//		grpc.WithResolvers(builder), grpc.WithTransportCredentials(creds))
+//	conn, err := grpcxds.NewClient("goxds:///my-listener", builder,
+//		grpc.WithTransportCredentials(creds))
 //
+// (builder is a *grpcxds.Builder; grpcxds.NewClient adds its dial options,
+// which apply each RPC's route timeout, retries and HTTP filters.)
 // The goxds balancer (package grpcxds) builds a [HandshakeInfo] for each
 // security config in use and puts it on the addresses of the cluster's
 // connections; the credentials read it in the handshake. The providers
