@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -412,4 +414,59 @@ func TestCancelReleasesEverything(t *testing.T) {
 		barrier(t, e.c)
 		r.noMore()
 	})
+}
+
+// A tree's callback may close the client, as client.Client.Close allows:
+// Close returns there without waiting for the callback that called it, no
+// callback of the tree follows, and a Close from outside then returns too
+// (goleak checks at the end that the client's goroutines are gone).
+func TestCloseFromCallback(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		e := newEnv(t, v, longExpiry)
+		e.update(fullTree())
+		closed := make(chan struct{})
+		var calls atomic.Int32
+		cancel := watchers.WatchConfigTree(e.c, "svc", watchers.TreeOptions{}, watchers.TreeWatcherFuncs{
+			OnUpdate: func(*watchers.Snapshot) {
+				if calls.Add(1) == 1 {
+					e.c.Close()
+					close(closed)
+				}
+			},
+			OnResourceError: func(error) { calls.Add(1) },
+			OnAmbientError:  func(error) { calls.Add(1) },
+		})
+		defer cancel()
+		select {
+		case <-closed:
+		case <-time.After(testTimeout):
+			t.Fatal("client.Close called from the tree's Update did not return")
+		}
+		e.c.Close() // waits for the callback to end
+		if n := calls.Load(); n != 1 {
+			t.Errorf("%d callbacks; want the Update that closed the client, and none after", n)
+		}
+	})
+}
+
+// A nil client is bad input, not a crash: the tree's watcher is told so,
+// as client.New(nil, …) returns an error, and cancel is harmless.
+func TestNilClient(t *testing.T) {
+	t.Parallel()
+	errs := make(chan error, 1)
+	cancel := watchers.WatchConfigTree(nil, "svc", watchers.TreeOptions{}, watchers.TreeWatcherFuncs{
+		OnUpdate:        func(*watchers.Snapshot) { t.Error("Update from a tree of a nil client") },
+		OnResourceError: func(err error) { errs <- err },
+		OnAmbientError:  func(err error) { t.Errorf("AmbientError(%v) from a tree of a nil client", err) },
+	})
+	defer cancel()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "nil *client.Client") || !strings.Contains(err.Error(), `"svc"`) {
+			t.Errorf("ResourceError(%v); want it to name the nil client and the listener", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("no ResourceError from a tree of a nil client")
+	}
+	cancel()
 }

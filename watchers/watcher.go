@@ -2,6 +2,7 @@ package watchers
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/goxds/xds/client"
@@ -53,10 +54,11 @@ type TreeOptions struct {
 //
 // Its methods are called one at a time, in order, on the client's callback
 // goroutine, serialized with every other watcher of the same client and
-// never with a lock held: they may watch, cancel (this tree included) and
-// read the client, but must not call client.Client.Close, which waits for
-// callbacks to finish. They should return promptly: the client reads the
-// next response only once they have.
+// never with a lock held: they may watch, cancel (this tree included), read
+// the client and close it. client.Client.Close called from a callback
+// returns without waiting for that callback, and no callback of any
+// watcher follows. They should return promptly: the client reads the next
+// response only once they have.
 type TreeWatcher interface {
 	// Update delivers a new snapshot: complete, consistent, and different
 	// from the previous one. It stays current until the next Update or
@@ -118,8 +120,44 @@ func (f TreeWatcherFuncs) AmbientError(err error) {
 // It never blocks on the network. The returned cancel is idempotent and
 // may be called from any goroutine, w's callbacks included; it drops every
 // watch the tree holds, and once it returns no callback of w starts.
+//
+// A nil c is reported, not followed: w.ResourceError gets an error saying
+// so, on a goroutine of its own, as a watch of a closed client is told.
 func WatchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w TreeWatcher) (cancel func()) {
+	if c == nil {
+		return reportNilClient(listenerName, w)
+	}
 	return sync.OnceFunc(watchConfigTree(c, listenerName, opts, w).cancel)
+}
+
+// reportNilClient tells w that a tree of listenerName has no client, unless
+// the returned cancel comes first. There is no client goroutine to call w
+// on, and w must not be called from WatchConfigTree, whose caller may hold
+// a lock w takes: the call gets a goroutine of its own, which ends with it.
+func reportNilClient(listenerName string, w TreeWatcher) (cancel func()) {
+	if w == nil {
+		return func() {} // no one to tell
+	}
+	err := fmt.Errorf("watchers: WatchConfigTree(%q): nil *client.Client (make one with client.New)", listenerName)
+	var (
+		mu       sync.Mutex
+		canceled bool
+	)
+	go func() {
+		mu.Lock()
+		stop := canceled
+		mu.Unlock()
+		// The call counts as started once canceled was read false: a
+		// cancel that returns after that read cannot stop it.
+		if !stop {
+			w.ResourceError(err)
+		}
+	}()
+	return func() {
+		mu.Lock()
+		canceled = true
+		mu.Unlock()
+	}
 }
 
 // watchConfigTree starts the tree of WatchConfigTree; tests reach its
