@@ -30,11 +30,6 @@ import (
 // beside it.
 func TestLBPolicyParityWithGRPC(t *testing.T) {
 	e := newEnv(t)
-	// The cases take longer than testTimeout under the race detector;
-	// each has its own deadline below, the whole test this one.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*testTimeout)
-	defer cancel()
-	e.ctx = ctx
 	grpcGo, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: e.ms.Address(), NodeID: nodeID}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +63,14 @@ func TestLBPolicyParityWithGRPC(t *testing.T) {
 		if tc.policy != nil {
 			cluster.LoadBalancingPolicy = policyList(t, tc.policy)
 		}
+		// The cases together take longer than testTimeout under the race
+		// detector, and than any multiple of it on a loaded machine: each
+		// has deadlines of its own, for its update and for each channel's
+		// RPCs.
+		updateCtx, cancelUpdate := context.WithTimeout(context.Background(), testTimeout)
+		e.ctx = updateCtx
 		e.update(tree(routes(toCluster(prefix("/"), "A")), []*clusterv3.Cluster{cluster}, cla))
+		cancelUpdate()
 		const n = 3000
 		var got [2]map[string]int
 		for i, target := range []string{"xds:///" + listener, "goxds:///" + listener} {

@@ -243,6 +243,11 @@ func TestParityWithGRPCGo(t *testing.T) {
 			}}), clusters("A"), eds("A", ready))
 		},
 	}} {
+		// A deadline per case, not one for the whole test: under the race
+		// detector on a loaded machine the cases together take longer
+		// than testTimeout, each alone far less.
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		p.ctx = ctx
 		// A backend per case and resolver: the first RPC it serves says the
 		// case's configuration is in force on that channel.
 		got := make(map[string]outcome)
@@ -261,6 +266,7 @@ func TestParityWithGRPCGo(t *testing.T) {
 			}
 			got[name] = run(conn, ready, other)
 		}
+		cancel()
 		g, w := got["goxds"], got["grpc-go"]
 		t.Logf("%s: goxds %+v, grpc-go %+v", tc.name, g, w)
 		if g.code != w.code || g.attempts != w.attempts || g.share < w.share-0.05 || g.share > w.share+0.05 {
