@@ -2,11 +2,9 @@ package grpcxds
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,12 +13,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
-	"google.golang.org/grpc/serviceconfig"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/grpcxds/xdscreds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -34,80 +30,6 @@ const BalancerName = "goxds_experimental"
 // DefaultFailoverTimeout is how long a priority may stay connecting before
 // the balancer tries the next one, as in gRPC's priority policy.
 const DefaultFailoverTimeout = 10 * time.Second
-
-func init() { balancer.Register(balancerBuilder{}) }
-
-// lbConfigJSON is the balancer's config in the service config.
-type lbConfigJSON struct {
-	// FailoverTimeout is a Go duration ("10s"); "" means the default.
-	FailoverTimeout string `json:"failoverTimeout,omitempty"`
-	// ConnectOnFirstRPC leaves the routes' clusters idle until an RPC
-	// picks them (idle.go).
-	ConnectOnFirstRPC bool `json:"connectOnFirstRPC,omitempty"`
-	// ClusterIdleTimeout is a Go duration ("30m"): with ConnectOnFirstRPC,
-	// a cluster unused this long goes idle again; "": never.
-	ClusterIdleTimeout string `json:"clusterIdleTimeout,omitempty"`
-}
-
-// lbConfig is the parsed lbConfigJSON.
-type lbConfig struct {
-	serviceconfig.LoadBalancingConfig
-	failoverTimeout    time.Duration
-	connectOnFirstRPC  bool
-	clusterIdleTimeout time.Duration
-}
-
-type balancerBuilder struct{}
-
-func (balancerBuilder) Name() string { return BalancerName }
-
-func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
-	return &xdsBalancer{
-		cc:              cc,
-		bopts:           opts,
-		xdsCreds:        xdscreds.UsesXDS(opts.DialCreds),
-		security:        make(map[string]*secEntry),
-		warnedPlain:     make(map[string]bool),
-		channelID:       rand.Uint64(),
-		failoverTimeout: DefaultFailoverTimeout,
-		clock:           realClock{},
-		logger:          client.DefaultLogger(),
-		clusters:        make(map[string]*clusterLB),
-		conns:           make(map[string]*endpointConn),
-		dns:             make(map[string]*dnsWatch),
-		inflight:        make(map[string]*atomic.Int64),
-		inflightRefs:    make(map[string]int),
-		staleCounters:   make(map[string]struct{}),
-		orphans:         make(map[*endpointConn]struct{}),
-		aggUsers:        make(map[string]map[*clusterLB]struct{}),
-		loads:           make(map[string]*heldStore),
-		dirty:           make(map[*clusterLB]struct{}),
-		changes:         make(map[string]clusterPicker),
-	}
-}
-
-func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {
-	var in lbConfigJSON
-	if err := json.Unmarshal(js, &in); err != nil {
-		return nil, fmt.Errorf("%s config: %v", BalancerName, err)
-	}
-	cfg := &lbConfig{failoverTimeout: DefaultFailoverTimeout, connectOnFirstRPC: in.ConnectOnFirstRPC}
-	if in.FailoverTimeout != "" {
-		d, err := time.ParseDuration(in.FailoverTimeout)
-		if err != nil || d <= 0 {
-			return nil, fmt.Errorf("%s config: failoverTimeout %q: want a positive duration", BalancerName, in.FailoverTimeout)
-		}
-		cfg.failoverTimeout = d
-	}
-	if in.ClusterIdleTimeout != "" {
-		d, err := time.ParseDuration(in.ClusterIdleTimeout)
-		if err != nil || d <= 0 || !in.ConnectOnFirstRPC {
-			return nil, fmt.Errorf("%s config: clusterIdleTimeout %q: want a positive duration, with connectOnFirstRPC", BalancerName, in.ClusterIdleTimeout)
-		}
-		cfg.clusterIdleTimeout = d
-	}
-	return cfg, nil
-}
 
 // xdsBalancer is the goxds balancer of one channel. It holds a clusterLB
 // for every cluster the routes of the snapshot send to, and one SubConn per
