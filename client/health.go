@@ -157,9 +157,11 @@ func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 }
 
 // logRecovered logs the end of an outage of s, which lasted outage. Not
-// under c.mu.
+// under c.mu. At warning level, as its beginning was (handleStreamEnd):
+// a log that passes only warnings (DefaultLogger, with no Options.Logger)
+// must not show an outage begin and never end.
 func (c *Client) logRecovered(s *server, outage time.Duration) {
-	c.logger.Info(s.sourceName()+" reachable again", "server", s.cfg.ServerURI, "outage", outage)
+	c.logger.Warn(s.sourceName()+" reachable again", "server", s.cfg.ServerURI, "outage", outage)
 }
 
 // notifyWildcardLocked gives the wildcard watchers of tc an ambient error.
