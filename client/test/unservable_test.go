@@ -7,11 +7,16 @@ import (
 	"testing"
 	"time"
 
+	adminv3 "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
+	statusv3 "github.com/envoyproxy/go-control-plane/envoy/service/status/v3"
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/client/csds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
@@ -188,4 +193,59 @@ func countLogs(sink *logSink, msg string) int {
 		}
 	}
 	return n
+}
+
+// While the server is unreachable, Dump and CSDS show the resources that
+// wait on it with the server's error, not as REQUESTED and nothing wrong;
+// once it answers, the error is gone.
+func TestDumpShowsTheServerDown(t *testing.T) {
+	t.Parallel()
+	fs := startFake(t, "")
+	c := newFaultClient(t, fs.Address(), sotw, nil)
+	w, st := watchServedC1(t, c, fs, "n1")
+	wl := newRecorder[*resources.Listener]()
+	client.WatchListener(c, "L1", wl)
+	readReq(t, st)
+	st.Cut(grpcstatus.Error(codes.Unavailable, "connection reset")) // answered: routine
+	st2 := nextStreamOf(t, fs)
+	readReq(t, st2)
+	st2.Cut(grpcstatus.Error(codes.Unavailable, "connection refused")) // an outage
+	w.wantError(t, "ambient-error", client.ErrServerUnavailable, "C1")
+	wl.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
+
+	if got, _ := status(c, ldsURL, "L1"); got.Status != client.StatusRequested || !errors.Is(got.Err, client.ErrServerUnavailable) {
+		t.Errorf("Dump shows L1 %v with error %v, want REQUESTED with the server unavailable", got.Status, got.Err)
+	} else {
+		t.Logf("Dump: L1 %v: %v", got.Status, got.Err)
+	}
+	if got, _ := status(c, cdsURL, "C1"); got.Status != client.StatusACKed || got.Err != nil {
+		t.Errorf("Dump shows C1 %v with error %v, want ACKED, and no error: it waits for nothing", got.Status, got.Err)
+	}
+	g := csdsConfig(c, ldsURL, "L1")
+	if g.GetClientStatus() != adminv3.ClientResourceStatus_REQUESTED || !strings.Contains(g.GetErrorState().GetDetails(), "management server unavailable") {
+		t.Errorf("CSDS shows L1 %v with error_state %v, want REQUESTED with the server unavailable", g.GetClientStatus(), g.GetErrorState())
+	}
+
+	st3 := nextStreamOf(t, fs)
+	readReq(t, st3)
+	if err := st3.Send(sotwResp(ldsURL, "1", testutils.Listener("L1", "R1"))); err != nil {
+		t.Fatal(err)
+	}
+	wl.wantUpdate(t, "L1")
+	if got, _ := status(c, ldsURL, "L1"); got.Err != nil {
+		t.Errorf("Dump shows L1 %v with error %v once the server answered", got.Status, got.Err)
+	}
+	if g := csdsConfig(c, ldsURL, "L1"); g.GetErrorState() != nil {
+		t.Errorf("CSDS shows L1 with error_state %v once the server answered", g.GetErrorState())
+	}
+}
+
+// csdsConfig returns the CSDS config of one resource of c.
+func csdsConfig(c *client.Client, typeURL, name string) *statusv3.ClientConfig_GenericXdsConfig {
+	for _, g := range csds.ClientConfig(c, csds.Options{}).GetGenericXdsConfigs() {
+		if g.GetTypeUrl() == typeURL && g.GetName() == name {
+			return g
+		}
+	}
+	return nil
 }
