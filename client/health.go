@@ -183,10 +183,13 @@ func (c *Client) notifyWildcardLocked(tc *typeCache, err error) {
 // leaves its health alone: the server is not marked connected, an outage
 // is not ended, and the next failure of a stream is judged as if this
 // report had not come. Content the transport rejected (a bad resource file)
-// is a rejection, as a NACK is (StatusNACKed, ErrResourceInvalid);
-// anything else means the name cannot be had from s for now
-// (ErrServerUnavailable, the status left as it was). Either way the error
-// is kept for watchers that come later, until something else replaces it.
+// is a rejection, as a NACK is (ErrResourceInvalid; StatusNACKed when a
+// value is held, which stays); anything else means the name cannot be had
+// from s for now (ErrServerUnavailable). Otherwise the status is left as it
+// was: a name still REQUESTED gets its does-not-exist timer once the
+// transport can serve it and sends it, and a timer already running (the
+// last valid file lacked the name) runs on. Either way the error is kept
+// for watchers that come later, until something else replaces it.
 func (c *Client) handleUnservable(s *server, typeURL string, names []string, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -210,10 +213,9 @@ func (c *Client) handleUnservable(s *server, typeURL string, names []string, cau
 		if e == nil || e.srv != s {
 			continue // unwatched since, or served by another server now
 		}
-		e.stopDNETimer()
 		err := c.unservableErr(s, tc, e.name, e.rare().params, cause, rejected)
 		status := e.status
-		if rejected {
+		if rejected && e.value != nil {
 			status = StatusNACKed
 		}
 		e.setStatus(status, cause, err, now)

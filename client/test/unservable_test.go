@@ -249,3 +249,31 @@ func csdsConfig(c *client.Client, typeURL, name string) *statusv3.ClientConfig_G
 	}
 	return nil
 }
+
+// A name whose file is rejected from the start is told so, as is a watcher
+// that comes later; once the file is fixed without it, its does-not-exist
+// timer runs and fires: the error of a file long fixed does not stay.
+func TestBadFileThenFixedWithoutTheName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, fileNames[ldsURL])
+	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, dir, files, config{expiry: 300 * time.Millisecond})
+	w := newRecorder[*resources.Listener]()
+	client.WatchListener(c, "L1", w)
+	w.wantError(t, "resource-error", client.ErrResourceInvalid, "L1")
+	late := newRecorder[*resources.Listener]()
+	client.WatchListener(c, "L1", late)
+	late.wantError(t, "resource-error", client.ErrResourceInvalid, "L1")
+
+	if err := testutils.WriteResponseFile(path, testutils.SotWResponse(ldsURL, "1", "", testutils.Listener("L2", "R2"))); err != nil {
+		t.Fatal(err)
+	}
+	w.wantNotFound(t, "L1")
+	late.wantNotFound(t, "L1")
+	if st, _ := status(c, ldsURL, "L1"); st.Status != client.StatusDoesNotExist || st.Err != nil {
+		t.Errorf("Dump shows L1 %v with error %v, want DOES_NOT_EXIST and no error", st.Status, st.Err)
+	}
+}
