@@ -33,15 +33,10 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		done()
 		return nil
 	}
-	// An outage was logged when unreachable went from nil to an error
-	// (handleStreamError); its end is logged here, once, so that a reader
-	// of the log sees each outage both begin and end.
-	recovered := s.unreachable != nil
-	var outage time.Duration
-	if recovered {
-		outage = c.clock.Now().Sub(s.unreachableSince)
-	}
-	s.unreachable, s.responded = nil, true
+	// An outage was logged when it began (handleStreamEnd); its end is
+	// logged here, once, so that a reader of the log sees each outage both
+	// begin and end.
+	recovered, outage, nowConnected := c.heardLocked(s)
 	// The control plane's identifier says which instance behind the
 	// server's address answers: logged when it changes (the first
 	// response, a reconnect to another instance), kept for the dump.
@@ -56,18 +51,11 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		istiod = istiodSign(r.ControlPlane, s.cfg.ServerURI, c.node)
 		s.warnedIstiod = istiod != ""
 	}
-	nowConnected := !s.connected
-	s.connected = true
 	// A higher-priority server that answers is current again, before its
-	// response applies: the entries it serves are found as they were. A
-	// report the transport makes itself (per-type streams: a type the
-	// server has no service for) is no answer.
-	var released []releasedServer
-	if !transportReport(r) {
-		released = c.preferLocked(s)
-		if !s.answered {
-			c.serverAnsweredLocked(s)
-		}
+	// response applies: the entries it serves are found as they were.
+	released := c.preferLocked(s)
+	if !s.answered {
+		c.serverAnsweredLocked(s)
 	}
 	tc := c.cacheLocked(r.TypeURL)
 	var errs []error
@@ -81,7 +69,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	c.mu.Unlock()
 	c.closeReleased(released)
 	if recovered {
-		c.logger.Info(s.sourceName()+" reachable again", "server", s.cfg.ServerURI, "outage", outage)
+		c.logRecovered(s, outage)
 	}
 	if newControlPlane {
 		c.logger.Info("control plane identified", "server", s.cfg.ServerURI, "control_plane", r.ControlPlane)
@@ -94,13 +82,6 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	}
 	c.metrics.ResourceUpdates(s.cfg.ServerURI, r.TypeURL, valid, len(errs))
 	return nackError(errs)
-}
-
-// transportReport tells a response a transport made up to report errors
-// (transport.reportUnservable) from one a server sent: no nonce, no
-// version, nothing but resource errors.
-func transportReport(r *transport.Response) bool {
-	return r.Nonce == "" && r.Version == "" && len(r.Resources)+len(r.DeltaResources)+len(r.Removed)+len(r.RemovedVariants) == 0
 }
 
 // minItemsBuffer is the least capacity of a type's items buffer: small
@@ -282,10 +263,8 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	// Every entry seen (the usual case): none is absent, no need to look.
 	// A resource the server reports an error for is not absent: the error
 	// is what the server says of it (gRFC A88), not an omission.
-	// own: errors the transport made up itself name subscription keys.
-	own := transportReport(r)
 	for _, re := range r.ResourceErrors {
-		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
 			if e.srv == s && e.seenGen != gen {
 				e.rareW().errGen = gen
 			}
@@ -296,7 +275,7 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 	}
 	errs = append(errs, c.applyRemovalsLocked(s, tc, r, gen, now)...)
 	for _, re := range r.ResourceErrors {
-		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName(), own) {
+		for _, e := range c.errorTargetsLocked(tc, re.GetResourceName()) {
 			if e.srv != s || e.rare().errGen != gen {
 				// Not subscribed, another server's, also sent in the
 				// response, or named twice: nothing to report.
@@ -304,13 +283,6 @@ func (c *Client) applyLocked(s *server, tc *typeCache, r *transport.Response) (e
 			}
 			e.x.errGen = 0 // errGen == gen above: e has its rare part
 			detail := re.GetErrorDetail()
-			if transportReport(r) {
-				// The transport's own report (a type the server has no
-				// service for, an unreadable file): the client's failure to
-				// fetch, treated as a rejection, not as the server's word.
-				c.markErrorLocked(tc, e, s.reportedError(codes.Code(detail.GetCode()), detail.GetMessage()), now)
-				continue
-			}
 			c.serverErrorLocked(s, tc, e, codes.Code(detail.GetCode()), detail.GetMessage(), now)
 		}
 	}

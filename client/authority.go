@@ -194,7 +194,8 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 // nothing: the server sends everything once, and what is byte for byte the
 // same is not delivered again.
 func (c *Client) renewLocked(a *authority, old *server) *server {
-	s := &server{c: c, cfg: old.cfg, unreachable: old.unreachable, unreachableSince: old.unreachableSince, warnedIstiod: old.warnedIstiod, refs: 1}
+	s := &server{c: c, cfg: old.cfg, warnedIstiod: old.warnedIstiod, refs: 1}
+	s.unreachable, s.unreachableSince = old.unreachable, old.unreachableSince
 	t, err := c.builder.Build(old.cfg, c.node, s)
 	if err != nil {
 		// Built once with this config, so unexpected: keep the old one.

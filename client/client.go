@@ -238,17 +238,9 @@ type server struct {
 	c         *Client
 	cfg       bootstrap.ServerConfig // read-only
 	transport transport.Transport    // read-only after creation
-	// unreachable is the error of the last failed stream, from when a
-	// stream fails without a response until the next response: the server
-	// is unhealthy. Guarded by c.mu.
-	unreachable error
-	// unreachableSince is when unreachable was set, for the length of the
-	// outage in the log line of its end. Guarded by c.mu.
-	unreachableSince time.Time
-	// responded tells whether the current stream has delivered a
-	// response; each stream ends in exactly one OnStreamError, which resets
-	// it. Guarded by c.mu.
-	responded bool
+	// health is what the client knows of the server's reachability
+	// (health.go). Guarded by c.mu.
+	health
 	// controlPlane is the identifier the server last gave in a response
 	// (control_plane), "" if none. Guarded by c.mu.
 	controlPlane string
@@ -274,7 +266,11 @@ func (s *server) OnSubscriptionsSent(typeURL string, names []string) {
 	s.c.handleSubscriptionsSent(s, typeURL, names)
 }
 
-func (s *server) OnStreamError(err error) { s.c.handleStreamError(s, err) }
+func (s *server) OnStreamError(se *transport.StreamError) { s.c.handleStreamEnd(s, se) }
+
+func (s *server) OnUnservable(typeURL string, names []string, err error) {
+	s.c.handleUnservable(s, typeURL, names, err)
+}
 
 func (s *server) ResourceVersions(typeURL string) map[string]string {
 	return s.c.resourceVersions(s, typeURL)

@@ -75,7 +75,11 @@
 // requested, deleted by the server while nothing valid was held or by a
 // server marked fail_on_data_errors, or its TTL expired), it was rejected
 // and no good version is held ([ErrResourceInvalid]), or the server cannot
-// be reached and nothing is cached ([ErrServerUnavailable]).
+// be reached and nothing is cached ([ErrServerUnavailable]). A name the
+// transport cannot fetch at all (a type the server's API has no service
+// for; a resource file missing, or whose content is rejected, which is
+// [ErrResourceInvalid]) is told so at once, naming the file, and that
+// concerns that name only: the server's health is not changed by it.
 // [Watcher.AmbientError] reports trouble that leaves the last good value in
 // force: a rejected update, the deletion of a Listener or Cluster, an error
 // the server reports for the resource, or the server becoming unreachable.
@@ -84,8 +88,9 @@
 // client reconnects, and nobody is told); a stream that fails without a
 // response makes the server unhealthy, which watchers are told once per
 // outage. Either way the does-not-exist timers of the stream's names stop
-// until the names are sent again; a server with one stream per type has
-// each stream judged on its own. Errors are *[Error] values naming the resource; match causes with
+// until the names are sent again; with one stream per type, a stream that
+// fails without a response while another of the server's streams answered
+// is routine too. Errors are *[Error] values naming the resource; match causes with
 // errors.Is.
 //
 // # Errors the server reports (gRFC A88)

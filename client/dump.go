@@ -30,7 +30,11 @@ type ResourceStatus struct {
 	Value *anypb.Any
 	// Err is why the last version received was rejected (StatusNACKed),
 	// the error the server reported (StatusReceivedError, a
-	// *ServerReportedError), or the timeout (StatusTimeout).
+	// *ServerReportedError), or the timeout (StatusTimeout). For
+	// StatusRequested it is why the resource has not come: the transport
+	// cannot fetch it (a resource file missing, no service for the type),
+	// or the server it is requested from is unreachable (an error that
+	// matches ErrServerUnavailable, until the server answers again).
 	Err error
 	// ControlPlane is the identifier the server named in Server last gave
 	// in a response (control_plane), "" if none.
@@ -72,7 +76,7 @@ func (c *Client) Dump() []ResourceStatus {
 				Server:            from.cfg.ServerURI,
 				Status:            e.status,
 				Version:           e.version,
-				Err:               e.rare().lastErr,
+				Err:               c.dumpErrLocked(e),
 				LastUpdated:       e.lastUpdated,
 				Watchers:          e.watchers.len(),
 				// ControlPlane: the server's latest; a held value from an
@@ -103,6 +107,21 @@ func (c *Client) Dump() []ResourceStatus {
 		return out[i].NameWithParameters() < out[j].NameWithParameters()
 	})
 	return out
+}
+
+// dumpErrLocked is the error Dump shows for e: the one of its status, or,
+// for a resource still waited for from a server that is down, why the
+// server cannot be reached. Without it a dump shows REQUESTED and nothing
+// wrong, while every watcher of the resource is told the server is
+// unavailable.
+func (c *Client) dumpErrLocked(e *entry) error {
+	if err := e.rare().lastErr; err != nil || e.status != StatusRequested {
+		return err
+	}
+	if s := e.srv; s.unreachable != nil {
+		return s.unavailable(s.unreachable)
+	}
+	return nil
 }
 
 // NameWithParameters is Name, followed by the dynamic parameters when the

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/bootstrap"
@@ -41,6 +40,7 @@ func (h *harness) built() *fakeTransport {
 func (h *harness) respondOn(ft *fakeTransport, r *transport.Response) error {
 	h.t.Helper()
 	done := make(chan struct{})
+	ft.answered.Store(true)
 	err := ft.handler.OnResponse(r, func() { close(done) })
 	select {
 	case <-done:
@@ -82,7 +82,7 @@ var errDown = errors.New("connection refused")
 // checking the old one is closed.
 func (h *harness) fallBack(primary *fakeTransport) (fb, renewed *fakeTransport) {
 	h.t.Helper()
-	primary.handler.OnStreamError(errDown)
+	primary.fail(errDown)
 	fb, renewed = h.built(), h.built()
 	if fb.server.ServerURI != "fallback.example.com:443" || renewed.server.ServerURI != primary.server.ServerURI {
 		h.t.Fatalf("built transports to %s and %s, want the fallback and the primary anew", fb.server.ServerURI, renewed.server.ServerURI)
@@ -123,7 +123,7 @@ func TestFallbackCycle(t *testing.T) {
 	Watch(h.c, wholeWorldType, "L2", w2)
 	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1", "L2")
 	waitSubscribed(t, primary, resources.ListenerTypeURL, "L1", "L2")
-	primary.handler.OnStreamError(errDown)
+	primary.fail(errDown)
 	h.sync()
 	w["L1"].none(t)
 	w2.none(t)
@@ -150,7 +150,7 @@ func TestFallbackCycle(t *testing.T) {
 	h.sync()
 	w["L1"].none(t)
 	w2.none(t)
-	fb.handler.OnStreamError(errDown)
+	fb.fail(errDown)
 	h.sync()
 	w["L1"].none(t)
 	w2.none(t)
@@ -167,8 +167,8 @@ func TestFallbackNeedsAWaitingWatcher(t *testing.T) {
 	w["L1"].wantUpdate(t, "L1", "a")
 	// The stream that answered ends (routine), then the next one fails
 	// without an answer.
-	h.transport().handler.OnStreamError(errDown)
-	h.transport().handler.OnStreamError(errDown)
+	h.transport().fail(errDown)
+	h.transport().fail(errDown)
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 	select {
 	case ft := <-h.builder.built:
@@ -187,8 +187,8 @@ func TestFallbackNeedsAWaitingWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	w2.wantError(t, "resource-error", ErrResourceNotFound)
-	h2.transport().handler.OnStreamError(errDown)
-	h2.transport().handler.OnStreamError(errDown)
+	h2.transport().fail(errDown)
+	h2.transport().fail(errDown)
 	h2.sync()
 	select {
 	case ft := <-h2.builder.built:
@@ -199,10 +199,10 @@ func TestFallbackNeedsAWaitingWatcher(t *testing.T) {
 	// The fallback fails too: now the waiting watcher is told.
 	h3 := newHarness(t, fallbackBootstrap(), Options{})
 	w3 := h3.watchAll(wholeWorldType, "L1")
-	h3.transport().handler.OnStreamError(errDown)
+	h3.transport().fail(errDown)
 	fb := h3.built()
 	waitSubscribed(t, fb, resources.ListenerTypeURL, "L1")
-	fb.handler.OnStreamError(errDown)
+	fb.fail(errDown)
 	w3["L1"].wantError(t, "resource-error", ErrServerUnavailable)
 }
 
@@ -259,7 +259,7 @@ func TestFallbackPerAuthority(t *testing.T) {
 		t.Fatalf("built a transport to %s, want the authority's primary", ap.server.ServerURI)
 	}
 	waitSubscribed(t, ap, resources.ListenerTypeURL, name)
-	ap.handler.OnStreamError(errDown)
+	ap.fail(errDown)
 	af := h.built()
 	if af.server.ServerURI != "auth-fallback.example.com:443" {
 		t.Fatalf("built a transport to %s, want the authority's fallback", af.server.ServerURI)
@@ -291,12 +291,12 @@ func TestFallbackSkipsAServerKnownDown(t *testing.T) {
 	Watch(h.c, wholeWorldType, name, wx)
 	shared := h.built()
 	waitSubscribed(t, shared, resources.ListenerTypeURL, name)
-	shared.handler.OnStreamError(errDown)
+	shared.fail(errDown)
 	wx.wantError(t, "resource-error", ErrServerUnavailable)
 
 	w := h.watchAll(wholeWorldType, "L1")
 	primary := h.transport()
-	primary.handler.OnStreamError(errDown)
+	primary.fail(errDown)
 	w["L1"].wantError(t, "resource-error", ErrServerUnavailable)
 	if got := shared.subscribed(resources.ListenerTypeURL); got["L1"] {
 		t.Fatal("fell back to a server known to be down")
@@ -306,7 +306,7 @@ func TestFallbackSkipsAServerKnownDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	wx.wantUpdate(t, name, "x")
-	primary.handler.OnStreamError(errDown)
+	primary.fail(errDown)
 	waitSubscribed(t, shared, resources.ListenerTypeURL, name, "L1")
 	if err := h.respondOn(shared, &transport.Response{TypeURL: resources.ListenerTypeURL, Version: "2", Nonce: "n2", Resources: anys(lis(name, "x"), lis("L1", "fb"))}); err != nil {
 		t.Fatal(err)
@@ -336,9 +336,9 @@ func TestFallbackForAWildcardWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.sync()
-	w.none(t)                              // the same bytes
-	primary.handler.OnStreamError(errDown) // the stream that answered
-	primary.handler.OnStreamError(errDown) // the next one, without an answer
+	w.none(t)             // the same bytes
+	primary.fail(errDown) // the stream that answered
+	primary.fail(errDown) // the next one, without an answer
 	w.wantError(t, "ambient-error", ErrServerUnavailable)
 	select {
 	case ft := <-h.builder.built:
@@ -347,10 +347,10 @@ func TestFallbackForAWildcardWatch(t *testing.T) {
 	}
 }
 
-// Errors a per-type transport reports by itself for a type its server has
-// no service for come as a response, but are no answer of the server: the
-// client does not go back to it for them.
-func TestFallbackNotBackOnATransportReport(t *testing.T) {
+// Names a transport reports unservable by itself (a type its server has
+// no service for) are no answer of the server: the client does not go back
+// to it for them, nor are they applied while the fallback serves them.
+func TestFallbackNotBackOnUnservable(t *testing.T) {
 	h := newHarness(t, fallbackBootstrap(), Options{})
 	w := h.watchAll(wholeWorldType, "L1")
 	fb, primary := h.fallBack(h.transport())
@@ -358,11 +358,7 @@ func TestFallbackNotBackOnATransportReport(t *testing.T) {
 	w2 := newRecorder()
 	Watch(h.c, partialType, "R1", w2)
 	waitSubscribed(t, primary, resources.RouteConfigTypeURL, "R1")
-	report := &transport.Response{TypeURL: resources.RouteConfigTypeURL, Delta: true,
-		ResourceErrors: []*discoveryv3.ResourceError{{ResourceName: &discoveryv3.ResourceName{Name: "R1"}}}}
-	if err := h.respondOn(primary, report); err != nil {
-		t.Fatal(err)
-	}
+	primary.handler.OnUnservable(resources.RouteConfigTypeURL, []string{"R1"}, errors.New("no service"))
 	h.sync()
 	w2.none(t) // the fallback serves R1: the primary's report is not applied
 	select {

@@ -205,7 +205,7 @@ func runFuzzOps(t *testing.T, ops []byte) (consumed int) {
 			}
 			h.respond(&transport.Response{TypeURL: typeURL, Nonce: "n", Delta: true, DeltaResources: res, Removed: removed, RemovedVariants: variants})
 		case 7:
-			h.transport().handler.OnStreamError(fmt.Errorf("stream %d failed", version))
+			h.transport().fail(fmt.Errorf("stream %d failed", version))
 		case 8:
 			h.sent(typeURL, "A", "B", "C")
 		case 9:

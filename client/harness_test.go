@@ -121,6 +121,25 @@ type fakeTransport struct {
 	updates chan subUpdate
 	closed  bool
 	closedC chan struct{} // closed by Close
+	// answered: a response was handed over since the last fail, which is
+	// how the stream a test fails had answered or not.
+	answered atomic.Bool
+}
+
+// fail ends the fake's stream as a transport would: a StreamError that
+// says whether a response came since the last end, naming every type
+// subscribed.
+func (f *fakeTransport) fail(err error) {
+	f.mu.Lock()
+	types := make([]string, 0, len(f.names))
+	for u := range f.names {
+		types = append(types, u)
+	}
+	f.mu.Unlock()
+	if len(types) == 0 {
+		types = []string{resources.ListenerTypeURL}
+	}
+	f.handler.OnStreamError(&transport.StreamError{Err: err, Answered: f.answered.Swap(false), TypeURLs: types})
 }
 
 type subUpdate struct {
@@ -249,6 +268,7 @@ func (h *harness) nextSubs() subUpdate {
 func (h *harness) respond(r *transport.Response) error {
 	h.t.Helper()
 	done := make(chan struct{})
+	h.transport().answered.Store(true)
 	err := h.transport().handler.OnResponse(r, func() { close(done) })
 	select {
 	case <-done:

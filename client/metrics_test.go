@@ -69,9 +69,9 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("metrics %+v, want %+v", got, want)
 	}
 	// A healthy stream ending is not a failure; a failed reconnect is, once.
-	h.transport().handler.OnStreamError(errors.New("reset"))
-	h.transport().handler.OnStreamError(errors.New("refused"))
-	h.transport().handler.OnStreamError(errors.New("refused"))
+	h.transport().fail(errors.New("reset"))
+	h.transport().fail(errors.New("refused"))
+	h.transport().fail(errors.New("refused"))
 	want = []metricEvent{{kind: "failure", server: srv}, {kind: "connected", server: srv, connected: false}}
 	if got := m.take(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("metrics %+v, want %+v", got, want)

@@ -1,11 +1,6 @@
 package client
 
 import (
-	"errors"
-	"fmt"
-
-	"google.golang.org/grpc/codes"
-
 	"github.com/goxds/xds/bootstrap"
 )
 
@@ -50,14 +45,4 @@ func (s *server) deletedReason() string {
 		return "no longer in its resource file"
 	}
 	return "deleted by the management server"
-}
-
-// reportedError is the error a per-resource error s sent stands for. The
-// file transport's message already names the file and what is wrong with
-// it; its status code says nothing to a reader.
-func (s *server) reportedError(code codes.Code, msg string) error {
-	if s.files() {
-		return errors.New(msg)
-	}
-	return fmt.Errorf("management server reports %s: %s", code, msg)
 }

@@ -1,14 +1,12 @@
 package client
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/goxds/xds/bootstrap"
 
 	"github.com/goxds/xds/resources"
-	"github.com/goxds/xds/transport"
 )
 
 // handleSubscriptionsSent starts the does-not-exist timer of every name
@@ -122,7 +120,9 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 		return
 	}
-	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
+	// An error the transport reported for the name (handleUnservable) is
+	// over: the name is known not to exist.
+	e.setStatus(StatusDoesNotExist, nil, nil, c.clock.Now())
 	c.logger.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params,
@@ -165,102 +165,6 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	e.x.ttlTimer = nil // made by applyTTLLocked
 	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
-}
-
-// handleStreamError suspends the does-not-exist timers of the names the
-// stream carried (every type of the server, unless the transport says which:
-// one of several per-type streams), to restart once they are sent on a new
-// stream. A stream that ends after delivering responses is routine (servers
-// restart, proxies cut idle streams): the transport reconnects and nobody
-// is told. A stream that fails without a response makes the server
-// unhealthy (gRFC A57): every watcher of the server is told once, until it
-// answers again. Those holding data keep it (an ambient error); those still
-// waiting learn they cannot get it for now (a resource error).
-func (c *Client) handleStreamError(s *server, cause error) {
-	c.mu.Lock()
-	if c.closed || s.refs == 0 { // closed, or released (see preferLocked)
-		c.mu.Unlock()
-		return
-	}
-	hadResponse := s.responded
-	var types map[string]bool // nil: every type
-	if se := (*transport.StreamError)(nil); errors.As(cause, &se) {
-		// The transport knows best: with one stream per type, whether the
-		// server answered is not whether this client heard from it last.
-		hadResponse = se.Answered
-		types = make(map[string]bool, len(se.TypeURLs))
-		for _, u := range se.TypeURLs {
-			types[u] = true
-		}
-	}
-	s.responded = false
-	first := !hadResponse && s.unreachable == nil
-	if !hadResponse {
-		if s.unreachable == nil {
-			s.unreachableSince = c.clock.Now()
-		}
-		s.unreachable = cause
-		// gRFC A71: an authority with a watcher waiting on what the cache
-		// lacks moves to its next server. Its entries leave s, so the loop
-		// below neither stops their timers (the move did) nor tells their
-		// watchers: they are told only once no server is left to try.
-		c.eachAuthorityLocked(func(a *authority) {
-			if a.current() == s && c.waitingLocked(a) {
-				c.fallBackLocked(a, cause)
-			}
-		})
-	}
-	wasConnected := s.connected
-	if first {
-		s.connected = false
-	}
-	for url, tc := range c.caches {
-		// The timers of the stream's types stop; the health of the server,
-		// and so what watchers are told, is the server's, whichever of its
-		// streams brought the news.
-		onStream := types == nil || types[url]
-		if !onStream && !first {
-			continue
-		}
-		for _, e := range tc.entries {
-			if e.srv != s {
-				continue
-			}
-			if onStream {
-				e.stopDNETimer()
-			}
-			if !first {
-				continue
-			}
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: s.unavailable(cause)}
-			switch {
-			case e.value != nil:
-				c.notifyLocked(tc, e, notifyAmbientError, nil, err, false)
-			case e.status == StatusRequested && !e.hasData():
-				c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
-			}
-		}
-		if ww := tc.wildcard; first && ww != nil && ww.srv == s {
-			err := &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: s.unavailable(cause)}
-			ws := make([]*watcher, 0, len(ww.watchers))
-			for w := range ww.watchers {
-				ws = append(ws, w)
-			}
-			c.cbs.schedule(func() {
-				for _, w := range ws {
-					w.deliver(notifyAmbientError, nil, err)
-				}
-			})
-		}
-	}
-	c.mu.Unlock()
-	if first {
-		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
-		c.metrics.ServerFailure(s.cfg.ServerURI)
-		if wasConnected {
-			c.metrics.Connected(s.cfg.ServerURI, false)
-		}
-	}
 }
 
 // resourceVersions lists what the client holds of a type from a server, for

@@ -71,7 +71,7 @@ func TestDoesNotExistTimerSuspendedWhileStreamDown(t *testing.T) {
 	h := newHarness(t, nil, Options{WatchExpiry: 50 * time.Millisecond})
 	w := h.watchAll(wholeWorldType, "L1")
 	h.sent(resources.ListenerTypeURL, "L1")
-	h.transport().handler.OnStreamError(errors.New("connection reset"))
+	h.transport().fail(errors.New("connection reset"))
 	if h.dneRunning(resources.ListenerTypeURL, "L1") {
 		t.Fatal("timer still running while the stream is down")
 	}
@@ -94,11 +94,11 @@ func TestStreamErrorIsAmbientAndToldOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	w["L1"].next(t)
-	h.transport().handler.OnStreamError(errors.New("healthy stream reset"))
+	h.transport().fail(errors.New("healthy stream reset"))
 	h.sync()
 	w["L1"].none(t)
-	h.transport().handler.OnStreamError(errors.New("connection refused 1"))
-	h.transport().handler.OnStreamError(errors.New("connection refused 2"))
+	h.transport().fail(errors.New("connection refused 1"))
+	h.transport().fail(errors.New("connection refused 2"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 	h.sync()
 	w["L1"].none(t)
@@ -113,15 +113,15 @@ func TestStreamErrorIsAmbientAndToldOnce(t *testing.T) {
 	if err := h.sotw(resources.ListenerTypeURL, "2", lis("L1", "a")); err != nil {
 		t.Fatal(err)
 	}
-	h.transport().handler.OnStreamError(errors.New("healthy stream reset"))
-	h.transport().handler.OnStreamError(errors.New("connection refused 3"))
+	h.transport().fail(errors.New("healthy stream reset"))
+	h.transport().fail(errors.New("connection refused 3"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 }
 
 func TestNewWatcherWhileServerUnreachable(t *testing.T) {
 	h := newHarness(t, nil, Options{})
 	h.watchAll(wholeWorldType, "L1")
-	h.transport().handler.OnStreamError(errors.New("connection refused"))
+	h.transport().fail(errors.New("connection refused"))
 	w := newRecorder()
 	Watch(h.c, wholeWorldType, "L2", w)
 	w.wantError(t, "resource-error", ErrServerUnavailable)
@@ -135,8 +135,8 @@ func TestTTLExpiryRemovesResource(t *testing.T) {
 	}
 	w["L1"].wantUpdate(t, "L1", "a")
 	// Expiry works with the server gone: that is what TTLs are for.
-	h.transport().handler.OnStreamError(errors.New("stream reset"))
-	h.transport().handler.OnStreamError(errors.New("server gone"))
+	h.transport().fail(errors.New("stream reset"))
+	h.transport().fail(errors.New("server gone"))
 	w["L1"].wantError(t, "ambient-error", ErrServerUnavailable)
 	xe := w["L1"].wantError(t, "resource-error", ErrResourceNotFound)
 	if xe.Name != "L1" {

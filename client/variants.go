@@ -166,14 +166,9 @@ func (c *Client) applyRemovalsLocked(s *server, tc *typeCache, r *transport.Resp
 // (gRFC A88) concerns: the plain entry of the name and, when the name has
 // entries with dynamic parameters, those rn's constraints match (all of
 // them for an error without constraints: the name fails for everyone).
-//
-// A report the transport makes itself (own) names the keys it was given.
-func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName, own bool) []*entry {
+func (c *Client) errorTargetsLocked(tc *typeCache, rn *discoveryv3.ResourceName) []*entry {
 	if hasNUL(rn.GetName()) {
-		if e := tc.entries[rn.GetName()]; own && e != nil {
-			return []*entry{e}
-		}
-		return nil
+		return nil // a subscription key, which no server sends
 	}
 	name := canonicalReceived(rn.GetName())
 	cons := rn.GetDynamicParameterConstraints()

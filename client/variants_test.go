@@ -1,12 +1,9 @@
 package client
 
 import (
+	"errors"
 	"strings"
 	"testing"
-
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/transport"
@@ -42,21 +39,18 @@ func TestNULInResourceNames(t *testing.T) {
 	}
 }
 
-// The transport's own reports (a type without a service on per-type
-// streams) name the keys it was given: they reach the subscription with
-// parameters.
-func TestTransportReportReachesParameterisedWatch(t *testing.T) {
+// The names a transport reports unservable (a type without a service on
+// per-type streams) are the keys it was given: they reach the subscription
+// with parameters.
+func TestUnservableReachesParameterisedWatch(t *testing.T) {
 	h := newHarness(t, nil, Options{})
 	w := newRecorder()
 	params := map[string]string{"env": "prod"}
 	WatchWithOptions(h.c, wholeWorldType, "A", WatchOptions{DynamicParameters: params}, w)
 	key := transport.SubscriptionKey("A", params)
 	h.nextSubs()
-	_ = h.respond(&transport.Response{TypeURL: resources.ListenerTypeURL, ResourceErrors: []*discoveryv3.ResourceError{{
-		ResourceName: &discoveryv3.ResourceName{Name: key},
-		ErrorDetail:  &statuspb.Status{Code: int32(codes.Unimplemented), Message: "no service"},
-	}}})
-	xe := w.wantError(t, "resource-error", ErrResourceInvalid)
+	h.transport().handler.OnUnservable(resources.ListenerTypeURL, []string{key}, errors.New("no service"))
+	xe := w.wantError(t, "resource-error", ErrServerUnavailable)
 	if xe.Name != "A" || xe.DynamicParameters["env"] != "prod" {
 		t.Fatalf("error for %q %v", xe.Name, xe.DynamicParameters)
 	}

@@ -115,13 +115,12 @@
 // above; types left on ADS share one aggregated stream. Each stream's end
 // is reported on its own, as on ADS ([Handler.OnStreamError]), with a
 // [StreamError] that names that stream's types only and says whether the
-// server had answered: the client stops the does-not-exist timers of those
-// names until they are sent again and lets the other streams' run on. The
-// client sees one server: the end of a stream that answered is routine, and
-// so is that of one that did not if another stream answered since the last
-// failure reported unanswered (the server is up; the type had nothing to say
-// yet). A type with no such service (a custom one) gets resource errors for
-// its names.
+// server had answered on it: the client stops the does-not-exist timers of
+// those names until they are sent again and lets the other streams' run on.
+// Whether the server as a whole is down (a stream failed without an
+// answer, but another answered meanwhile) is the client's to judge, which
+// sees every stream. The names of a type with no such service (a custom
+// one) are reported unservable ([Handler.OnUnservable]).
 //
 // # REST-JSON polling
 //
@@ -157,11 +156,13 @@
 // editor saving over it) only once it has not changed for
 // [Options].FileQuietPeriod, so that a half-written file is never taken for
 // the configuration; the last content read stays in force meanwhile. There
-// is no ACK or NACK: a file that cannot be read is logged and every name of its
-// type gets a resource error, while the last valid configuration stays; a
-// file missing from the start makes the server unavailable until it
-// appears; a file deleted later changes nothing (logged), and is read again
-// when it comes back; an empty file is taken for one being written.
+// is no ACK or NACK, and no stream to fail: a file whose content cannot be
+// read as a response is logged and every name of its type is reported
+// unservable ([Handler.OnUnservable], matching [ErrContentRejected]), while
+// the last valid configuration stays; so are the names of a file missing
+// from the start, with the error of reading it, until it appears; a file
+// deleted later changes nothing (logged), and is read again when it comes
+// back; an empty file is taken for one being written.
 //
 // # Load reporting
 //

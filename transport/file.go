@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,10 +15,7 @@ import (
 	"sync"
 	"time"
 
-	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/fsnotify/fsnotify"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/bootstrap"
 )
@@ -49,10 +47,15 @@ import (
 //
 // Failure cases:
 //   - A file that cannot be read as a DiscoveryResponse is logged, and
-//     every name subscribed of its type gets a resource error, as does each
-//     name added while it stays so; the last valid configuration stays.
-//   - A file missing before it was ever read makes the server unavailable
-//     (Handler.OnStreamError, once) until it appears.
+//     every name subscribed of its type is reported unservable
+//     (Handler.OnUnservable, an error matching ErrContentRejected), as is
+//     each name added while it stays so; the last valid configuration
+//     stays.
+//   - A file missing (or unreadable) before it was ever read is logged, and
+//     its names are reported unservable the same way, with the error of
+//     reading it, until it appears. Either is about those names only: a
+//     FILESYSTEM server has no stream, so Handler.OnStreamError is never
+//     called, and the other types' files are served as usual.
 //   - A file deleted after it was read changes nothing: the last
 //     configuration stays in force and is still handed to new watches. The
 //     deletion is logged, and the file is read again when it comes back.
@@ -120,7 +123,7 @@ type fileState struct {
 	sum     [sha256.Size]byte
 	read    bool      // sum holds the hash of the bytes last read
 	good    *Response // the last valid content
-	bad     error     // why the content last read was rejected; nil if it was valid
+	bad     error     // why the content last read was rejected, or (never read) why the file cannot be read; nil if it was valid
 	badTold nameSet   // the subscriptions told of bad
 	missing bool      // the file's absence was reported
 	told    []string  // the names last reported to the client
@@ -139,7 +142,9 @@ func (st *fileState) unsettle() { st.pending, st.settleAt = nil, time.Time{} }
 
 func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
 	if _, ok := t.server.FilePath(typeURL); !ok {
-		reportUnservable(t.handler, typeURL, add, "resource_files names no file for this resource type")
+		if len(add) > 0 {
+			t.handler.OnUnservable(typeURL, add, errNoFile)
+		}
 		return
 	}
 	t.mu.Lock()
@@ -438,8 +443,11 @@ func (t *fileTransport) refresh(st *fileState, names nameSet, added []string) {
 		if !st.missing {
 			st.missing = true
 			if st.good == nil {
+				// Nothing to serve: every name waits on the file, and is
+				// told why (as for a rejected one, see redeliver).
 				t.logger.Warn("cannot read the file of a resource type", "type", st.typeURL, "err", err)
-				t.handler.OnStreamError(fmt.Errorf("file of %s: %w", st.typeURL, err))
+				st.bad, st.badTold = fmt.Errorf("file of %s: %w", st.typeURL, err), maps.Clone(names)
+				t.reportUnservable(st, names.sorted(), st.bad)
 			} else {
 				t.logger.Warn("the file of a resource type is gone; keeping its last configuration", "type", st.typeURL, "err", err)
 			}
@@ -469,11 +477,11 @@ func (t *fileTransport) refresh(st *fileState, names nameSet, added []string) {
 	resp, format, err := decodeResponseFile(st.path, data, st.typeURL)
 	if err != nil {
 		t.logger.Warn("file rejected; the last valid configuration stays", "type", st.typeURL, "path", st.path, "format", format, "err", err)
-		st.bad, st.badTold = err, maps.Clone(names)
+		st.bad, st.badTold = contentRejected{fmt.Errorf("file %s: %w", st.path, err)}, maps.Clone(names)
 		if redeliver && st.good != nil {
 			t.deliver(st, st.good, names.sorted())
 		}
-		t.reportBadFile(st, names.sorted(), err)
+		t.reportUnservable(st, names.sorted(), st.bad)
 		return
 	}
 	st.bad, st.badTold = nil, nil
@@ -495,7 +503,8 @@ func (t *fileTransport) refresh(st *fileState, names nameSet, added []string) {
 
 // redeliver tells the names just added what the others were told of the
 // file as last read: its last valid content, if any, and the error of the
-// content last read, if it was rejected. A name told of that error already
+// content last read, if it was rejected, or of reading it, if it was never
+// read. A name told of that error already
 // (a read after its subscription, before run saw it added) is not told
 // again: the client would report it to its watchers twice.
 func (t *fileTransport) redeliver(st *fileState, names nameSet, added []string) {
@@ -517,7 +526,7 @@ func (t *fileTransport) redeliver(st *fileState, names nameSet, added []string) 
 		st.badTold[n] = num
 		untold = append(untold, n)
 	}
-	t.reportBadFile(st, untold, st.bad)
+	t.reportUnservable(st, untold, st.bad)
 }
 
 // deliver hands r to the client and waits until its watchers have it.
@@ -539,25 +548,15 @@ func (t *fileTransport) deliver(st *fileState, r *Response, names []string) {
 	}
 }
 
-// reportBadFile gives every name wanted of st's type a resource error.
-func (t *fileTransport) reportBadFile(st *fileState, names []string, cause error) {
-	r := &Response{TypeURL: st.typeURL, Delta: true} // errors only: deletes nothing
-	for _, n := range names {
-		if n == "*" {
-			continue
-		}
-		r.ResourceErrors = append(r.ResourceErrors, &discoveryv3.ResourceError{
-			ResourceName: &discoveryv3.ResourceName{Name: n},
-			ErrorDetail:  &statuspb.Status{Code: int32(codes.InvalidArgument), Message: fmt.Sprintf("file %s: %v", st.path, cause)},
-		})
-	}
-	if len(r.ResourceErrors) > 0 {
-		applied := make(chan struct{})
-		var once sync.Once
-		_ = t.handler.OnResponse(r, func() { once.Do(func() { close(applied) }) })
-		select {
-		case <-applied:
-		case <-t.ctx.Done():
-		}
+// reportUnservable tells the client that names of st's type cannot be
+// served, and why: the file's content was rejected, or the file cannot be
+// read.
+func (t *fileTransport) reportUnservable(st *fileState, names []string, cause error) {
+	if len(names) > 0 {
+		t.handler.OnUnservable(st.typeURL, names, cause)
 	}
 }
+
+// errNoFile is why the names of a type resource_files has no file for
+// cannot be fetched.
+var errNoFile = errors.New("resource_files names no file for this resource type")

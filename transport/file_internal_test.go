@@ -16,35 +16,27 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// recordingHandler records the responses of a transport driven on the
-// test's goroutine, applying each at once.
-type recordingHandler struct{ responses []*Response }
+// recordingHandler records the responses and unservable reports of a
+// transport driven on the test's goroutine, applying each response at
+// once, each as a description: "good <version>" or "errors <names>".
+type recordingHandler struct{ told []string }
 
 func (h *recordingHandler) OnResponse(r *Response, done func()) error {
-	h.responses = append(h.responses, r)
+	h.told = append(h.told, "good "+r.Version)
 	done()
 	return nil
 }
+func (h *recordingHandler) OnUnservable(_ string, names []string, _ error) {
+	h.told = append(h.told, "errors "+strings.Join(names, ","))
+}
 func (h *recordingHandler) OnSubscriptionsSent(string, []string)      {}
-func (h *recordingHandler) OnStreamError(error)                       {}
+func (h *recordingHandler) OnStreamError(*StreamError)                {}
 func (h *recordingHandler) ResourceVersions(string) map[string]string { return nil }
 
-// take returns the responses recorded since the last call: each a
-// description, "good <version> <n resources>" or "errors <names>".
+// take returns the descriptions recorded since the last call.
 func (h *recordingHandler) take() []string {
-	var out []string
-	for _, r := range h.responses {
-		if r.Delta {
-			var names []string
-			for _, re := range r.ResourceErrors {
-				names = append(names, re.GetResourceName().GetName())
-			}
-			out = append(out, "errors "+strings.Join(names, ","))
-			continue
-		}
-		out = append(out, "good "+r.Version)
-	}
-	h.responses = nil
+	out := h.told
+	h.told = nil
 	return out
 }
 

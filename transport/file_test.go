@@ -1,14 +1,15 @@
 package transport_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/testutils"
@@ -78,18 +79,13 @@ func (e *fileEnv) wantListeners(version string, n int) *transport.Response {
 	return r
 }
 
-// wantFileErrors waits for the resource errors of a bad file.
+// wantFileErrors waits for the report of a bad file: names unservable, for
+// content rejected, with an error mentioning mentions.
 func (e *fileEnv) wantFileErrors(mentions string, names ...string) {
 	e.t.Helper()
-	r := e.h.nextResponse(e.t)
-	if !r.Delta || len(r.Resources)+len(r.DeltaResources)+len(r.Removed) != 0 || len(r.ResourceErrors) != len(names) {
-		e.t.Fatalf("handler got %+v, want only resource errors for %q", r, names)
-	}
-	for i, re := range r.ResourceErrors {
-		if re.GetResourceName().GetName() != names[i] || codes.Code(re.GetErrorDetail().GetCode()) != codes.InvalidArgument ||
-			!strings.Contains(re.GetErrorDetail().GetMessage(), mentions) {
-			e.t.Fatalf("resource error %v, want INVALID_ARGUMENT for %q mentioning %q", re, names[i], mentions)
-		}
+	u := e.h.nextUnservable(e.t)
+	if u.typeURL != ldsURL || !slices.Equal(u.names, names) || !errors.Is(u.err, transport.ErrContentRejected) || !strings.Contains(u.err.Error(), mentions) {
+		e.t.Fatalf("unservable %s %q: %v; want %q, content rejected, mentioning %q", u.typeURL, u.names, u.err, names, mentions)
 	}
 }
 
@@ -198,27 +194,40 @@ func TestFileDeletedKeepsLastConfig(t *testing.T) {
 		t.Fatalf("stream error %v: a deleted file keeps its config", err)
 	case r := <-e.h.responses:
 		t.Fatalf("unexpected response %+v", r)
+	case u := <-e.h.unservable:
+		t.Fatalf("unexpected unservable report %+v: a deleted file keeps its config", u)
 	default:
 	}
 }
 
-// A file missing before it was ever read makes the server unavailable until
-// it appears; nothing counts as sent meanwhile.
+// A file missing before it was ever read makes its names unservable, with
+// the file named, until it appears: a name added meanwhile is told too,
+// once; nothing counts as sent meanwhile, and there is no stream to fail.
 func TestFileMissingAtStart(t *testing.T) {
 	e := newFileEnv(t, "lds.pb", fastOptions)
 	e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-	if err := e.h.nextStreamErr(t); !strings.Contains(err.Error(), "lds.pb") {
-		t.Fatalf("stream error %v, want the missing file named", err)
+	for _, name := range []string{"L1", "L2"} {
+		if name == "L2" {
+			e.tr.UpdateSubscriptions(ldsURL, []string{"L2"}, nil)
+		}
+		u := e.h.nextUnservable(t)
+		if u.typeURL != ldsURL || !slices.Equal(u.names, []string{name}) || !strings.Contains(u.err.Error(), "lds.pb") || errors.Is(u.err, transport.ErrContentRejected) {
+			t.Fatalf("unservable %s %q: %v; want %s, with the missing file named", u.typeURL, u.names, u.err, name)
+		}
 	}
 	select {
 	case s := <-e.h.sent:
 		t.Fatalf("OnSubscriptionsSent(%v) with no file", s)
+	case err := <-e.h.streamErrs:
+		t.Fatalf("stream error %v from a file transport", err)
+	case u := <-e.h.unservable:
+		t.Fatalf("unservable %+v told again", u)
 	default:
 	}
 	e.write("lds.pb", "1", "L1")
 	e.wantListeners("1", 1)
-	if s := nextSent(t, e.h); len(s.names) != 1 {
-		t.Fatalf("OnSubscriptionsSent(%v), want L1", s)
+	if s := nextSent(t, e.h); len(s.names) != 2 {
+		t.Fatalf("OnSubscriptionsSent(%v), want L1 and L2", s)
 	}
 }
 
@@ -239,13 +248,13 @@ func TestFilePolling(t *testing.T) {
 	e.wantListeners("3", 1)
 }
 
-// A type with no file cannot be fetched: its names get resource errors.
+// A type with no file cannot be fetched: its names are unservable.
 func TestFileTypeWithoutFile(t *testing.T) {
 	e := newFileEnv(t, "lds.yaml", fastOptions)
 	e.tr.UpdateSubscriptions(cdsURL, []string{"C1"}, nil)
-	r := e.h.nextResponse(t)
-	if r.TypeURL != cdsURL || len(r.ResourceErrors) != 1 || codes.Code(r.ResourceErrors[0].GetErrorDetail().GetCode()) != codes.Unimplemented {
-		t.Fatalf("handler got %+v, want an UNIMPLEMENTED resource error for C1", r)
+	u := e.h.nextUnservable(t)
+	if u.typeURL != cdsURL || !slices.Equal(u.names, []string{"C1"}) || !strings.Contains(u.err.Error(), "no file") {
+		t.Fatalf("unservable %s %q: %v; want C1, for want of a file", u.typeURL, u.names, u.err)
 	}
 }
 

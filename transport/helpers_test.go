@@ -44,12 +44,20 @@ type handler struct {
 	responses  chan *transport.Response
 	sent       chan sentNames
 	streamErrs chan error
+	unservable chan unservable
 
 	mu       sync.Mutex
 	verdict  func(*transport.Response) error // nil: ACK everything
 	hold     chan func()                     // non-nil: done funcs are handed here instead of called
 	versions map[string]map[string]string    // what ResourceVersions returns
 	askedFor []string                        // type URLs ResourceVersions was asked about
+}
+
+// unservable is one call of OnUnservable.
+type unservable struct {
+	typeURL string
+	names   []string
+	err     error
 }
 
 type sentNames struct {
@@ -62,6 +70,7 @@ func newHandler() *handler {
 		responses:  make(chan *transport.Response, 100),
 		sent:       make(chan sentNames, 100),
 		streamErrs: make(chan error, 100),
+		unservable: make(chan unservable, 100),
 	}
 }
 
@@ -85,7 +94,22 @@ func (h *handler) OnSubscriptionsSent(typeURL string, names []string) {
 	h.sent <- sentNames{typeURL, names}
 }
 
-func (h *handler) OnStreamError(err error) { h.streamErrs <- err }
+func (h *handler) OnStreamError(err *transport.StreamError) { h.streamErrs <- err }
+
+func (h *handler) OnUnservable(typeURL string, names []string, err error) {
+	h.unservable <- unservable{typeURL, names, err}
+}
+
+func (h *handler) nextUnservable(t *testing.T) unservable {
+	t.Helper()
+	select {
+	case u := <-h.unservable:
+		return u
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing reported unservable")
+	}
+	return unservable{}
+}
 
 func (h *handler) ResourceVersions(typeURL string) map[string]string {
 	h.mu.Lock()

@@ -4,12 +4,9 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	statuspb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc/codes"
 
 	"github.com/goxds/xds/bootstrap"
 )
@@ -17,7 +14,10 @@ import (
 // muxTransport serves the types of one server over several runners: one
 // stream per type (per-type gRPC, REST polling), with the aggregated types,
 // if any, sharing one ADS runner per variant. Runners are made on first use
-// of a type.
+// of a type. Each runner reports the ends of its own stream, naming its
+// own types, straight to the handler: whether the server as a whole is
+// down, when one stream failed without an answer and another answered, is
+// the handler's to judge.
 type muxTransport struct {
 	// Read-only after newMux.
 	handler Handler
@@ -32,42 +32,11 @@ type muxTransport struct {
 	runners map[string]*muxRunner // by key; guarded by mu
 	byType  map[string]*muxRunner // guarded by mu
 	refused map[string]struct{}   // types the server cannot serve, warned about; guarded by mu
-
-	// answered: some stream has delivered a response since the last stream
-	// failure reported as unanswered (see streamHandler).
-	answered atomic.Bool
 }
 
 // muxRunner is one runner of a muxTransport.
 type muxRunner struct {
 	r *runner
-}
-
-// streamHandler is the Handler of one runner of a muxTransport. Each end of
-// its stream is reported, as on ADS; the StreamError names the types of
-// that stream only, so that the client stops the does-not-exist timers of
-// those names and no others. The client sees one server, whose health is
-// judged as on ADS: a stream that ends without having answered counts as
-// answered if another stream of the server has answered since the last
-// such failure (the server is up; that type had nothing to say yet), and
-// uses that up, so that the next failure without an answer is reported as
-// one.
-type streamHandler struct {
-	Handler
-	mux *muxTransport
-}
-
-func (h *streamHandler) OnResponse(r *Response, done func()) error {
-	h.mux.answered.Store(true)
-	return h.Handler.OnResponse(r, done)
-}
-
-func (h *streamHandler) OnStreamError(err error) {
-	var se *StreamError
-	if errors.As(err, &se) && !se.Answered && h.mux.answered.Swap(false) {
-		se.Answered = true
-	}
-	h.Handler.OnStreamError(err)
 }
 
 func newMux(h Handler, logger *slog.Logger, route func(string, Handler) (string, func() *runner, bool), closeFn func()) *muxTransport {
@@ -90,7 +59,7 @@ func (m *muxTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 	}
 	mr := m.byType[typeURL]
 	if mr == nil {
-		key, mk, ok := m.route(typeURL, &streamHandler{Handler: m.handler, mux: m})
+		key, mk, ok := m.route(typeURL, m.handler)
 		if !ok {
 			_, warned := m.refused[typeURL]
 			m.refused[typeURL] = struct{}{}
@@ -98,7 +67,9 @@ func (m *muxTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 			if !warned {
 				m.logger.Warn("the server's API type has no way to fetch this resource type", "type", typeURL)
 			}
-			reportUnservable(m.handler, typeURL, add, "the server's API type has no service for this resource type")
+			if len(add) > 0 {
+				m.handler.OnUnservable(typeURL, add, errNoService)
+			}
 			return
 		}
 		if mr = m.runners[key]; mr == nil {
@@ -125,23 +96,9 @@ func (m *muxTransport) Close() {
 	}
 }
 
-// reportUnservable tells the client that names of typeURL cannot be fetched
-// from this server, as resource errors. It is a delta-style response with
-// nothing but errors, so that it deletes nothing (a SotW response without
-// resources would delete every Listener and Cluster).
-func reportUnservable(h Handler, typeURL string, names []string, reason string) {
-	if len(names) == 0 {
-		return
-	}
-	r := &Response{TypeURL: typeURL, Delta: true}
-	for _, n := range names {
-		r.ResourceErrors = append(r.ResourceErrors, &discoveryv3.ResourceError{
-			ResourceName: &discoveryv3.ResourceName{Name: n},
-			ErrorDetail:  &statuspb.Status{Code: int32(codes.Unimplemented), Message: reason},
-		})
-	}
-	_ = h.OnResponse(r, func() {})
-}
+// errNoService is why the names of a type the server's API has no service
+// for cannot be fetched.
+var errNoService = errors.New("the server's API type has no service for this resource type")
 
 // buildMux returns the transport of a gRPC server that has per-type streams
 // (APITypeGRPC, APITypeDeltaGRPC, or per-type overrides).

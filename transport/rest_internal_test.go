@@ -25,7 +25,8 @@ func (h sentHandler) OnResponse(*Response, func()) error { return nil }
 func (h sentHandler) OnSubscriptionsSent(_ string, names []string) {
 	h.sent <- names
 }
-func (h sentHandler) OnStreamError(error)                       {}
+func (h sentHandler) OnStreamError(*StreamError)                {}
+func (h sentHandler) OnUnservable(string, []string, error)      {}
 func (h sentHandler) ResourceVersions(string) map[string]string { return nil }
 
 // net/http calls a trace's WroteRequest once per attempt: a POST written to

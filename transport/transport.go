@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"errors"
+
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -41,11 +43,25 @@ type Handler interface {
 	// them. For SotW this is every name in the request; for delta the names
 	// newly subscribed. It is the moment to start does-not-exist timers.
 	OnSubscriptionsSent(typeURL string, names []string)
-	// OnStreamError reports that the stream failed or could not be started.
-	// The transport will retry with backoff by itself. The error of a
-	// gRPC or REST stream is a *[StreamError], which says whether the
-	// server had answered on it and which types it carried.
-	OnStreamError(err error)
+	// OnStreamError reports that a stream ended, or could not be started,
+	// having answered or not: every transport reports each end of each of
+	// its streams this way, and nothing else. The transport will retry
+	// with backoff by itself. What the end means for watchers (gRFC A57: a
+	// server that fails without answering is unreachable) is the
+	// handler's to decide: a transport of several streams reports each on
+	// its own and judges nothing across them.
+	OnStreamError(err *StreamError)
+	// OnUnservable reports that the transport cannot fetch these names of
+	// typeURL, for a reason of its own rather than the server's word: the
+	// server's API has no service for the type, or (FILESYSTEM) the type's
+	// file is missing or cannot be read as a response. err says why,
+	// naming the file where there is one; it matches [ErrContentRejected]
+	// when content was read and rejected (the counterpart of a NACK). It is
+	// no answer of the server and says nothing of its health; the names
+	// stay subscribed, and are served if the transport later can. Each
+	// subscription of a name is reported once per cause. names are the
+	// keys subscribed, [SubscriptionKey]s included.
+	OnUnservable(typeURL string, names []string, err error)
 	// ResourceVersions returns the name and version of every resource of
 	// typeURL the client holds. A delta transport sends them as
 	// initial_resource_versions when it starts a new stream, so the server
@@ -60,19 +76,33 @@ type Handler interface {
 type StreamError struct {
 	// Err is why the stream ended.
 	Err error
-	// Answered tells whether the server had sent a response on the stream
-	// (for a transport of several streams: or on another of its streams
-	// since the last failure reported unanswered). The end is then routine
-	// (servers restart, proxies cut idle streams); a stream that ends
-	// without one may mean the server is down.
+	// Answered tells whether the server had sent a response on this
+	// stream. The end is then routine (servers restart, proxies cut idle
+	// streams); a stream that ends without one may mean the server is
+	// down, unless another stream of the server answered meanwhile, which
+	// the handler, seeing every stream, judges.
 	Answered bool
 	// TypeURLs are the types the stream carried: every type of the
 	// transport for an aggregated stream without per-type overrides, the
-	// stream's own types otherwise.
+	// stream's own types otherwise. Never empty.
 	TypeURLs []string
 }
 
 func (e *StreamError) Error() string { return e.Err.Error() }
+
+// ErrContentRejected is matched (errors.Is) by an error given to
+// [Handler.OnUnservable] when the transport read content for the names and
+// could not use it: a resource file that is not a valid response. Any
+// other error means it could get nothing (no service for the type, a file
+// missing).
+var ErrContentRejected = errors.New("content rejected")
+
+// contentRejected is an error of content the transport rejected: its text
+// is the cause's, and it matches ErrContentRejected.
+type contentRejected struct{ err error }
+
+func (e contentRejected) Error() string   { return e.err.Error() }
+func (e contentRejected) Unwrap() []error { return []error{ErrContentRejected, e.err} }
 
 // Unwrap returns Err.
 func (e *StreamError) Unwrap() error { return e.Err }

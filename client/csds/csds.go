@@ -54,7 +54,8 @@ type Options struct {
 // (REQUESTED, DOES_NOT_EXIST, ACKED, NACKED, RECEIVED_ERROR, TIMEOUT),
 // version, value, last update, and in error_state the error: for rejected
 // ones with the rejected version, for RECEIVED_ERROR the server's error
-// (gRFC A88). The CSDS message has no field for the control plane
+// (gRFC A88), for REQUESTED ones why they have not come, if something
+// stands in the way (the server unreachable, a resource file missing). The CSDS message has no field for the control plane
 // identifier (client.ResourceStatus.ControlPlane); it is left out. Nor has
 // it one for a subscription's dynamic parameters: a resource watched with
 // some is named with them appended, name{k1="v1", k2="v2"}
@@ -86,10 +87,13 @@ func ClientConfig(c *client.Client, opts Options) *statusv3.ClientConfig {
 		// error_state says why the resource is not as the server last
 		// meant it: a rejected version (with that version and, unless
 		// excluded, its bytes), an error the server reported, or a
-		// timeout. A resource that does not exist has no error state:
-		// its client_status says it all.
+		// timeout; for one still REQUESTED, why it has not come (its
+		// server unreachable, its file missing): a tool that shows only
+		// REQUESTED leaves its reader guessing while every RPC fails. A
+		// resource that does not exist has no error state: its
+		// client_status says it all.
 		switch st.Status {
-		case client.StatusNACKed, client.StatusReceivedError, client.StatusTimeout:
+		case client.StatusNACKed, client.StatusReceivedError, client.StatusTimeout, client.StatusRequested:
 			if st.Err == nil {
 				break
 			}

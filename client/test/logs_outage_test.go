@@ -19,9 +19,9 @@ const (
 )
 
 // An outage is logged when it begins and when it ends: a warning when a
-// stream fails without an answer, and one info line when the server
-// answers again, after the warning, with the outage's length on the
-// client's clock. The first connection, and a stream
+// stream fails without an answer, and one more warning when the server
+// answers again, after the first, with the outage's length on the
+// client's clock (a log of warnings only must show the end too). The first connection, and a stream
 // that ends after answering, are no outage and log no recovery. Every
 // response is logged at debug level with its type, version, nonce and
 // counts, as requests are.
@@ -92,8 +92,8 @@ func TestLogsOutageEndAndResponses(t *testing.T) {
 					outage = append(outage, i)
 				case recoveryMsg:
 					recovery = append(recovery, i)
-					if r.level != slog.LevelInfo || r.attrs["server"] != fs.Address() || r.attrs["outage"] != "3s" {
-						t.Errorf("%q line %v, want info level with the server %s and the outage, 3s", recoveryMsg, r, fs.Address())
+					if r.level != slog.LevelWarn || r.attrs["server"] != fs.Address() || r.attrs["outage"] != "3s" {
+						t.Errorf("%q line %v, want warning level with the server %s and the outage, 3s", recoveryMsg, r, fs.Address())
 					}
 				}
 			}

@@ -69,8 +69,8 @@ func TestPerTypeStreamLossRestartsTimers(t *testing.T) {
 }
 
 // Two per-type streams that both answered, lost one after the other: each
-// loss is routine, even though the server-wide "has responded" was reset
-// by the first. Nobody is told of either.
+// loss is routine, whatever the first's end did to the server's health.
+// Nobody is told of either.
 func TestPerTypeRoutineLossesOfTwoStreams(t *testing.T) {
 	forEachProtocol(t, []protocol{sotwPerType, deltaPerType}, func(t *testing.T, p protocol) {
 		t.Parallel()
