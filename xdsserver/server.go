@@ -82,7 +82,8 @@ func ServingModeCallback(cb ServingModeCallbackFunc) grpc.ServerOption {
 
 // BootstrapConfig returns an option that takes the management servers and
 // server_listener_resource_name_template from cfg instead of from the
-// environment (bootstrap.FromEnv).
+// environment (bootstrap.FromEnv), or with SharedClient from the client's
+// bootstrap.
 func BootstrapConfig(cfg *bootstrap.Config) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.bootstrap = cfg }}
 }
@@ -102,8 +103,9 @@ func Logger(l *slog.Logger) grpc.ServerOption {
 
 // SharedClient returns an option that makes the server watch through c
 // instead of a client of its own. c is not closed by the server. The
-// bootstrap (BootstrapConfig or the environment) still supplies the
-// Listener name template.
+// Listener name template and the certificate providers come from c's
+// bootstrap ((*client.Client).Bootstrap), unless BootstrapConfig gives
+// another, as with grpcxds.Options{Client: c}.
 func SharedClient(c *client.Client) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.client = c }}
 }
@@ -158,7 +160,14 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 		}
 		s.grpcOpts = append(s.grpcOpts, o)
 	}
-	if s.opts.bootstrap == nil {
+	switch {
+	case s.opts.bootstrap != nil:
+	case s.opts.client != nil:
+		// The shared client's own, as grpcxds.Options{Client: c} takes it:
+		// the client was configured once, and the server must not look
+		// for a second bootstrap in the environment.
+		s.opts.bootstrap = s.opts.client.Bootstrap()
+	default:
 		cfg, err := bootstrap.FromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("xdsserver: %w", err)
