@@ -13,51 +13,6 @@ import (
 	"github.com/goxds/xds/client"
 )
 
-// ServingMode is whether a listening address serves RPCs.
-type ServingMode int
-
-// The serving modes of an address (gRFC A36).
-const (
-	// ServingModeStarting: the address's Listener has not arrived yet;
-	// connections are accepted and closed.
-	ServingModeStarting ServingMode = iota
-	// ServingModeServing: the Listener (and every route configuration it
-	// names) is held; connections are served.
-	ServingModeServing
-	// ServingModeNotServing: the Listener does not exist, or was rejected
-	// and nothing good is held; connections are accepted and closed, and
-	// those already open are drained.
-	ServingModeNotServing
-)
-
-// String names the mode.
-func (m ServingMode) String() string {
-	switch m {
-	case ServingModeStarting:
-		return "starting"
-	case ServingModeServing:
-		return "serving"
-	case ServingModeNotServing:
-		return "not-serving"
-	}
-	return fmt.Sprintf("ServingMode(%d)", int(m))
-}
-
-// ServingModeChangeArgs is what a ServingModeCallback is told.
-type ServingModeChangeArgs struct {
-	// Mode is the new mode.
-	Mode ServingMode
-	// Err says why the address is not serving; nil when serving.
-	Err error
-}
-
-// ServingModeCallbackFunc is told each change of an address's serving
-// mode, and each new reason for not serving while it is not serving (as in
-// grpc-go). Calls for one server never overlap and run with no lock of the
-// server held, so the callback may call the server; it should return
-// quickly, as the server's xDS updates wait for it.
-type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
-
 // serverOption is an option of this package passed among grpc's: it
 // embeds grpc.EmptyServerOption so that it is a grpc.ServerOption that grpc
 // itself ignores.
@@ -96,7 +51,7 @@ func ClientOptions(opts client.Options) grpc.ServerOption {
 
 // Logger returns an option that sends the server's warnings (a filter
 // chain whose certificate providers cannot be built) to l. Default:
-// slog.Default().
+// client.DefaultLogger(), warnings to slog.Default().
 func Logger(l *slog.Logger) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.logger = l }}
 }
@@ -125,6 +80,15 @@ type GRPCServer struct {
 	// info holds the registered services for GetServiceInfo; it never
 	// serves.
 	info *grpc.Server
+
+	// logger is Logger's, or client.DefaultLogger().
+	logger *slog.Logger
+
+	// reportMu guards the serving-mode reports waiting to be told
+	// (modes.go); taken after a listener's mu, never before.
+	reportMu  sync.Mutex
+	reports   []modeReport
+	reporting bool // a goroutine is telling them
 
 	mu        sync.Mutex
 	services  []service
@@ -159,6 +123,12 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 			continue
 		}
 		s.grpcOpts = append(s.grpcOpts, o)
+	}
+	s.logger = s.opts.logger
+	if s.logger == nil {
+		// As the client's: warnings to slog.Default(), as it is when the
+		// line is written.
+		s.logger = client.DefaultLogger()
 	}
 	switch {
 	case s.opts.bootstrap != nil:
@@ -226,7 +196,12 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 
 // Stop closes every listener and connection at once, and the xDS client
 // if the server created it. It returns when every goroutine of the server
-// has ended.
+// has ended, but for one still in a certificate provider plugin's Build:
+// Stop does not wait for a plugin, and that goroutine ends when the plugin
+// returns, closing what it built. (grpc-go's certprovider store holds one
+// process-wide lock while a plugin builds, and closing a provider takes it
+// too: a Stop that closes the providers of a generation serving TLS still
+// waits for such a Build to return.)
 func (s *GRPCServer) Stop() { s.stop(false) }
 
 // GracefulStop closes every listener, lets the RPCs in progress finish,
@@ -285,24 +260,4 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		srv.RegisterService(sv.desc, sv.impl)
 	}
 	return srv
-}
-
-// warn logs a warning as a structured record, so that operators can filter
-// on the Listener's name rather than parse a message.
-func (s *GRPCServer) warn(msg string, args ...any) {
-	l := s.opts.logger
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Warn("xdsserver: "+msg, args...)
-}
-
-// reportMode tells the callback of a mode change. It is only called from
-// the xDS client's watcher callbacks, which never overlap and run with no
-// lock held: so the mode callbacks do too.
-func (s *GRPCServer) reportMode(addr net.Addr, mode ServingMode, err error) {
-	if s.opts.modeCallback == nil {
-		return
-	}
-	s.opts.modeCallback(addr, ServingModeChangeArgs{Mode: mode, Err: err})
 }
