@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -139,17 +140,18 @@ func (w warnings) Handle(_ context.Context, r slog.Record) error {
 func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
 func (w warnings) WithGroup(string) slog.Handler      { return w }
 
-// waitWarning waits for a log line of the server that contains sub.
-func (e *env) waitWarning(sub string) {
+// waitWarning waits for a log line of the server that contains every one
+// of subs, and returns it.
+func (e *env) waitWarning(subs ...string) string {
 	e.t.Helper()
 	for {
 		select {
 		case m := <-e.warnings:
-			if strings.Contains(m, sub) {
-				return
+			if !slices.ContainsFunc(subs, func(sub string) bool { return !strings.Contains(m, sub) }) {
+				return m
 			}
 		case <-e.ctx.Done():
-			e.t.Fatalf("no log line containing %q", sub)
+			e.t.Fatalf("no log line containing %q", subs)
 		}
 	}
 }

@@ -46,6 +46,12 @@ type listener struct {
 	cancelLDS func()
 	closed    bool
 	graceful  bool
+
+	// logged and loggedReason are the last mode logged without a
+	// ServingModeCallback, and its reason; only flushReports, one
+	// goroutine at a time, touches them.
+	logged       ServingMode
+	loggedReason string
 }
 
 // version is a Listener version on its way to becoming a generation.

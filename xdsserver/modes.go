@@ -52,7 +52,7 @@ type ServingModeChangeArgs struct {
 type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
 
 // modeReport is one serving-mode change of a listener, for the
-// ServingModeCallback.
+// ServingModeCallback or, without one, the server's log.
 type modeReport struct {
 	l    *listener
 	mode ServingMode
@@ -92,11 +92,34 @@ func (s *GRPCServer) flushReports() {
 	s.reportMu.Unlock()
 }
 
-// tell gives r to the ServingModeCallback, if any.
+// tell gives r to the ServingModeCallback, or without one to the log, as
+// grpc-go does: a server that does not serve must not be silent, or its
+// operator only sees its clients' connections reset.
 func (s *GRPCServer) tell(r modeReport) {
 	if s.opts.modeCallback != nil {
 		s.opts.modeCallback(r.l.raw.Addr(), ServingModeChangeArgs{Mode: r.mode, Err: r.err})
+		return
 	}
+	l := r.l
+	args := []any{"address", l.raw.Addr().String(), "listener", l.name}
+	switch r.mode {
+	case ServingModeNotServing:
+		reason := fmt.Sprint(r.err)
+		if l.logged == ServingModeNotServing && l.loggedReason == reason {
+			return // said already; the client repeats a reason on reconnects
+		}
+		l.loggedReason = reason
+		s.logger.Warn("xdsserver: not serving: connections are closed at accept", append(args, "error", r.err)...)
+	case ServingModeServing:
+		if l.logged == ServingModeNotServing {
+			// At the level of the warning it ends, so that a default log
+			// shows the end too.
+			s.logger.Warn("xdsserver: serving again", args...)
+		} else {
+			s.logger.Info("xdsserver: serving", args...)
+		}
+	}
+	l.logged = r.mode
 }
 
 // warn logs a warning as a structured record, so that operators can filter

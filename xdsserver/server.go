@@ -30,7 +30,8 @@ type options struct {
 }
 
 // ServingModeCallback returns an option that has cb told of every change
-// of serving mode, as grpc-go's xds.ServingModeCallback.
+// of serving mode, as grpc-go's xds.ServingModeCallback. Without one, the
+// server logs the changes instead (see Logger).
 func ServingModeCallback(cb ServingModeCallbackFunc) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.modeCallback = cb }}
 }
@@ -49,9 +50,12 @@ func ClientOptions(opts client.Options) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.clientOpts = opts }}
 }
 
-// Logger returns an option that sends the server's warnings (a filter
-// chain whose certificate providers cannot be built) to l. Default:
-// client.DefaultLogger(), warnings to slog.Default().
+// Logger returns an option that sends the server's log lines to l: its
+// warnings (a filter chain whose certificate providers cannot be built, a
+// Listener update refused while serving goes on) and, without a
+// ServingModeCallback, its serving-mode changes (not serving and why, at
+// warning level). Default: client.DefaultLogger(), warnings to
+// slog.Default().
 func Logger(l *slog.Logger) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.logger = l }}
 }
