@@ -13,6 +13,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/xdsserver"
 )
 
 // blockingPluginName is a certificate provider plugin whose Build blocks
@@ -53,16 +54,17 @@ type blocking struct {
 	release                   func()
 }
 
-// newBlocking makes the plugin block for this test, and releases it at the
-// test's end at the latest.
-func newBlocking(t *testing.T) *blocking {
+// newBlocking makes the plugin block for this test. The test releases it,
+// at the latest in a cleanup registered after its env's, so that it runs
+// before the server's Stop: a server that builds in its xDS callback would
+// have Stop wait for it.
+func newBlocking() *blocking {
 	b := &blocking{entered: make(chan struct{}), released: make(chan struct{}), closed: make(chan struct{})}
 	var once sync.Once
 	b.release = func() { once.Do(func() { close(b.released) }) }
 	blockingMu.Lock()
 	blockingNow = b
 	blockingMu.Unlock()
-	t.Cleanup(b.release)
 	return b
 }
 
@@ -79,12 +81,13 @@ func (p blockingProvider) Close() { close(p.b.closed) }
 // of their own, which ends once the plugin returns, and closes what it
 // built for a server that has stopped meanwhile.
 func TestStopWhileACertificateProviderBlocks(t *testing.T) {
-	b := newBlocking(t)
+	b := newBlocking()
 	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
 			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
 		}
 	})
+	t.Cleanup(b.release)
 	lis := e.serverListener(nil, serverRoutes())
 	downstreamTLS(lis, "blocking", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
@@ -117,5 +120,43 @@ func TestStopWhileACertificateProviderBlocks(t *testing.T) {
 	case <-b.closed:
 	case <-e.ctx.Done():
 		t.Fatal("the provider built for a server that has stopped was never closed")
+	}
+}
+
+// While a plugin's Build blocks, the server's xDS updates go on: a
+// plaintext version of the Listener replaces the one that waits for its
+// provider and is served, and the provider, once built, is closed unused.
+func TestBlockedProviderBuildDoesNotHoldUpUpdates(t *testing.T) {
+	b := newBlocking()
+	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
+		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
+			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
+		}
+	})
+	t.Cleanup(b.release)
+	secure := e.serverListener(nil, serverRoutes())
+	downstreamTLS(secure, "blocking", false, false)
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{secure}})
+	select {
+	case <-b.entered:
+	case <-e.ctx.Done():
+		t.Fatal("the Listener's certificate provider was never built")
+	}
+
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, serverRoutes())}})
+	e.waitMode(xdsserver.ServingModeServing)
+	if err := call(e.ctx, e.dial(), sayHello); err != nil {
+		t.Errorf("the plaintext version, while the TLS one's provider is being built: %v", err)
+	}
+	b.release()
+	select {
+	case <-b.closed:
+	case <-e.ctx.Done():
+		t.Fatal("the provider of a version replaced while it was built was never closed")
+	}
+	select {
+	case m := <-e.modes:
+		t.Errorf("serving mode changed to %v (%v) when the replaced version's provider was built", m.Mode, m.Err)
+	default:
 	}
 }

@@ -189,7 +189,8 @@ func (l *listener) onListener(res *resources.Listener) {
 			l.name, net.JoinHostPort(sl.Address, strconv.Itoa(int(sl.Port))), l.raw.Addr()))
 		return
 	}
-	v := &version{cfg: sl, built: !hasSecurity(sl)}
+	secure := hasSecurity(sl)
+	v := &version{cfg: sl, built: !secure}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -205,7 +206,7 @@ func (l *listener) onListener(res *resources.Listener) {
 		c()
 	}
 	dropped.release()
-	if !v.built {
+	if secure {
 		// Not in this callback: a plugin that blocks would hold up the
 		// xDS client's callbacks, and with them Stop, which closes the
 		// client.
