@@ -2,8 +2,8 @@ package xdsserver_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -40,26 +40,29 @@ func (blockingBuilder) ParseConfig(cfg any) (*certprovider.BuildableConfig, erro
 		blockingMu.Lock()
 		b := blockingNow
 		blockingMu.Unlock()
-		close(b.entered)
+		b.builds <- struct{}{}
 		<-b.released
 		return blockingProvider{b}
 	}), nil
 }
 
-// blocking is one test's view of the plugin: entered is closed when Build
-// starts, released lets it return, closed is closed when the provider it
-// returned is closed.
+// blocking is one test's view of the plugin: builds gets a value when a
+// Build starts, released lets every Build return (at once once closed),
+// closes gets a value when a provider built is closed. Its providers serve
+// cert.
 type blocking struct {
-	entered, released, closed chan struct{}
-	release                   func()
+	cert           tls.Certificate
+	builds, closes chan struct{}
+	released       chan struct{}
+	release        func()
 }
 
 // newBlocking makes the plugin block for this test. The test releases it,
 // at the latest in a cleanup registered after its env's, so that it runs
 // before the server's Stop: a server that builds in its xDS callback would
 // have Stop wait for it.
-func newBlocking() *blocking {
-	b := &blocking{entered: make(chan struct{}), released: make(chan struct{}), closed: make(chan struct{})}
+func newBlocking(cert tls.Certificate) *blocking {
+	b := &blocking{cert: cert, builds: make(chan struct{}, 8), closes: make(chan struct{}, 8), released: make(chan struct{})}
 	var once sync.Once
 	b.release = func() { once.Do(func() { close(b.released) }) }
 	blockingMu.Lock()
@@ -68,20 +71,30 @@ func newBlocking() *blocking {
 	return b
 }
 
-type blockingProvider struct{ b *blocking }
-
-func (blockingProvider) KeyMaterial(context.Context) (*certprovider.KeyMaterial, error) {
-	return nil, errors.New("the blocking test provider has no key material")
+// wait waits for a value on ch, the event what names.
+func (e *env) wait(ch chan struct{}, what string) {
+	e.t.Helper()
+	select {
+	case <-ch:
+	case <-e.ctx.Done():
+		e.t.Fatalf("%s: not before the test's deadline", what)
+	}
 }
 
-func (p blockingProvider) Close() { close(p.b.closed) }
+type blockingProvider struct{ b *blocking }
+
+func (p blockingProvider) KeyMaterial(context.Context) (*certprovider.KeyMaterial, error) {
+	return &certprovider.KeyMaterial{Certs: []tls.Certificate{p.b.cert}}, nil
+}
+
+func (p blockingProvider) Close() { p.b.closes <- struct{}{} }
 
 // A certificate provider plugin whose Build blocks holds up neither the
 // server's xDS callbacks nor Stop: the providers are built on a goroutine
 // of their own, which ends once the plugin returns, and closes what it
 // built for a server that has stopped meanwhile.
 func TestStopWhileACertificateProviderBlocks(t *testing.T) {
-	b := newBlocking()
+	b := newBlocking(tls.Certificate{})
 	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
 			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
@@ -91,11 +104,7 @@ func TestStopWhileACertificateProviderBlocks(t *testing.T) {
 	lis := e.serverListener(nil, serverRoutes())
 	downstreamTLS(lis, "blocking", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
-	select {
-	case <-b.entered:
-	case <-e.ctx.Done():
-		t.Fatal("the Listener's certificate provider was never built")
-	}
+	e.wait(b.builds, "the Listener's certificate provider built")
 
 	stopped := make(chan struct{})
 	go func() {
@@ -116,47 +125,45 @@ func TestStopWhileACertificateProviderBlocks(t *testing.T) {
 	case <-e.ctx.Done():
 		t.Fatal("Stop has not returned after the plugin did")
 	}
-	select {
-	case <-b.closed:
-	case <-e.ctx.Done():
-		t.Fatal("the provider built for a server that has stopped was never closed")
-	}
+	e.wait(b.closes, "the provider built for a server that has stopped closed")
 }
 
 // While a plugin's Build blocks, the server's xDS updates go on: a
 // plaintext version of the Listener replaces the one that waits for its
-// provider and is served, and the provider, once built, is closed unused.
+// provider and is served. A TLS version that comes next waits for the build
+// under way, which then builds it: it is served over TLS with the plugin's
+// certificate, and the provider of the version replaced is closed unused.
 func TestBlockedProviderBuildDoesNotHoldUpUpdates(t *testing.T) {
-	b := newBlocking()
+	pki := testutils.NewPKI(t)
+	b := newBlocking(pki.Issue("server", testutils.CertOptions{DNSNames: []string{serverName}}).TLS)
 	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
 			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
 		}
 	})
 	t.Cleanup(b.release)
+	te := &tlsEnv{env: e, pki: pki}
 	secure := e.serverListener(nil, serverRoutes())
 	downstreamTLS(secure, "blocking", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{secure}})
-	select {
-	case <-b.entered:
-	case <-e.ctx.Done():
-		t.Fatal("the Listener's certificate provider was never built")
-	}
+	e.wait(b.builds, "the first TLS version's provider built")
 
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, serverRoutes())}})
 	e.waitMode(xdsserver.ServingModeServing)
 	if err := call(e.ctx, e.dial(), sayHello); err != nil {
 		t.Errorf("the plaintext version, while the TLS one's provider is being built: %v", err)
 	}
+
+	secure.FilterChains[0].Name = "chain-2"
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{secure}})
 	b.release()
-	select {
-	case <-b.closed:
-	case <-e.ctx.Done():
-		t.Fatal("the provider of a version replaced while it was built was never closed")
+	e.wait(b.closes, "the provider of the version replaced while it was built closed")
+	if err := call(e.ctx, te.dialTLS(false, nil), sayHello, waitForReady); err != nil {
+		t.Errorf("the second TLS version, built after the first: %v", err)
 	}
 	select {
 	case m := <-e.modes:
-		t.Errorf("serving mode changed to %v (%v) when the replaced version's provider was built", m.Mode, m.Err)
+		t.Errorf("serving mode changed to %v (%v) while a version replaced another", m.Mode, m.Err)
 	default:
 	}
 }

@@ -46,6 +46,11 @@ type listener struct {
 	cancelLDS func()
 	closed    bool
 	graceful  bool
+	// building says a goroutine runs buildSecurity. One at a time: a
+	// plugin that blocks then holds one goroutine, however many versions
+	// arrive meanwhile (grpc-go's certprovider builds one at a time
+	// anyway).
+	building bool
 
 	// logged and loggedReason are the last mode logged without a
 	// ServingModeCallback, and its reason; only flushReports, one
@@ -201,15 +206,17 @@ func (l *listener) onListener(res *resources.Listener) {
 	var cancels []func()
 	l.routes, cancels = l.watchRoutesLocked(sl)
 	old := l.activateLocked()
+	// Not in this callback: a plugin that blocks would hold up the xDS
+	// client's callbacks, and with them Stop, which closes the client. A
+	// build under way takes v up when it is done.
+	build := secure && !l.building
+	l.building = l.building || secure
 	l.mu.Unlock()
 	for _, c := range cancels {
 		c()
 	}
 	dropped.release()
-	if secure {
-		// Not in this callback: a plugin that blocks would hold up the
-		// xDS client's callbacks, and with them Stop, which closes the
-		// client.
+	if build {
 		go l.buildSecurity(v)
 	}
 	l.after(old)
@@ -217,23 +224,34 @@ func (l *listener) onListener(res *resources.Listener) {
 
 // buildSecurity builds the certificate providers of v's chains, then
 // makes v current if it still waits and its route configurations are all
-// held. It runs on a goroutine of its own, which Stop does not wait for: a
-// plugin that blocks holds up nothing but this goroutine, which ends when
-// the plugin returns, closing what it built if v was dropped meanwhile.
+// held; if a version that needs providers replaced v meanwhile, it builds
+// that one next. It runs on a goroutine of its own, which Stop does not
+// wait for: a plugin that blocks holds up nothing but this goroutine,
+// which ends when the plugin returns, closing what it built for a version
+// dropped meanwhile.
 func (l *listener) buildSecurity(v *version) {
-	sec := l.newSecurity(v.cfg)
-	l.mu.Lock()
-	if l.closed || l.pending != v {
-		l.mu.Unlock()
-		for _, cs := range sec {
-			cs.close()
+	for v != nil {
+		sec := l.newSecurity(v.cfg)
+		l.mu.Lock()
+		if l.closed || l.pending != v {
+			v = nil
+			if !l.closed && l.pending != nil && !l.pending.built {
+				v = l.pending
+			}
+			l.building = v != nil
+			l.mu.Unlock()
+			for _, cs := range sec {
+				cs.close()
+			}
+			continue
 		}
+		v.sec, v.built = sec, true
+		l.building = false
+		old := l.activateLocked()
+		l.mu.Unlock()
+		l.after(old)
 		return
 	}
-	v.sec, v.built = sec, true
-	old := l.activateLocked()
-	l.mu.Unlock()
-	l.after(old)
 }
 
 // watchRoutesLocked returns the route watches the current and pending
