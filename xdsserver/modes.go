@@ -106,7 +106,7 @@ func (s *GRPCServer) tell(r modeReport) {
 	case ServingModeNotServing:
 		reason := fmt.Sprint(r.err)
 		if l.logged == ServingModeNotServing && l.loggedReason == reason {
-			return // said already; the client repeats a reason on reconnects
+			return // said already: the same reason told again is no news to the log
 		}
 		l.loggedReason = reason
 		s.logger.Warn("xdsserver: not serving: connections are closed at accept", append(args, "error", r.err)...)
