@@ -48,6 +48,43 @@ func newChainSecurity(b *bootstrap.Config, fc *resources.FilterChain) (*chainSec
 	return cs, nil
 }
 
+// chains are cfg's filter chains, the default one included.
+func chains(cfg *resources.ServerListener) []*resources.FilterChain {
+	out := cfg.FilterChains
+	if cfg.DefaultFilterChain != nil {
+		out = append(out[:len(out):len(out)], cfg.DefaultFilterChain)
+	}
+	return out
+}
+
+func hasSecurity(cfg *resources.ServerListener) bool {
+	for _, fc := range chains(cfg) {
+		if fc.Security != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// newSecurity builds the TLS of each chain of cfg that has a
+// DownstreamTlsContext. A chain whose providers cannot be built is left
+// out, and so refuses its connections.
+func (l *listener) newSecurity(cfg *resources.ServerListener) map[*resources.FilterChain]*chainSecurity {
+	sec := make(map[*resources.FilterChain]*chainSecurity)
+	for _, fc := range chains(cfg) {
+		if fc.Security == nil {
+			continue
+		}
+		cs, err := newChainSecurity(l.s.opts.bootstrap, fc)
+		if err != nil {
+			l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
+			continue
+		}
+		sec[fc] = cs
+	}
+	return sec
+}
+
 func buildProvider(b *bootstrap.Config, instance string, opts certprovider.BuildOptions) (certprovider.Provider, error) {
 	bc, err := b.CertificateProviderConfig(instance)
 	if err != nil {

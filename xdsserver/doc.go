@@ -27,7 +27,12 @@
 // RouteConfiguration its filter chains name over RDS. Until then, and
 // after the Listener is deleted or rejected with nothing good held, it is
 // not serving: connections are accepted and closed, open ones drained.
-// The ServingModeCallback is told each change.
+// The ServingModeCallback is told each change. Without one, the server
+// logs them, as grpc-go does: not serving and why (the Listener does not
+// exist once the client's does-not-exist timer fires, was rejected, or is
+// for another address) as a warning, and serving again after that as a
+// warning too, so that a default log (client.DefaultLogger: warnings to
+// slog.Default()) shows both.
 //
 // Each accepted connection is matched to a filter chain as gRPC matches
 // (most specific destination prefix, then source type, source prefix,
@@ -53,7 +58,10 @@
 // required with require_client_certificate (mTLS). The instances are the
 // bootstrap's certificate_providers (file_watcher: rotated files are used
 // by new connections). A chain whose providers cannot be built is not
-// served at all, neither in TLS nor in plaintext. A chain without a
+// served at all, neither in TLS nor in plaintext. Providers are built on a
+// goroutine of their own, never in the xDS callback: a plugin that blocks
+// delays only the Listener version that names it, and Stop does not wait
+// for it. A chain without a
 // transport_socket is plaintext. The server sets its own transport
 // credentials on every connection (its grpc.Creds wins over the caller's):
 // the management server, not the code, decides each connection's security.
@@ -63,6 +71,7 @@
 //	grpc-go                                        goxds
 //	xds.NewGRPCServer(opts...)                     xdsserver.NewGRPCServer(opts...): grpc options and this package's
 //	xds.ServingModeCallback, ServingModeChangeArgs ServingModeCallback, ServingModeChangeArgs (Mode, Err)
+//	no callback: mode changes logged               the same: not serving and why as a warning (Logger, or slog.Default())
 //	connectivity.ServingModeStarting/Serving/Not   ServingModeStarting, ServingModeServing, ServingModeNotServing
 //	xds.BootstrapContentsForTesting                BootstrapConfig(*bootstrap.Config), ClientOptions, SharedClient
 //	Listener template, [::]/IP:port, xdstp %-enc   the same (bootstrap.Config.ServerListenerResourceName)

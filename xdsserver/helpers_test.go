@@ -2,9 +2,12 @@ package xdsserver_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,13 +72,16 @@ var greeterDesc = grpc.ServiceDesc{
 	}},
 }
 
-// chat opens a Chat stream and sends and receives one message.
+// chat opens a Chat stream and sends and receives one message. It returns
+// the stream's status: a SendMsg that fails with io.EOF only says the
+// server has ended the stream (a denied one may end before the message is
+// sent), and RecvMsg then returns why.
 func chat(ctx context.Context, conn *grpc.ClientConn) error {
 	st, err := conn.NewStream(ctx, &greeterDesc.Streams[0], chatMethod)
 	if err != nil {
 		return err
 	}
-	if err := st.SendMsg(wrapperspb.String("hi")); err != nil {
+	if err := st.SendMsg(wrapperspb.String("hi")); err != nil && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return st.RecvMsg(new(wrapperspb.StringValue))
@@ -139,17 +145,18 @@ func (w warnings) Handle(_ context.Context, r slog.Record) error {
 func (w warnings) WithAttrs([]slog.Attr) slog.Handler { return w }
 func (w warnings) WithGroup(string) slog.Handler      { return w }
 
-// waitWarning waits for a log line of the server that contains sub.
-func (e *env) waitWarning(sub string) {
+// waitWarning waits for a log line of the server that contains every one
+// of subs, and returns it.
+func (e *env) waitWarning(subs ...string) string {
 	e.t.Helper()
 	for {
 		select {
 		case m := <-e.warnings:
-			if strings.Contains(m, sub) {
-				return
+			if !slices.ContainsFunc(subs, func(sub string) bool { return !strings.Contains(m, sub) }) {
+				return m
 			}
 		case <-e.ctx.Done():
-			e.t.Fatalf("no log line containing %q", sub)
+			e.t.Fatalf("no log line containing %q", subs)
 		}
 	}
 }
@@ -163,6 +170,46 @@ func newEnv(t *testing.T) *env {
 // function that edits the server's bootstrap (nil: none).
 func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions, edit func(*bootstrap.Config)) *env {
 	t.Helper()
+	return newEnvOpts(t, envOptions{ms: msOpts, edit: edit})
+}
+
+// envOptions are newEnvOpts's: newEnvWith's, and the server's options.
+type envOptions struct {
+	ms   testutils.ManagementServerOptions
+	edit func(*bootstrap.Config)
+	// server returns the server's options given the env and its bootstrap;
+	// nil: e.defaultOptions.
+	server func(e *env, cfg *bootstrap.Config) []grpc.ServerOption
+}
+
+// quietClient are the options of the servers' xDS clients: quiet, quick to
+// give up on a missing resource and to reconnect.
+var quietClient = client.Options{
+	Logger:           slog.New(slog.DiscardHandler),
+	WatchExpiry:      2 * time.Second,
+	TransportOptions: transport.Options{Backoff: fastBackoff},
+}
+
+// defaultOptions are the server's options of newEnv: cfg, its log lines on
+// e.warnings, a quiet client, its mode changes on e.modes.
+func (e *env) defaultOptions(cfg *bootstrap.Config) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		xdsserver.BootstrapConfig(cfg),
+		xdsserver.Logger(slog.New(warnings{e.warnings})),
+		xdsserver.ClientOptions(quietClient),
+		e.modeCallback(),
+	}
+}
+
+// modeCallback sends the server's mode changes to e.modes.
+func (e *env) modeCallback() grpc.ServerOption {
+	return xdsserver.ServingModeCallback(func(_ net.Addr, args xdsserver.ServingModeChangeArgs) { e.modes <- args })
+}
+
+// newEnvOpts is newEnv with every option.
+func newEnvOpts(t *testing.T, o envOptions) *env {
+	t.Helper()
+	msOpts, edit := o.ms, o.edit
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(msOpts)
@@ -179,16 +226,11 @@ func newEnvWith(t *testing.T, msOpts testutils.ManagementServerOptions, edit fun
 		edit(cfg)
 	}
 	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan xdsserver.ServingModeChangeArgs, 16), warnings: make(chan string, 64)}
-	srv, err := xdsserver.NewGRPCServer(
-		xdsserver.BootstrapConfig(cfg),
-		xdsserver.Logger(slog.New(warnings{e.warnings})),
-		xdsserver.ClientOptions(client.Options{
-			Logger:           slog.New(slog.DiscardHandler),
-			WatchExpiry:      2 * time.Second,
-			TransportOptions: transport.Options{Backoff: fastBackoff},
-		}),
-		xdsserver.ServingModeCallback(func(_ net.Addr, args xdsserver.ServingModeChangeArgs) { e.modes <- args }),
-	)
+	opts := e.defaultOptions
+	if o.server != nil {
+		opts = func(cfg *bootstrap.Config) []grpc.ServerOption { return o.server(e, cfg) }
+	}
+	srv, err := xdsserver.NewGRPCServer(opts(cfg)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,14 +38,47 @@ type listener struct {
 	// cur serves new connections; nil when not serving.
 	cur *generation
 	// pending is the Listener version that waits for its route
-	// configurations; nil when none waits.
-	pending *resources.ServerListener
+	// configurations and certificate providers; nil when none waits.
+	pending *version
 	// routes are the RDS watches the current and pending versions need.
 	routes map[string]*routeWatch
 	// cancelLDS ends the Listener watch; nil once closed.
 	cancelLDS func()
 	closed    bool
 	graceful  bool
+	// building says a goroutine runs buildSecurity. One at a time: a
+	// plugin that blocks then holds one goroutine, however many versions
+	// arrive meanwhile (grpc-go's certprovider builds one at a time
+	// anyway).
+	building bool
+
+	// logged and loggedReason are the last mode logged without a
+	// ServingModeCallback, and its reason; only flushReports, one
+	// goroutine at a time, touches them.
+	logged       ServingMode
+	loggedReason string
+}
+
+// version is a Listener version on its way to becoming a generation.
+type version struct {
+	cfg *resources.ServerListener
+	// sec is the TLS of its chains, built by buildSecurity off every
+	// lock (a certificate provider plugin may block); built says it is
+	// there, at once for a version without TLS. Set under l.mu.
+	sec   map[*resources.FilterChain]*chainSecurity
+	built bool
+}
+
+// release closes the providers of a version dropped before it became a
+// generation. Called with no lock held, once v is no longer l.pending: no
+// one else then touches v.sec.
+func (v *version) release() {
+	if v == nil {
+		return
+	}
+	for _, cs := range v.sec {
+		cs.close()
+	}
 }
 
 // routeWatch is one RouteConfiguration a filter chain names.
@@ -161,20 +194,64 @@ func (l *listener) onListener(res *resources.Listener) {
 			l.name, net.JoinHostPort(sl.Address, strconv.Itoa(int(sl.Port))), l.raw.Addr()))
 		return
 	}
+	secure := hasSecurity(sl)
+	v := &version{cfg: sl, built: !secure}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return
 	}
-	l.pending = sl
+	dropped := l.pending
+	l.pending = v
 	var cancels []func()
 	l.routes, cancels = l.watchRoutesLocked(sl)
-	old, changed := l.activateLocked()
+	old := l.activateLocked()
+	// Not in this callback: a plugin that blocks would hold up the xDS
+	// client's callbacks, and with them Stop, which closes the client. A
+	// build under way takes v up when it is done.
+	build := secure && !l.building
+	l.building = l.building || secure
 	l.mu.Unlock()
 	for _, c := range cancels {
 		c()
 	}
-	l.after(old, changed, nil)
+	dropped.release()
+	if build {
+		go l.buildSecurity(v)
+	}
+	l.after(old)
+}
+
+// buildSecurity builds the certificate providers of v's chains, then
+// makes v current if it still waits and its route configurations are all
+// held; if a version that needs providers replaced v meanwhile, it builds
+// that one next. It runs on a goroutine of its own, which Stop does not
+// wait for: a plugin that blocks holds up nothing but this goroutine,
+// which ends when the plugin returns, closing what it built for a version
+// dropped meanwhile.
+func (l *listener) buildSecurity(v *version) {
+	for v != nil {
+		sec := l.newSecurity(v.cfg)
+		l.mu.Lock()
+		if l.closed || l.pending != v {
+			v = nil
+			if !l.closed && l.pending != nil && !l.pending.built {
+				v = l.pending
+			}
+			l.building = v != nil
+			l.mu.Unlock()
+			for _, cs := range sec {
+				cs.close()
+			}
+			continue
+		}
+		v.sec, v.built = sec, true
+		l.building = false
+		old := l.activateLocked()
+		l.mu.Unlock()
+		l.after(old)
+		return
+	}
 }
 
 // watchRoutesLocked returns the route watches the current and pending
@@ -235,9 +312,9 @@ func (l *listener) onRoute(w *routeWatch, rc *resources.RouteConfig, err error) 
 		return
 	}
 	w.received, w.rc, w.err = true, rc, err
-	old, changed := l.activateLocked()
+	old := l.activateLocked()
 	l.mu.Unlock()
-	l.after(old, changed, nil)
+	l.after(old)
 }
 
 // routeKey finds w's name in routes ("" if it is no longer there).
@@ -250,35 +327,37 @@ func routeKey(routes map[string]*routeWatch, w *routeWatch) string {
 	return ""
 }
 
-// activateLocked makes the pending Listener current once every route
-// configuration it names has been received (gRFC A36: a server does not
-// use a Listener before its RDS resources). It returns the generation
-// replaced, to drain, and whether the mode became serving.
-func (l *listener) activateLocked() (old *generation, nowServing bool) {
-	if l.pending == nil {
-		return nil, false
+// activateLocked makes the pending Listener current once its certificate
+// providers are built and every route configuration it names has been
+// received (gRFC A36: a server does not use a Listener before its RDS
+// resources). It returns the generation replaced, to drain, and queues the
+// report if the mode became serving.
+func (l *listener) activateLocked() (old *generation) {
+	v := l.pending
+	if v == nil || !v.built {
+		return nil
 	}
-	for _, n := range routeNames(l.pending) {
+	for _, n := range routeNames(v.cfg) {
 		if !l.routes[n].received {
-			return nil, false
+			return nil
 		}
 	}
-	g := newGeneration(l, l.pending)
+	g := newGeneration(l, v)
 	old, l.cur, l.pending = l.cur, g, nil
-	nowServing = l.mode != ServingModeServing
-	l.mode = ServingModeServing
-	return old, nowServing
+	if l.mode != ServingModeServing {
+		l.mode = ServingModeServing
+		l.s.queueReportLocked(modeReport{l: l, mode: ServingModeServing})
+	}
+	return old
 }
 
-// after drains a replaced generation and reports a mode change, with no
-// lock held.
-func (l *listener) after(old *generation, nowServing bool, err error) {
+// after drains a replaced generation and tells the mode changes queued,
+// with no lock held.
+func (l *listener) after(old *generation) {
 	if old != nil {
 		old.stop(true)
 	}
-	if nowServing {
-		l.s.reportMode(l.raw.Addr(), ServingModeServing, err)
-	}
+	l.s.flushReports()
 }
 
 func (l *listener) onListenerError(err error) { l.notServing(err) }
@@ -299,7 +378,7 @@ func (l *listener) notServing(err error) {
 		l.mu.Unlock()
 		return
 	}
-	old := l.cur
+	old, dropped := l.cur, l.pending
 	l.cur, l.pending = nil, nil
 	var cancels []func()
 	for _, w := range l.routes {
@@ -307,16 +386,15 @@ func (l *listener) notServing(err error) {
 	}
 	l.routes = make(map[string]*routeWatch)
 	l.mode = ServingModeNotServing
+	// Reported even when already not serving, as grpc-go does: the
+	// reason may have changed, and the callback learns it.
+	l.s.queueReportLocked(modeReport{l: l, mode: ServingModeNotServing, err: err})
 	l.mu.Unlock()
 	for _, c := range cancels {
 		c()
 	}
-	if old != nil {
-		old.stop(true)
-	}
-	// Reported even when already not serving, as grpc-go does: the
-	// reason may have changed, and the callback learns it.
-	l.s.reportMode(l.raw.Addr(), ServingModeNotServing, err)
+	dropped.release()
+	l.after(old)
 }
 
 // routeConfig returns the route configuration a filter chain uses now.
@@ -345,7 +423,7 @@ func (l *listener) close(graceful bool) {
 	}
 	l.closed, l.graceful = true, graceful
 	cancel := l.cancelLDS
-	g := l.cur
+	g, dropped := l.cur, l.pending
 	l.cur, l.pending = nil, nil
 	var cancels []func()
 	for _, w := range l.routes {
@@ -359,6 +437,7 @@ func (l *listener) close(graceful bool) {
 		c()
 	}
 	l.raw.Close()
+	dropped.release()
 	if g != nil {
 		g.stop(graceful)
 	}
@@ -375,23 +454,10 @@ type generation struct {
 	sec map[*resources.FilterChain]*chainSecurity
 }
 
-func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
-	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*chainSecurity)}
-	chains := cfg.FilterChains
-	if cfg.DefaultFilterChain != nil {
-		chains = append(chains[:len(chains):len(chains)], cfg.DefaultFilterChain)
-	}
-	for _, fc := range chains {
-		if fc.Security == nil {
-			continue
-		}
-		cs, err := newChainSecurity(l.s.opts.bootstrap, fc)
-		if err != nil {
-			l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
-			continue
-		}
-		g.sec[fc] = cs
-	}
+// newGeneration serves v, whose providers are built. Called with l.mu
+// held: it builds nothing that can block.
+func newGeneration(l *listener, v *version) *generation {
+	g := &generation{l: l, cfg: v.cfg, lis: newChanListener(l.raw.Addr()), sec: v.sec}
 	g.srv = l.s.newGRPCServer(g)
 	l.s.mu.Lock()
 	l.s.live[g] = true
@@ -417,14 +483,17 @@ func (g *generation) config() *resources.ServerListener {
 // stop ends the generation: gracefully, its connections get a GOAWAY and
 // close when their RPCs end; otherwise at once.
 func (g *generation) stop(graceful bool) {
-	g.lis.Close()
 	s := g.l.s
 	if !graceful {
+		g.lis.Close()
 		g.srv.Stop()
 		g.stopped()
 		return
 	}
+	// Counted before lis closes: until then Serve's goroutine holds the
+	// count above zero, so a Stop waiting meanwhile waits for this one too.
 	s.wg.Add(1)
+	g.lis.Close()
 	go func() {
 		defer s.wg.Done()
 		g.srv.GracefulStop()

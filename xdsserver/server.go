@@ -13,51 +13,6 @@ import (
 	"github.com/goxds/xds/client"
 )
 
-// ServingMode is whether a listening address serves RPCs.
-type ServingMode int
-
-// The serving modes of an address (gRFC A36).
-const (
-	// ServingModeStarting: the address's Listener has not arrived yet;
-	// connections are accepted and closed.
-	ServingModeStarting ServingMode = iota
-	// ServingModeServing: the Listener (and every route configuration it
-	// names) is held; connections are served.
-	ServingModeServing
-	// ServingModeNotServing: the Listener does not exist, or was rejected
-	// and nothing good is held; connections are accepted and closed, and
-	// those already open are drained.
-	ServingModeNotServing
-)
-
-// String names the mode.
-func (m ServingMode) String() string {
-	switch m {
-	case ServingModeStarting:
-		return "starting"
-	case ServingModeServing:
-		return "serving"
-	case ServingModeNotServing:
-		return "not-serving"
-	}
-	return fmt.Sprintf("ServingMode(%d)", int(m))
-}
-
-// ServingModeChangeArgs is what a ServingModeCallback is told.
-type ServingModeChangeArgs struct {
-	// Mode is the new mode.
-	Mode ServingMode
-	// Err says why the address is not serving; nil when serving.
-	Err error
-}
-
-// ServingModeCallbackFunc is told each change of an address's serving
-// mode, and each new reason for not serving while it is not serving (as in
-// grpc-go). Calls for one server never overlap and run with no lock of the
-// server held, so the callback may call the server; it should return
-// quickly, as the server's xDS updates wait for it.
-type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
-
 // serverOption is an option of this package passed among grpc's: it
 // embeds grpc.EmptyServerOption so that it is a grpc.ServerOption that grpc
 // itself ignores.
@@ -75,14 +30,16 @@ type options struct {
 }
 
 // ServingModeCallback returns an option that has cb told of every change
-// of serving mode, as grpc-go's xds.ServingModeCallback.
+// of serving mode, as grpc-go's xds.ServingModeCallback. Without one, the
+// server logs the changes instead (see Logger).
 func ServingModeCallback(cb ServingModeCallbackFunc) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.modeCallback = cb }}
 }
 
 // BootstrapConfig returns an option that takes the management servers and
 // server_listener_resource_name_template from cfg instead of from the
-// environment (bootstrap.FromEnv).
+// environment (bootstrap.FromEnv), or with SharedClient from the client's
+// bootstrap.
 func BootstrapConfig(cfg *bootstrap.Config) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.bootstrap = cfg }}
 }
@@ -93,8 +50,11 @@ func ClientOptions(opts client.Options) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.clientOpts = opts }}
 }
 
-// Logger returns an option that sends the server's warnings (a filter
-// chain whose certificate providers cannot be built) to l. Default:
+// Logger returns an option that sends the server's log lines to l: its
+// warnings (a filter chain whose certificate providers cannot be built, a
+// Listener update refused while serving goes on) and, without a
+// ServingModeCallback, its serving-mode changes (not serving and why, at
+// warning level). Default: client.DefaultLogger(), warnings to
 // slog.Default().
 func Logger(l *slog.Logger) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.logger = l }}
@@ -102,8 +62,9 @@ func Logger(l *slog.Logger) grpc.ServerOption {
 
 // SharedClient returns an option that makes the server watch through c
 // instead of a client of its own. c is not closed by the server. The
-// bootstrap (BootstrapConfig or the environment) still supplies the
-// Listener name template.
+// Listener name template and the certificate providers come from c's
+// bootstrap ((*client.Client).Bootstrap), unless BootstrapConfig gives
+// another, as with grpcxds.Options{Client: c}.
 func SharedClient(c *client.Client) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.client = c }}
 }
@@ -123,6 +84,15 @@ type GRPCServer struct {
 	// info holds the registered services for GetServiceInfo; it never
 	// serves.
 	info *grpc.Server
+
+	// logger is Logger's, or client.DefaultLogger().
+	logger *slog.Logger
+
+	// reportMu guards the serving-mode reports waiting to be told
+	// (modes.go); taken after a listener's mu, never before.
+	reportMu  sync.Mutex
+	reports   []modeReport
+	reporting bool // a goroutine is telling them
 
 	mu        sync.Mutex
 	services  []service
@@ -158,7 +128,20 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 		}
 		s.grpcOpts = append(s.grpcOpts, o)
 	}
-	if s.opts.bootstrap == nil {
+	s.logger = s.opts.logger
+	if s.logger == nil {
+		// As the client's: warnings to slog.Default(), as it is when the
+		// line is written.
+		s.logger = client.DefaultLogger()
+	}
+	switch {
+	case s.opts.bootstrap != nil:
+	case s.opts.client != nil:
+		// The shared client's own, as grpcxds.Options{Client: c} takes it:
+		// the client was configured once, and the server must not look
+		// for a second bootstrap in the environment.
+		s.opts.bootstrap = s.opts.client.Bootstrap()
+	default:
 		cfg, err := bootstrap.FromEnv()
 		if err != nil {
 			return nil, fmt.Errorf("xdsserver: %w", err)
@@ -217,7 +200,12 @@ func (s *GRPCServer) Serve(lis net.Listener) error {
 
 // Stop closes every listener and connection at once, and the xDS client
 // if the server created it. It returns when every goroutine of the server
-// has ended.
+// has ended, but for one still in a certificate provider plugin's Build:
+// Stop does not wait for a plugin, and that goroutine ends when the plugin
+// returns, closing what it built. (grpc-go's certprovider store holds one
+// process-wide lock while a plugin builds, and closing a provider takes it
+// too: a Stop that closes the providers of a generation serving TLS still
+// waits for such a Build to return.)
 func (s *GRPCServer) Stop() { s.stop(false) }
 
 // GracefulStop closes every listener, lets the RPCs in progress finish,
@@ -276,24 +264,4 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		srv.RegisterService(sv.desc, sv.impl)
 	}
 	return srv
-}
-
-// warn logs a warning as a structured record, so that operators can filter
-// on the Listener's name rather than parse a message.
-func (s *GRPCServer) warn(msg string, args ...any) {
-	l := s.opts.logger
-	if l == nil {
-		l = slog.Default()
-	}
-	l.Warn("xdsserver: "+msg, args...)
-}
-
-// reportMode tells the callback of a mode change. It is only called from
-// the xDS client's watcher callbacks, which never overlap and run with no
-// lock held: so the mode callbacks do too.
-func (s *GRPCServer) reportMode(addr net.Addr, mode ServingMode, err error) {
-	if s.opts.modeCallback == nil {
-		return
-	}
-	s.opts.modeCallback(addr, ServingModeChangeArgs{Mode: mode, Err: err})
 }
