@@ -264,7 +264,8 @@ func cancelAll(cancels []func()) {
 
 // 10,000 watches (5,000 clusters, 5,000 endpoints, ten watchers a name, a
 // fifth of the names served) opened and cancelled in a loop for ten
-// seconds or manyRounds rounds, whichever ends first, from several
+// seconds (and at least manyMinRounds rounds) or manyRounds rounds,
+// whichever ends first, from several
 // goroutines at once; each round waits until the server's answer was
 // delivered, so that every round subscribes, receives, starts
 // does-not-exist timers and unsubscribes. Afterwards nothing is
