@@ -24,7 +24,8 @@ type Options struct {
 	// It resets once a stream has delivered a response. A restart while
 	// the gRPC channel is failing makes the channel try the server at once
 	// rather than after its own connect backoff, so that a stream is back
-	// within this backoff of the server's return (see transport/grpc.go).
+	// within this backoff of the server's return; the channel's own
+	// reconnection follows this backoff too (see transport/grpc.go).
 	Backoff backoff.Config
 	// MinStreamInterval is the least time between the starts of two
 	// streams, even when the earlier one was healthy. Zero: 1 s.
@@ -140,6 +141,9 @@ func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc grpc.ClientConnInte
 		grpc.WithTransportCredentials(creds.Transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(b.opts.MaxResponseBytes)),
 	}
+	if p, ok := channelBackoff(b.opts.Backoff); ok {
+		dialOpts = append(dialOpts, grpc.WithConnectParams(p))
+	}
 	if creds.PerRPC != nil {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(creds.PerRPC))
 	}
@@ -202,7 +206,11 @@ func (t *adsTransport) Close() {
 // one). So a stream opened while the channel is failing makes the channel
 // try now (ResetConnectBackoff) and waits for the outcome: each of the
 // runner's attempts is a real connection attempt, and the delay from the
-// server's return to the new stream is the runner's own backoff.
+// server's return to the new stream is the runner's own backoff. The
+// channel's own retries follow the runner's backoff too (channelBackoff):
+// reset to its base delay by each attempt, they find a server that returns
+// while an attempt waits (with the default backoff the base delay outlasts
+// the wait, and the runner's next attempt finds it).
 //
 // A stream opened when the channel is not failing (idle, connecting, ready)
 // is opened fail-fast as before, and a stream that ends is reported to the
@@ -253,4 +261,15 @@ func (c readyConn) awaitAttempt(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// channelBackoff makes the channel's own reconnection follow the runner's
+// backoff b rather than gRPC's default (the same unless Options.Backoff is
+// set). A backoff the channel cannot follow (no delay, no cap) leaves gRPC's
+// default. The connect timeout is gRPC's default, 20 s.
+func channelBackoff(b backoff.Config) (grpc.ConnectParams, bool) {
+	if b.BaseDelay <= 0 || b.MaxDelay < b.BaseDelay || b.Multiplier < 1 {
+		return grpc.ConnectParams{}, false
+	}
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: 20 * time.Second}, true
 }
