@@ -100,22 +100,26 @@ func (p deltaProtocol) requestLocked(ts *typeState, node *corev3.Node, now time.
 
 // heldVersions are the initial_resource_versions of the first request on a
 // stream: the resources the client holds that it still wants, whether by name
-// or through the wildcard. The map is keyed by name: the versions held by a
-// name's subscriptions with dynamic parameters go in only when they agree
-// (see locators.go).
+// or through the wildcard. The map is keyed by name, so a name with
+// subscriptions with dynamic parameters goes in only when every one of its
+// subscriptions holds the same version (see locators.go): the versions that
+// are held agreeing is not enough, since a subscription that holds nothing
+// would be claimed too and a server that honours the claim would never send
+// it.
 func heldVersions(ts *typeState) map[string]string {
 	if len(ts.initialVersions) == 0 {
 		return nil
 	}
-	_, wildcard := ts.names["*"]
+	_, wildcard := ts.names[wildcardName]
 	out := make(map[string]string, len(ts.initialVersions))
 	var conflict map[string]bool
 	for key, v := range ts.initialVersions {
-		if _, ok := ts.names[key]; !ok && !wildcard {
+		name, param := paramKey(key)
+		if _, ok := ts.names[key]; !ok && (param || !wildcard) {
+			// The wildcard wants plain resources, not variants.
 			continue
 		}
-		name, param := paramKey(key)
-		if !param && len(ts.params) == 0 {
+		if ts.params[name] == 0 {
 			out[name] = v
 			continue
 		}
@@ -129,10 +133,37 @@ func heldVersions(ts *typeState) map[string]string {
 		}
 		out[name] = v
 	}
-	if len(out) == 0 {
+	if len(ts.params) == 0 {
+		return nilIfEmpty(out)
+	}
+	// Every subscription of a name with parameterised ones must hold a
+	// version: each of its parameterised keys, and its plain name when
+	// wanted by name or through the wildcard.
+	for key := range ts.names {
+		name, param := paramKey(key)
+		if !param || isImplicit(key) {
+			continue
+		}
+		if _, held := ts.initialVersions[key]; !held {
+			delete(out, name)
+		}
+	}
+	for name := range ts.params {
+		if _, plain := ts.names[name]; !plain && !wildcard {
+			continue
+		}
+		if _, held := ts.initialVersions[name]; !held {
+			delete(out, name)
+		}
+	}
+	return nilIfEmpty(out)
+}
+
+func nilIfEmpty(m map[string]string) map[string]string {
+	if len(m) == 0 {
 		return nil
 	}
-	return out
+	return m
 }
 
 func hasParamKey(keys []string) bool {

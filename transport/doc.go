@@ -104,6 +104,16 @@
 // a test replaces with a fake one to see them as timers. On the new stream
 // every subscription is sent again.
 //
+// The gRPC channel under the streams has a connect backoff of its own, which
+// grows through an outage; a stream opened fail-fast while the channel waits
+// it out would fail without trying the server, and the two backoffs would
+// add up. So a stream opened while the channel is in TRANSIENT_FAILURE
+// first makes it try at once and waits for that attempt (half a second at
+// most, bounded by the stream's context): the stream comes back within the
+// transport's own backoff of the server's return. The first failure of an
+// outage is reported at once as before; only the later attempts, already
+// reported once, wait before reporting theirs.
+//
 // # Per-type streams
 //
 // With APITypeGRPC or APITypeDeltaGRPC (or per-type overrides in

@@ -11,6 +11,7 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/goxds/xds/bootstrap"
 )
@@ -20,7 +21,11 @@ import (
 type Options struct {
 	// Backoff paces stream restarts after failures. Zero: grpc's
 	// backoff.DefaultConfig (1 s growing by 1.6× to 120 s, ±20% jitter).
-	// It resets once a stream has delivered a response.
+	// It resets once a stream has delivered a response. A restart while
+	// the gRPC channel is failing makes the channel try the server at once
+	// rather than after its own connect backoff, so that a stream is back
+	// within this backoff of the server's return; the channel's own
+	// reconnection follows this backoff too (see transport/grpc.go).
 	Backoff backoff.Config
 	// MinStreamInterval is the least time between the starts of two
 	// streams, even when the earlier one was healthy. Zero: 1 s.
@@ -127,7 +132,7 @@ func (b grpcBuilder) Build(server bootstrap.ServerConfig, node *corev3.Node, h H
 
 // dial makes the gRPC channel to a server. release closes it, then the
 // credentials (which may hold a goroutine that re-reads certificate files).
-func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc *grpc.ClientConn, release func(), err error) {
+func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc grpc.ClientConnInterface, release func(), err error) {
 	creds, err := server.ChannelCredentials()
 	if err != nil {
 		return nil, nil, fmt.Errorf("xDS server %s: %w", server.ServerURI, err)
@@ -136,15 +141,18 @@ func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc *grpc.ClientConn, r
 		grpc.WithTransportCredentials(creds.Transport),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(b.opts.MaxResponseBytes)),
 	}
+	if p, ok := channelBackoff(b.opts.Backoff); ok {
+		dialOpts = append(dialOpts, grpc.WithConnectParams(p))
+	}
 	if creds.PerRPC != nil {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(creds.PerRPC))
 	}
-	cc, err = grpc.NewClient(server.ServerURI, append(dialOpts, b.opts.DialOptions...)...)
+	conn, err := grpc.NewClient(server.ServerURI, append(dialOpts, b.opts.DialOptions...)...)
 	if err != nil {
 		creds.Close()
 		return nil, nil, fmt.Errorf("xDS server %s: dial: %w", server.ServerURI, err)
 	}
-	return cc, func() { cc.Close(); creds.Close() }, nil
+	return readyConn{conn}, func() { conn.Close(); creds.Close() }, nil
 }
 
 // adsProtocol is the protocol of an aggregated stream of variant api.
@@ -184,4 +192,84 @@ func (t *adsTransport) UpdateSubscriptions(typeURL string, add, remove []string)
 func (t *adsTransport) Close() {
 	t.runner.stop()
 	t.release()
+}
+
+// Reconnecting after an outage.
+//
+// A gRPC channel that fails to connect retries by itself, after a backoff of
+// its own that grows through the outage (1 s growing by 1.6x to 120 s) and
+// resets only once it connects. A stream opened fail-fast while the channel
+// waits out that backoff fails at once, without the channel trying the
+// server: the server's return was noticed at the channel's next attempt, and
+// the stream opened at the runner's first attempt after that, the two
+// backoffs added (seconds after a short outage; up to the cap after a long
+// one). So a stream opened while the channel is failing makes the channel
+// try now (ResetConnectBackoff) and waits for the outcome: each of the
+// runner's attempts is a real connection attempt, and the delay from the
+// server's return to the new stream is the runner's own backoff. The
+// channel's own retries follow the runner's backoff too (channelBackoff):
+// reset to its base delay by each attempt, they find a server that returns
+// while an attempt waits (with the default backoff the base delay outlasts
+// the wait, and the runner's next attempt finds it).
+//
+// A stream opened when the channel is not failing (idle, connecting, ready)
+// is opened fail-fast as before, and a stream that ends is reported to the
+// Handler at once; so is the first attempt of an outage, which the channel
+// makes from idle and which fails with its connection attempt. Only later
+// attempts of an outage, whose failure the client has been told already,
+// wait (readyWait at most) before they report theirs. The wait ends with the
+// stream's context: Close is not held up.
+
+// readyWait bounds how long a stream opened on a failing channel waits for
+// the connection attempt it started. The channel does not say when an
+// attempt fails (pick_first stays in TRANSIENT_FAILURE until it connects), so
+// a stream waits as long as a connection and its TLS handshake take on all
+// but the slowest paths, then is reported failed; a slower connection goes
+// on in the background, and the runner's next attempt finds it made. The
+// wait is part of the attempt: a server back during it is found by the next
+// attempt, as one back just after an attempt failed would be.
+const readyWait = 500 * time.Millisecond
+
+// readyConn is the channel to a management server as its streams use it: a
+// stream opened while the channel is failing waits for a fresh connection
+// attempt rather than failing into the channel's own backoff (see above).
+type readyConn struct{ cc *grpc.ClientConn }
+
+func (c readyConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	return c.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+func (c readyConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if c.cc.GetState() == connectivity.TransientFailure {
+		c.cc.ResetConnectBackoff()
+		c.awaitAttempt(ctx)
+	}
+	// Fail-fast: in TRANSIENT_FAILURE still, the stream fails with the
+	// channel's own error, which names what is wrong (connection refused,
+	// a handshake failure), and the runner reports it.
+	return c.cc.NewStream(ctx, desc, method, opts...)
+}
+
+// awaitAttempt waits until the channel leaves TRANSIENT_FAILURE (it does
+// only by connecting, or when it is reset or closed), for readyWait at most,
+// or until ctx ends.
+func (c readyConn) awaitAttempt(ctx context.Context) {
+	wctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	for s := c.cc.GetState(); s == connectivity.TransientFailure; s = c.cc.GetState() {
+		if !c.cc.WaitForStateChange(wctx, s) {
+			return
+		}
+	}
+}
+
+// channelBackoff makes the channel's own reconnection follow the runner's
+// backoff b rather than gRPC's default (the same unless Options.Backoff is
+// set). A backoff the channel cannot follow (no delay, no cap) leaves gRPC's
+// default. The connect timeout is gRPC's default, 20 s.
+func channelBackoff(b backoff.Config) (grpc.ConnectParams, bool) {
+	if b.BaseDelay <= 0 || b.MaxDelay < b.BaseDelay || b.Multiplier < 1 {
+		return grpc.ConnectParams{}, false
+	}
+	return grpc.ConnectParams{Backoff: b, MinConnectTimeout: 20 * time.Second}, true
 }

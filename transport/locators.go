@@ -37,7 +37,9 @@ import (
 // room for parameters): a name goes in with the version the client holds
 // when every subscription of the name holds the same version, and is left
 // out otherwise, so that the server sends it again rather than believing the
-// client holds a variant it does not.
+// client holds a variant it does not. A subscription that holds nothing
+// agrees with no version, and the wildcard counts as a subscription of each
+// plain name it covers.
 
 // keySep separates a name from its parameters in a subscription key. A
 // watched name never contains it (the client refuses such names).

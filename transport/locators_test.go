@@ -160,6 +160,37 @@ func TestDeltaReconnectResendsLocators(t *testing.T) {
 	})
 }
 
+// A name goes into initial_resource_versions only when every subscription
+// of it holds a version, not merely when those that hold one agree: C1 at v1
+// for env=prod and nothing for env=dev, or C2{env=prod} at v5 beside a
+// plain C2 that holds nothing, would otherwise claim C1: v1 and C2: v5, and
+// a server that honours the claim never sends what the client lacks. The
+// wildcard counts as a subscription of every name: it wants the plain
+// resource, so C4{env=prod} held alone does not claim C4 either.
+func TestDeltaInitialVersionsNeedEverySubscription(t *testing.T) {
+	c4Prod := transport.SubscriptionKey("C4", prod)
+	c5Prod := transport.SubscriptionKey("C5", prod)
+	forEachAPIType(t, deltaVariants, func(t *testing.T, delta bootstrap.APIType) {
+		h := newHandler()
+		h.versions = map[string]map[string]string{cdsURL: {c1Prod: "v1", c2Prod: "v5", "C3": "v9", c4Prod: "v4", c5Prod: "v7", "C5": "v7"}}
+		e := newEnv(t, delta, fastOptions, h)
+		e.tr.UpdateSubscriptions(cdsURL, []string{c1Prod, c1Dev, c2Prod, "C2", "C3", "*", c4Prod, c5Prod}, nil)
+		all := &discoveryv3.DeltaDiscoveryRequest{
+			Node:                      testNode,
+			TypeUrl:                   cdsURL,
+			ResourceNamesSubscribe:    []string{"*", "C1", "C2", "C3", "C4", "C5"},
+			ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{loc("C1", devEU), loc("C1", prod), loc("C2", prod), loc("C4", prod), loc("C5", prod)},
+			// C5: its locator and, through the wildcard, its plain name
+			// both hold v7.
+			InitialResourceVersions: map[string]string{"C3": "v9", "C5": "v7"},
+		}
+		want(t, e.nextDelta(), all)
+		e.fs.CutStream(status.Error(codes.Unavailable, "bye"))
+		e.h.nextStreamErr(t)
+		want(t, e.nextDelta(), all)
+	})
+}
+
 // removed_resource_names with constraints reach the handler as variants; a
 // ResourceName without constraints is a plain removal.
 func TestDeltaRemovedResourceNames(t *testing.T) {

@@ -176,6 +176,29 @@ func TestDynamicParametersDeltaReconnect(t *testing.T) {
 	})
 }
 
+// A variant that holds nothing keeps its name out of
+// initial_resource_versions: C1{env=prod} holds v1 and C1{env=dev} nothing,
+// so a reconnect must not claim C1: v1, or a server that honours the claim
+// never sends the dev variant and its watch waits until it is reported
+// missing.
+func TestDynamicParametersDeltaReconnectVariantHoldsNothing(t *testing.T) {
+	forEachProtocol(t, deltaProtocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		e := newFakeEnv(t, p, config{})
+		wProd, _ := watchC1(e.c, dpProd)
+		watchC1(e.c, dpDev)
+		e.waitLocators(p, 2)
+		e.sendDelta(deltaResp("d1", nil, testutils.WrapVariant("C1", "v1", dpValue("env", "prod"), testutils.Cluster("C1", "prod"))))
+		e.replyTo(p, "d1")
+		wProd.wantUpdate(t, "C1")
+		e.fs.CutStream(grpcstatus.Error(codes.Unavailable, "restart"))
+		wantReq(t, e.deltaReq(), &discoveryv3.DeltaDiscoveryRequest{Node: wantNode, TypeUrl: cdsURL,
+			ResourceNamesSubscribe:    []string{"C1"},
+			ResourceLocatorsSubscribe: []*discoveryv3.ResourceLocator{locator("C1", dpDev), locator("C1", dpProd)},
+		})
+	})
+}
+
 // Each variant reaches exactly the watches whose parameters its
 // constraints match (value, exists, and/or/not, nested); one matching none
 // reaches no one; the ACK is the usual one.
