@@ -34,8 +34,8 @@ func newFilesClient(t *testing.T, dir string, quiet time.Duration) *client.Clien
 	return c
 }
 
-// A listener file (YAML) rewritten in place, in two halves with a pause
-// between them: the watchers never hear that a listener was deleted (the
+// A listener file (YAML) rewritten in place through one descriptor, in two
+// halves with a pause between them: the watchers never hear that a listener was deleted (the
 // first half parses, as a file without the listeners it lacks), nor that
 // the file was bad; they get the new listeners once the file is complete.
 func TestFileWrittenInPlaceNeverDeletes(t *testing.T) {
@@ -73,7 +73,16 @@ func TestFileWrittenInPlaceNeverDeletes(t *testing.T) {
 	if i := strings.LastIndexByte(string(data[:half]), '\n'); i > 0 {
 		half = i + 1 // at a line's end, so that the first half parses
 	}
-	writeInPlace(t, path, data[:half], os.O_TRUNC)
+	// Written through one descriptor, as a program writing its output as
+	// it goes does: on Linux the file is read when it is closed.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data[:half]); err != nil {
+		t.Fatal(err)
+	}
 	// Nothing can say "the half was not read" but time: this wait only
 	// gives a bug the chance to show, and cannot fail a correct client.
 	<-time.After(300 * time.Millisecond)
@@ -84,7 +93,12 @@ func TestFileWrittenInPlaceNeverDeletes(t *testing.T) {
 		default:
 		}
 	}
-	writeInPlace(t, path, data[half:], os.O_APPEND)
+	if _, err := f.Write(data[half:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range names {
 		if l := ws[n].wantUpdate(t, n); l.RouteConfigName != "r2" {
 			t.Fatalf("listener %s routes to %q, want r2", n, l.RouteConfigName)
