@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 )
 
 // The formats a file of a FILESYSTEM server may hold its DiscoveryResponse
@@ -79,10 +78,7 @@ func decodeAs(format string, data []byte) (*discoveryv3.DiscoveryResponse, error
 	case formatText:
 		err = prototext.Unmarshal(data, resp)
 	case formatYAML:
-		var js []byte
-		if js, err = yaml.YAMLToJSON(data); err == nil {
-			err = protojson.Unmarshal(js, resp)
-		}
+		err = decodeYAML(data, func(js []byte) error { return protojson.Unmarshal(js, resp) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("not a DiscoveryResponse in %s: %w", format, err)
