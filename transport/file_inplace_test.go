@@ -224,3 +224,41 @@ func yamlListeners(data []byte) (int, error) {
 	}
 	return len(resp.GetResources()), nil
 }
+
+// A file removed and made again by a writer that has not finished, both
+// before the transport looks at the removal: the removal must not read the
+// half-written file that is there by then ("rm f; slow > f"). The transport
+// is kept busy (a response held) while it happens, so that it does.
+func TestFileRemovedThenWrittenInPlace(t *testing.T) {
+	if !readOnClose(false) {
+		t.Skip("only inotify reports a writer closing a file; elsewhere the quiet period is all there is")
+	}
+	opts := fastOptions
+	opts.FileQuietPeriod = 50 * time.Millisecond
+	e := newFileEnv(t, "lds.yaml", opts)
+	e.write("lds.yaml", "1", "L1", "L2", "L3", "L4")
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1", "L2", "L3", "L4"}, nil)
+	e.wantListeners("1", 4)
+
+	hold := make(chan func(), 1)
+	e.h.mu.Lock()
+	e.h.hold = hold
+	e.h.mu.Unlock()
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L5"}, nil)
+	e.wantListeners("1", 4) // for L5; the transport waits for it to be applied
+	if err := os.Remove(e.path("lds.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	first, rest := halves(t, "lds.yaml", listenersResp("2", "L1", "L2", "L3", "L4"))
+	w := openInPlace(t, e.path("lds.yaml"), os.O_TRUNC)
+	w.write(first)
+	e.h.mu.Lock()
+	e.h.hold = nil
+	e.h.mu.Unlock()
+	(<-hold)()
+
+	e.noResponseWithin(300*time.Millisecond, "the file was read while its writer had it open")
+	w.write(rest)
+	w.close()
+	e.wantListeners("2", 4)
+}

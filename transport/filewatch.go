@@ -25,9 +25,12 @@ const (
 	// opClosed: a writer of the file closed it: what it wrote is
 	// complete. Only reported where watchReportsCloses.
 	opClosed
-	// opReplaced: the name holds another file now, or none: created,
-	// renamed to or away, removed. A file renamed into place is complete.
+	// opReplaced: the name holds another file now: created, renamed to.
+	// A file renamed into place is complete.
 	opReplaced
+	// opRemoved: the file the name held is gone: removed, renamed away.
+	// Another may be there already, whose own event follows.
+	opRemoved
 	// opAttrib: the file's metadata changed (its mode, say).
 	opAttrib
 	// opDirGone: the watched directory itself was removed or renamed; its
@@ -90,6 +93,16 @@ func (t *fileTransport) onEvent(ev fileEvent, states map[string]*fileState, name
 			}
 		case name == st.path && (ev.op == opWritten || ev.op == opAttrib):
 			t.checkChanged(st, namesOf(st.typeURL))
+		case name == st.path && ev.op == opRemoved && watchReportsCloses && st.watched && fileExists(st.path):
+			// Removed, and another file made there since, whose own
+			// event is still to come: if it is being written ("rm;
+			// > file"), reading it now could read half of it. It is
+			// read when its writer closes it, or when it is renamed or
+			// linked into place.
+			if names := namesOf(st.typeURL); len(names) > 0 {
+				info, _ := os.Stat(st.path)
+				t.settle(st, info, names)
+			}
 		case name == st.path || (ev.op == opClosed && filepath.Dir(name) == st.dir && sameFileAt(name, st.path)):
 			// Created (a rename over it, most often), removed, renamed
 			// away, or closed by its writer (under its name, or another
@@ -103,6 +116,12 @@ func (t *fileTransport) onEvent(ev fileEvent, states map[string]*fileState, name
 			t.checkChanged(st, namesOf(st.typeURL))
 		}
 	}
+}
+
+// fileExists tells whether there is a file at path.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // sameFileAt tells whether paths a and b lead to the same file.

@@ -163,8 +163,10 @@ func (w *dirWatcher) dispatch(wd int32, mask uint32, name string) bool {
 			ev = fileEvent{name: filepath.Join(dir, name), op: opWritten}
 		case mask&unix.IN_CREATE != 0:
 			ev = fileEvent{name: filepath.Join(dir, name), op: createdOp(filepath.Join(dir, name))}
-		case mask&(unix.IN_MOVED_TO|unix.IN_MOVED_FROM|unix.IN_DELETE) != 0:
+		case mask&unix.IN_MOVED_TO != 0:
 			ev = fileEvent{name: filepath.Join(dir, name), op: opReplaced}
+		case mask&(unix.IN_MOVED_FROM|unix.IN_DELETE) != 0:
+			ev = fileEvent{name: filepath.Join(dir, name), op: opRemoved}
 		case mask&unix.IN_ATTRIB != 0:
 			ev = fileEvent{name: filepath.Join(dir, name), op: opAttrib}
 		default:

@@ -94,8 +94,10 @@ func (w *dirWatcher) translate() {
 			out = fileEvent{name: name, op: opWritten}
 		case ev.Has(fsnotify.Chmod):
 			out = fileEvent{name: name, op: opAttrib}
-		case ev.Has(fsnotify.Create | fsnotify.Remove | fsnotify.Rename):
+		case ev.Has(fsnotify.Create):
 			out = fileEvent{name: name, op: opReplaced}
+		case ev.Has(fsnotify.Remove | fsnotify.Rename):
+			out = fileEvent{name: name, op: opRemoved}
 		default:
 			continue
 		}
