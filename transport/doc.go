@@ -156,16 +156,18 @@
 // (bootstrap.ServerConfig.ResourceFiles): a DiscoveryResponse in binary
 // protobuf, JSON, YAML or proto text, by extension or else by content. The
 // file's content is a SotW response of its type, handed over whenever the
-// file changes and again when names are added. Changes are seen through
-// fsnotify on the file's directory, so that files replaced by an atomic
-// rename (the way to write them) and symlinks swapped under them (Kubernetes
-// ConfigMaps) are seen; where the system cannot watch, or with
+// file changes and again when names are added. Changes are seen on the
+// file's directory (inotify on Linux, fsnotify elsewhere), so that files
+// replaced by an atomic rename (the way to write them) and symlinks swapped
+// under them (Kubernetes ConfigMaps) are seen; where the system cannot
+// watch (a directory that does not exist yet: logged once), or with
 // [Options].PollFiles, the files are looked at every RefreshDelay. A file
 // is read only when complete: at once when it was replaced (renamed over,
 // a symlink swapped), and when it changed in place (a shell's "> file", an
-// editor saving over it) only once it has not changed for
-// [Options].FileQuietPeriod, so that a half-written file is never taken for
-// the configuration; the last content read stays in force meanwhile. There
+// editor saving over it) when its writer closes it, on Linux, however long
+// the writer pauses; elsewhere, and when polled, once it has not changed
+// for [Options].FileQuietPeriod. A half-written file is not taken for the
+// configuration; the last content read stays in force meanwhile. There
 // is no ACK or NACK, and no stream to fail: a file whose content cannot be
 // read as a response is logged and every name of its type is reported
 // unservable ([Handler.OnUnservable], matching [ErrContentRejected]), while

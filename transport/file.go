@@ -15,8 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/goxds/xds/bootstrap"
 )
 
@@ -27,20 +25,25 @@ import (
 // to ACK or NACK: what the client rejects is logged, and the last valid
 // configuration stays.
 //
-// Changes are seen through fsnotify (inotify on Linux) on the directory of
-// each file, so that a file replaced by an atomic rename is seen too, as is
-// a symlink swapped under it (a Kubernetes ConfigMap volume); when the
-// system cannot watch a directory, or Options.PollFiles says so, the files
-// are looked at every RefreshDelay instead.
+// Changes are seen through a dirWatcher (filewatch.go: inotify on Linux,
+// fsnotify elsewhere) on the directory of each file, so that a file
+// replaced by an atomic rename is seen too, as is a symlink swapped under it
+// (a Kubernetes ConfigMap volume); when the system cannot watch a directory
+// (it does not exist yet, say: logged once, until that changes), or
+// Options.PollFiles says so, the files are looked at every RefreshDelay
+// instead.
 //
 // A file is read only when it is complete. One that is replaced (renamed
 // over, created, removed, a symlink swapped: it is another file now) is read
 // at once, since a rename is atomic. One that changes in place (the same
 // file, with another size or modification time: "> file", an editor saving
-// over it) may be half written: it is read once it has not changed for
+// over it) may be half written, however long its writer pauses: where the
+// watcher reports closes (inotify, on Linux) it is read when its writer
+// closes it; elsewhere, and for files polled, once it has not changed for
 // Options.FileQuietPeriod, each change starting the wait again. Until then
 // the last content read stays in force, and is what names added meanwhile
-// get. (A file that "> file" creates where there was none is read when it
+// get. (A regular file created where there was none is a change in place
+// too, on Linux: its creator is writing it. Elsewhere it is read when it
 // appears, nearly always before anything is written into it: empty, it is
 // ignored, and the writes that follow are changes in place. Write files by
 // renaming a complete one over them, and no such case arises.)
@@ -118,7 +121,7 @@ type fileState struct {
 	typeURL string
 	path    string
 	dir     string
-	watched bool        // its directory is watched by fsnotify
+	watched bool        // its directory is watched by the dirWatcher
 	info    os.FileInfo // of the file last read, to spot changes by polling
 	sum     [sha256.Size]byte
 	read    bool      // sum holds the hash of the bytes last read
@@ -133,12 +136,20 @@ type fileState struct {
 	// be read if it has not changed again. Zero settleAt: nothing waits.
 	pending  os.FileInfo
 	settleAt time.Time
+	// closeWait: a change in place waits to be read until its writer
+	// closes the file (where the watcher reports closes), however long.
+	closeWait bool
+	// watchErr is the error of the last attempt to watch the directory,
+	// logged once: a directory that does not exist yet is tried again at
+	// every poll, and logged again only once the error is another.
+	watchErr string
 }
 
-// settling tells whether a change of the file waits for it to be quiet.
-func (st *fileState) settling() bool { return !st.settleAt.IsZero() }
+// settling tells whether a change of the file waits for it to be quiet, or
+// closed.
+func (st *fileState) settling() bool { return !st.settleAt.IsZero() || st.closeWait }
 
-func (st *fileState) unsettle() { st.pending, st.settleAt = nil, time.Time{} }
+func (st *fileState) unsettle() { st.pending, st.settleAt, st.closeWait = nil, time.Time{}, false }
 
 func (t *fileTransport) UpdateSubscriptions(typeURL string, add, remove []string) {
 	if _, ok := t.server.FilePath(typeURL); !ok {
@@ -195,12 +206,12 @@ func (t *fileTransport) wanted() map[string]fileSub {
 func (t *fileTransport) run() {
 	defer close(t.done)
 	states := make(map[string]*fileState)
-	var w *fsnotify.Watcher
-	var events <-chan fsnotify.Event
+	var w *dirWatcher
+	var events <-chan fileEvent
 	var watchErrs <-chan error
 	defer func() {
 		if w != nil {
-			w.Close()
+			w.close()
 		}
 	}()
 	var ticker *time.Ticker
@@ -223,11 +234,11 @@ func (t *fileTransport) run() {
 			started = true
 			if !t.poll {
 				var err error
-				if w, err = fsnotify.NewWatcher(); err != nil {
+				if w, err = newDirWatcher(); err != nil {
 					t.logger.Warn("cannot watch files for changes; polling them instead", "err", err, "every", t.interval)
 					w = nil
 				} else {
-					events, watchErrs = w.Events, w.Errors
+					events, watchErrs = w.events(), w.errors()
 				}
 			}
 		}
@@ -257,6 +268,11 @@ func (t *fileTransport) run() {
 			t.logger.Warn("file watch error; checking every file", "err", err)
 			for _, st := range states {
 				t.checkChanged(st, t.namesOf(st.typeURL))
+				if st.closeWait {
+					// Its close may be among the events lost:
+					// wait for quiet instead.
+					st.closeWait, st.settleAt = false, time.Now().Add(t.quiet)
+				}
 			}
 		case <-tick:
 			for _, st := range states {
@@ -273,7 +289,7 @@ func (t *fileTransport) run() {
 
 // serveWanted reads the file of each type wanted for the first time, and
 // hands what was read to the names added.
-func (t *fileTransport) serveWanted(w *fsnotify.Watcher, states map[string]*fileState, subs map[string]fileSub) {
+func (t *fileTransport) serveWanted(w *dirWatcher, states map[string]*fileState, subs map[string]fileSub) {
 	for _, typeURL := range slices.Sorted(maps.Keys(subs)) {
 		sub := subs[typeURL]
 		st := states[typeURL]
@@ -316,10 +332,19 @@ func (t *fileTransport) armSettle(timer *time.Timer, states map[string]*fileStat
 }
 
 // settle makes st wait until its file, seen changed in place as info, has
-// been quiet for the quiet period; a further change starts the wait again.
+// been closed by its writer, where the watcher of its directory reports
+// closes; otherwise until it has been quiet for the quiet period, a further
+// change starting the wait again.
 func (t *fileTransport) settle(st *fileState, info os.FileInfo, names nameSet) {
 	if t.quiet < 0 {
 		t.refresh(st, names, nil)
+		return
+	}
+	if watchReportsCloses && st.watched {
+		if !st.settling() {
+			t.logger.Debug("file changed in place; reading it once its writer closes it", "type", st.typeURL, "path", st.path)
+		}
+		st.pending, st.settleAt, st.closeWait = info, time.Time{}, true
 		return
 	}
 	if st.settling() && sameFileState(info, st.pending) {
@@ -334,8 +359,8 @@ func (t *fileTransport) settle(st *fileState, info os.FileInfo, names nameSet) {
 // settleDue reads the file of st if it has been quiet since its wait
 // began, and otherwise waits again.
 func (t *fileTransport) settleDue(st *fileState, names nameSet) {
-	if !st.settling() || time.Now().Before(st.settleAt) {
-		return
+	if st.settleAt.IsZero() || time.Now().Before(st.settleAt) {
+		return // nothing waits, or for a close
 	}
 	info, err := os.Stat(st.path)
 	if err == nil && !sameFileState(info, st.pending) {
@@ -361,50 +386,6 @@ func (t *fileTransport) namesOf(typeURL string) nameSet {
 		return maps.Clone(s.names)
 	}
 	return nil
-}
-
-// watchDir starts watching the directory of st, if it can and another type
-// has not already.
-func (t *fileTransport) watchDir(w *fsnotify.Watcher, st *fileState, states map[string]*fileState) {
-	if w == nil || st.watched {
-		return
-	}
-	for _, o := range states {
-		if o != st && o.watched && o.dir == st.dir {
-			st.watched = true
-			return
-		}
-	}
-	if err := w.Add(st.dir); err != nil {
-		t.logger.Warn("cannot watch the directory of a file; polling it", "dir", st.dir, "err", err, "every", t.interval)
-		return
-	}
-	st.watched = true
-}
-
-// onEvent reacts to a change in a watched directory: the file named is read
-// again, at once if it was replaced, once quiet if it changed in place; any
-// other change in the directory (a symlink swapped, say) makes the files
-// there checked.
-func (t *fileTransport) onEvent(ev fsnotify.Event, states map[string]*fileState, namesOf func(string) nameSet) {
-	name := filepath.Clean(ev.Name)
-	for _, st := range states {
-		switch {
-		case name == st.path && ev.Has(fsnotify.Write|fsnotify.Chmod):
-			t.checkChanged(st, namesOf(st.typeURL))
-		case name == st.path:
-			// Created (a rename over it, most often), removed or renamed
-			// away: whatever is there now is complete, or absent.
-			if names := namesOf(st.typeURL); len(names) > 0 {
-				st.unsettle()
-				t.refresh(st, names, nil)
-			}
-		case name == st.dir && ev.Has(fsnotify.Remove|fsnotify.Rename):
-			st.watched = false // the watch went with the directory; poll
-		case filepath.Dir(name) == st.dir:
-			t.checkChanged(st, namesOf(st.typeURL))
-		}
-	}
 }
 
 // checkChanged reads the file of st again if it looks changed: at once if it

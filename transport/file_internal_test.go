@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
-
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/testutils"
 )
@@ -93,7 +91,7 @@ func TestFileBadFileToldOncePerSubscription(t *testing.T) {
 	if err := testutils.WriteFileAtomically(path, []byte("version_info: [unclosed\n")); err != nil {
 		t.Fatal(err)
 	}
-	tr.onEvent(fsnotify.Event{Name: path, Op: fsnotify.Create}, states, tr.namesOf)
+	tr.onEvent(fileEvent{name: path, op: opReplaced}, states, tr.namesOf)
 	step("errors L1,L2")
 	tr.serveWanted(nil, states, tr.wanted())
 	step("good 1") // L2 gets the last valid content; the error it has

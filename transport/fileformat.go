@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
-	"sigs.k8s.io/yaml"
 )
 
 // The formats a file of a FILESYSTEM server may hold its DiscoveryResponse
@@ -45,7 +44,9 @@ var formatByExt = map[string]string{
 // content: JSON for content that starts with "{", then proto text, YAML,
 // and binary for content that is not UTF-8. Messages inside Any fields must
 // be linked into the program (the built-in resource types are). A
-// type_url left out is typeURL; another one is an error.
+// type_url left out is typeURL; another one is an error. Errors place what
+// is wrong at its line and column in the file, a YAML file's too, though it
+// is read as JSON (fileformat_yaml.go).
 func decodeResponseFile(path string, data []byte, typeURL string) (*discoveryv3.DiscoveryResponse, string, error) {
 	format, known := formatByExt[strings.ToLower(filepath.Ext(path))]
 	var resp *discoveryv3.DiscoveryResponse
@@ -79,10 +80,7 @@ func decodeAs(format string, data []byte) (*discoveryv3.DiscoveryResponse, error
 	case formatText:
 		err = prototext.Unmarshal(data, resp)
 	case formatYAML:
-		var js []byte
-		if js, err = yaml.YAMLToJSON(data); err == nil {
-			err = protojson.Unmarshal(js, resp)
-		}
+		err = decodeYAML(data, func(js []byte) error { return protojson.Unmarshal(js, resp) })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("not a DiscoveryResponse in %s: %w", format, err)

@@ -39,6 +39,10 @@ func FuzzDecodeResponseFile(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"type_url": "type.googleapis.com/envoy.config.cluster.v3.Cluster"}`))
 	f.Add(uint8(2), []byte("version_info: [1, 2"))
 	f.Add(uint8(4), []byte("\xff\xfe garbage"))
+	// YAML that parses but is no DiscoveryResponse: its error is placed
+	// in the YAML (fileformat_yaml.go).
+	f.Add(uint8(2), []byte("version_info: \"1\"\nresources:\n- \"@type\": "+fuzzListenerURL+"\n  name: L1\n  bogus: 3\n"))
+	f.Add(uint8(2), []byte("a: &x {b: [1, {c: *x}]}\nnonce: [1]\n"))
 
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
 		path := fuzzFileNames[int(which)%len(fuzzFileNames)]

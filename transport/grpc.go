@@ -64,7 +64,9 @@ type Options struct {
 	// a file still being written ("> file", an editor saving in place) is
 	// not taken for the new configuration. Zero: DefaultFileQuietPeriod.
 	// Negative: read at once. Files replaced by a rename are read at once
-	// whatever this says.
+	// whatever this says. On Linux a watched file is read when its writer
+	// closes it instead, however long it pauses (inotify tells); the quiet
+	// period is for files polled, and other systems.
 	FileQuietPeriod time.Duration
 	// Logger receives the transport's logs. Nil: discard.
 	Logger *slog.Logger
