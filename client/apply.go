@@ -338,7 +338,7 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 		e.value, e.version, e.rcvVersion = nil, "", ""
 		e.setRawErr(nil)
 		e.setFromDisk(false)
-		c.persistDirtyLocked(tc)
+		c.persistChangedLocked(tc, e)
 	}
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 	e.setStatus(StatusReceivedError, cause, err, now)
@@ -514,7 +514,7 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	e.setFromDisk(false)
 	e.setStatus(StatusACKed, nil, nil, now)
 	c.applyTTLLocked(tc, e, it.env)
-	c.persistDirtyLocked(tc)
+	c.persistChangedLocked(tc, e)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
 }
 
@@ -538,7 +538,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 		e.value, e.version = nil, ""
 		e.setValueRaw(nil)
 		e.setFromDisk(false)
-		c.persistDirtyLocked(tc)
+		c.persistChangedLocked(tc, e)
 	}
 	c.markErrorLocked(tc, e, it.err, now)
 }

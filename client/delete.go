@@ -63,8 +63,9 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropBytesLocked(tc, e)
-	if e.value != nil {
-		c.persistDirtyLocked(tc)
+	if e.value != nil || c.persistHasRecordLocked(tc, e) {
+		// Also a name an earlier run held and this one never served.
+		c.persistChangedLocked(tc, e)
 	}
 	e.value, e.version, e.rcvVersion = nil, "", ""
 	e.setRawErr(nil)

@@ -70,8 +70,10 @@ type persister struct {
 	done chan struct{}
 	// The rest is guarded by Client.mu.
 	//
-	// records are what the files held, by type URL and name, until the
-	// resource's server answers or the client serves them.
+	// records are what the files held, by type URL and entry key, until a
+	// server that has answered supersedes them (persistChangedLocked); they
+	// are served while their server has not answered, and written back
+	// with each rewrite of their type's file.
 	records map[string]map[string]lkgRecord
 	// ready: Wait has passed; resources of servers that never answered
 	// are served from records.
@@ -308,35 +310,42 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	return true
 }
 
-// serverAnsweredLocked forgets the persisted records of s once it has
-// answered: they will never be served, and fresher data is on its way.
+// serverAnsweredLocked records that s has answered: its persisted records
+// are no longer served. They stay in their files until s says something of
+// their names (persistChangedLocked): a server that answers need not send
+// every name an earlier run held (one not watched yet in this run), and its
+// answer says nothing of another server's names.
 func (c *Client) serverAnsweredLocked(s *server) {
 	s.answered = true
-	p := c.persist
-	if p == nil {
-		return
-	}
-	for _, recs := range p.records {
-		for name, r := range recs {
-			if r.server == s.cfg.ServerURI {
-				delete(recs, name)
-			}
-		}
-	}
 }
 
-// persistDirtyLocked schedules a rewrite of the file of tc's type: a value
-// it holds was accepted, replaced or deleted.
-func (c *Client) persistDirtyLocked(tc *typeCache) {
+// persistChangedLocked schedules a rewrite of the file of tc's type: e's
+// value was accepted, replaced, dropped or deleted. If that is the word of
+// a server that has answered, it supersedes the record an earlier run left
+// of e, which is forgotten.
+func (c *Client) persistChangedLocked(tc *typeCache, e *entry) {
 	p := c.persist
 	if p == nil {
 		return
+	}
+	if e.srv != nil && e.srv.answered && e.rare().canonical == "" {
+		delete(p.records[tc.typ.TypeURL()], e.key())
 	}
 	p.dirty[tc.typ.TypeURL()] = true
 	select {
 	case p.kick <- struct{}{}:
 	default: // a kick is pending: the writer will see this type too
 	}
+}
+
+// persistHasRecordLocked tells whether an earlier run left a record of e
+// that is still kept.
+func (c *Client) persistHasRecordLocked(tc *typeCache, e *entry) bool {
+	if c.persist == nil {
+		return false
+	}
+	_, ok := c.persist.records[tc.typ.TypeURL()][e.key()]
+	return ok
 }
 
 // persistLoop is the writer: it rewrites the files of dirty types, however
@@ -395,27 +404,37 @@ func (c *Client) persistWrite(p *persister) {
 // persistSnapshotLocked copies out what the file of typeURL must hold:
 // every value held, valid, and from a server or an earlier run's file, each
 // under its entry's key (the name, with the dynamic parameters of the watch
-// if any: a restarted client finds it by the same watch). A value with a
-// TTL is left out: it is not meant to outlive its server's word, let alone
-// a restart. Values are the entries' byte slices, shared, not copied. The
-// constraints of a variant are not kept: a value from disk counts as the
-// variant without constraints until the server sends its own.
+// if any: a restarted client finds it by the same watch), and every record
+// an earlier run left that no server has superseded since (a name not
+// watched in this run, or whose server has not answered): one server's
+// answer must not erase what another server, down at the moment, sent
+// before. A value with a TTL is left out: it is not meant to outlive its
+// server's word, let alone a restart. Values are the entries' byte slices,
+// shared, not copied. The constraints of a variant are not kept: a value
+// from disk counts as the variant without constraints until the server
+// sends its own.
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
-	tc := c.caches[typeURL]
-	if tc == nil {
-		return f
+	kept := c.persist.records[typeURL]
+	held := make(map[string]bool)
+	if tc := c.caches[typeURL]; tc != nil {
+		f.records = make([]lkgRecord, 0, len(kept)+len(tc.entries))
+		for name, e := range tc.entries {
+			if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
+				continue
+			}
+			src := e.src
+			if src == nil {
+				src = e.srv
+			}
+			held[name] = true
+			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, value: e.valueRaw})
+		}
 	}
-	f.records = make([]lkgRecord, 0, len(tc.entries))
-	for name, e := range tc.entries {
-		if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
-			continue
+	for name, r := range kept {
+		if !held[name] {
+			f.records = append(f.records, r)
 		}
-		src := e.src
-		if src == nil {
-			src = e.srv
-		}
-		f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, value: e.valueRaw})
 	}
 	return f
 }
