@@ -29,7 +29,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	if c.closed || s.refs == 0 {
 		// Closed, or a server released by a switch back (see preferLocked)
 		// whose transport is closing: nothing of it applies any more.
-		c.mu.Unlock()
+		c.unlock()
 		done()
 		return nil
 	}
@@ -78,7 +78,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		errs, valid = c.applyLocked(s, tc, r)
 	}
 	c.cbs.schedule(done)
-	c.mu.Unlock()
+	c.unlock()
 	c.closeReleased(released)
 	if recovered {
 		c.logger.Info(s.sourceName()+" reachable again", "server", s.cfg.ServerURI, "outage", outage)
@@ -342,7 +342,7 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 	}
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 	e.setStatus(StatusReceivedError, cause, err, now)
-	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
+	c.logq.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
 		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.logName(), "code", code.String(), "message", msg)
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)

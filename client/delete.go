@@ -53,7 +53,7 @@ func (c *Client) serverDeletedLocked(s *server, tc *typeCache, e *entry, reason 
 		ErrResourceNotFound, reason, bootstrap.FeatureFailOnDataErrors)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 	e.setStatus(StatusDoesNotExist, cause, err, now)
-	c.logger.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
+	c.logq.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
 		"type", tc.typ.TypeURL(), "name", e.logName(), "reason", reason)
 	c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 }

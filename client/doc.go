@@ -186,6 +186,10 @@
 // warning when it begins and an info line when the server answers again;
 // a NACK is a warning with the error sent. Given no logger, the client
 // still sends its warnings and errors, and only those, to [slog.Default].
+// The logger's handler never runs while the client holds its lock: lines
+// decided under it are written once it is released, with the time and
+// source they were logged at, so a slow handler does not stall the client
+// and one that calls back into it (Dump, a watch) does not deadlock.
 //
 // # Metrics
 //

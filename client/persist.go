@@ -109,7 +109,7 @@ func (c *Client) newPersister(opts PersistOptions) *persister {
 // may fire at once.
 func (c *Client) startPersistWait() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.persist.timer = c.clock.AfterFunc(c.persist.wait, c.persistWaitOver)
 }
 
@@ -214,7 +214,7 @@ func (c *Client) readPersistedFile(path string, known []string) (*lkgFile, error
 // not answered since the client started.
 func (c *Client) persistWaitOver() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	p := c.persist
 	if c.closed || p.ready {
 		return
@@ -230,7 +230,7 @@ func (c *Client) persistWaitOver() {
 		served += c.serveWildcardFromDiskLocked(tc)
 		if served > 0 {
 			// One line per type: a tree of 10,000 clusters is served at once.
-			c.logger.Warn("servers not answering; serving last-known-good resources from disk",
+			c.logq.Warn("servers not answering; serving last-known-good resources from disk",
 				"type", tc.typ.TypeURL(), "count", served, "dir", p.dir, "wait", p.wait)
 		}
 	}
@@ -293,7 +293,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 		// Written by a client that accepted it, now refused (another
 		// version of goxds, a stricter validation): it will not improve.
 		delete(p.records[typeURL], e.key())
-		c.logger.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
+		c.logq.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
 			"type", typeURL, "name", e.logName(), "reason", err)
 		return false
 	}
@@ -304,7 +304,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	// Requested still: the server has said nothing of it in this run. The
 	// error a timeout reported is over: there is a value now.
 	e.setStatus(StatusRequested, nil, nil, c.clock.Now())
-	c.logger.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
+	c.logq.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
 		"type", typeURL, "name", e.logName(), "version", r.version)
 	c.notifyLocked(tc, e, notifyUpdateFromDisk, v, nil, true)
 	return true
@@ -376,7 +376,7 @@ func (c *Client) persistLoop(p *persister) {
 func (c *Client) persistWrite(p *persister) {
 	c.mu.Lock()
 	if len(p.dirty) == 0 {
-		c.mu.Unlock()
+		c.unlock()
 		return
 	}
 	files := make([]*lkgFile, 0, len(p.dirty))
@@ -384,7 +384,7 @@ func (c *Client) persistWrite(p *persister) {
 		files = append(files, c.persistSnapshotLocked(typeURL))
 	}
 	clear(p.dirty)
-	c.mu.Unlock()
+	c.unlock()
 	for _, f := range files {
 		path := filepath.Join(p.dir, lkgFileName(f.typeURL))
 		if len(f.records) == 0 {

@@ -16,7 +16,7 @@ import (
 // when the stream fails and start again here once the name is sent anew.
 func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -73,7 +73,7 @@ func (c *Client) startDNETimersLocked(tc *typeCache, es []*entry) {
 // dneBatchExpired ends the timers of the batch's members still waiting.
 func (c *Client) dneBatchExpired(b *dneBatch) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -103,7 +103,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 			return
 		}
 		// The server answers, and has not sent it: it is gone.
-		c.logger.Info("resource does not exist: not received in time; dropping its value from disk",
+		c.logq.Info("resource does not exist: not received in time; dropping its value from disk",
 			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
 		c.deleteLocked(tc, e, fmt.Sprintf("not received within %v of the request", expiry), c.clock.Now())
 		return
@@ -117,13 +117,13 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
 		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 		e.setStatus(StatusTimeout, cause, err, c.clock.Now())
-		c.logger.Warn("resource not received in time; the server is slow",
+		c.logq.Warn("resource not received in time; the server is slow",
 			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 		return
 	}
 	e.status, e.lastUpdated = StatusDoesNotExist, c.clock.Now()
-	c.logger.Info("resource does not exist: not received in time",
+	c.logq.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params,
 		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, expiry)}
@@ -158,12 +158,12 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 // for.
 func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed || e.rare().ttlGen != gen || tc.entries[e.key()] != e {
 		return
 	}
 	e.x.ttlTimer = nil // made by applyTTLLocked
-	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
+	c.logq.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
@@ -179,7 +179,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 func (c *Client) handleStreamError(s *server, cause error) {
 	c.mu.Lock()
 	if c.closed || s.refs == 0 { // closed, or released (see preferLocked)
-		c.mu.Unlock()
+		c.unlock()
 		return
 	}
 	hadResponse := s.responded
@@ -253,7 +253,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 			})
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	if first {
 		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
 		c.metrics.ServerFailure(s.cfg.ServerURI)
@@ -267,7 +267,7 @@ func (c *Client) handleStreamError(s *server, cause error) {
 // a delta stream's initial_resource_versions.
 func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	tc := c.caches[typeURL]
 	if tc == nil {
 		return nil
