@@ -165,10 +165,16 @@ func (c *Client) readPersisted(p *persister) {
 			continue
 		}
 		recs := make(map[string]lkgRecord, len(f.records))
-		foreign := 0
+		foreign, stale := 0, 0
 		for _, r := range f.records {
 			if _, ok := slices.BinarySearch(known, r.server); !ok {
 				foreign++
+				continue
+			}
+			if p.maxAge > 0 && time.Since(r.written) > p.maxAge {
+				// Kept from a run whose server did not answer, and
+				// rewritten since with fresher ones: stale all the same.
+				stale++
 				continue
 			}
 			recs[r.name] = r
@@ -176,6 +182,10 @@ func (c *Client) readPersisted(p *persister) {
 		if foreign > 0 {
 			c.logger.Warn("ignoring resources of servers not in the bootstrap in last-known-good file",
 				"file", path, "ignored", foreign)
+		}
+		if stale > 0 {
+			c.logger.Warn("ignoring stale resources in last-known-good file",
+				"file", path, "ignored", stale, "max_age", p.maxAge)
 		}
 		p.records[f.typeURL] = recs
 	}
@@ -428,7 +438,11 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 				src = e.srv
 			}
 			held[name] = true
-			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, value: e.valueRaw})
+			written := f.written
+			if r, ok := kept[name]; ok && e.rare().fromDisk {
+				written = r.written // no fresher for having been served
+			}
+			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, written: written, value: e.valueRaw})
 		}
 	}
 	for name, r := range kept {
