@@ -157,8 +157,9 @@
 // corrupt (its checksum fails), written for another node, for servers none
 // of which is in the bootstrap, of an unknown type, or stale (older than
 // [PersistOptions].MaxAge) is ignored, with a warning naming the file and
-// why; so is a resource of a server not in the
-// bootstrap, or one that no longer decodes. If, [PersistOptions].Wait after
+// why; so is a resource of a server not in the bootstrap, one older than
+// MaxAge (each resource keeps the time it was last known good), or one
+// that no longer decodes. If, [PersistOptions].Wait after
 // New, the server of a watched resource has not answered once, the
 // watchers get the persisted value, decoded and validated as if the server
 // had sent it, and flagged as coming from disk: watchers that implement
@@ -168,6 +169,9 @@
 // watch made later, while the server still has not answered, gets the
 // persisted value at once. A file never replaces what a server sent:
 // once a server has answered, its persisted resources are no longer used.
+// They stay in the files all the same until a server says something of
+// that very name: one server's answer does not erase what another server,
+// down at the moment, sent before, nor a resource not watched in this run.
 //
 // The server's word replaces the persisted value: the resource sent (an
 // update without the flag, even with the same bytes; a delta stream does

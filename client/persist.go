@@ -37,8 +37,10 @@ type PersistOptions struct {
 	// watched resource whose server has not answered once by then gets
 	// the persisted value. Zero: DefaultPersistWait.
 	Wait time.Duration
-	// MaxAge, if set, is how old a file may be to be used: an older one is
-	// stale, and ignored. Zero: any age.
+	// MaxAge, if set, is how old a file, and each resource in it, may be
+	// to be used: an older one is stale, and ignored. A resource's age
+	// counts from when a server last vouched for it, not from the last
+	// rewrite of its file. Zero: any age.
 	MaxAge time.Duration
 }
 
