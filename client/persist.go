@@ -428,7 +428,12 @@ func (c *Client) persistWrite(p *persister) {
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
 	kept := c.persist.records[typeURL]
-	held := make(map[string]bool)
+	// The names held, for the kept records not to repeat them: none to
+	// track once every record is superseded, the common case.
+	var held map[string]bool
+	if len(kept) > 0 {
+		held = make(map[string]bool, len(kept))
+	}
 	if tc := c.caches[typeURL]; tc != nil {
 		f.records = make([]lkgRecord, 0, len(kept)+len(tc.entries))
 		for name, e := range tc.entries {
@@ -439,8 +444,10 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 			if src == nil {
 				src = e.srv
 			}
-			held[name] = true
 			written := f.written
+			if held != nil {
+				held[name] = true
+			}
 			if r, ok := kept[name]; ok && e.rare().fromDisk {
 				written = r.written // no fresher for having been served
 			}

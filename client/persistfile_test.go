@@ -152,8 +152,9 @@ func BenchmarkPersistWrite10k(b *testing.B) {
 func BenchmarkPersistSnapshot10k(b *testing.B) {
 	srv := &server{cfg: bootstrap.ServerConfig{ServerURI: "xds.example.com:443"}}
 	c := &Client{
-		cfg:    &bootstrap.Config{Servers: []bootstrap.ServerConfig{srv.cfg}, Node: bootstrap.Node{ID: "node-1"}},
-		caches: map[string]*typeCache{},
+		cfg:     &bootstrap.Config{Servers: []bootstrap.ServerConfig{srv.cfg}, Node: bootstrap.Node{ID: "node-1"}},
+		caches:  map[string]*typeCache{},
+		persist: &persister{}, // nothing kept from an earlier run
 	}
 	tc := &typeCache{entries: make(map[string]*entry)}
 	c.caches[resources.ClusterTypeURL] = tc
