@@ -29,7 +29,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 	if c.closed || s.refs == 0 {
 		// Closed, or a server released by a switch back (see preferLocked)
 		// whose transport is closing: nothing of it applies any more.
-		c.mu.Unlock()
+		c.unlock()
 		done()
 		return nil
 	}
@@ -66,7 +66,7 @@ func (c *Client) handleResponse(s *server, r *transport.Response, done func()) e
 		errs, valid = c.applyLocked(s, tc, r)
 	}
 	c.cbs.schedule(done)
-	c.mu.Unlock()
+	c.unlock()
 	c.closeReleased(released)
 	if recovered {
 		c.logRecovered(s, outage)
@@ -310,11 +310,11 @@ func (c *Client) serverErrorLocked(s *server, tc *typeCache, e *entry, code code
 		e.value, e.version, e.rcvVersion = nil, "", ""
 		e.setRawErr(nil)
 		e.setFromDisk(false)
-		c.persistDirtyLocked(tc)
+		c.persistChangedLocked(tc, e)
 	}
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 	e.setStatus(StatusReceivedError, cause, err, now)
-	c.logger.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
+	c.logq.Info("server reported an error for a resource", "server", s.cfg.ServerURI,
 		"control_plane", s.controlPlane, "type", tc.typ.TypeURL(), "name", e.logName(), "code", code.String(), "message", msg)
 	if e.value != nil {
 		c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
@@ -486,7 +486,7 @@ func (c *Client) acceptLocked(tc *typeCache, e *entry, it *received, version str
 	e.setFromDisk(false)
 	e.setStatus(StatusACKed, nil, nil, now)
 	c.applyTTLLocked(tc, e, it.env)
-	c.persistDirtyLocked(tc)
+	c.persistChangedLocked(tc, e)
 	c.notifyLocked(tc, e, notifyUpdate, it.value, nil, true)
 }
 
@@ -510,7 +510,7 @@ func (c *Client) rejectLocked(tc *typeCache, e *entry, it *received, version str
 		e.value, e.version = nil, ""
 		e.setValueRaw(nil)
 		e.setFromDisk(false)
-		c.persistDirtyLocked(tc)
+		c.persistChangedLocked(tc, e)
 	}
 	c.markErrorLocked(tc, e, it.err, now)
 }

@@ -153,7 +153,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 	for i := a.active + 1; i < len(a.configs); i++ {
 		s, err := c.serverOfLocked(a.configs[i])
 		if err != nil {
-			c.logger.Warn("cannot use fallback server", "authority", a.label(), "server", a.configs[i].ServerURI, "err", err)
+			c.logq.Warn("cannot use fallback server", "authority", a.label(), "server", a.configs[i].ServerURI, "err", err)
 			continue
 		}
 		if s.unreachable != nil {
@@ -169,7 +169,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 		a.servers = append(a.servers, s)
 		a.active = i
 		c.moveEntriesLocked(a, s, true)
-		c.logger.Warn("server of xds_servers failed before answering while a resource is awaited: falling back to the next",
+		c.logq.Warn("server of xds_servers failed before answering while a resource is awaited: falling back to the next",
 			"authority", a.label(), "server", from.cfg.ServerURI, "fallback", s.cfg.ServerURI, "err", cause)
 		if from.refs == 1 {
 			a.servers[fromIdx] = c.renewLocked(a, from)
@@ -199,7 +199,7 @@ func (c *Client) renewLocked(a *authority, old *server) *server {
 	t, err := c.builder.Build(old.cfg, c.node, s)
 	if err != nil {
 		// Built once with this config, so unexpected: keep the old one.
-		c.logger.Warn("cannot renew the transport", "server", old.cfg.ServerURI, "err", err)
+		c.logq.Warn("cannot renew the transport", "server", old.cfg.ServerURI, "err", err)
 		return old
 	}
 	s.transport = t
@@ -253,7 +253,7 @@ func (c *Client) preferLocked(s *server) (released []releasedServer) {
 			clear(a.servers[i+1:])
 			a.servers, a.active = a.servers[:i+1], i
 			c.moveEntriesLocked(a, s, false)
-			c.logger.Info("higher-priority server of xds_servers answered: using it again, closing the lower ones",
+			c.logq.Info("higher-priority server of xds_servers answered: using it again, closing the lower ones",
 				"authority", a.label(), "server", s.cfg.ServerURI, "previous", from.cfg.ServerURI)
 			return
 		}

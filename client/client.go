@@ -49,7 +49,8 @@ type Options struct {
 	// slog.Default() (the standard log package unless the program called
 	// slog.SetDefault), looked up as each line is written; nothing else
 	// is logged. For silence, pass a logger with a handler that discards,
-	// such as slog.New(slog.DiscardHandler).
+	// such as slog.New(slog.DiscardHandler). Its handler never runs under
+	// the client's lock, and may call back into the client.
 	Logger *slog.Logger
 	// Metrics receives the client's measurements. Nil: none.
 	Metrics Metrics
@@ -86,7 +87,10 @@ type Client struct {
 	closing chan struct{}     // closed once Close has closed every transport
 	persist *persister        // nil unless Options.Persist.Dir is set; its state is guarded by mu
 
-	mu           sync.Mutex
+	mu sync.Mutex
+	// logq holds the lines logged while mu is held, for unlock to write;
+	// guarded by mu.
+	logq         lockedLog
 	closed       bool                  // guarded by mu
 	servers      map[string]*server    // by ServerConfig.Key(), those some authority uses; guarded by mu
 	topAuthority *authority            // the top-level servers, for names that are not xdstp, once used; guarded by mu
@@ -197,7 +201,7 @@ func (c *Client) Bootstrap() *bootstrap.Config { return c.cfg }
 func (c *Client) Close() {
 	c.mu.Lock()
 	if c.closed {
-		c.mu.Unlock()
+		c.unlock()
 		// Wait as the first Close does. Transports are closed before
 		// closing is closed, and never wait for a callback, so a Close from
 		// a callback waiting here cannot hold up the first.
@@ -214,7 +218,7 @@ func (c *Client) Close() {
 		}
 	}
 	c.stopPersistTimerLocked()
-	c.mu.Unlock()
+	c.unlock()
 	c.closeLoadReporting()
 	// Safe from a callback: a transport's goroutines wait for the done of
 	// a response, which only a callback calls, no longer than the stream's
@@ -426,7 +430,7 @@ func (c *Client) flush() {
 			}
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	if closed {
 		return
 	}

@@ -53,7 +53,7 @@ func (c *Client) serverDeletedLocked(s *server, tc *typeCache, e *entry, reason 
 		ErrResourceNotFound, reason, bootstrap.FeatureFailOnDataErrors)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 	e.setStatus(StatusDoesNotExist, cause, err, now)
-	c.logger.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
+	c.logq.Warn("server deleted a resource; keeping it", "server", s.cfg.ServerURI,
 		"type", tc.typ.TypeURL(), "name", e.logName(), "reason", reason)
 	c.notifyLocked(tc, e, notifyAmbientError, nil, err, true)
 }
@@ -63,8 +63,9 @@ func (c *Client) deleteLocked(tc *typeCache, e *entry, reason string, now time.T
 	had := e.hasData()
 	e.stopTimers()
 	c.dropBytesLocked(tc, e)
-	if e.value != nil {
-		c.persistDirtyLocked(tc)
+	if e.value != nil || c.persistHasRecordLocked(tc, e) {
+		// Also a name an earlier run held and this one never served.
+		c.persistChangedLocked(tc, e)
 	}
 	e.value, e.version, e.rcvVersion = nil, "", ""
 	e.setRawErr(nil)

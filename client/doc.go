@@ -162,8 +162,9 @@
 // corrupt (its checksum fails), written for another node, for servers none
 // of which is in the bootstrap, of an unknown type, or stale (older than
 // [PersistOptions].MaxAge) is ignored, with a warning naming the file and
-// why; so is a resource of a server not in the
-// bootstrap, or one that no longer decodes. If, [PersistOptions].Wait after
+// why; so is a resource of a server not in the bootstrap, one older than
+// MaxAge (each resource keeps the time it was last known good), or one
+// that no longer decodes. If, [PersistOptions].Wait after
 // New, the server of a watched resource has not answered once, the
 // watchers get the persisted value, decoded and validated as if the server
 // had sent it, and flagged as coming from disk: watchers that implement
@@ -173,6 +174,9 @@
 // watch made later, while the server still has not answered, gets the
 // persisted value at once. A file never replaces what a server sent:
 // once a server has answered, its persisted resources are no longer used.
+// They stay in the files all the same until a server says something of
+// that very name: one server's answer does not erase what another server,
+// down at the moment, sent before, nor a resource not watched in this run.
 //
 // The server's word replaces the persisted value: the resource sent (an
 // update without the flag, even with the same bytes; a delta stream does
@@ -191,6 +195,10 @@
 // warning when it begins and an info line when the server answers again;
 // a NACK is a warning with the error sent. Given no logger, the client
 // still sends its warnings and errors, and only those, to [slog.Default].
+// The logger's handler never runs while the client holds its lock: lines
+// decided under it are written once it is released, with the time and
+// source they were logged at, so a slow handler does not stall the client
+// and one that calls back into it (Dump, a watch) does not deadlock.
 //
 // # Metrics
 //

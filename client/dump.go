@@ -60,7 +60,7 @@ func (c *Client) Node() *corev3.Node { return proto.Clone(c.node).(*corev3.Node)
 // NameWithParameters.
 func (c *Client) Dump() []ResourceStatus {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	var out []ResourceStatus
 	for typeURL, tc := range c.caches {
 		for _, e := range tc.entries {

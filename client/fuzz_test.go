@@ -2,6 +2,7 @@ package client
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -254,8 +255,11 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 			if e.status == StatusACKed && e.value == nil {
 				t.Fatalf("%s is ACKED without a value", name)
 			}
-			if e.status == StatusDoesNotExist && (e.value != nil || e.rare().rawErr != nil) {
-				t.Fatalf("%s does not exist yet holds data", name)
+			// gRFC A88 keeps a deleted Listener's or Cluster's value (a
+			// data error, status DOES_NOT_EXIST): that is the one way a
+			// name that does not exist holds data.
+			if e.status == StatusDoesNotExist && e.hasData() && !keptDeletion(tc, e) {
+				t.Fatalf("%s does not exist yet holds data (value %v, rejected %v, last error %v)", name, e.value, e.rare().rawErr, e.rare().lastErr)
 			}
 			// Entries of a name with variants may share bytes (one variant
 			// matching several subscriptions): byRaw leads to one of them.
@@ -291,6 +295,16 @@ func checkWatchesAgreeWithCache(t *testing.T, h *harness, watches []*fuzzWatch) 
 			t.Fatalf("%s: the cache lost the value but the watcher was not told", fw.name)
 		}
 	}
+}
+
+// keptDeletion tells whether e is a deletion gRFC A88 keeps: a value
+// (and, if a later version was rejected, that rejection) held on under
+// DOES_NOT_EXIST because its server deleted a resource of a type every
+// SotW response lists whole, without fail_on_data_errors.
+func keptDeletion(tc *typeCache, e *entry) bool {
+	return e.value != nil && tc.typ.AllResourcesRequiredInSotW() &&
+		e.srv != nil && !e.srv.cfg.FailOnDataErrors() && !e.srv.files() &&
+		errors.Is(e.rare().lastErr, ErrResourceNotFound)
 }
 
 // TestFuzzInputBounded holds the fuzz driver to its first maxFuzzInput

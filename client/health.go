@@ -84,7 +84,7 @@ func (s *server) routineEndLocked(se *transport.StreamError) bool {
 func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 	c.mu.Lock()
 	if c.closed || s.refs == 0 { // closed, or released (see preferLocked)
-		c.mu.Unlock()
+		c.unlock()
 		return
 	}
 	cause := se.Err
@@ -146,7 +146,7 @@ func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 			c.notifyWildcardLocked(tc, &Error{TypeURL: tc.typ.TypeURL(), Name: resources.Wildcard, Err: s.unavailable(cause)})
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	if first {
 		c.logger.Warn(s.sourceName()+" unavailable", "server", s.cfg.ServerURI, "err", cause)
 		c.metrics.ServerFailure(s.cfg.ServerURI)
@@ -192,7 +192,7 @@ func (c *Client) notifyWildcardLocked(tc *typeCache, err error) {
 // for watchers that come later, until something else replaces it.
 func (c *Client) handleUnservable(s *server, typeURL string, names []string, cause error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed || s.refs == 0 {
 		return
 	}

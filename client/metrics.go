@@ -49,7 +49,7 @@ func (c *Client) ResourceCounts() []ResourceCount {
 			counts[key{authorityLabel(e.name), typeURL, cacheState(e)}]++
 		}
 	}
-	c.mu.Unlock()
+	c.unlock()
 	out := make([]ResourceCount, 0, len(counts))
 	for k, n := range counts {
 		out = append(out, ResourceCount{Authority: k.authority, TypeURL: k.typeURL, CacheState: k.state, Count: n})

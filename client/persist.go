@@ -37,8 +37,10 @@ type PersistOptions struct {
 	// watched resource whose server has not answered once by then gets
 	// the persisted value. Zero: DefaultPersistWait.
 	Wait time.Duration
-	// MaxAge, if set, is how old a file may be to be used: an older one is
-	// stale, and ignored. Zero: any age.
+	// MaxAge, if set, is how old a file, and each resource in it, may be
+	// to be used: an older one is stale, and ignored. A resource's age
+	// counts from when a server last vouched for it, not from the last
+	// rewrite of its file. Zero: any age.
 	MaxAge time.Duration
 }
 
@@ -70,8 +72,10 @@ type persister struct {
 	done chan struct{}
 	// The rest is guarded by Client.mu.
 	//
-	// records are what the files held, by type URL and name, until the
-	// resource's server answers or the client serves them.
+	// records are what the files held, by type URL and entry key, until a
+	// server that has answered supersedes them (persistChangedLocked); they
+	// are served while their server has not answered, and written back
+	// with each rewrite of their type's file.
 	records map[string]map[string]lkgRecord
 	// ready: Wait has passed; resources of servers that never answered
 	// are served from records.
@@ -107,7 +111,7 @@ func (c *Client) newPersister(opts PersistOptions) *persister {
 // may fire at once.
 func (c *Client) startPersistWait() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	c.persist.timer = c.clock.AfterFunc(c.persist.wait, c.persistWaitOver)
 }
 
@@ -163,10 +167,16 @@ func (c *Client) readPersisted(p *persister) {
 			continue
 		}
 		recs := make(map[string]lkgRecord, len(f.records))
-		foreign := 0
+		foreign, stale := 0, 0
 		for _, r := range f.records {
 			if _, ok := slices.BinarySearch(known, r.server); !ok {
 				foreign++
+				continue
+			}
+			if p.maxAge > 0 && time.Since(r.written) > p.maxAge {
+				// Kept from a run whose server did not answer, and
+				// rewritten since with fresher ones: stale all the same.
+				stale++
 				continue
 			}
 			recs[r.name] = r
@@ -174,6 +184,10 @@ func (c *Client) readPersisted(p *persister) {
 		if foreign > 0 {
 			c.logger.Warn("ignoring resources of servers not in the bootstrap in last-known-good file",
 				"file", path, "ignored", foreign)
+		}
+		if stale > 0 {
+			c.logger.Warn("ignoring stale resources in last-known-good file",
+				"file", path, "ignored", stale, "max_age", p.maxAge)
 		}
 		p.records[f.typeURL] = recs
 	}
@@ -212,7 +226,7 @@ func (c *Client) readPersistedFile(path string, known []string) (*lkgFile, error
 // not answered since the client started.
 func (c *Client) persistWaitOver() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	p := c.persist
 	if c.closed || p.ready {
 		return
@@ -228,7 +242,7 @@ func (c *Client) persistWaitOver() {
 		served += c.serveWildcardFromDiskLocked(tc)
 		if served > 0 {
 			// One line per type: a tree of 10,000 clusters is served at once.
-			c.logger.Warn("servers not answering; serving last-known-good resources from disk",
+			c.logq.Warn("servers not answering; serving last-known-good resources from disk",
 				"type", tc.typ.TypeURL(), "count", served, "dir", p.dir, "wait", p.wait)
 		}
 	}
@@ -291,7 +305,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 		// Written by a client that accepted it, now refused (another
 		// version of goxds, a stricter validation): it will not improve.
 		delete(p.records[typeURL], e.key())
-		c.logger.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
+		c.logq.Warn("ignoring last-known-good resource", "file", filepath.Join(p.dir, lkgFileName(typeURL)),
 			"type", typeURL, "name", e.logName(), "reason", err)
 		return false
 	}
@@ -302,41 +316,48 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	// Requested still: the server has said nothing of it in this run. The
 	// error a timeout reported is over: there is a value now.
 	e.setStatus(StatusRequested, nil, nil, c.clock.Now())
-	c.logger.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
+	c.logq.Debug("serving last-known-good resource from disk", "server", e.srv.cfg.ServerURI,
 		"type", typeURL, "name", e.logName(), "version", r.version)
 	c.notifyLocked(tc, e, notifyUpdateFromDisk, v, nil, true)
 	return true
 }
 
-// serverAnsweredLocked forgets the persisted records of s once it has
-// answered: they will never be served, and fresher data is on its way.
+// serverAnsweredLocked records that s has answered: its persisted records
+// are no longer served. They stay in their files until s says something of
+// their names (persistChangedLocked): a server that answers need not send
+// every name an earlier run held (one not watched yet in this run), and its
+// answer says nothing of another server's names.
 func (c *Client) serverAnsweredLocked(s *server) {
 	s.answered = true
-	p := c.persist
-	if p == nil {
-		return
-	}
-	for _, recs := range p.records {
-		for name, r := range recs {
-			if r.server == s.cfg.ServerURI {
-				delete(recs, name)
-			}
-		}
-	}
 }
 
-// persistDirtyLocked schedules a rewrite of the file of tc's type: a value
-// it holds was accepted, replaced or deleted.
-func (c *Client) persistDirtyLocked(tc *typeCache) {
+// persistChangedLocked schedules a rewrite of the file of tc's type: e's
+// value was accepted, replaced, dropped or deleted. If that is the word of
+// a server that has answered, it supersedes the record an earlier run left
+// of e, which is forgotten.
+func (c *Client) persistChangedLocked(tc *typeCache, e *entry) {
 	p := c.persist
 	if p == nil {
 		return
+	}
+	if e.srv != nil && e.srv.answered && e.rare().canonical == "" {
+		delete(p.records[tc.typ.TypeURL()], e.key())
 	}
 	p.dirty[tc.typ.TypeURL()] = true
 	select {
 	case p.kick <- struct{}{}:
 	default: // a kick is pending: the writer will see this type too
 	}
+}
+
+// persistHasRecordLocked tells whether an earlier run left a record of e
+// that is still kept.
+func (c *Client) persistHasRecordLocked(tc *typeCache, e *entry) bool {
+	if c.persist == nil {
+		return false
+	}
+	_, ok := c.persist.records[tc.typ.TypeURL()][e.key()]
+	return ok
 }
 
 // persistLoop is the writer: it rewrites the files of dirty types, however
@@ -367,7 +388,7 @@ func (c *Client) persistLoop(p *persister) {
 func (c *Client) persistWrite(p *persister) {
 	c.mu.Lock()
 	if len(p.dirty) == 0 {
-		c.mu.Unlock()
+		c.unlock()
 		return
 	}
 	files := make([]*lkgFile, 0, len(p.dirty))
@@ -375,7 +396,7 @@ func (c *Client) persistWrite(p *persister) {
 		files = append(files, c.persistSnapshotLocked(typeURL))
 	}
 	clear(p.dirty)
-	c.mu.Unlock()
+	c.unlock()
 	for _, f := range files {
 		path := filepath.Join(p.dir, lkgFileName(f.typeURL))
 		if len(f.records) == 0 {
@@ -395,27 +416,48 @@ func (c *Client) persistWrite(p *persister) {
 // persistSnapshotLocked copies out what the file of typeURL must hold:
 // every value held, valid, and from a server or an earlier run's file, each
 // under its entry's key (the name, with the dynamic parameters of the watch
-// if any: a restarted client finds it by the same watch). A value with a
-// TTL is left out: it is not meant to outlive its server's word, let alone
-// a restart. Values are the entries' byte slices, shared, not copied. The
-// constraints of a variant are not kept: a value from disk counts as the
-// variant without constraints until the server sends its own.
+// if any: a restarted client finds it by the same watch), and every record
+// an earlier run left that no server has superseded since (a name not
+// watched in this run, or whose server has not answered): one server's
+// answer must not erase what another server, down at the moment, sent
+// before. A value with a TTL is left out: it is not meant to outlive its
+// server's word, let alone a restart. Values are the entries' byte slices,
+// shared, not copied. The constraints of a variant are not kept: a value
+// from disk counts as the variant without constraints until the server
+// sends its own.
 func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	f := &lkgFile{node: c.cfg.Node.ID, servers: c.bootstrapServers(), typeURL: typeURL, written: time.Now()}
-	tc := c.caches[typeURL]
-	if tc == nil {
-		return f
+	kept := c.persist.records[typeURL]
+	// The names held, for the kept records not to repeat them: none to
+	// track once every record is superseded, the common case.
+	var held map[string]bool
+	if len(kept) > 0 {
+		held = make(map[string]bool, len(kept))
 	}
-	f.records = make([]lkgRecord, 0, len(tc.entries))
-	for name, e := range tc.entries {
-		if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
-			continue
+	if tc := c.caches[typeURL]; tc != nil {
+		f.records = make([]lkgRecord, 0, len(kept)+len(tc.entries))
+		for name, e := range tc.entries {
+			if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
+				continue
+			}
+			src := e.src
+			if src == nil {
+				src = e.srv
+			}
+			written := f.written
+			if held != nil {
+				held[name] = true
+			}
+			if r, ok := kept[name]; ok && e.rare().fromDisk {
+				written = r.written // no fresher for having been served
+			}
+			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, written: written, value: e.valueRaw})
 		}
-		src := e.src
-		if src == nil {
-			src = e.srv
+	}
+	for name, r := range kept {
+		if !held[name] {
+			f.records = append(f.records, r)
 		}
-		f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, value: e.valueRaw})
 	}
 	return f
 }

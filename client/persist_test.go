@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/anypb"
+
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/transport"
 )
 
 // lockedBuffer is a log sink safe for the client's goroutines.
@@ -66,5 +69,57 @@ func TestPersistInvalidRecordIgnored(t *testing.T) {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("logs do not hold %q:\n%s", want, logs.String())
 		}
+	}
+}
+
+// A record kept from an earlier run keeps its own time through the rewrites
+// of its file (another resource of the type accepted meanwhile), served
+// from disk or not, so that
+// MaxAge still finds it stale in time: a file rewritten every day must not
+// keep a month-old resource of a server that is down forever. A record
+// older than MaxAge in a file that is not is ignored, with a warning.
+func TestPersistKeptRecordKeepsItsTime(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testBootstrap()
+	server := cfg.Servers[0].ServerURI
+	now := time.Now()
+	aged := time.Unix(0, now.Add(-30*time.Minute).UnixNano()) // as decoded: no monotonic reading
+	f := &lkgFile{node: cfg.Node.ID, servers: []string{server}, typeURL: resources.ListenerTypeURL, written: now,
+		records: []lkgRecord{
+			{name: "L1", version: "7", server: server, written: aged, value: lis("L1", "a").GetValue()},
+			{name: "L2", version: "7", server: server, written: now.Add(-3 * time.Hour), value: lis("L2", "a").GetValue()},
+		}}
+	path := filepath.Join(dir, lkgFileName(f.typeURL))
+	if err := os.WriteFile(path, encodeLKG(f), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	clk := testutils.NewFakeClock(now)
+	h := newHarness(t, nil, Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Persist: PersistOptions{Dir: dir, Wait: time.Second, MaxAge: time.Hour}})
+	w := h.watchAll(wholeWorldType, "L1", "L3")
+	clk.Advance(time.Second)
+	w["L1"].wantUpdate(t, "L1", "a") // served from disk, and written back
+	if err := h.respond(&transport.Response{TypeURL: resources.ListenerTypeURL, Version: "1", Nonce: "n", Resources: []*anypb.Any{lis("L3", "a")}}); err != nil {
+		t.Fatal(err)
+	}
+	h.c.Close() // the last write
+	if !strings.Contains(logs.String(), "ignoring stale resources in last-known-good file") {
+		t.Errorf("no warning of L2, older than MaxAge:\n%s", logs.String())
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeLKG(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	times := make(map[string]time.Time)
+	for _, r := range got.records {
+		times[r.name] = r.written
+	}
+	if len(times) != 2 || !times["L1"].Equal(aged) || !times["L3"].After(now) {
+		t.Errorf("rewritten file holds %v; want L1 at its own time %v and L3 newer than %v, and not L2", times, aged, now)
 	}
 }

@@ -17,18 +17,26 @@ import (
 // costs, but a 10,000-resource update is one file and one fsync, where a
 // file per resource would be 10,000 of each.
 //
-//	magic    "goxds-lkg 1\n"
+//	magic    "goxds-lkg 2\n"
 //	header   node id, the bootstrap's server URIs, the type URL, when written
-//	records  name, version, server (an index into the header's servers), value
+//	records  name, version, when received, server (an index into the
+//	         header's servers), value
 //	checksum SHA-256 of everything before it
 //
 // Strings and byte fields are a uvarint length then the bytes; counts are
-// uvarints; the time is a varint of Unix nanoseconds. The checksum comes
+// uvarints; times are varints of Unix nanoseconds. A record has a time of
+// its own because a file keeps the records of servers that have not
+// answered since (persistSnapshotLocked): rewriting them must not make
+// them look fresh to PersistOptions.MaxAge. Version 1, without it, is still
+// read, each record taking the file's time. The checksum comes
 // last so that a torn or truncated file (a crash mid-write, though the
 // rename makes that unlikely; a disk that lies) is found out before
 // anything of it is parsed.
 
-const lkgMagic = "goxds-lkg 1\n"
+const (
+	lkgMagic   = "goxds-lkg 2\n"
+	lkgMagicV1 = "goxds-lkg 1\n"
+)
 
 // lkgFileSuffix ends the name of every file the client writes in the
 // directory; other files there are not its business, but for the temporary
@@ -52,6 +60,9 @@ type lkgRecord struct {
 	name    string
 	version string
 	server  string // the server_uri it came from
+	// written is when the value was last known good: written from a
+	// server's word, or the time an earlier file gave it.
+	written time.Time
 	// value is the serialized resource: the entry's bytes when written,
 	// shared, not copied.
 	value []byte
@@ -76,7 +87,7 @@ func encodeLKG(f *lkgFile) []byte {
 		size += len(s) + 4
 	}
 	for _, r := range f.records {
-		size += len(r.name) + len(r.version) + len(r.value) + 16
+		size += len(r.name) + len(r.version) + len(r.value) + 26
 	}
 	b := make([]byte, 0, size)
 	b = append(b, lkgMagic...)
@@ -95,6 +106,7 @@ func encodeLKG(f *lkgFile) []byte {
 	for _, r := range f.records {
 		putString(r.name)
 		putString(r.version)
+		b = binary.AppendVarint(b, r.written.UnixNano())
 		b = binary.AppendUvarint(b, uint64(index[r.server]))
 		b = binary.AppendUvarint(b, uint64(len(r.value)))
 		b = append(b, r.value...)
@@ -112,7 +124,8 @@ func decodeLKG(data []byte) (*lkgFile, error) {
 	if len(data) < len(lkgMagic)+sha256.Size {
 		return nil, fmt.Errorf("too short (%d bytes) to be a last-known-good file", len(data))
 	}
-	if !bytes.HasPrefix(data, []byte(lkgMagic)) {
+	v1 := bytes.HasPrefix(data, []byte(lkgMagicV1))
+	if !v1 && !bytes.HasPrefix(data, []byte(lkgMagic)) {
 		return nil, errors.New("not a last-known-good file of this version (bad magic)")
 	}
 	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
@@ -128,11 +141,15 @@ func decodeLKG(data []byte) (*lkgFile, error) {
 	}
 	f.typeURL = d.str("type URL")
 	f.written = time.Unix(0, d.varint("write time"))
-	nRecords := d.count("records", 4)
+	nRecords := d.count("records", 5)
 	for i := 0; i < nRecords && d.err == nil; i++ {
 		var r lkgRecord
 		r.name = d.str("resource name")
 		r.version = d.str("resource version")
+		r.written = f.written
+		if !v1 {
+			r.written = time.Unix(0, d.varint("record time"))
+		}
 		idx := d.uvarint("server index")
 		if d.err == nil && idx >= uint64(len(f.servers)) {
 			d.err = fmt.Errorf("record %d names server %d of %d", i, idx, len(f.servers))

@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,8 +26,8 @@ func sampleLKG() *lkgFile {
 		typeURL: resources.ClusterTypeURL,
 		written: time.Unix(1_700_000_000, 5),
 		records: []lkgRecord{
-			{name: "c1", version: "1", server: "a:1", value: []byte("\x0a\x02c1")},
-			{name: "c2", version: "7", server: "b:2", value: []byte{}},
+			{name: "c1", version: "1", server: "a:1", written: time.Unix(1_600_000_000, 7), value: []byte("\x0a\x02c1")},
+			{name: "c2", version: "7", server: "b:2", written: time.Unix(1_700_000_000, 5), value: []byte{}},
 		},
 	}
 }
@@ -38,6 +39,40 @@ func TestLKGRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, want) || !got.written.Equal(want.written) {
+		t.Fatalf("decoded %+v, want %+v", got, want)
+	}
+}
+
+// A file of version 1, whose records have no time of their own, is still
+// read: each record takes the file's time.
+func TestLKGVersion1Read(t *testing.T) {
+	want := sampleLKG()
+	b := []byte(lkgMagicV1)
+	putString := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	putString(want.node)
+	b = binary.AppendUvarint(b, uint64(len(want.servers)))
+	for _, s := range want.servers {
+		putString(s)
+	}
+	putString(want.typeURL)
+	b = binary.AppendVarint(b, want.written.UnixNano())
+	b = binary.AppendUvarint(b, uint64(len(want.records)))
+	for i, r := range want.records {
+		putString(r.name)
+		putString(r.version)
+		b = binary.AppendUvarint(b, uint64(i)) // record i is of server i
+		putString(string(r.value))
+		want.records[i].written = want.written
+	}
+	sum := sha256.Sum256(b)
+	got, err := decodeLKG(append(b, sum[:]...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("decoded %+v, want %+v", got, want)
 	}
 }
@@ -117,8 +152,9 @@ func BenchmarkPersistWrite10k(b *testing.B) {
 func BenchmarkPersistSnapshot10k(b *testing.B) {
 	srv := &server{cfg: bootstrap.ServerConfig{ServerURI: "xds.example.com:443"}}
 	c := &Client{
-		cfg:    &bootstrap.Config{Servers: []bootstrap.ServerConfig{srv.cfg}, Node: bootstrap.Node{ID: "node-1"}},
-		caches: map[string]*typeCache{},
+		cfg:     &bootstrap.Config{Servers: []bootstrap.ServerConfig{srv.cfg}, Node: bootstrap.Node{ID: "node-1"}},
+		caches:  map[string]*typeCache{},
+		persist: &persister{}, // nothing kept from an earlier run
 	}
 	tc := &typeCache{entries: make(map[string]*entry)}
 	c.caches[resources.ClusterTypeURL] = tc

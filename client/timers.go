@@ -14,7 +14,7 @@ import (
 // when the stream fails and start again here once the name is sent anew.
 func (c *Client) handleSubscriptionsSent(s *server, typeURL string, names []string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -71,7 +71,7 @@ func (c *Client) startDNETimersLocked(tc *typeCache, es []*entry) {
 // dneBatchExpired ends the timers of the batch's members still waiting.
 func (c *Client) dneBatchExpired(b *dneBatch) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -101,7 +101,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 			return
 		}
 		// The server answers, and has not sent it: it is gone.
-		c.logger.Info("resource does not exist: not received in time; dropping its value from disk",
+		c.logq.Info("resource does not exist: not received in time; dropping its value from disk",
 			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.name, "timeout", expiry)
 		c.deleteLocked(tc, e, fmt.Sprintf("not received within %v of the request", expiry), c.clock.Now())
 		return
@@ -115,7 +115,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
 		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 		e.setStatus(StatusTimeout, cause, err, c.clock.Now())
-		c.logger.Warn("resource not received in time; the server is slow",
+		c.logq.Warn("resource not received in time; the server is slow",
 			"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 		c.notifyLocked(tc, e, notifyResourceError, nil, err, false)
 		return
@@ -123,7 +123,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 	// An error the transport reported for the name (handleUnservable) is
 	// over: the name is known not to exist.
 	e.setStatus(StatusDoesNotExist, nil, nil, c.clock.Now())
-	c.logger.Info("resource does not exist: not received in time",
+	c.logq.Info("resource does not exist: not received in time",
 		"server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName(), "timeout", expiry)
 	err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params,
 		Err: fmt.Errorf("%w: not received within %v of the request", ErrResourceNotFound, expiry)}
@@ -158,12 +158,12 @@ func (c *Client) applyTTLLocked(tc *typeCache, e *entry, env resources.Envelope)
 // for.
 func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed || e.rare().ttlGen != gen || tc.entries[e.key()] != e {
 		return
 	}
 	e.x.ttlTimer = nil // made by applyTTLLocked
-	c.logger.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
+	c.logq.Info("resource TTL expired", "server", e.srv.cfg.ServerURI, "type", tc.typ.TypeURL(), "name", e.logName())
 	c.deleteLocked(tc, e, "TTL expired", c.clock.Now())
 }
 
@@ -171,7 +171,7 @@ func (c *Client) ttlExpired(tc *typeCache, e *entry, gen uint64) {
 // a delta stream's initial_resource_versions.
 func (c *Client) resourceVersions(s *server, typeURL string) map[string]string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	tc := c.caches[typeURL]
 	if tc == nil {
 		return nil

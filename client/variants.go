@@ -65,7 +65,7 @@ func (c *Client) seedVariantLocked(tc *typeCache, e *entry) {
 	e.setRaw(from.raw())
 	e.setConstraints(from.rare().constraints)
 	e.setStatus(StatusACKed, nil, nil, from.lastUpdated)
-	c.persistDirtyLocked(tc)
+	c.persistChangedLocked(tc, e)
 }
 
 // variantItemsLocked fans a received resource of a name with variants out

@@ -172,7 +172,7 @@ func (c *Client) watchParams(opts WatchOptions) map[string]string {
 func (c *Client) watch(typeURL, name string, opts WatchOptions, w *watcher) (cancel func()) {
 	c.mu.Lock()
 	cancel = c.watchLocked(typeURL, name, opts, w)
-	c.mu.Unlock()
+	c.unlock()
 	return cancel
 }
 
@@ -297,7 +297,7 @@ func (c *Client) replayLocked(tc *typeCache, e *entry, w *watcher) {
 
 func (c *Client) unwatch(tc *typeCache, e *entry, w *watcher) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed {
 		return
 	}
@@ -417,7 +417,7 @@ func (c *Client) watchWildcardLocked(tc *typeCache, w *watcher) func() {
 
 func (c *Client) unwatchWildcard(tc *typeCache, ww *wildcardWatch, w *watcher) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	if c.closed || tc.wildcard != ww {
 		return
 	}

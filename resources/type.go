@@ -47,6 +47,15 @@ type AnyType interface {
 // whose Go value is T. On failure it returns the resource's name if the
 // bytes were readable enough to learn it, so the error reaches the right
 // watchers; an empty name makes the error apply to the whole response.
+//
+// A client.Client runs it with its lock held: it decodes each resource of
+// a response as it applies the response to its cache, which lets it skip
+// the bytes it already holds (a SotW server resends every resource of a
+// type), and values persisted on disk the same way. A DecodeFunc must
+// therefore not call into the client that decodes (a watch, Dump, Close:
+// that deadlocks), should not block (every watch, response and timer of
+// that client waits meanwhile), and must be safe for concurrent use, since
+// several clients may share a type.
 type DecodeFunc[T Resource] func(body *anypb.Any) (name string, value T, err error)
 
 // TypeOptions describe a resource type to NewType.
