@@ -437,7 +437,8 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 	if tc := c.caches[typeURL]; tc != nil {
 		f.records = make([]lkgRecord, 0, len(kept)+len(tc.entries))
 		for name, e := range tc.entries {
-			if x := e.rare(); e.value == nil || x.ttlTimer != nil || x.canonical != "" {
+			x := e.rare()
+			if e.value == nil || x.ttlTimer != nil || x.canonical != "" {
 				continue
 			}
 			src := e.src
@@ -448,7 +449,7 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 			if held != nil {
 				held[name] = true
 			}
-			if r, ok := kept[name]; ok && e.rare().fromDisk {
+			if r, ok := kept[name]; ok && x.fromDisk {
 				written = r.written // no fresher for having been served
 			}
 			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, written: written, value: e.valueRaw})

@@ -150,12 +150,7 @@ func TestFileInPlaceLongPauseReadOnClose(t *testing.T) {
 	for _, existing := range []bool{true, false} {
 		t.Run(fmt.Sprintf("existing=%v", existing), func(t *testing.T) {
 			t.Parallel()
-			opts := fastOptions
-			opts.FileQuietPeriod = 50 * time.Millisecond
-			e := newFileEnv(t, "lds.yaml", opts)
-			e.write("lds.yaml", "1", "L1", "L2", "L3", "L4")
-			e.tr.UpdateSubscriptions(ldsURL, []string{"L1", "L2", "L3", "L4"}, nil)
-			e.wantListeners("1", 4)
+			e := newFourListenersServed(t)
 			if !existing {
 				if err := os.Remove(e.path("lds.yaml")); err != nil {
 					t.Fatal(err)
@@ -225,6 +220,20 @@ func yamlListeners(data []byte) (int, error) {
 	return len(resp.GetResources()), nil
 }
 
+// newFourListenersServed starts a file transport, its quiet period short
+// (50 ms) next to the pauses of the writers of these tests, with lds.yaml
+// at version 1 holding L1-L4, all four subscribed and served.
+func newFourListenersServed(t *testing.T) *fileEnv {
+	t.Helper()
+	opts := fastOptions
+	opts.FileQuietPeriod = 50 * time.Millisecond
+	e := newFileEnv(t, "lds.yaml", opts)
+	e.write("lds.yaml", "1", "L1", "L2", "L3", "L4")
+	e.tr.UpdateSubscriptions(ldsURL, []string{"L1", "L2", "L3", "L4"}, nil)
+	e.wantListeners("1", 4)
+	return e
+}
+
 // A file removed and made again by a writer that has not finished, both
 // before the transport looks at the removal: the removal must not read the
 // half-written file that is there by then ("rm f; slow > f"). The transport
@@ -233,12 +242,7 @@ func TestFileRemovedThenWrittenInPlace(t *testing.T) {
 	if !readOnClose(false) {
 		t.Skip("only inotify reports a writer closing a file; elsewhere the quiet period is all there is")
 	}
-	opts := fastOptions
-	opts.FileQuietPeriod = 50 * time.Millisecond
-	e := newFileEnv(t, "lds.yaml", opts)
-	e.write("lds.yaml", "1", "L1", "L2", "L3", "L4")
-	e.tr.UpdateSubscriptions(ldsURL, []string{"L1", "L2", "L3", "L4"}, nil)
-	e.wantListeners("1", 4)
+	e := newFourListenersServed(t)
 
 	hold := make(chan func(), 1)
 	e.h.mu.Lock()

@@ -126,10 +126,7 @@ func TestFileSourceBadAndDeletedFiles(t *testing.T) {
 	client.WatchListener(c, "not-yet", waiting)
 	l.wantUpdate(t, "svc")
 
-	path := filepath.Join(dir, fileNames[ldsURL])
-	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
-		t.Fatal(err)
-	}
+	path := writeBadListenersFile(t, dir)
 	ev := l.wantError(t, "ambient-error", client.ErrResourceInvalid, "svc")
 	t.Logf("the watcher was told: %v", ev.err)
 	waiting.wantError(t, "resource-error", client.ErrResourceInvalid, "not-yet")
@@ -171,10 +168,7 @@ func TestFileSourceBadFileWatchedLater(t *testing.T) {
 	l := newRecorder[*resources.Listener]()
 	client.WatchListener(c, "svc", l)
 	l.wantUpdate(t, "svc")
-	path := filepath.Join(dir, fileNames[ldsURL])
-	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
-		t.Fatal(err)
-	}
+	writeBadListenersFile(t, dir)
 	l.wantError(t, "ambient-error", client.ErrResourceInvalid, "svc")
 
 	waiting := newRecorder[*resources.Listener]()
@@ -182,4 +176,15 @@ func TestFileSourceBadFileWatchedLater(t *testing.T) {
 	waiting.wantError(t, "resource-error", client.ErrResourceInvalid, "not-yet")
 	barrier(t, c)
 	l.none(t) // svc was told already
+}
+
+// writeBadListenersFile replaces the Listener file in dir, atomically, with
+// YAML that is no DiscoveryResponse, and returns its path.
+func writeBadListenersFile(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, fileNames[ldsURL])
+	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

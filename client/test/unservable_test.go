@@ -157,9 +157,7 @@ func TestUnservableNameIsNoAnswer(t *testing.T) {
 func TestBadFileIsNoAnswer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if err := testutils.WriteFileAtomically(filepath.Join(dir, fileNames[ldsURL]), []byte("resources: {not a list\n")); err != nil {
-		t.Fatal(err)
-	}
+	writeBadListenersFile(t, dir)
 	m := &metrics{}
 	logger, sink := newCaptureLogger()
 	c := newFaultClient(t, dir, files, func(o *client.Options) {
@@ -256,10 +254,7 @@ func csdsConfig(c *client.Client, typeURL, name string) *statusv3.ClientConfig_G
 func TestBadFileThenFixedWithoutTheName(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	path := filepath.Join(dir, fileNames[ldsURL])
-	if err := testutils.WriteFileAtomically(path, []byte("resources: {not a list\n")); err != nil {
-		t.Fatal(err)
-	}
+	path := writeBadListenersFile(t, dir)
 	c := newClient(t, dir, files, config{expiry: 300 * time.Millisecond})
 	w := newRecorder[*resources.Listener]()
 	client.WatchListener(c, "L1", w)
