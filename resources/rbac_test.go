@@ -2,6 +2,7 @@ package resources
 
 import (
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -198,38 +199,46 @@ func TestRBACRulesDecoded(t *testing.T) {
 		t.Errorf("audit = %v, %+v; want ON_DENY to the stdout logger", r.AuditCondition, r.AuditLoggers)
 	}
 	perms, princs := r.Policies[0].Permissions, r.Policies[0].Principals
-	and := perms[0]
-	if and.Kind != RBACAnd || len(and.Rules) != 2 || and.Rules[0].Kind != RBACHeader || and.Rules[0].Header.Name() != ":authority" ||
-		and.Rules[1].Kind != RBACPath || !and.Rules[1].String.Match("/s/m") {
-		t.Errorf("and_rules = %+v", and)
+	and, ok := perms[0].(*RBACAnd)
+	if !ok || len(and.Rules) != 2 {
+		t.Fatalf("and_rules = %#v", perms[0])
 	}
-	if not := perms[1]; not.Kind != RBACNot || len(not.Rules) != 1 || not.Rules[0].Kind != RBACDestinationPort || not.Rules[0].Port != 80 {
-		t.Errorf("not_rule = %+v", not)
+	if h, ok := and.Rules[0].(*RBACHeader); !ok || h.Header.Name() != ":authority" || !h.Header.Match("svc", true) {
+		t.Errorf("host header = %#v, want :authority", and.Rules[0])
 	}
-	if ip := perms[2]; ip.Kind != RBACDestinationIP || ip.Prefix != netip.MustParsePrefix("10.0.0.0/8") {
-		t.Errorf("destination_ip = %+v, want 10.0.0.0/8", ip)
+	if p, ok := and.Rules[1].(*RBACPath); !ok || !p.Path.Match("/s/m") {
+		t.Errorf("url_path = %#v", and.Rules[1])
 	}
-	if md := perms[3]; md.Kind != RBACMetadata || !md.Invert {
-		t.Errorf("metadata = %+v, want inverted", md)
+	if not, ok := perms[1].(*RBACNot); !ok || *not.Rule.(*RBACDestinationPort) != (RBACDestinationPort{Port: 80}) {
+		t.Errorf("not_rule = %#v", perms[1])
 	}
-	if sni := perms[4]; sni.Kind != RBACRequestedServerName || !sni.String.Match("sni") {
-		t.Errorf("requested_server_name = %+v", sni)
+	if ip, ok := perms[2].(*RBACDestinationIP); !ok || ip.Prefix != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("destination_ip = %#v, want 10.0.0.0/8", perms[2])
 	}
-	if a := princs[0]; a.Kind != RBACAuthenticated || a.HasPrincipalName {
-		t.Errorf("authenticated = %+v, want no principal name", a)
+	if md, ok := perms[3].(*RBACMetadata); !ok || !md.Invert {
+		t.Errorf("metadata = %#v, want inverted", perms[3])
 	}
-	if a := princs[1]; a.Kind != RBACAuthenticated || !a.HasPrincipalName || !a.String.Match("spiffe://td/x") {
-		t.Errorf("authenticated with name = %+v", a)
+	if sni, ok := perms[4].(*RBACRequestedServerName); !ok || !sni.Name.Match("sni") {
+		t.Errorf("requested_server_name = %#v", perms[4])
 	}
-	or := princs[2]
-	wantKinds := []RBACMatchKind{RBACSourceIP, RBACDirectRemoteIP, RBACRemoteIP}
-	wantPrefixes := []string{"192.168.0.0/16", "::1/128", "1.2.3.4/32"}
-	if or.Kind != RBACOr || len(or.Rules) != 3 {
-		t.Fatalf("or_ids = %+v", or)
+	if a, ok := princs[0].(*RBACAuthenticated); !ok || a.Name != nil {
+		t.Errorf("authenticated = %#v, want no principal name", princs[0])
+	}
+	if a, ok := princs[1].(*RBACAuthenticated); !ok || a.Name == nil || !a.Name.Match("spiffe://td/x") {
+		t.Errorf("authenticated with name = %#v", princs[1])
+	}
+	or, ok := princs[2].(*RBACOr)
+	if !ok || len(or.Rules) != 3 {
+		t.Fatalf("or_ids = %#v", princs[2])
+	}
+	want := []RBACMatcher{
+		&RBACSourceIP{Prefix: netip.MustParsePrefix("192.168.0.0/16")},
+		&RBACDirectRemoteIP{Prefix: netip.MustParsePrefix("::1/128")},
+		&RBACRemoteIP{Prefix: netip.MustParsePrefix("1.2.3.4/32")},
 	}
 	for i, m := range or.Rules {
-		if m.Kind != wantKinds[i] || m.Prefix != netip.MustParsePrefix(wantPrefixes[i]) {
-			t.Errorf("or_ids[%d] = %+v, want kind %d on %s", i, m, wantKinds[i], wantPrefixes[i])
+		if !reflect.DeepEqual(m, want[i]) {
+			t.Errorf("or_ids[%d] = %#v, want %#v", i, m, want[i])
 		}
 	}
 }

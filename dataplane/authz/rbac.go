@@ -69,8 +69,8 @@ func audited(c resources.RBACAuditCondition, allowed bool) bool {
 
 // anyMatch reports whether one of ms matches r; none does of an empty list.
 func anyMatch(ms []resources.RBACMatcher, r *Request) bool {
-	for i := range ms {
-		if match(&ms[i], r) {
+	for _, m := range ms {
+		if match(m, r) {
 			return true
 		}
 	}
@@ -78,43 +78,47 @@ func anyMatch(ms []resources.RBACMatcher, r *Request) bool {
 }
 
 // match reports whether one permission or principal matches r.
-func match(m *resources.RBACMatcher, r *Request) bool {
-	switch m.Kind {
-	case resources.RBACAny:
+func match(m resources.RBACMatcher, r *Request) bool {
+	switch m := m.(type) {
+	case *resources.RBACAny:
 		return true
-	case resources.RBACAnd:
-		for i := range m.Rules {
-			if !match(&m.Rules[i], r) {
+	case *resources.RBACAnd:
+		for _, x := range m.Rules {
+			if !match(x, r) {
 				return false
 			}
 		}
 		return true
-	case resources.RBACOr:
+	case *resources.RBACOr:
 		return anyMatch(m.Rules, r)
-	case resources.RBACNot:
-		return len(m.Rules) == 1 && !match(&m.Rules[0], r)
-	case resources.RBACHeader:
+	case *resources.RBACNot:
+		return m.Rule != nil && !match(m.Rule, r)
+	case *resources.RBACHeader:
 		return matchHeader(&m.Header, r)
-	case resources.RBACPath:
-		return m.String.Match(r.Path)
-	case resources.RBACDestinationIP:
+	case *resources.RBACPath:
+		return m.Path.Match(r.Path)
+	case *resources.RBACDestinationIP:
 		return inPrefix(m.Prefix, r.Local.Addr())
-	case resources.RBACDestinationPort:
+	case *resources.RBACDestinationPort:
 		return m.Port == uint32(r.Local.Port())
-	case resources.RBACSourceIP, resources.RBACDirectRemoteIP, resources.RBACRemoteIP:
+	case *resources.RBACSourceIP:
 		return inPrefix(m.Prefix, r.Remote.Addr())
-	case resources.RBACAuthenticated:
-		return matchAuthenticated(m, r)
-	case resources.RBACMetadata:
+	case *resources.RBACDirectRemoteIP:
+		return inPrefix(m.Prefix, r.Remote.Addr())
+	case *resources.RBACRemoteIP:
+		return inPrefix(m.Prefix, r.Remote.Addr())
+	case *resources.RBACAuthenticated:
+		return matchAuthenticated(m.Name, r)
+	case *resources.RBACMetadata:
 		// A request has no metadata (gRPC's has none to match): only an
 		// inverted matcher matches.
 		return m.Invert
-	case resources.RBACRequestedServerName:
+	case *resources.RBACRequestedServerName:
 		// The server name is not seen; it matches as if empty, as in
 		// gRPC.
-		return m.String.Match("")
+		return m.Name.Match("")
 	}
-	// A kind this code does not know: resources never decodes one.
+	// nil, or a kind this code does not know: resources never decodes one.
 	return false
 }
 
@@ -140,20 +144,20 @@ func inPrefix(p netip.Prefix, a netip.Addr) bool {
 // matchAuthenticated follows gRPC: the URI SANs of the leaf certificate if
 // it has any, else its DNS SANs, else its subject; a TLS client without a
 // certificate has the name "".
-func matchAuthenticated(m *resources.RBACMatcher, r *Request) bool {
+func matchAuthenticated(name *resources.StringMatcher, r *Request) bool {
 	if !r.TLS {
 		return false
 	}
-	if !m.HasPrincipalName {
+	if name == nil {
 		return true
 	}
 	if len(r.PeerCertificates) == 0 {
-		return m.String.Match("")
+		return name.Match("")
 	}
 	c := r.PeerCertificates[0]
 	if len(c.URIs) > 0 {
 		for _, u := range c.URIs {
-			if m.String.Match(u.String()) {
+			if name.Match(u.String()) {
 				return true
 			}
 		}
@@ -161,11 +165,11 @@ func matchAuthenticated(m *resources.RBACMatcher, r *Request) bool {
 	}
 	if len(c.DNSNames) > 0 {
 		for _, d := range c.DNSNames {
-			if m.String.Match(d) {
+			if name.Match(d) {
 				return true
 			}
 		}
 		return false
 	}
-	return m.String.Match(c.Subject.String())
+	return name.Match(c.Subject.String())
 }
