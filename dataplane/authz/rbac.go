@@ -11,7 +11,8 @@ import (
 // Request is what RBAC rules see of one request, whatever carried it.
 type Request struct {
 	// Method is the request's method, what a rule on the :method header
-	// sees; a gRPC server sets "POST", which every RPC is.
+	// sees; a gRPC server sets "POST", which every RPC is. Empty, the
+	// request has no :method header.
 	Method string
 	// Path is the request's path, what url_path rules and the :path
 	// header see; for gRPC "/service/method".
@@ -35,8 +36,12 @@ type Request struct {
 // allowed if the rules' action is ALLOW and denied if it is DENY; one that
 // matches none gets the opposite. The rules' audit loggers are called, as
 // their condition says, before it returns. rules are used as decoded,
-// nothing is built from them: the call costs the matching only.
+// nothing is built from them: the call costs the matching only. nil rules
+// (an RBACConfig without rules) let every request through.
 func Authorize(rules *resources.RBACRules, req *Request) (allowed bool, policy string) {
+	if rules == nil {
+		return true, ""
+	}
 	for i := range rules.Policies {
 		p := &rules.Policies[i]
 		if anyMatch(p.Permissions, req) && anyMatch(p.Principals, req) {

@@ -233,6 +233,17 @@ func TestRBACEngine(t *testing.T) {
 	}
 }
 
+// A filter without rules (no rules, or the LOG action) decodes to nil
+// rules, which let every request through.
+func TestAuthorizeWithoutRules(t *testing.T) {
+	for _, m := range []*rbacfilterv3.RBAC{{}, rbacRules(rbacv3.RBAC_LOG, map[string]*rbacv3.Policy{"p": {Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{anyPrincipal()}}})} {
+		rules := compileRBAC(t, m)
+		if allowed, policy := authz.Authorize(rules, &authz.Request{Path: "/s/m"}); rules != nil || !allowed || policy != "" {
+			t.Errorf("rules %+v: allowed %v by %q, want nil rules that allow", rules, allowed, policy)
+		}
+	}
+}
+
 // recordingLogger is an audit logger registered through grpc-go's public
 // registry, as a user would.
 type recordingLogger struct {
