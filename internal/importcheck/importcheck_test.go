@@ -94,7 +94,7 @@ func contains(list []string, s string) bool {
 // client, the tree watcher or the gRPC half without an adapter links
 // neither OpenTelemetry nor Prometheus.
 func TestCoreLinksNoMetricsSystem(t *testing.T) {
-	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "grpcxds", "xdsserver"}
+	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "dataplane/...", "grpcxds", "xdsserver"}
 	args := []string{"list", "-deps"}
 	for _, p := range core {
 		args = append(args, module+"/"+p)
