@@ -46,7 +46,10 @@
 // for its :authority, the first route that matches; the route's action
 // must be non_forwarding_action, else the RPC fails with UNAVAILABLE. Then
 // the chain's HTTP filters run with the route's or virtual host's
-// overrides: RBAC allows or denies (PERMISSION_DENIED). A filter this
+// overrides: RBAC allows or denies (PERMISSION_DENIED). The filter chain
+// match and the RBAC evaluation are the data plane's (package
+// dataplane/authz, shared with other servers); this package binds them
+// to grpc-go's server, its peer and its metadata. A filter this
 // package has no code for fails the RPC (UNAVAILABLE) rather than being
 // skipped.
 //

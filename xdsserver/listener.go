@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/resources"
 )
 
@@ -153,7 +154,7 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	fc := g.cfg.FindFilterChain(local, remote)
+	fc := authz.FindFilterChain(g.cfg, local, remote)
 	if fc == nil {
 		conn.Close() // no chain for this peer
 		return

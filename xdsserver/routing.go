@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/resources"
 )
 
@@ -47,7 +48,7 @@ func (g *generation) check(ctx context.Context, method string) error {
 	if !lok || !rok {
 		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}
-	fc := g.cfg.FindFilterChain(local, remote)
+	fc := authz.FindFilterChain(g.cfg, local, remote)
 	if fc == nil {
 		return status.Error(codes.Unavailable, "xdsserver: no filter chain for the connection")
 	}
@@ -96,17 +97,18 @@ func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.Virt
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
 		case *resources.RBACConfig:
-			if c.Engine == nil {
+			if c.Rules == nil {
 				continue
 			}
-			req := &resources.RBACRequest{FullMethod: method, Headers: md, Local: local, Remote: remote}
+			// Every gRPC request is a POST.
+			req := &authz.Request{Method: "POST", Path: method, Headers: md, Local: local, Remote: remote}
 			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 				req.TLS, req.PeerCertificates = true, ti.State.PeerCertificates
 				if ti.SPIFFEID != nil {
 					req.Principal = ti.SPIFFEID.String()
 				}
 			}
-			if ok, policy := c.Engine.Authorize(req); !ok {
+			if ok, policy := authz.Authorize(c.Rules, req); !ok {
 				if policy != "" {
 					return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched deny policy %q", method, policy)
 				}
