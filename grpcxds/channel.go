@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,11 +47,6 @@ type channelState struct {
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
 
-	// balancerGen is the generation of the last configuration the goxds
-	// balancer took: the resolver reads it after handing the channel a
-	// configuration, to learn whether the goxds balancer runs at all.
-	balancerGen atomic.Uint64
-
 	mu    sync.Mutex
 	built bool             // a resolver was built for it; guarded by mu
 	owner *grpc.ClientConn // the channel of the first RPC; guarded by mu
@@ -72,6 +66,10 @@ type channelState struct {
 // channelConfig is one configuration of a channel, immutable.
 type channelConfig struct {
 	gen uint64
+	// epoch is the resolver's that made it (channelState.epochNow): the
+	// balancer hands it to the interceptors only if that resolver is
+	// still the channel's (channelState.setFrom).
+	epoch chan struct{}
 	// snap is the tree in force; nil when err says why there is none.
 	snap *watchers.Snapshot
 	// err is the status error RPCs fail with when snap is nil.

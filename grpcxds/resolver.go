@@ -309,27 +309,17 @@ type xdsResolver struct {
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
-// channel's state. gRPC hands it to the balancer before returning.
-//
-// Once the goxds balancer is known to run, the interceptors get the
-// snapshot before the balancer: an RPC that chooses a cluster the balancer
-// does not have yet waits for its picker, whereas one that chose from a
-// configuration older than the picker's would get the old route's
-// timeout and retries. The first snapshot goes to them only once the
-// balancer has taken it (publish), so that a channel that ignores the
-// service config sends nothing anywhere.
+// channel's state. The goxds balancer, taking it, hands the interceptors
+// their part (channelConfig) before it publishes the picker made from it;
+// until it has, they keep the configuration before, and the first RPCs
+// wait, so that a channel that ignores the service config sends nothing
+// anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	gen := r.cs.nextGen()
-	cfg := &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
-	if r.cs.balancerGen.Load() > 0 {
-		r.cs.setFrom(r.epoch, cfg)
-	}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, cfg)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
-	err := r.cc.UpdateState(st)
-	r.publish(gen, cfg)
-	if err != nil {
-		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
+	if err := r.cc.UpdateState(st); err != nil {
+		r.notTaken(cfg.gen, err)
 		return
 	}
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
@@ -348,30 +338,25 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	gen := r.cs.nextGen()
-	err = r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, gen))
-	r.publish(gen, &channelConfig{gen: gen, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
-	if err != nil {
-		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID}
+	if err := r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, cfg)); err != nil {
+		r.notTaken(cfg.gen, err)
 	}
 }
 
-// publish hands the channel's interceptors cfg, of generation gen, once
-// the goxds balancer has taken it, which it must have done by the time
-// UpdateState returns. If it did not, the channel runs another policy (it
-// was made with grpc.WithDisableServiceConfig, which ignores the
-// resolver's service config): its RPCs would go wherever that policy
+// notTaken handles a state of generation gen that the channel's policy
+// refused (UpdateState's error is the policy's verdict). The goxds
+// balancer takes every state this resolver makes, so the channel runs
+// another policy: it was made with grpc.WithDisableServiceConfig, which
+// ignores the resolver's service config, and that policy, handed no
+// addresses, refuses the state. Its RPCs would go wherever that policy
 // sends them, so the interceptors fail them instead, and the log says so.
-func (r *xdsResolver) publish(gen uint64, cfg *channelConfig) {
-	var ignored error
-	if r.cs.balancerGen.Load() < gen {
-		ignored = errNotOurBalancer(r.listener)
-		cfg = &channelConfig{gen: gen, err: ignored, nodeID: r.nodeID}
-	}
+func (r *xdsResolver) notTaken(gen uint64, err error) {
+	ignored := errNotOurBalancer(r.listener)
 	// A resolver closed since (its Update ran on as Close returned) sets
 	// nothing, and has nothing to say: no balancer hears a closed one.
-	if r.cs.setFrom(r.epoch, cfg) && ignored != nil {
-		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored)
+	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, epoch: r.epoch, err: ignored, nodeID: r.nodeID}) {
+		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored, "policy_err", err)
 	}
 }
 
