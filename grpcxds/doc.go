@@ -27,8 +27,11 @@
 // Importing the package registers the balancer ([BalancerName]) with gRPC.
 // [Options].Client shares one goxds client between the Builder and the rest
 // of the program, and its bootstrap ((*client.Client).Bootstrap) names the
-// listeners; without it the Builder creates one from the bootstrap for
-// as long as some channel uses it. The channel must accept service configs
+// listeners; without it the Builder creates one from the bootstrap when
+// its first channel starts, and keeps it while channels use it and for
+// [Options].ClientLinger after the last one closes or goes idle, so that a
+// channel coming back from idle finds its configuration at once rather
+// than redialling the management server. [Builder.Close] closes it. The channel must accept service configs
 // from its resolver: that is how the balancer is selected. On a channel
 // made with grpc.WithDisableServiceConfig, RPCs fail with UNAVAILABLE
 // saying so, rather than going wherever gRPC's default policy sends them.
