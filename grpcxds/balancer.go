@@ -197,10 +197,19 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		if err == nil {
 			err = fmt.Errorf("the %s balancer needs the goxds resolver: the resolver state carries no goxds snapshot", BalancerName)
 		}
-		b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+		cerr, transient := err.(*ConfigError)
+		if transient {
+			// Not a status error: gRPC fails the RPCs that are not
+			// wait-for-ready with UNAVAILABLE and this text, and holds the
+			// others until a configuration comes or their deadline, as
+			// for any channel in TRANSIENT_FAILURE.
+			b.dropConfigLocked(cerr)
+		} else {
+			b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+		}
 		b.finishAndUnlock()
 		b.updatePlugins(nil)
-		if _, isErr := err.(*ConfigError); isErr {
+		if transient {
 			return nil
 		}
 		return balancer.ErrBadResolverState

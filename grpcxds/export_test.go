@@ -31,3 +31,10 @@ func SetClientLingerTimer(b *Builder, start func(d time.Duration, f func()) (sto
 type stopFunc func() bool
 
 func (f stopFunc) Stop() bool { return f() }
+
+// WithConfigWaitObserver returns ctx with observe, called each time a
+// wait-for-ready RPC made with it starts waiting in the goxds interceptor
+// for a usable configuration.
+func WithConfigWaitObserver(ctx context.Context, observe func()) context.Context {
+	return context.WithValue(ctx, configWaitObserverKey{}, observe)
+}

@@ -418,7 +418,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID}
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), transient: true, nodeID: r.nodeID}
 	if err := r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, cfg)); err != nil {
 		r.notTaken(cfg.gen, err)
 	}
