@@ -206,6 +206,7 @@ func TestRegister(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Register(%q): %v", scheme, err)
 		}
+		defer b.Close()
 		for _, opts := range [][]grpc.DialOption{nil, b.DialOptions()} {
 			conn, err := grpc.NewClient(scheme+":///"+listener, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 			if err != nil {
