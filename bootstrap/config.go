@@ -129,6 +129,9 @@ func (s ServerConfig) validate(path string) error {
 	if err := s.validateSource(path); err != nil {
 		return err
 	}
+	if err := s.validateCallCreds(path); err != nil {
+		return err
+	}
 	if s.APIType == APITypeFilesystem {
 		return nil // files need no credentials; any listed are ignored
 	}

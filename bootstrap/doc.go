@@ -57,6 +57,23 @@
 //     on any machine; where there are no such credentials the error comes
 //     when the first connection is made, and says so.
 //
+// A server may also list call_creds (gRFC A97), credentials added to every
+// stream on top of the channel's. Unlike channel_creds, every entry of a
+// supported type is used and the others are ignored. The one supported type
+// is "jwt_token_file":
+//
+//	"call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/var/run/secrets/tokens/istio-token"}}]
+//
+// The file holds a JWT with an "exp" claim; it is sent as
+// "authorization: Bearer <token>", cached until 30 s before it expires and
+// read again from a minute before that, so a token the platform rotates is
+// picked up without a restart (grpc-go's credentials/jwt does the reading).
+// A token must not travel in plaintext: a supported call_creds entry on a
+// server whose selected channel_creds is "insecure" is a bootstrap error, as
+// is one on a REST server; a FILESYSTEM server ignores call_creds. goxds
+// reads call_creds always; grpc-go v1.85 only with
+// GRPC_EXPERIMENTAL_XDS_BOOTSTRAP_CALL_CREDS=true.
+//
 // certificate_providers (gRFC A29) maps instance names to plugins of
 // grpc-go's certprovider package. A registered plugin's config is parsed by
 // the plugin when the bootstrap is read, so a bad file_watcher config fails

@@ -163,6 +163,11 @@ func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
 			return s, err
 		}
 	}
+	if raw, ok := o.get("call_creds"); ok {
+		if s.CallCreds, err = decodeCallCredsList(raw, member(path, "call_creds")); err != nil {
+			return s, err
+		}
+	}
 	if raw, ok := o.get("server_features"); ok {
 		if s.ServerFeatures, err = asStrings(raw, member(path, "server_features")); err != nil {
 			return s, err
