@@ -168,11 +168,16 @@ func TestChannelCredentialsCallCreds(t *testing.T) {
 // TestCallCredsSeedCorpus checks that the call_creds seeds of FuzzParse's
 // corpus are what their names say.
 func TestCallCredsSeedCorpus(t *testing.T) {
-	want := map[string]string{
+	checkSeeds(t, map[string]string{
 		"istio_jwt":                 "",
 		"jwt_insecure":              `call_creds[0]: "jwt_token_file" call credentials need a secure channel`,
 		"jwt_token_file_not_string": "xds_servers[0].call_creds[0].config.jwt_token_file: must be a string, got array",
-	}
+	})
+}
+
+// checkSeeds parses each named seed of FuzzParse's corpus: want maps a
+// file to "" if it is valid, else to part of its error.
+func checkSeeds(t *testing.T, want map[string]string) {
 	for name, wantErr := range want {
 		t.Run(name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzParse", name))

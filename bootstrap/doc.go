@@ -81,6 +81,13 @@
 //
 //	bootstrap: certificate_providers["p"].config: plugin "file_watcher": pemfile: at least one credential file needs to be specified
 //
+// A file_watcher config may name a spiffe_trust_bundle_map_file (gRFC
+// A87): the provider's roots are then that SPIFFE trust bundle map, and
+// ca_certificate_file is ignored, so one bootstrap serves gRPC versions
+// with and without SPIFFE support. Peers are then verified against the
+// bundle of their SPIFFE ID's trust domain. goxds reads the field always;
+// grpc-go v1.85 only with GRPC_EXPERIMENTAL_XDS_MTLS_SPIFFE=true.
+//
 // An unregistered plugin is ignored, as gRPC ignores it; a cluster naming
 // its instance fails (see [Config.CertificateProviderConfig] and
 // [ErrUnknownCertificateProvider]).

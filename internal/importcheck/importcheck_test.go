@@ -19,8 +19,8 @@ var allowed = map[string][]string{
 	"transport": {"bootstrap"},
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
-	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
-	"xdsserver": {"watchers", "client", "resources", "bootstrap"},
+	"grpcxds":   {"watchers", "client", "resources", "bootstrap", "internal"},
+	"xdsserver": {"watchers", "client", "resources", "bootstrap", "internal"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"testutils": nil,        // anything
 	"example":   nil,
