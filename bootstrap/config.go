@@ -42,6 +42,11 @@ type Config struct {
 	// other plugins are kept and count as undefined, as in gRPC. Build them
 	// with CertificateProviderConfig. JSON: certificate_providers.
 	CertificateProviders map[string]CertificateProvider
+	// AllowedGRPCServices maps the target URI of a side-channel service
+	// to the credentials to reach it with, for GrpcServices sent by
+	// servers not marked FeatureTrustedXDSServer (gRFC A102); see
+	// AllowedGRPCService. JSON: allowed_grpc_services.
+	AllowedGRPCServices map[string]AllowedGRPCService
 }
 
 // Authority is the config of one xDS authority (gRFC A47).
@@ -107,7 +112,7 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
-	return nil
+	return validateAllowedGRPCServices(c.AllowedGRPCServices, "allowed_grpc_services")
 }
 
 func validateServers(servers []ServerConfig, path string) error {

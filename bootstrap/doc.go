@@ -38,8 +38,8 @@
 // "insecure", "tls" or "google_default"; the first supported entry is used
 // and unsupported ones are skipped. The other top-level fields are node,
 // authorities, client_default_listener_resource_name_template,
-// server_listener_resource_name_template and certificate_providers; see the
-// fields of [Config].
+// server_listener_resource_name_template, certificate_providers and
+// allowed_grpc_services; see the fields of [Config].
 //
 // # Credentials and certificates
 //
@@ -73,6 +73,25 @@
 // is one on a REST server; a FILESYSTEM server ignores call_creds. goxds
 // reads call_creds always; grpc-go v1.85 only with
 // GRPC_EXPERIMENTAL_XDS_BOOTSTRAP_CALL_CREDS=true.
+//
+// allowed_grpc_services (gRFC A102, as of its 2025-09-18 draft, grpc/proposal
+// PR 510) lists the side-channel services (external authorization or
+// processing servers, rate limiters) that a management server not marked
+// trusted_xds_server may name in a GrpcService, keyed by fully-qualified
+// target URI, each with channel_creds (required, chosen as a server's) and
+// call_creds (optional, as a server's):
+//
+//	"allowed_grpc_services": {
+//	  "dns:///ext-authz.example.org:443": {
+//	    "channel_creds": [{"type": "tls", "config": {"ca_certificate_file": "/etc/ca.pem"}}],
+//	    "call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/var/run/token"}}]
+//	  }
+//	}
+//
+// Entries are validated as servers' credentials are; see
+// [Config.AllowedGRPCService]. goxds reads the field always; grpc-go v1.85
+// only when a feature that uses it (ext_proc) is enabled by its
+// environment variable.
 //
 // certificate_providers (gRFC A29) maps instance names to plugins of
 // grpc-go's certprovider package. A registered plugin's config is parsed by

@@ -129,6 +129,11 @@ func parse(data []byte) (*Config, error) {
 			return nil, err
 		}
 	}
+	if raw, ok := top.get("allowed_grpc_services"); ok {
+		if c.AllowedGRPCServices, err = decodeAllowedGRPCServices(raw, "allowed_grpc_services"); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
