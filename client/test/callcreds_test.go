@@ -3,6 +3,7 @@ package test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -205,4 +206,51 @@ func TestJWTCallCredsRefusedOnInsecureChannel(t *testing.T) {
 	if want := `xds_servers[0].call_creds[0]: "jwt_token_file" call credentials need a secure channel`; !strings.Contains(err.Error(), want) {
 		t.Errorf("client.New error = %v, want it to say %q", err, want)
 	}
+}
+
+// TestE2EJWTTokenFileWrittenLate: a token file that does not exist yet
+// fails the stream before it reaches the server, and the watchers are
+// told why, naming the file; once the file is written, a later attempt
+// reads it (the credentials read the file when a call needs it, after
+// their own backoff) and the client is served.
+func TestE2EJWTTokenFileWrittenLate(t *testing.T) {
+	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+		t.Parallel()
+		pki := testutils.NewPKI(t)
+		srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+		gate := newTokenGate(t)
+		token := jwtToken("late", time.Now().Add(time.Hour))
+		gate.accept(token)
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
+			GRPCServerOptions: []grpc.ServerOption{
+				grpc.Creds(credentials.NewServerTLSFromCert(&srvCert.TLS)),
+				grpc.StreamInterceptor(gate.intercept),
+			},
+			Initial: map[string]testutils.Resources{nodeID: svc(1001)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ms.Stop)
+		c, err := client.New(jwtBootstrap(t, ms.Address(), p, pki.CAFile, tokenFile),
+			client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: testLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		tr := watchTree(c)
+		e := tr.l.next(t)
+		if e.kind == "update" || !errors.Is(e.err, client.ErrServerUnavailable) || !strings.Contains(e.err.Error(), tokenFile) {
+			t.Fatalf("first event %v, want the server unavailable, naming the token file %s", e, tokenFile)
+		}
+
+		if err := testutils.WriteFileAtomically(tokenFile, []byte(token)); err != nil {
+			t.Fatal(err)
+		}
+		if got := gate.next(t); got != "Bearer "+token {
+			t.Fatalf("first stream to reach the server carried %q, want the token written", got)
+		}
+		tr.l.wantUpdatePastOutage(t, "svc")
+	})
 }
