@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -79,4 +80,55 @@ func TestClientHandshakeSPIFFEBundleMap(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClientHandshakeSPIFFEBundleMapRotated: the provider reads the map
+// file again (every refresh_interval), so a trust domain added to the map
+// is accepted by the next connections, and one removed is refused.
+func TestClientHandshakeSPIFFEBundleMapRotated(t *testing.T) {
+	a, b := testutils.NewPKI(t), testutils.NewPKI(t)
+	dir := t.TempDir()
+	writeMap := func(domains map[string]*testutils.PKI) string {
+		path, err := testutils.WriteSPIFFEBundleMap(dir, "bundles.json", domains)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	bundles := writeMap(map[string]*testutils.PKI{"a.goxds.test": a})
+	cfg := &bootstrap.Config{CertificateProviders: map[string]bootstrap.CertificateProvider{
+		"roots": {PluginName: "file_watcher", Config: json.RawMessage(`{"spiffe_trust_bundle_map_file": "` + bundles + `", "refresh_interval": "0.02s"}`)},
+	}}
+	hi, err := xdscreds.NewHandshakeInfo(cfg, securityOf(t, upstream("", false, false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hi.Close()
+	srvB := startServer(t, b.Issue("server", testutils.CertOptions{URIs: []string{"spiffe://b.goxds.test/server"}}).TLS)
+	if err := rpc(t, srvB.addr, hi, ""); !strings.Contains(strings.ReplaceAll(status.Convert(err).Message(), `\"`, `"`), `which the SPIFFE trust bundle map lacks`) {
+		t.Fatalf("server of b before b is in the map: %v, want it refused", err)
+	}
+
+	// until calls rpc on fresh connections until ok says it has the
+	// outcome wanted: the provider reads the file within 20ms, and each
+	// connection's handshake uses what it read last.
+	until := func(what string, ok func(error) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := rpc(t, srvB.addr, hi, "")
+			if ok(err) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %v", what, err)
+			}
+		}
+	}
+	writeMap(map[string]*testutils.PKI{"a.goxds.test": a, "b.goxds.test": b})
+	until("b added to the map", func(err error) bool { return err == nil })
+	writeMap(map[string]*testutils.PKI{"a.goxds.test": a})
+	until("b removed from the map", func(err error) bool {
+		return status.Code(err) == codes.Unavailable && strings.Contains(status.Convert(err).Message(), "lacks")
+	})
 }
