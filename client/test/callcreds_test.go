@@ -34,19 +34,19 @@ func jwtToken(sub string, exp time.Time) string {
 }
 
 // tokenGate is a management server's check of the bearer token on each
-// stream: it reports every authorization header it sees, in order, and
-// lets through only the token it currently accepts.
+// stream: it records every authorization header it sees, in order, and
+// lets through only the token it currently accepts. Recording never
+// blocks a stream, however many there are.
 type tokenGate struct {
-	seen chan string   // "Bearer <token>", or "" for a stream with none
-	done chan struct{} // closed when the test ends: stop reporting
-	mu   sync.Mutex
-	want string // guarded by mu: the header accepted now
+	mu     sync.Mutex
+	want   string        // guarded by mu: the header accepted now
+	seen   []string      // guarded by mu: "Bearer <token>", or "" for a stream with none
+	read   int           // guarded by mu: how many of seen next has returned
+	signal chan struct{} // has a value when seen has grown since next looked
 }
 
-func newTokenGate(t *testing.T) *tokenGate {
-	g := &tokenGate{seen: make(chan string, 16), done: make(chan struct{})}
-	t.Cleanup(func() { close(g.done) })
-	return g
+func newTokenGate() *tokenGate {
+	return &tokenGate{signal: make(chan struct{}, 1)}
 }
 
 func (g *tokenGate) accept(token string) {
@@ -58,13 +58,14 @@ func (g *tokenGate) accept(token string) {
 func (g *tokenGate) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 	md, _ := metadata.FromIncomingContext(ss.Context())
 	got := strings.Join(md.Get("authorization"), ",")
-	select {
-	case g.seen <- got:
-	case <-g.done:
-	}
 	g.mu.Lock()
+	g.seen = append(g.seen, got)
 	ok := got == g.want
 	g.mu.Unlock()
+	select {
+	case g.signal <- struct{}{}:
+	default:
+	}
 	if !ok {
 		return grpcstatus.Errorf(codes.Unauthenticated, "token %q not accepted", got)
 	}
@@ -74,18 +75,29 @@ func (g *tokenGate) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServe
 // next returns the next authorization header the server saw.
 func (g *tokenGate) next(t *testing.T) string {
 	t.Helper()
-	select {
-	case got := <-g.seen:
-		return got
-	case <-time.After(timeout):
-		t.Fatal("no stream reached the management server")
-		return ""
+	deadline := time.After(timeout)
+	for {
+		g.mu.Lock()
+		if g.read < len(g.seen) {
+			got := g.seen[g.read]
+			g.read++
+			g.mu.Unlock()
+			return got
+		}
+		g.mu.Unlock()
+		select {
+		case <-g.signal:
+		case <-deadline:
+			t.Fatal("no stream reached the management server")
+			return ""
+		}
 	}
 }
 
 // TestE2EJWTCallCredsRotated runs a client against go-control-plane's
 // server over TLS on 127.0.0.1, its bootstrap naming a jwt_token_file call
-// credential (gRFC A97). The server accepts a stream only with the bearer
+// credential (gRFC A97), on every gRPC variant (ADS and per-type streams
+// share the channel's credentials). The server accepts a stream only with the bearer
 // token it expects. The first stream carries the token in the file. The
 // token is then rotated (a new token written to the file, the old one no
 // longer accepted: the server restarts knowing only the new one); the
@@ -99,11 +111,11 @@ func (g *tokenGate) next(t *testing.T) string {
 // Until that read has finished it may present the old token once more,
 // which the server refuses.
 func TestE2EJWTCallCredsRotated(t *testing.T) {
-	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
+	forEachProtocol(t, everyProtocol, func(t *testing.T, p protocol) {
 		t.Parallel()
 		pki := testutils.NewPKI(t)
 		srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-		gate := newTokenGate(t)
+		gate := newTokenGate()
 		old, rotated := jwtToken("first", time.Now().Add(85*time.Second)), jwtToken("second", time.Now().Add(time.Hour))
 		gate.accept(old)
 		tokenFile := filepath.Join(t.TempDir(), "token")
@@ -218,7 +230,7 @@ func TestE2EJWTTokenFileWrittenLate(t *testing.T) {
 		t.Parallel()
 		pki := testutils.NewPKI(t)
 		srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-		gate := newTokenGate(t)
+		gate := newTokenGate()
 		token := jwtToken("late", time.Now().Add(time.Hour))
 		gate.accept(token)
 		tokenFile := filepath.Join(t.TempDir(), "token")
