@@ -20,8 +20,8 @@ var allowed = map[string][]string{
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
 	"dataplane": {"watchers", "client", "resources", "bootstrap"}, // transport-neutral: see TestDataPlaneImportsNoTransport
-	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap"},
-	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap"},
+	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
+	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"testutils": nil,        // anything
 	"example":   nil,
