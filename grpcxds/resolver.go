@@ -269,7 +269,8 @@ func (b *Builder) listenerName(target resolver.Target) (string, error) {
 	if authority := target.URL.Host; authority != "" {
 		name, ok := b.cfg.AuthorityListenerResourceName(authority, endpoint)
 		if !ok {
-			return "", fmt.Errorf("grpcxds: target %q: authority %q is not in the bootstrap", target.String(), authority)
+			// gRPC's words, for what was written against them.
+			return "", fmt.Errorf("grpcxds: authority %q specified in dial target %q is not found in the bootstrap file (xDS node ID %q)", authority, target.String(), b.cfg.Node.ID)
 		}
 		return name, nil
 	}
