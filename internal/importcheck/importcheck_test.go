@@ -22,7 +22,8 @@ var allowed = map[string][]string{
 	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
 	"xdsserver": {"watchers", "client", "resources", "bootstrap"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
-	"testutils": nil,        // anything
+	"xdsdebug":  {"client", "watchers", "resources", "bootstrap"},
+	"testutils": nil, // anything
 	"example":   nil,
 	"internal":  nil,
 }
