@@ -99,12 +99,17 @@ func newRouteRow(i int, r *resources.Route) routeRow {
 		row.Action = "cluster " + r.Cluster
 		row.Clusters = []string{r.Cluster}
 	case len(r.WeightedClusters) > 0:
-		parts := make([]string, len(r.WeightedClusters))
+		var parts []string
 		for i, wc := range r.WeightedClusters {
-			parts[i] = fmt.Sprintf("%s (%d)", wc.Name, wc.Weight)
+			if i < maxWeightedShown {
+				parts = append(parts, fmt.Sprintf("%s (%d)", wc.Name, wc.Weight))
+			}
 			row.Clusters = append(row.Clusters, wc.Name)
 		}
 		row.Action = "weighted: " + strings.Join(parts, ", ")
+		if n := len(r.WeightedClusters); n > maxWeightedShown {
+			row.Action += fmt.Sprintf(", and %d more (the tree's clusters list them all)", n-maxWeightedShown)
+		}
 	case r.ClusterSpecifierPlugin != "":
 		row.Action = "cluster specifier plugin " + r.ClusterSpecifierPlugin
 	default:
@@ -115,6 +120,10 @@ func newRouteRow(i int, r *resources.Route) routeRow {
 	}
 	return row
 }
+
+// maxWeightedShown is how many clusters of weighted_clusters a route's
+// action names: one route may split traffic over 10,000 clusters.
+const maxWeightedShown = 50
 
 // maxValueHTML is the most of one value's JSON an HTML page shows: a
 // route configuration may be megabytes (the JSON view has it all).
