@@ -2,6 +2,7 @@ package xdsdebug_test
 
 import (
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -276,5 +277,45 @@ func TestTreesTrackedAndWatched(t *testing.T) {
 	}
 	if code, _ := e.get("?view=tree&tree=2"); code != http.StatusNotFound {
 		t.Errorf("the cancelled tree's page: %d, want 404", code)
+	}
+}
+
+// Resources read from the persistence directory show as such, until a
+// server sends them: a client restarted while its server is down serves
+// its tree from disk, and the page says so.
+func TestFromDiskShown(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	first := newEnv(t, testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: clusterNames(2)}), envOptions{persist: dir})
+	first.watchTree("svc")
+	var l jsonResources
+	first.getJSON("?view=resources", &l)
+	if l.Page.Total != 6 || l.Resources[0].FromDisk {
+		t.Fatalf("first run: %+v, want 6 resources, from the server", l)
+	}
+	first.c.Close() // writes the files
+	// The files are for the servers of the bootstrap: the restarted client
+	// has the same one, down. Its port is held, never answering, so that
+	// no other test's server takes it.
+	addr := first.ms.Address()
+	first.ms.Stop()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+
+	e := newEnv(t, testutils.Resources{}, envOptions{persist: dir, noServer: true, serverURI: addr})
+	e.watchTree("svc") // the server's failure may come first
+	waitFor(e, "", func(ov jsonOverview) bool { return len(ov.Trees) == 1 && ov.Trees[0].Clusters == 2 })
+	e.getJSON("?view=resources", &l)
+	for _, r := range l.Resources {
+		if !r.FromDisk || r.Status != "REQUESTED" || r.Version == "" {
+			t.Errorf("%s %s: %+v, want from disk, REQUESTED, with its version", r.TypeURL, r.Name, r)
+		}
+	}
+	_, body := e.get("?view=resource&type=Listener&name=svc")
+	if !strings.Contains(body, "yes: read from the persistence directory") {
+		t.Errorf("the Listener's page does not say it is from disk:\n%s", body)
 	}
 }

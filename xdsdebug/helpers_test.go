@@ -1,6 +1,7 @@
 package xdsdebug_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,7 @@ var fastBackoff = backoff.Config{BaseDelay: 5 * time.Millisecond, Multiplier: 1.
 // env is a client of an in-process management server, and its debug page
 // served over HTTP at /debug/xds.
 type env struct {
-	t   *testing.T
+	t   testing.TB
 	ms  *testutils.ManagementServer
 	c   *client.Client
 	h   *xdsdebug.Handler
@@ -52,21 +53,34 @@ type envOptions struct {
 	// fallback: the primary of the bootstrap is an address nothing
 	// listens on, and the management server its fallback.
 	fallback bool
+	// persist is the client's Options.Persist.Dir, "" for none.
+	persist string
+	// noServer: no management server; the bootstrap names serverURI, or
+	// else an address nothing listens on.
+	noServer  bool
+	serverURI string
 }
 
-func newEnv(t *testing.T, res testutils.Resources, o envOptions) *env {
+func newEnv(t testing.TB, res testutils.Resources, o envOptions) *env {
 	t.Helper()
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
-	if err != nil {
-		t.Fatal(err)
+	var ms *testutils.ManagementServer
+	bo := testutils.BootstrapOptions{NodeID: nodeID}
+	if o.noServer {
+		bo.ServerURI = cmp.Or(o.serverURI, deadAddress(t))
+	} else {
+		var err error
+		ms, err = testutils.StartManagementServer(testutils.ManagementServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ms.Stop)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if err := ms.Update(ctx, nodeID, res); err != nil {
+			t.Fatal(err)
+		}
+		bo.ServerURI = ms.Address()
 	}
-	t.Cleanup(ms.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	if err := ms.Update(ctx, nodeID, res); err != nil {
-		t.Fatal(err)
-	}
-	bo := testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: nodeID}
 	if o.fallback {
 		bo.ServerURI = deadAddress(t)
 		bo.FallbackServers = []testutils.BootstrapServer{{URI: ms.Address()}}
@@ -81,6 +95,7 @@ func newEnv(t *testing.T, res testutils.Resources, o envOptions) *env {
 	}
 	c, err := client.New(b, client.Options{
 		WatchExpiry: expiry,
+		Persist:     client.PersistOptions{Dir: o.persist, Wait: 50 * time.Millisecond},
 		Logger:      slog.New(slog.DiscardHandler),
 		TransportOptions: transport.Options{Backoff: fastBackoff, DialOptions: []grpc.DialOption{
 			grpc.WithConnectParams(grpc.ConnectParams{Backoff: fastBackoff, MinConnectTimeout: time.Second}),
@@ -99,7 +114,7 @@ func newEnv(t *testing.T, res testutils.Resources, o envOptions) *env {
 }
 
 // deadAddress is an address nothing listens on: a port taken and freed.
-func deadAddress(t *testing.T) string {
+func deadAddress(t testing.TB) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
