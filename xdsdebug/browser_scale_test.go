@@ -41,6 +41,8 @@ func TestBrowserTenThousandClusters(t *testing.T) {
 		{"?view=tree&tree=1", 128 << 10},
 		{"?view=tree&tree=1&limit=1000&page=10", 1 << 20},
 		{"?view=tree&tree=1&list=routes", 16 << 10}, // one route, to 10,000 weighted clusters
+		{"?view=tree&tree=1&list=text", 1 << 20},    // cut at 512 KiB, escaped
+		{"?view=tree&tree=1&cluster=cluster-05000", 64 << 10},
 		{"?view=resources&limit=1000&format=json", 1 << 20},
 		{"?view=tree&tree=1&limit=1000&format=json", 1 << 20},
 	} {
@@ -81,7 +83,7 @@ func TestBrowserTenThousandClusters(t *testing.T) {
 	if l := lookAt(img); l.ink < 0.01 || l.textBands < 20 {
 		t.Errorf("the screenshot shows %.2f%% ink in %d bands of text: not the table", 100*l.ink, l.textBands)
 	}
-	if took > 2*time.Minute || took-base > time.Minute {
-		t.Errorf("Chromium took %v for the page (%v for an empty one): more than a minute for the page", took, base)
+	if took-base > time.Minute {
+		t.Errorf("Chromium took %v for the page, %v for an empty one: more than a minute for the page", took, base)
 	}
 }

@@ -25,7 +25,7 @@ const requireBrowserEnv = "GOXDS_REQUIRE_BROWSER"
 
 // browserTimeout bounds one run of the browser. Generous: a cold start on
 // a loaded machine takes seconds.
-const browserTimeout = 90 * time.Second
+const browserTimeout = 3 * time.Minute
 
 // browser finds chromium: $GOXDS_CHROMIUM, or chromium (Debian) or
 // chromium-browser on the PATH.

@@ -23,7 +23,10 @@
 //   - view=tree&tree= shows a config tree as its watcher sees it: the
 //     listener, route configuration and virtual host of the latest
 //     snapshot, and its clusters (list=clusters: kind, target, endpoints,
-//     error; status=ERROR for those in error) or routes (list=routes).
+//     error; status=ERROR for those in error) or routes (list=routes), or
+//     the whole tree as the watchers package prints it (list=text, cut at
+//     512 KiB); cluster= adds one cluster printed, with its localities and
+//     endpoints (watchers.Snapshot.Tree; JSON: the TreeNode).
 //
 // Every list is paged (page=, limit= up to MaxLimit rows, DefaultLimit
 // unless asked), and filtered on the server, so a page stays small however

@@ -82,23 +82,25 @@ func notFound(format string, args ...any) error {
 
 // query is a request's parameters, checked.
 type query struct {
-	vals   url.Values
-	view   string // "", "resources", "resource", "tree"
-	json   bool
-	typ    string // a type URL, "" for all (resources), or as given (resource)
-	name   string // view=resource: the name with parameters
-	q      string // filter: names containing it
-	status string // filter: a client.Status name, or "ERROR"
-	page   int    // from 1
-	limit  int
-	tree   int    // view=tree: the tree's id
-	list   string // view=tree: "clusters" or "routes"
+	vals    url.Values
+	view    string // "", "resources", "resource", "tree"
+	json    bool
+	typ     string // a type URL, "" for all (resources), or as given (resource)
+	name    string // view=resource: the name with parameters
+	q       string // filter: names containing it
+	status  string // filter: a client.Status name, or "ERROR"
+	page    int    // from 1
+	limit   int
+	tree    int    // view=tree: the tree's id
+	list    string // view=tree: "clusters", "routes" or "text"
+	cluster string // view=tree: a cluster to print, "" for none
 }
 
 // ServeHTTP serves the page: the overview; with view=resources, the
 // resources of the cache (type=, q=, status=, page=, limit=); with
 // view=resource&type=&name=, one of them; with view=tree&tree=, a tracked
-// config tree (list=clusters or routes, q=, page=, limit=). format=json,
+// config tree (list=clusters or routes, q=, page=, limit=; list=text for
+// the tree printed; cluster= for one cluster printed). format=json,
 // or an Accept header that asks for application/json and not text/html,
 // gives the same as JSON. Only GET and HEAD are served.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -204,10 +206,11 @@ func parseQuery(r *http.Request) (query, error) {
 		switch q.list = vals.Get("list"); q.list {
 		case "":
 			q.list = "clusters"
-		case "clusters", "routes":
+		case "clusters", "routes", "text":
 		default:
-			return q, badRequest("list: want clusters or routes, got %q", q.list)
+			return q, badRequest("list: want clusters, routes or text, got %q", q.list)
 		}
+		q.cluster = vals.Get("cluster")
 	}
 	return q, nil
 }

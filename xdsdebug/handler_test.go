@@ -150,7 +150,8 @@ func TestPageEscapesWhatServersSend(t *testing.T) {
 	e.watchTree("svc")
 	waitFor(e, "?view=resources&status=NACKED", func(l jsonResources) bool { return l.Page.Total == 1 })
 
-	for _, q := range []string{"", "?view=resources", "?view=resources&q=" + "%3Cscript", "?view=tree&tree=1", "?view=tree&tree=1&list=routes",
+	for _, q := range []string{"", "?view=resources", "?view=resources&q=" + "%3Cscript", "?view=tree&tree=1", "?view=tree&tree=1&list=routes", "?view=tree&tree=1&list=text",
+		"?view=tree&tree=1&cluster=%3Cscript%3Ealert(%22x%22)%3C%2Fscript%3E%3Cimg+src%3Dx+onerror%3Dalert(1)%3E%26amp%3B",
 		"?view=resource&type=Cluster&name=%3Cscript%3Ealert(%22x%22)%3C%2Fscript%3E%3Cimg+src%3Dx+onerror%3Dalert(1)%3E%26amp%3B"} {
 		code, body := e.get(q)
 		if code != http.StatusOK {
@@ -191,7 +192,8 @@ func TestBadRequestsNameTheParameter(t *testing.T) {
 		{"?view=resource&type=Cluster&name=none", 404, `no type.googleapis.com/envoy.config.cluster.v3.Cluster "none" in the client's cache`},
 		{"?view=tree", 400, "tree: missing"},
 		{"?view=tree&tree=7", 404, "tree: no tree 7"},
-		{"?view=tree&tree=1&list=nope", 400, `list: want clusters or routes, got "nope"`},
+		{"?view=tree&tree=1&list=nope", 400, `list: want clusters, routes or text, got "nope"`},
+		{"?view=tree&tree=1&cluster=nope", 404, `cluster: no cluster "nope" in the tree's snapshot`},
 		{"?view=tree&tree=1&status=ACKED", 400, "status: a tree's clusters have no status but ERROR"},
 	} {
 		code, body := e.get(c.query)
@@ -262,6 +264,31 @@ func TestTreesTrackedAndWatched(t *testing.T) {
 	e.getJSON("?view=tree&tree=1&list=routes", &tr)
 	if len(tr.RoutesPage) != 1 || !strings.Contains(tr.RoutesPage[0].Action, "cluster-00004 (1)") || tr.RoutesPage[0].Match != `prefix "/"` {
 		t.Errorf("routes %+v, want one weighted route over the five clusters", tr.RoutesPage)
+	}
+
+	// Printed by the watchers package: the tree, and one cluster.
+	e.getJSON("?view=tree&tree=1&list=text", &tr)
+	for _, want := range []string{`listener "svc"`, `route_config "svc-route" (RDS)`, `cluster "cluster-00004" weight=1 EDS lb=`, "endpoint 127.0.0.1:8080"} {
+		if !strings.Contains(tr.Text, want) {
+			t.Errorf("the tree as text lacks %q:\n%s", want, tr.Text)
+		}
+	}
+	var cd struct {
+		Cluster struct {
+			Name string
+			Node struct {
+				Kind     string
+				Text     string
+				Children []struct{ Kind string }
+			}
+		}
+	}
+	e.getJSON("?view=tree&tree=1&cluster=cluster-00001", &cd)
+	if n := cd.Cluster.Node; cd.Cluster.Name != "cluster-00001" || n.Kind != "cluster" || !strings.HasPrefix(n.Text, `"cluster-00001" EDS lb=`) || len(n.Children) != 1 || n.Children[0].Kind != "locality" {
+		t.Errorf("cluster-00001 printed: %+v, want an EDS cluster with its locality", cd.Cluster)
+	}
+	if _, body := e.get("?view=tree&tree=1&cluster=cluster-00001"); !strings.Contains(body, `<pre id="cluster-tree">cluster &#34;cluster-00001&#34; EDS`) {
+		t.Errorf("the HTML does not print cluster-00001:\n%s", body)
 	}
 
 	cancel := e.h.WatchTree("other", watchers.TreeOptions{})

@@ -266,5 +266,6 @@ type (
 			Endpoints                 int
 		} `json:"clusters_page"`
 		RoutesPage []struct{ Match, Action string } `json:"routes_page"`
+		Text       string
 	}
 )

@@ -3,6 +3,9 @@ package xdsdebug
 import (
 	"strings"
 	"time"
+
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
 )
 
 // treeSummary is a tracked tree as the overview lists it.
@@ -74,6 +77,22 @@ type treeDetail struct {
 	Page        pageInfo     `json:"page"`
 	ClusterRows []clusterRow `json:"clusters_page,omitempty"`
 	RouteRows   []routeRow   `json:"routes_page,omitempty"`
+	// Text is the tree as the watchers package prints it (list=text),
+	// cut at 512 KiB if TextCut.
+	Text    string `json:"text,omitempty"`
+	TextCut bool   `json:"text_cut,omitempty"`
+	// Cluster is the cluster= asked for, printed.
+	Cluster *clusterDetail `json:"cluster,omitempty"`
+}
+
+// clusterDetail is one cluster of a tree, printed: Node for tools, Text
+// for people.
+type clusterDetail struct {
+	Name string             `json:"name"`
+	Node *watchers.TreeNode `json:"node"`
+	Text string             `json:"-"`
+	// EDSService names the endpoints resource of an EDS cluster.
+	EDSService string `json:"eds_service_name,omitempty"`
 }
 
 func (h *Handler) tree(q query) (treeDetail, error) {
@@ -100,6 +119,21 @@ func (h *Handler) tree(q query) (treeDetail, error) {
 	}
 	if vh := snap.VirtualHost; vh != nil {
 		d.Domains, d.Routes, d.SkippedRoutes = vh.Domains, len(vh.Routes), len(vh.SkippedRoutes)
+	}
+	if q.cluster != "" {
+		node, text, ok := printCluster(snap, q.cluster)
+		if !ok {
+			return d, notFound("cluster: no cluster %q in the tree's snapshot", q.cluster)
+		}
+		d.Cluster = &clusterDetail{Name: q.cluster, Node: node, Text: text}
+		if c := snap.Clusters.Get(q.cluster).Cluster; c != nil && c.Kind == resources.ClusterKindEDS {
+			d.Cluster.EDSService = c.EDSServiceName()
+		}
+	}
+	if q.list == "text" {
+		d.Text, d.TextCut = printTree(snap)
+		_, _, d.Page = paginate(q, 0)
+		return d, nil
 	}
 	if q.list == "routes" {
 		var rows []routeRow

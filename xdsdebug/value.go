@@ -1,9 +1,9 @@
 package xdsdebug
 
-// This file is the whole of how the page renders resource values, so that
-// a readable printer of decoded values (watchers) can replace it without
-// touching the rest: the cluster and route cells of a tree, and the value
-// of one resource.
+// This file is the whole of how the page renders resource values: the
+// cluster and route cells of a tree, a tree or one of its clusters as
+// text (the watchers package's printer, Snapshot.Tree), and the value of
+// one resource (protojson).
 
 import (
 	"encoding/json"
@@ -158,6 +158,48 @@ func valueText(raw json.RawMessage) cutValue {
 		return cutValue{string(raw[:maxValueHTML]), true}
 	}
 	return cutValue{string(raw), false}
+}
+
+// printTree is the snapshot as the watchers package prints it, cut at
+// maxValueHTML: at 10,000 clusters the whole is megabytes.
+func printTree(s *watchers.Snapshot) (text string, cut bool) {
+	var b strings.Builder
+	s.Tree().WriteTo(&b)
+	if b.Len() > maxValueHTML {
+		return b.String()[:maxValueHTML], true
+	}
+	return b.String(), false
+}
+
+// printCluster is the tree of the cluster name of s, as the watchers
+// package prints it: its kind, policy, localities and endpoints, or an
+// aggregate's leaves. It prints a snapshot of that cluster and its leaves
+// alone, so that it costs what the cluster costs, not what the tree does.
+func printCluster(s *watchers.Snapshot, name string) (*watchers.TreeNode, string, bool) {
+	cc := s.Clusters.Get(name)
+	if cc == nil {
+		return nil, "", false
+	}
+	part := map[string]*watchers.ClusterConfig{name: cc}
+	for _, leaf := range cc.Leaves {
+		if l := s.Clusters.Get(leaf); l != nil {
+			part[leaf] = l
+		}
+	}
+	root := (&watchers.Snapshot{Clusters: watchers.NewClusterMap(part)}).Tree()
+	for _, group := range root.Children {
+		if group.Kind != watchers.TreeOtherClusters {
+			continue
+		}
+		for _, n := range group.Children {
+			if n.Name == name {
+				var b strings.Builder
+				n.WriteTo(&b)
+				return n, b.String(), true
+			}
+		}
+	}
+	return nil, "", false
 }
 
 func errText(err error) string {
