@@ -52,8 +52,7 @@ type Handler struct {
 
 // New returns the debug page of c.
 func New(c *client.Client, opts Options) *Handler {
-	h := &Handler{c: c, clock: opts.Clock}
-	return h
+	return &Handler{c: c, clock: opts.Clock}
 }
 
 func (h *Handler) now() time.Time {
