@@ -13,7 +13,7 @@ import (
 // and renders one page.
 func BenchmarkPage10k(b *testing.B) {
 	e := newEnv(b, testutils.DefaultResources(testutils.ResourceParams{ListenerName: "svc", ClusterNames: clusterNames(10000)}), envOptions{})
-	e.watchTree("svc")
+	e.watchTreeWithin("svc", bigTimeout)
 	for _, q := range []string{"", "?view=resources", "?view=tree&tree=1", "?view=resources&format=json"} {
 		b.Run("q="+q, func(b *testing.B) {
 			req := httptest.NewRequest(http.MethodGet, "/debug/xds"+q, nil)
