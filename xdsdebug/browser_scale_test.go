@@ -14,7 +14,8 @@ import (
 // configuration: lists are paged, the overview counts. Each page is
 // served and rendered by Chromium in bounded time, and the largest page
 // a request can ask for (1,000 rows) stays under a megabyte. The bounds
-// are generous, for a loaded machine under -race; the test logs the
+// are generous (30 s a request; a minute for Chromium past its start),
+// for a loaded machine under -race; the test logs the
 // figures.
 func TestBrowserTenThousandClusters(t *testing.T) {
 	bin := browser(t)
@@ -56,8 +57,8 @@ func TestBrowserTenThousandClusters(t *testing.T) {
 		if len(body) > c.maxBytes {
 			t.Errorf("GET %s: %d bytes, more than %d", c.query, len(body), c.maxBytes)
 		}
-		if took > 10*time.Second {
-			t.Errorf("GET %s took %v, more than 10 s", c.query, took)
+		if took > 30*time.Second {
+			t.Errorf("GET %s took %v, more than 30 s", c.query, took)
 		}
 	}
 
