@@ -274,25 +274,26 @@ func (h *Handler) resourceList(q query) (resourceList, error) {
 		}
 		out.TypeURL = u
 	}
-	var rows []client.ResourceStatus
-	for _, st := range dump {
+	// One pass: the rows of the page are made, the others only counted.
+	first, total := (q.page-1)*q.limit, 0
+	out.Resources = make([]resourceRow, 0, min(q.limit, len(dump)))
+	for i := range dump {
+		st := &dump[i]
 		if out.TypeURL != "" && st.TypeURL != out.TypeURL {
 			continue
 		}
-		if q.status == "ERROR" && statusErr(st) == "" || q.status != "" && q.status != "ERROR" && st.Status.String() != q.status {
+		if q.status == "ERROR" && statusErr(*st) == "" || q.status != "" && q.status != "ERROR" && st.Status.String() != q.status {
 			continue
 		}
 		if q.q != "" && !strings.Contains(st.NameWithParameters(), q.q) {
 			continue
 		}
-		rows = append(rows, st)
+		if total >= first && total < first+q.limit {
+			out.Resources = append(out.Resources, newResourceRow(*st))
+		}
+		total++
 	}
-	lo, hi, p := paginate(q, len(rows))
-	out.Page = p
-	out.Resources = make([]resourceRow, 0, hi-lo)
-	for _, st := range rows[lo:hi] {
-		out.Resources = append(out.Resources, newResourceRow(st))
-	}
+	_, _, out.Page = paginate(q, total)
 	return out, nil
 }
 
