@@ -47,6 +47,12 @@ type Config struct {
 	// servers not marked FeatureTrustedXDSServer (gRFC A102); see
 	// AllowedGRPCService. JSON: allowed_grpc_services.
 	AllowedGRPCServices map[string]AllowedGRPCService
+	// UnknownFields are the JSON paths of the fields Parse, Load or FromEnv
+	// ignored because goxds does not know them, sorted, e.g.
+	// ["node.user_agent", "xds_servers[0].server_feature"]; for tools to
+	// warn about, since a misspelt optional field is otherwise silently
+	// absent. Not read by the client or by Validate.
+	UnknownFields []string
 }
 
 // Authority is the config of one xDS authority (gRFC A47).

@@ -23,7 +23,8 @@ var allowed = map[string][]string{
 	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
-	"testutils": nil,        // anything
+	"xdsdebug":  {"client", "watchers", "resources", "bootstrap"},
+	"testutils": nil, // anything
 	"example":   nil,
 	"internal":  nil,
 }
