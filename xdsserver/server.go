@@ -254,9 +254,10 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}, s.grpcOpts...)
-	// Last, so that it wins over a grpc.Creds of the caller's: each
-	// connection's security is its filter chain's.
-	opts = append(opts, grpc.Creds(serverCreds{}))
+	// The caller's grpc.Creds, if any, secure the connections, as in
+	// grpc-go: only xDS server credentials (xdscreds.NewServerCredentials)
+	// ask a connection for its filter chain's TLS (xdsconn.FilterChainConn);
+	// others ignore it, and without grpc.Creds connections are plaintext.
 	srv := grpc.NewServer(opts...)
 	s.mu.Lock()
 	svcs := s.services
