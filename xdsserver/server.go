@@ -116,6 +116,12 @@ type service struct {
 // ClientOptions, SharedClient). It fails when the bootstrap cannot be read
 // or has no server_listener_resource_name_template.
 //
+// The caller's grpc.Creds secure the connections, as grpc-go's: the
+// Listeners' DownstreamTlsContexts are used only with xDS server
+// credentials (xdscreds.NewServerCredentials, package grpcxds/xdscreds);
+// with any others they are ignored, and without grpc.Creds the server is
+// plaintext.
+//
 // The server installs a unary and a stream interceptor (with
 // grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor, ahead of the
 // caller's chained ones) that route and authorize each RPC.
