@@ -11,7 +11,6 @@ import (
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/grpc/credentials/tls/certprovider"
 
-	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/xdsserver"
 )
@@ -90,29 +89,30 @@ func (p blockingProvider) KeyMaterial(context.Context) (*certprovider.KeyMateria
 func (p blockingProvider) Close() { p.b.closes <- struct{}{} }
 
 // A certificate provider plugin whose Build blocks holds up neither the
-// server's xDS callbacks nor Stop: the providers are built on a goroutine
-// of their own, which ends once the plugin returns, and closes what it
-// built for a server that has stopped meanwhile.
+// server's xDS callbacks nor Stop: the providers are built, when the first
+// TLS handshake asks for them, on a goroutine of their own, which ends
+// once the plugin returns and closes what it built for a server that has
+// stopped meanwhile; the handshake that waits ends with its generation.
 func TestStopWhileACertificateProviderBlocks(t *testing.T) {
+	pki := testutils.NewPKI(t)
 	b := newBlocking(tls.Certificate{})
-	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
-		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
-			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
-		}
-	})
+	e := newXDSCredsEnv(t, withBlockingProvider)
 	t.Cleanup(b.release)
+	te := &tlsEnv{env: e, pki: pki}
 	lis := e.serverListener(nil, serverRoutes())
 	downstreamTLS(lis, "blocking", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
-	e.wait(b.builds, "the Listener's certificate provider built")
+	e.waitMode(xdsserver.ServingModeServing)
+	te.dialTLS(false, nil).Connect()
+	e.wait(b.builds, "the Listener's certificate provider built by a handshake")
 
 	stopped := make(chan struct{})
 	go func() {
 		e.srv.Stop()
 		close(stopped)
 	}()
-	// Stop closes a listener, its watches and the xDS client: milliseconds,
-	// even on a loaded machine.
+	// Stop closes a listener, its watches and the xDS client, and ends
+	// the handshake waiting: milliseconds, even on a loaded machine.
 	const stopWithin = 5 * time.Second
 	select {
 	case <-stopped:
@@ -129,37 +129,36 @@ func TestStopWhileACertificateProviderBlocks(t *testing.T) {
 }
 
 // While a plugin's Build blocks, the server's xDS updates go on: a
-// plaintext version of the Listener replaces the one that waits for its
-// provider and is served. A TLS version that comes next waits for the build
-// under way, which then builds it: it is served over TLS with the plugin's
-// certificate, and the provider of the version replaced is closed unused.
+// plaintext version of the Listener replaces the TLS one whose handshake
+// waits for its provider, and is served; the provider, once built, is
+// closed unused. A TLS version that comes next builds its own and is
+// served over TLS with the plugin's certificate.
 func TestBlockedProviderBuildDoesNotHoldUpUpdates(t *testing.T) {
 	pki := testutils.NewPKI(t)
 	b := newBlocking(pki.Issue("server", testutils.CertOptions{DNSNames: []string{serverName}}).TLS)
-	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
-		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
-			"blocking": {PluginName: blockingPluginName, Config: json.RawMessage(`{}`)},
-		}
-	})
+	e := newXDSCredsEnv(t, withBlockingProvider)
 	t.Cleanup(b.release)
 	te := &tlsEnv{env: e, pki: pki}
 	secure := e.serverListener(nil, serverRoutes())
 	downstreamTLS(secure, "blocking", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{secure}})
-	e.wait(b.builds, "the first TLS version's provider built")
+	e.waitMode(xdsserver.ServingModeServing)
+	waiting := te.dialTLS(false, nil)
+	waiting.Connect()
+	e.wait(b.builds, "the first TLS version's provider built by a handshake")
 
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, serverRoutes())}})
-	e.waitMode(xdsserver.ServingModeServing)
-	if err := call(e.ctx, e.dial(), sayHello); err != nil {
+	if err := call(e.ctx, e.dial(), sayHello, waitForReady); err != nil {
 		t.Errorf("the plaintext version, while the TLS one's provider is being built: %v", err)
 	}
+	waiting.Close()
+	b.release()
+	e.wait(b.closes, "the provider of the version replaced while it was built closed")
 
 	secure.FilterChains[0].Name = "chain-2"
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{secure}})
-	b.release()
-	e.wait(b.closes, "the provider of the version replaced while it was built closed")
 	if err := call(e.ctx, te.dialTLS(false, nil), sayHello, waitForReady); err != nil {
-		t.Errorf("the second TLS version, built after the first: %v", err)
+		t.Errorf("the second TLS version: %v", err)
 	}
 	select {
 	case m := <-e.modes:

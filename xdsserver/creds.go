@@ -7,15 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
+	"sync"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/tls/certprovider"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/internal/spiffe"
+	"github.com/goxds/xds/internal/xdsconn"
 	"github.com/goxds/xds/resources"
 )
 
@@ -60,32 +60,78 @@ func chains(cfg *resources.ServerListener) []*resources.FilterChain {
 	return out
 }
 
-func hasSecurity(cfg *resources.ServerListener) bool {
-	for _, fc := range chains(cfg) {
-		if fc.Security != nil {
-			return true
-		}
-	}
-	return false
+// chainTLS is the TLS of one filter chain of a generation. Its
+// certificate providers are built when the first handshake asks for them,
+// which only xDS server credentials do (grpc-go builds them as late): a
+// server made with other credentials never builds them, and serves the
+// chain with those credentials. The build runs on a goroutine of its own,
+// never counted by Stop: a plugin that blocks holds up only the handshakes
+// that wait for it, which end when their generation stops.
+type chainTLS struct {
+	s     *GRPCServer
+	lname string // the Listener's name, for the warning
+	fc    *resources.FilterChain
+	once  sync.Once
+	built chan struct{} // closed once sec or err is set
+
+	mu    sync.Mutex
+	sec   *chainSecurity
+	err   error
+	ended bool // the generation stopped: what is built is closed
 }
 
-// newSecurity builds the TLS of each chain of cfg that has a
-// DownstreamTlsContext. A chain whose providers cannot be built is left
-// out, and so refuses its connections.
-func (l *listener) newSecurity(cfg *resources.ServerListener) map[*resources.FilterChain]*chainSecurity {
-	sec := make(map[*resources.FilterChain]*chainSecurity)
-	for _, fc := range chains(cfg) {
-		if fc.Security == nil {
-			continue
-		}
-		cs, err := newChainSecurity(l.s.opts.bootstrap, fc)
-		if err != nil {
-			l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
-			continue
-		}
-		sec[fc] = cs
+func newChainTLS(s *GRPCServer, lname string, fc *resources.FilterChain) *chainTLS {
+	return &chainTLS{s: s, lname: lname, fc: fc, built: make(chan struct{})}
+}
+
+// get returns the chain's security, starting its build on the first call,
+// and waits for it until ctx ends.
+func (c *chainTLS) get(ctx context.Context) (*chainSecurity, error) {
+	c.once.Do(func() { go c.build() })
+	select {
+	case <-c.built:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("xdsserver: certificate providers of filter chain %q: %w", c.fc.Name, context.Cause(ctx))
 	}
-	return sec
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil && c.ended {
+		return nil, fmt.Errorf("xdsserver: filter chain %q: %w", c.fc.Name, errGenerationStopped)
+	}
+	return c.sec, c.err
+}
+
+var errGenerationStopped = errors.New("the Listener version it belongs to is no longer served")
+
+func (c *chainTLS) build() {
+	sec, err := newChainSecurity(c.s.opts.bootstrap, c.fc)
+	if err != nil {
+		c.s.warn("filter chain refuses its connections", "listener", c.lname, "filter_chain", c.fc.Name, "error", err)
+	}
+	c.mu.Lock()
+	ended := c.ended
+	c.err = err
+	if !ended {
+		c.sec = sec
+	}
+	c.mu.Unlock()
+	close(c.built)
+	if ended && sec != nil {
+		sec.close()
+	}
+}
+
+// end closes the providers once the generation's server has stopped; a
+// build still under way closes them when it is done.
+func (c *chainTLS) end() {
+	c.mu.Lock()
+	c.ended = true
+	sec := c.sec
+	c.sec = nil
+	c.mu.Unlock()
+	if sec != nil {
+		sec.close()
+	}
 }
 
 func buildProvider(b *bootstrap.Config, instance string, opts certprovider.BuildOptions) (certprovider.Provider, error) {
@@ -155,78 +201,34 @@ func (cs *chainSecurity) verifyBySPIFFE(c *tls.Config, bundles map[string]*spiff
 	}
 }
 
-// chainConn is an accepted connection and the TLS of the filter chain it
-// matched (nil for plaintext), for serverCreds' handshake.
+// chainConn is an accepted connection and the filter chain it matched,
+// for xDS server credentials (package grpcxds/xdscreds) to ask for the
+// chain's TLS. Other credentials use it as the plain connection it embeds.
 type chainConn struct {
 	net.Conn
-	sec *chainSecurity
+	tls *chainTLS // nil: the chain has no DownstreamTlsContext
+	// stopped ends when the connection's generation stops, so that a
+	// handshake waiting for a provider does not hold up its grpc.Server's
+	// Stop.
+	stopped context.Context
 }
 
-// serverCreds are the transport credentials of every generation's
-// grpc.Server: each connection gets the security its filter chain says,
-// TLS or mTLS with the chain's certificates, or plaintext for a chain
-// without a transport_socket.
-type serverCreds struct{}
+var _ xdsconn.FilterChainConn = (*chainConn)(nil)
 
-var errNotChainConn = errors.New("xdsserver: connection not accepted by the xDS listener")
-
-// ServerHandshake implements credentials.TransportCredentials.
-func (serverCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	cc, ok := raw.(*chainConn)
-	if !ok {
-		return nil, nil, errNotChainConn
+// FilterChainTLS implements xdsconn.FilterChainConn. It reads the
+// providers' current key material, so that rotated files are used from
+// the next handshake on.
+func (cc *chainConn) FilterChainTLS(ctx context.Context) (*tls.Config, error) {
+	if cc.tls == nil {
+		return nil, nil
 	}
-	if cc.sec == nil {
-		return raw, plaintextInfo{credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), keyMaterialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, keyMaterialTimeout)
 	defer cancel()
-	cfg, err := cc.sec.tlsConfig(ctx)
+	stop := context.AfterFunc(cc.stopped, cancel)
+	defer stop()
+	sec, err := cc.tls.get(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	conn := tls.Server(cc.Conn, cfg)
-	if err := conn.HandshakeContext(ctx); err != nil {
-		conn.Close()
-		return nil, nil, fmt.Errorf("xdsserver: TLS handshake: %w", err)
-	}
-	state := conn.ConnectionState()
-	info := credentials.TLSInfo{State: state, CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
-	if len(state.PeerCertificates) > 0 {
-		info.SPIFFEID = spiffeID(state.PeerCertificates[0].URIs)
-	}
-	return conn, info, nil
+	return sec.tlsConfig(ctx)
 }
-
-// spiffeID is the certificate's SPIFFE ID: its only URI SAN, if that is a
-// spiffe:// URI (a certificate with several URI SANs has none, as in
-// grpc-go).
-func spiffeID(uris []*url.URL) *url.URL {
-	if len(uris) != 1 || uris[0].Scheme != "spiffe" {
-		return nil
-	}
-	return uris[0]
-}
-
-// ClientHandshake implements credentials.TransportCredentials; these are
-// server credentials only.
-func (serverCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	return nil, nil, errors.New("xdsserver: server credentials cannot dial")
-}
-
-// Info implements credentials.TransportCredentials.
-func (serverCreds) Info() credentials.ProtocolInfo {
-	return credentials.ProtocolInfo{SecurityProtocol: "xds"}
-}
-
-// Clone implements credentials.TransportCredentials.
-func (serverCreds) Clone() credentials.TransportCredentials { return serverCreds{} }
-
-// OverrideServerName implements credentials.TransportCredentials.
-func (serverCreds) OverrideServerName(string) error { return nil }
-
-// plaintextInfo is the AuthInfo of a connection served without TLS.
-type plaintextInfo struct{ credentials.CommonAuthInfo }
-
-// AuthType implements credentials.AuthInfo.
-func (plaintextInfo) AuthType() string { return "insecure" }

@@ -55,23 +55,44 @@
 //
 // # Security
 //
-// A filter chain with a DownstreamTlsContext is served over TLS with the
-// certificate of its identity provider instance; with a validation
-// context, client certificates are verified against its roots, and
-// required with require_client_certificate (mTLS). When the roots
-// provider is a file_watcher naming a spiffe_trust_bundle_map_file (gRFC
-// A87), a client certificate must carry one SPIFFE ID and is verified
-// against the bundle of its trust domain; a certificate of a trust domain
-// the map lacks is refused. The instances are the
-// bootstrap's certificate_providers (file_watcher: rotated files are used
-// by new connections). A chain whose providers cannot be built is not
-// served at all, neither in TLS nor in plaintext. Providers are built on a
-// goroutine of their own, never in the xDS callback: a plugin that blocks
-// delays only the Listener version that names it, and Stop does not wait
-// for it. A chain without a
-// transport_socket is plaintext. The server sets its own transport
-// credentials on every connection (its grpc.Creds wins over the caller's):
-// the management server, not the code, decides each connection's security.
+// The server's grpc.Creds decide, as in grpc-go. With xDS server
+// credentials,
+//
+//	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
+//	srv, err := xdsserver.NewGRPCServer(grpc.Creds(creds), ...)
+//
+// (package github.com/goxds/xds/grpcxds/xdscreds), the management server
+// decides each connection's security. A filter chain with a
+// DownstreamTlsContext is served over TLS with the certificate of its
+// identity provider instance; with a validation context, client
+// certificates are verified against its roots, and required with
+// require_client_certificate (mTLS). When the roots provider is a
+// file_watcher naming a spiffe_trust_bundle_map_file (gRFC A87), a client
+// certificate must carry one SPIFFE ID and is verified against the bundle
+// of its trust domain; a certificate of a trust domain the map lacks is
+// refused. The instances are the bootstrap's certificate_providers
+// (file_watcher: rotated files are used by new connections). A chain whose
+// providers cannot be built is not served at all, neither in TLS nor by
+// the fallback. A chain without a transport_socket is served by
+// FallbackCreds.
+//
+// A chain's providers are built when its first connection's handshake
+// asks for them (once per Listener version), on a goroutine of their own,
+// never in the xDS callback: a plugin that blocks delays only the
+// handshakes that wait for it, which end when their Listener version is
+// replaced or the server stops, and Stop does not wait for it.
+//
+// With any other grpc.Creds (insecure, credentials.NewTLS, ...) every
+// connection is served with them and the Listeners' DownstreamTlsContexts
+// are ignored: their providers are never built. Without grpc.Creds the
+// server is plaintext, as grpc.NewServer is. Note that grpc-go's
+// credentials/xds server credentials cannot read this package's filter
+// chains and would always use their fallback: use xdscreds'.
+//
+// Changed: goxds used to serve the Listeners' TLS whatever the caller's
+// credentials (its own replaced them). A server that relies on the
+// Listeners' TLS needs the grpc.Creds(creds) option above now; without it,
+// it serves plaintext (or with its own credentials).
 //
 // # Compared with grpc-go's xds package
 //
@@ -91,8 +112,10 @@
 //	non_forwarding_action, else UNAVAILABLE        the same
 //	RBAC filter (A41), RBACPerRoute                the same rules and NACKs; audit loggers through grpc-go's
 //	                                                 authz/audit registry (stdout logger, custom loggers)
-//	credentials/xds server creds + fallback        built in: per-chain TLS/mTLS from DownstreamTlsContext;
-//	                                                 no transport_socket is plaintext (no separate fallback creds)
+//	grpc.Creds(credentials/xds server creds)       grpc.Creds(xdscreds.NewServerCredentials(ServerOptions{FallbackCreds})):
+//	                                                 per-chain TLS/mTLS from DownstreamTlsContext, fallback without one
+//	other grpc.Creds, or none (insecure)           the same: used for every connection, the Listeners' TLS ignored
+//	                                                 and its providers never built (HandleListenerUpdate_NoXDSCreds)
 //	DownstreamTlsContext SAN matchers              refused (NACK), as grpc-go's server refuses them
 //	GRPCServer.Serve/Stop/GracefulStop/            the same; RegisterService before Serve
 //	  RegisterService/GetServiceInfo

@@ -1,6 +1,7 @@
 package xdsserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -39,47 +40,20 @@ type listener struct {
 	// cur serves new connections; nil when not serving.
 	cur *generation
 	// pending is the Listener version that waits for its route
-	// configurations and certificate providers; nil when none waits.
-	pending *version
+	// configurations; nil when none waits.
+	pending *resources.ServerListener
 	// routes are the RDS watches the current and pending versions need.
 	routes map[string]*routeWatch
 	// cancelLDS ends the Listener watch; nil once closed.
 	cancelLDS func()
 	closed    bool
 	graceful  bool
-	// building says a goroutine runs buildSecurity. One at a time: a
-	// plugin that blocks then holds one goroutine, however many versions
-	// arrive meanwhile (grpc-go's certprovider builds one at a time
-	// anyway).
-	building bool
 
 	// logged and loggedReason are the last mode logged without a
 	// ServingModeCallback, and its reason; only flushReports, one
 	// goroutine at a time, touches them.
 	logged       ServingMode
 	loggedReason string
-}
-
-// version is a Listener version on its way to becoming a generation.
-type version struct {
-	cfg *resources.ServerListener
-	// sec is the TLS of its chains, built by buildSecurity off every
-	// lock (a certificate provider plugin may block); built says it is
-	// there, at once for a version without TLS. Set under l.mu.
-	sec   map[*resources.FilterChain]*chainSecurity
-	built bool
-}
-
-// release closes the providers of a version dropped before it became a
-// generation. Called with no lock held, once v is no longer l.pending: no
-// one else then touches v.sec.
-func (v *version) release() {
-	if v == nil {
-		return
-	}
-	for _, cs := range v.sec {
-		cs.close()
-	}
 }
 
 // routeWatch is one RouteConfiguration a filter chain names.
@@ -159,15 +133,7 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close() // no chain for this peer
 		return
 	}
-	cc := &chainConn{Conn: conn}
-	if fc.Security != nil {
-		if cc.sec = g.sec[fc]; cc.sec == nil {
-			// Its certificate providers could not be built: the chain
-			// asks for TLS, so it must not be served in plaintext.
-			conn.Close()
-			return
-		}
-	}
+	cc := &chainConn{Conn: conn, tls: g.sec[fc], stopped: g.ctx}
 	if !g.lis.deliver(cc) {
 		conn.Close() // the generation stopped meanwhile
 	}
@@ -195,64 +161,20 @@ func (l *listener) onListener(res *resources.Listener) {
 			net.JoinHostPort(sl.Address, strconv.Itoa(int(sl.Port))), net.JoinHostPort(l.host, l.port), l.name))
 		return
 	}
-	secure := hasSecurity(sl)
-	v := &version{cfg: sl, built: !secure}
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
 		return
 	}
-	dropped := l.pending
-	l.pending = v
+	l.pending = sl
 	var cancels []func()
 	l.routes, cancels = l.watchRoutesLocked(sl)
 	old := l.activateLocked()
-	// Not in this callback: a plugin that blocks would hold up the xDS
-	// client's callbacks, and with them Stop, which closes the client. A
-	// build under way takes v up when it is done.
-	build := secure && !l.building
-	l.building = l.building || secure
 	l.mu.Unlock()
 	for _, c := range cancels {
 		c()
 	}
-	dropped.release()
-	if build {
-		go l.buildSecurity(v)
-	}
 	l.after(old)
-}
-
-// buildSecurity builds the certificate providers of v's chains, then
-// makes v current if it still waits and its route configurations are all
-// held; if a version that needs providers replaced v meanwhile, it builds
-// that one next. It runs on a goroutine of its own, which Stop does not
-// wait for: a plugin that blocks holds up nothing but this goroutine,
-// which ends when the plugin returns, closing what it built for a version
-// dropped meanwhile.
-func (l *listener) buildSecurity(v *version) {
-	for v != nil {
-		sec := l.newSecurity(v.cfg)
-		l.mu.Lock()
-		if l.closed || l.pending != v {
-			v = nil
-			if !l.closed && l.pending != nil && !l.pending.built {
-				v = l.pending
-			}
-			l.building = v != nil
-			l.mu.Unlock()
-			for _, cs := range sec {
-				cs.close()
-			}
-			continue
-		}
-		v.sec, v.built = sec, true
-		l.building = false
-		old := l.activateLocked()
-		l.mu.Unlock()
-		l.after(old)
-		return
-	}
 }
 
 // watchRoutesLocked returns the route watches the current and pending
@@ -328,17 +250,18 @@ func routeKey(routes map[string]*routeWatch, w *routeWatch) string {
 	return ""
 }
 
-// activateLocked makes the pending Listener current once its certificate
-// providers are built and every route configuration it names has been
-// received (gRFC A36: a server does not use a Listener before its RDS
-// resources). It returns the generation replaced, to drain, and queues the
+// activateLocked makes the pending Listener current once every route
+// configuration it names has been received (gRFC A36: a server does not
+// use a Listener before its RDS resources). Certificate providers are not
+// waited for: a chain's are built by the first handshake that asks for
+// them (chainTLS). It returns the generation replaced, to drain, and queues the
 // report if the mode became serving.
 func (l *listener) activateLocked() (old *generation) {
 	v := l.pending
-	if v == nil || !v.built {
+	if v == nil {
 		return nil
 	}
-	for _, n := range routeNames(v.cfg) {
+	for _, n := range routeNames(v) {
 		if !l.routes[n].received {
 			return nil
 		}
@@ -379,7 +302,7 @@ func (l *listener) notServing(err error) {
 		l.mu.Unlock()
 		return
 	}
-	old, dropped := l.cur, l.pending
+	old := l.cur
 	l.cur, l.pending = nil, nil
 	var cancels []func()
 	for _, w := range l.routes {
@@ -394,7 +317,6 @@ func (l *listener) notServing(err error) {
 	for _, c := range cancels {
 		c()
 	}
-	dropped.release()
 	l.after(old)
 }
 
@@ -424,7 +346,7 @@ func (l *listener) close(graceful bool) {
 	}
 	l.closed, l.graceful = true, graceful
 	cancel := l.cancelLDS
-	g, dropped := l.cur, l.pending
+	g := l.cur
 	l.cur, l.pending = nil, nil
 	var cancels []func()
 	for _, w := range l.routes {
@@ -438,7 +360,6 @@ func (l *listener) close(graceful bool) {
 		c()
 	}
 	l.raw.Close()
-	dropped.release()
 	if g != nil {
 		g.stop(graceful)
 	}
@@ -450,15 +371,25 @@ type generation struct {
 	cfg *resources.ServerListener
 	lis *chanListener
 	srv *grpc.Server
-	// sec holds the TLS of each chain that has a DownstreamTlsContext and
-	// whose providers could be built; closed when srv has stopped.
-	sec map[*resources.FilterChain]*chainSecurity
+	// sec holds the TLS of each chain that has a DownstreamTlsContext,
+	// built on demand; ended when srv has stopped.
+	sec map[*resources.FilterChain]*chainTLS
+	// ctx ends when the generation stops, ending the handshakes that wait
+	// for its certificate providers.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// newGeneration serves v, whose providers are built. Called with l.mu
-// held: it builds nothing that can block.
-func newGeneration(l *listener, v *version) *generation {
-	g := &generation{l: l, cfg: v.cfg, lis: newChanListener(l.raw.Addr()), sec: v.sec}
+// newGeneration serves cfg. Called with l.mu held: it builds nothing that
+// can block (certificate providers are built on demand, by chainTLS).
+func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
+	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*chainTLS)}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	for _, fc := range chains(cfg) {
+		if fc.Security != nil {
+			g.sec[fc] = newChainTLS(l.s, l.name, fc)
+		}
+	}
 	g.srv = l.s.newGRPCServer(g)
 	l.s.mu.Lock()
 	l.s.live[g] = true
@@ -485,6 +416,7 @@ func (g *generation) config() *resources.ServerListener {
 // close when their RPCs end; otherwise at once.
 func (g *generation) stop(graceful bool) {
 	s := g.l.s
+	g.cancel()
 	if !graceful {
 		g.lis.Close()
 		g.srv.Stop()
@@ -508,8 +440,8 @@ func (g *generation) stopped() {
 	s.mu.Lock()
 	delete(s.live, g)
 	s.mu.Unlock()
-	for _, cs := range g.sec {
-		cs.close()
+	for _, c := range g.sec {
+		c.end()
 	}
 }
 

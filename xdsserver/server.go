@@ -116,6 +116,12 @@ type service struct {
 // ClientOptions, SharedClient). It fails when the bootstrap cannot be read
 // or has no server_listener_resource_name_template.
 //
+// The caller's grpc.Creds secure the connections, as grpc-go's: the
+// Listeners' DownstreamTlsContexts are used only with xDS server
+// credentials (xdscreds.NewServerCredentials, package grpcxds/xdscreds);
+// with any others they are ignored, and without grpc.Creds the server is
+// plaintext.
+//
 // The server installs a unary and a stream interceptor (with
 // grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor, ahead of the
 // caller's chained ones) that route and authorize each RPC.
@@ -254,9 +260,10 @@ func (s *GRPCServer) newGRPCServer(g *generation) *grpc.Server {
 		grpc.ChainUnaryInterceptor(g.unary),
 		grpc.ChainStreamInterceptor(g.stream),
 	}, s.grpcOpts...)
-	// Last, so that it wins over a grpc.Creds of the caller's: each
-	// connection's security is its filter chain's.
-	opts = append(opts, grpc.Creds(serverCreds{}))
+	// The caller's grpc.Creds, if any, secure the connections, as in
+	// grpc-go: only xDS server credentials (xdscreds.NewServerCredentials)
+	// ask a connection for its filter chain's TLS (xdsconn.FilterChainConn);
+	// others ignore it, and without grpc.Creds connections are plaintext.
 	srv := grpc.NewServer(opts...)
 	s.mu.Lock()
 	svcs := s.services

@@ -40,7 +40,7 @@ func newSPIFFEEnv(t *testing.T) *spiffeEnv {
 		}
 		return out
 	}
-	e := newEnvWith(t, testutils.ManagementServerOptions{}, func(c *bootstrap.Config) {
+	e := newXDSCredsEnv(t, func(c *bootstrap.Config) {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{
 			"server-id": {PluginName: "file_watcher", Config: cfg(map[string]string{
 				"certificate_file": srvCert.CertFile, "private_key_file": srvCert.KeyFile})},

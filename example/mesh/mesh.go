@@ -127,7 +127,14 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 		return nil, err
 	}
 	srvCfg.ServerListenerResourceNameTemplate = template
-	m.srv, err = xdsserver.NewGRPCServer(
+	// xDS server credentials, so that the Listener's DownstreamTlsContext
+	// decides each connection's security (without them the server would
+	// serve plaintext, as grpc-go's does).
+	srvCreds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		return nil, err
+	}
+	m.srv, err = xdsserver.NewGRPCServer(grpc.Creds(srvCreds),
 		xdsserver.BootstrapConfig(srvCfg), xdsserver.ClientOptions(quiet),
 		xdsserver.ServingModeCallback(func(addr net.Addr, a xdsserver.ServingModeChangeArgs) { m.modes <- a }),
 	)

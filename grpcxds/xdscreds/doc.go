@@ -23,6 +23,15 @@
 // are those of the Builder's bootstrap (grpcxds.Options.Bootstrap, or read
 // from the environment), or of its shared Client's (client.Client.Bootstrap).
 //
+// Servers: an xdsserver.GRPCServer made with
+//
+//	creds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{
+//		FallbackCreds: insecure.NewCredentials(), // for filter chains without TLS
+//	})
+//	srv, err := xdsserver.NewGRPCServer(grpc.Creds(creds))
+//
+// serves each connection as its filter chain's DownstreamTlsContext says.
+//
 // # Never a silent downgrade
 //
 // A cluster whose TLS cannot be honoured (a certificate provider instance
@@ -55,6 +64,8 @@
 //	  GRPC_EXPERIMENTAL_XDS_MTLS_SPIFFE)                verifies the server against its SPIFFE ID's trust domain's bundle
 //	certificate providers: certprovider registry       the same registry and plugins (bootstrap.Config.CertificateProviderConfig)
 //	file_watcher reloads rotated files                 the same plugin: new connections use the new files
-//	server side: xds.NewServerCredentials              package xdsserver: each filter chain's DownstreamTlsContext, with the
-//	                                                   same bootstrap providers (its own handshake: xdsserver may not import grpcxds)
+//	xds.NewServerCredentials(ServerOptions{Fallback})  xdscreds.NewServerCredentials(ServerOptions{FallbackCreds}) for xdsserver.NewGRPCServer's
+//	                                                   grpc.Creds: each filter chain's DownstreamTlsContext, the fallback for a chain
+//	                                                   without one; other credentials ignore the Listener's TLS, as in grpc-go
+//	                                                   (grpc-go's own credentials/xds cannot read goxds's chains: they would fall back)
 package xdscreds
