@@ -98,8 +98,8 @@
 // element: the listener, its route configuration, the virtual host chosen,
 // each route with its match and action, the clusters it sends to (an
 // aggregate cluster's leaves below it), their localities and endpoints; a
-// cluster that cannot be used shows its error on its line. fmt.Print
-// prints the same (String). [Snapshot.Tree] gives that tree as
+// cluster that cannot be used shows its error on its line; fmt.Print
+// prints a one-line summary. [Snapshot.Tree] gives that tree as
 // [TreeNode]s, kinds and names apart from the text, for programs that show
 // it their own way: JSON for scripts, an HTML page. The resources' value
 // types print in the words of the xDS configuration (for example

@@ -103,11 +103,44 @@ func (n *TreeNode) appendLines(b *strings.Builder, depth int) {
 //	            endpoint 10.0.0.1:8080 HEALTHY
 func (s *Snapshot) WriteTo(w io.Writer) (int64, error) { return s.Tree().WriteTo(w) }
 
-// String returns the snapshot's tree as WriteTo prints it, so that
-// fmt.Print and %v show the tree.
+// String summarizes the snapshot on one line, for logs and fmt.Print:
+//
+//	snapshot of listener "svc": route_config "svc-routes" (RDS), virtual_host "svc", 12 clusters
+//
+// It costs the same whatever the size of the snapshot, because it may be
+// called where nobody reads it: gRPC prints the values of a resolver
+// state's attributes with their String methods (with channelz on, at every
+// update), and grpcxds hands a snapshot to the channel in one. WriteTo
+// prints the whole tree.
 func (s *Snapshot) String() string {
+	if s == nil {
+		return "snapshot (nil)"
+	}
 	var b strings.Builder
-	s.Tree().appendLines(&b, 0)
+	b.WriteString("snapshot of listener ")
+	if l := s.Listener; l != nil {
+		b.WriteString(strconv.Quote(l.Name))
+	} else {
+		b.WriteString("(none)")
+	}
+	b.WriteString(": route_config ")
+	if rc := s.RouteConfig; rc != nil {
+		b.WriteString(strconv.Quote(rc.Name))
+		if l := s.Listener; l != nil && l.RouteConfigName == "" {
+			b.WriteString(" (inline)")
+		} else {
+			b.WriteString(" (RDS)")
+		}
+	} else {
+		b.WriteString("(none)")
+	}
+	b.WriteString(", virtual_host ")
+	if vh := s.VirtualHost; vh != nil {
+		b.WriteString(strconv.Quote(vh.Name))
+	} else {
+		b.WriteString("(none)")
+	}
+	b.WriteString(", " + strconv.Itoa(s.Clusters.Len()) + " clusters")
 	return b.String()
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/goxds/xds/resources"
@@ -101,8 +102,9 @@ const printSnapshotWant = `listener "svc" http_filters=[fault router]
     cluster "rls-target" EDS lb=ring_hash{min_ring_size=1024 max_ring_size=4096}  error: endpoints "rls-target": resource does not exist
 `
 
-// TestSnapshotPrint holds the text of a small tree, printed by WriteTo, by
-// String and so by fmt.Print, which printed the snapshot's pointers before.
+// TestSnapshotPrint holds the text of a small tree, printed by WriteTo;
+// fmt.Print printed the snapshot's pointers before, and prints a summary
+// now.
 func TestSnapshotPrint(t *testing.T) {
 	s := printSnapshot()
 	var buf bytes.Buffer
@@ -113,8 +115,26 @@ func TestSnapshotPrint(t *testing.T) {
 	if got := buf.String(); got != printSnapshotWant {
 		t.Errorf("WriteTo wrote\n%s\nwant\n%s", got, printSnapshotWant)
 	}
-	if got := fmt.Sprint(s); got != printSnapshotWant {
-		t.Errorf("fmt.Sprint(snapshot) =\n%s\nwant\n%s", got, printSnapshotWant)
+	want := `snapshot of listener "svc": route_config "svc-routes" (RDS), virtual_host "svc", 5 clusters`
+	if got := fmt.Sprint(s); got != want {
+		t.Errorf("fmt.Sprint(snapshot) = %s, want %s", got, want)
+	}
+}
+
+// TestSnapshotStringIsShort holds String to one short line however large
+// the snapshot: gRPC prints a resolver state's attributes, a snapshot among
+// them, with their String methods.
+func TestSnapshotStringIsShort(t *testing.T) {
+	clusters := make(map[string]*watchers.ClusterConfig)
+	for i := range 10000 {
+		name := fmt.Sprintf("cluster-%d", i)
+		clusters[name] = &watchers.ClusterConfig{Name: name, Err: errors.New("missing")}
+	}
+	s := printSnapshot()
+	s.Clusters = watchers.NewClusterMap(clusters)
+	want := `snapshot of listener "svc": route_config "svc-routes" (RDS), virtual_host "svc", 10000 clusters`
+	if got := s.String(); got != want {
+		t.Errorf("String() = %.200s, want %s", got, want)
 	}
 }
 
@@ -167,8 +187,12 @@ func TestSnapshotPrintPartial(t *testing.T) {
 			"listener \"l\"\n  route_config \"\" (inline)\n    virtual_host \"vh\" domains=[]\n      route prefix \"\" -> cluster \"gone\"\n        cluster \"gone\"  error: not in the snapshot\n",
 		},
 	} {
-		if got := tc.s.String(); got != tc.want {
-			t.Errorf("String() =\n%s\nwant\n%s", got, tc.want)
+		var b strings.Builder
+		if _, err := tc.s.WriteTo(&b); err != nil || b.String() != tc.want {
+			t.Errorf("WriteTo wrote\n%s\nwant\n%s (error %v)", b.String(), tc.want, err)
+		}
+		if got := tc.s.String(); !strings.HasPrefix(got, "snapshot ") {
+			t.Errorf("String() = %q", got)
 		}
 	}
 }

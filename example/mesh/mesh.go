@@ -98,6 +98,9 @@ type mesh struct {
 }
 
 func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
+	// The demo's lines and the channel's warnings (below) are written from
+	// different goroutines.
+	out = &lockedWriter{w: out}
 	m = &mesh{out: out, modes: make(chan xdsserver.ServingModeChangeArgs, 8), served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -388,4 +391,16 @@ func (m *mesh) play(ctx context.Context) error {
 	}
 	step(6, "the Listener back: serving; SayHello: %q", reply)
 	return nil
+}
+
+// lockedWriter writes to w one Write at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
