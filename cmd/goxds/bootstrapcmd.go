@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -82,10 +83,16 @@ func runBootstrap(_ context.Context, args []string, out io.Writer) error {
 	node := c.Node()
 	c.Close()
 	rep := describeBootstrap(cfg, source)
-	rep.Node, err = protojson.Marshal(node)
+	js, err := protojson.Marshal(node)
 	if err != nil {
 		return fmt.Errorf("printing the node: %w", err)
 	}
+	// protojson varies its spacing on purpose; the report is stable.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, js); err != nil {
+		return fmt.Errorf("printing the node: %w", err)
+	}
+	rep.Node = compact.Bytes()
 	if *asJSON {
 		return printJSON(out, rep)
 	}
@@ -121,7 +128,9 @@ func describeBootstrap(cfg *bootstrap.Config, source string) *bootstrapReport {
 		if rep.Authorities == nil {
 			rep.Authorities = make(map[string]authorityReport)
 		}
-		tmpl, _ := cfg.AuthorityListenerResourceName(name, "%s")
+		// Empty: the gRFC A47 default, spelt out as the bootstrap
+		// package documents it.
+		tmpl := cmp.Or(a.ClientListenerResourceNameTemplate, "xdstp://"+name+"/envoy.config.listener.v3.Listener/%s")
 		ar := authorityReport{ClientListenerResourceNameTemplate: tmpl}
 		for _, s := range a.Servers {
 			ar.Servers = append(ar.Servers, describeServer(s))

@@ -41,6 +41,8 @@ const (
 
 // judgement is what a client made of one response.
 type judgement struct {
+	// Count is how many resources the response holds.
+	Count int
 	// Resources are the verdicts, one per name, in the order the names
 	// first appear in the response, nameless ones by position.
 	Resources []resourceVerdict
@@ -66,7 +68,7 @@ type nackDetail struct {
 // judge hands resp, a SotW response of typ, to a client made from cfg,
 // and reports its verdicts.
 func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, resp *discoveryv3.DiscoveryResponse, logger *slog.Logger) (*judgement, error) {
-	j := &judgement{}
+	j := &judgement{Count: len(resp.GetResources())}
 	type named struct {
 		index int
 		name  string
@@ -95,7 +97,7 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 	defer c.Close()
 	sinks := make([]*sink, len(names))
 	for k, n := range names {
-		sinks[k] = &sink{}
+		sinks[k] = &sink{told: make(chan struct{})}
 		defer c.WatchResource(typ.TypeURL(), n.name, sinks[k])()
 	}
 	// Which server each name is asked of is the client's to say (the
@@ -126,6 +128,16 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 		}
 		if verdict != nil {
 			j.NACKs = append(j.NACKs, nackDetail{Server: t.server.ServerURI, ErrorDetail: verdict.Error()})
+		}
+	}
+	if len(servers) == 0 {
+		// Every watch was refused (names of an authority the bootstrap
+		// lacks): no response was judged, whose done would come after
+		// the refusals. Wait for each.
+		for _, s := range sinks {
+			if err := s.wait(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -196,11 +208,35 @@ type sink struct {
 	mu    sync.Mutex
 	value resources.Resource
 	err   error
+	told  chan struct{} // closed at the first event
+	once  sync.Once
 }
 
-func (s *sink) Update(v resources.Resource) { s.mu.Lock(); s.value, s.err = v, nil; s.mu.Unlock() }
-func (s *sink) ResourceError(err error)     { s.mu.Lock(); s.value, s.err = nil, err; s.mu.Unlock() }
-func (s *sink) AmbientError(err error)      { s.mu.Lock(); s.err = err; s.mu.Unlock() }
+func (s *sink) Update(v resources.Resource) { s.set(v, nil) }
+func (s *sink) ResourceError(err error)     { s.set(nil, err) }
+func (s *sink) AmbientError(err error) {
+	s.mu.Lock()
+	v := s.value
+	s.mu.Unlock()
+	s.set(v, err)
+}
+
+func (s *sink) set(v resources.Resource, err error) {
+	s.mu.Lock()
+	s.value, s.err = v, err
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.told) })
+}
+
+// wait waits for the first event, until ctx is done.
+func (s *sink) wait(ctx context.Context) error {
+	select {
+	case <-s.told:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the client said nothing of a resource: %w", ctx.Err())
+	}
+}
 
 func (s *sink) result() (resources.Resource, error) {
 	s.mu.Lock()

@@ -127,7 +127,7 @@ func (r *fileReport) print(w io.Writer) {
 	if r.Version != "" {
 		version = fmt.Sprintf(", version %q", r.Version)
 	}
-	fmt.Fprintf(w, "%s: %d %s resource(s) in %s%s\n", r.Path, len(r.j.Resources), r.typeName, r.Format, version)
+	fmt.Fprintf(w, "%s: %d %s resource(s) in %s%s\n", r.Path, r.j.Count, r.typeName, r.Format, version)
 	for _, v := range r.j.Resources {
 		name := fmt.Sprintf("%q", v.Name)
 		if v.Name == "" {
