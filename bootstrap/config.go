@@ -42,6 +42,12 @@ type Config struct {
 	// other plugins are kept and count as undefined, as in gRPC. Build them
 	// with CertificateProviderConfig. JSON: certificate_providers.
 	CertificateProviders map[string]CertificateProvider
+	// UnknownFields are the JSON paths of the fields Parse, Load or FromEnv
+	// ignored because goxds does not know them, sorted, e.g.
+	// ["node.user_agent", "xds_servers[0].server_feature"]; for tools to
+	// warn about, since a misspelt optional field is otherwise silently
+	// absent. Not read by the client or by Validate.
+	UnknownFields []string
 }
 
 // Authority is the config of one xDS authority (gRFC A47).

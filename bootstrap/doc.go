@@ -48,7 +48,8 @@
 //
 //   - "tls" (gRFC A65): ca_certificate_file, certificate_file,
 //     private_key_file and refresh_interval. Files that cannot be opened
-//     are reported by [Load] and [FromEnv], naming the field; the files are
+//     are reported by [Parse], [Load] and [FromEnv] alike, naming the field
+//     (grpc-go reports them only as failed handshakes); the files are
 //     watched by grpc-go's file_watcher (pemfile) and re-read every
 //     refresh_interval, so rotated certificates are used by new
 //     connections without a restart.
@@ -68,12 +69,21 @@
 // its instance fails (see [Config.CertificateProviderConfig] and
 // [ErrUnknownCertificateProvider]).
 //
-// Unknown fields are ignored, as gRPC ignores them. Anything else that is
-// wrong, a JSON type included, is an error naming the field by its JSON path,
-// for example
+// Anything wrong, a JSON type included, is an error naming the field by its
+// JSON path, and invalid JSON gives its line and column, for example
 //
 //	bootstrap: xds_servers[0].server_uri: must be a string, got number
 //	bootstrap: authorities["a"].client_listener_resource_name_template: "x" must start with "xdstp://a/"
+//	bootstrap: /etc/xds/bootstrap.json: invalid JSON at line 3, column 30: invalid character '}' looking for beginning of object key string
+//
+// Unknown fields are not an error, as gRPC ignores them: a bootstrap written
+// for a newer gRPC, or with another implementation's fields, keeps loading.
+// They are listed in [Config.UnknownFields] for tools to warn about, and an
+// error about a field of an object that has unknown fields names them, with
+// the known field each resembles, since a misspelt field is the likeliest
+// cause:
+//
+//	bootstrap: xds_servers: must list at least one server (unknown field at the top level: "xds_server", did you mean "xds_servers"?)
 //
 // node.user_agent_name and node.user_agent_version are ignored: goxds always
 // sends [UserAgentName] and [Version] (see [Node.Proto]).

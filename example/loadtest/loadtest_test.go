@@ -39,7 +39,7 @@ func TestQuickMatrix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var out, log bytes.Buffer
-	rep, err := runMatrix(ctx, []string{"-quick", "-timeout", "30s", "-ack-timeout", "10s"}, &out, &log)
+	rep, err := runMatrix(ctx, []string{"-quick", "-wide", "-timeout", "30s", "-ack-timeout", "10s"}, &out, &log)
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, log.String())
 	}

@@ -7,6 +7,11 @@
 //	go run ./example/loadtest -n 10000 -protocol sotw -impl goxds -repeat 1
 //	go run ./example/loadtest -n 10000 -channel reachable -impl goxds
 //
+// The report fits an 80-column terminal: per cell, each client's time to
+// full config, CPU, peak RSS, requests, and the cost of an update, with
+// goxds's ratios to the others. -wide prints every figure (about 200
+// columns), the full legend, the decode floors and each client's notes.
+//
 // The server (in this process) serves one listener → one route
 // configuration with N routes → N EDS clusters → N ClusterLoadAssignments
 // of M endpoints. Each client runs in a process of its own (this binary,
@@ -172,6 +177,7 @@ type config struct {
 	profile   string
 	memprof   string
 	verbose   bool
+	wide      bool // -wide: the full report
 	startedAt time.Time
 }
 
@@ -196,6 +202,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		profUpd  = fs.Bool("profile-updates", false, "start the CPU profile after full config: profile the updates only")
 		memprof  = fs.String("memprofile", "", "write a heap profile of each client process, at its end, to a file with this prefix (slows it)")
 		verbose  = fs.Bool("v", false, "log each run")
+		wide     = fs.Bool("wide", false, "print the full report: every column (about 200 wide), the full legend, the decode floors and each client's notes (default: a table that fits 80 columns)")
 		channel  = fs.String("channel", "", "run gRPC channels (goxds: grpcxds; grpc-go: its xds:/// channel) to backends that are reachable (a gRPC server), unreachable (accept, never speak) or refused (nothing listens); empty: the xDS clients alone")
 		cacheArg = fs.String("cache", cacheNonADS, "the go-control-plane snapshot cache's mode: non-ads (answers partial SotW subscriptions), ads (answers only complete ones) or both")
 		every    = fs.Duration("round-every", -1, "start an update round at most this often (channel runs: spread the rounds over the failover and connect timeouts); -1: 1s with -channel unreachable, else back to back")
@@ -213,6 +220,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		profile:  *profile,
 		memprof:  *memprof,
 		verbose:  *verbose,
+		wide:     *wide,
 		run: runOptions{rounds: *rounds, resends: *resends, timeout: *timeout, settle: *settle, profileUpdates: *profUpd, maxRSS: *maxRSS << 20,
 			every: *every, ackLimit: *ackLimit},
 	}

@@ -106,7 +106,17 @@ func (r *report) add(c cell, mine, bare, baseline *result, f floors) {
 	r.load = append(r.load, loadavg())
 }
 
+// print prints the report: in compactWidth columns (printCompact), or
+// with -wide every figure, the full legend and each client's notes.
 func (r *report) print(w io.Writer) {
+	if !r.cfg.wide {
+		r.printCompact(w)
+		return
+	}
+	r.printWide(w)
+}
+
+func (r *report) printWide(w io.Writer) {
 	fmt.Fprintf(w, "goxds load test, %s\n", r.cfg.startedAt.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(w, "machine: %d cores (%s), %s %s/%s\n", runtime.NumCPU(), cpuModel(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 	fmt.Fprintf(w, "load average (1/5/15 min): at start %s; at the end %s; highest 1-min during the run %s\n",
