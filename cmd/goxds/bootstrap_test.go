@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ func TestBootstrapReport(t *testing.T) {
 	     "server_features": ["xds_v3", "fail_on_data_errors", "something_new"], "api_type": "AGGREGATED_DELTA_GRPC"},
 	    {"server_uri": "fallback.example.com:443", "channel_creds": [{"type": "insecure"}]}
 	  ],
-	  "node": {"id": "node-7", "cluster": "svc", "locality": {"zone": "z1"}},
+	  "node": {"id": "node-7", "cluster": "svc", "locality": {"zone": "z1"}, "clustr": "typo"},
 	  "authorities": {
 	    "corp.example.com": {"xds_servers": [{"server_uri": "corp-xds:443", "channel_creds": [{"type": "insecure"}]}]},
 	    "plain": {}
@@ -39,7 +40,7 @@ func TestBootstrapReport(t *testing.T) {
 		t.Fatalf("exit %d; stderr %s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		"bootstrap from " + path + ": valid\n",
+		"bootstrap from " + path + ": valid\nunknown fields, ignored as gRPC ignores them (a typo?): node.clustr\n",
 		"  [0] primary.example.com:443\n      channel_creds: tls ca_certificate_file=" + pki.CAFile + "\n      api_type: AGGREGATED_DELTA_GRPC\n",
 		"      server_feature fail_on_data_errors: a NACK or a deletion drops the value held (gRFC A88)\n",
 		"      server_feature something_new: not known to goxds, ignored\n",
@@ -68,7 +69,8 @@ func TestBootstrapReport(t *testing.T) {
 	}
 	if rep.Source != "the environment" || len(rep.Servers) != 2 || rep.Servers[0].APIType != "AGGREGATED_DELTA_GRPC" ||
 		rep.Servers[0].TLS["ca_certificate_file"] != pki.CAFile || len(rep.Authorities) != 2 ||
-		rep.CertificateProviders["vault"].Error == "" || rep.CertificateProviders["default"].Error != "" {
+		rep.CertificateProviders["vault"].Error == "" || rep.CertificateProviders["default"].Error != "" ||
+		!slices.Equal(rep.UnknownFields, []string{"node.clustr"}) {
 		t.Errorf("-json report: %+v", rep)
 	}
 	var node struct{ ID, UserAgentName string }

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -31,6 +32,9 @@ type bootstrapReport struct {
 	ClientDefaultListenerResourceNameTemplate string                        `json:"client_default_listener_resource_name_template"`
 	ServerListenerResourceNameTemplate        string                        `json:"server_listener_resource_name_template,omitempty"`
 	CertificateProviders                      map[string]certProviderReport `json:"certificate_providers,omitempty"`
+	// UnknownFields are the JSON paths of fields goxds ignored, as gRPC
+	// does: a misspelt optional field is otherwise silently absent.
+	UnknownFields []string `json:"unknown_fields,omitempty"`
 }
 
 type serverReport struct {
@@ -120,6 +124,7 @@ func describeBootstrap(cfg *bootstrap.Config, source string) *bootstrapReport {
 		Source: source,
 		ClientDefaultListenerResourceNameTemplate: cmp.Or(cfg.ClientDefaultListenerResourceNameTemplate, "%s"),
 		ServerListenerResourceNameTemplate:        cfg.ServerListenerResourceNameTemplate,
+		UnknownFields:                             cfg.UnknownFields,
 	}
 	for _, s := range cfg.Servers {
 		rep.Servers = append(rep.Servers, describeServer(s))
@@ -200,6 +205,9 @@ var featureMeaning = map[string]string{
 
 func printBootstrap(w io.Writer, r *bootstrapReport) {
 	fmt.Fprintf(w, "bootstrap from %s: valid\n", r.Source)
+	if len(r.UnknownFields) > 0 {
+		fmt.Fprintf(w, "unknown fields, ignored as gRPC ignores them (a typo?): %s\n", strings.Join(r.UnknownFields, ", "))
+	}
 	fmt.Fprintln(w, "xds_servers (in priority order; later ones are fallbacks, gRFC A71):")
 	printServers(w, "  ", r.Servers)
 	fmt.Fprintln(w, "node, as the client sends it:")

@@ -42,7 +42,7 @@ func TestValidateTestdata(t *testing.T) {
 		"  ACCEPTED \"grpc/server?xds.resource.listening_address=0.0.0.0:8080\": server Listener on 0.0.0.0:8080, 1 filter chain(s); chain plain: plaintext, routes from RDS \"server-routes\", HTTP filters [router]\n",
 		"  NACKED   \"grpc/server?xds.resource.listening_address=0.0.0.0:9090\": " + bad + "\n",
 		"  the response is NACKed; error_detail: " + bad + "\n",
-		"testdata/cluster.json: 1 Cluster resource(s) in JSON\n  ACCEPTED \"backend\": EDS, endpoints \"backend-eds\", lb_policy round_robin\n  the response is ACKed\n",
+		"testdata/cluster.json: 1 Cluster resource(s) in JSON\n  ACCEPTED \"backend\": EDS, endpoints \"backend-eds\", lb_policy round_robin in wrr_locality\n  the response is ACKed\n",
 		"testdata/endpoints.txtpb: 1 ClusterLoadAssignment resource(s) in proto text, version \"3\"\n  ACCEPTED \"backend-eds\": 2 endpoint(s) in 1 locality(ies)\n  the response is ACKed\n",
 	} {
 		if !strings.Contains(r.stdout, want) {

@@ -9,9 +9,10 @@ import (
 
 // describe prints a decoded value in one line: what a reader checks first
 // (where a listener's routes come from, a cluster's kind and policy, how
-// many endpoints). It is validate's only printer of values, kept in this
-// one file so that it can become a call of the resources' own String
-// methods once they have them.
+// many endpoints), in the words of the resources' String methods where
+// they have one (LBPolicy, DropOverload). It is validate's only printer of
+// values, kept in this one file so that it becomes a call of the value
+// types' own String methods as they gain them.
 func describe(v resources.Resource) string {
 	switch v := v.(type) {
 	case *resources.Listener:
@@ -30,7 +31,7 @@ func describe(v resources.Resource) string {
 		}
 		s := fmt.Sprintf("%d endpoint(s) in %d locality(ies)", n, len(v.Localities))
 		for _, d := range v.Drops {
-			s += fmt.Sprintf("; drops %d per million of %q", d.PerMillion, d.Category)
+			s += "; drop " + d.String()
 		}
 		return s
 	case nil:
@@ -109,7 +110,7 @@ func describeCluster(c *resources.Cluster) string {
 	default:
 		s = c.Kind.String()
 	}
-	s += fmt.Sprintf(", lb_policy %v", c.LBPolicy.Kind)
+	s += fmt.Sprintf(", lb_policy %v", c.LBPolicy)
 	if c.Security != nil {
 		s += ", TLS"
 	}

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/watchers"
 )
 
 // running is the tool running in the background, as watch runs until
@@ -161,13 +163,19 @@ func TestWatchFollowsTheTree(t *testing.T) {
 			_, serve, env := watchServer(t, api)
 			serve(8080)
 			r := start(t, runOpts{env: env}, "watch", "-listener", "svc")
+			// The tree as watchers prints it.
 			r.stdout.waitForText(t, "following listener \"svc\" (Ctrl-C to stop)\n"+
-				"listener \"svc\" → route config \"svc-route\" (RDS)\n"+
-				"  virtual host ")
-			r.stdout.waitForText(t, "      c1  EDS \"c1\"\n")
-			r.stdout.waitForText(t, "          127.0.0.1:8080  ")
+				"listener \"svc\" http_filters=[router]\n"+
+				"  route_config \"svc-route\" (RDS)\n"+
+				"    virtual_host \"svc-route-vhost\" domains=[*]\n"+
+				"      route prefix \"/\" -> cluster \"c1\"\n"+
+				"        cluster \"c1\" EDS lb=round_robin in wrr_locality\n"+
+				"          locality {region=\"\" zone=\"\" sub_zone=\"\"} weight=1 priority=0\n"+
+				"            endpoint 127.0.0.1:8080 UNKNOWN\n")
 			serve(8080, 9090)
-			r.stdout.waitForText(t, "\n+           127.0.0.1:9090  ")
+			// The change: the new line, below the lines above it.
+			r.stdout.waitForText(t, "\n            locality {region=\"\" zone=\"\" sub_zone=\"\"} weight=1 priority=0\n"+
+				"+             endpoint 127.0.0.1:9090 UNKNOWN\n")
 			if !strings.Contains(r.stdout.String(), "\n--- change at ") {
 				t.Errorf("the change has no title; output:\n%s", r.stdout.String())
 			}
@@ -196,11 +204,25 @@ func TestWatchJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("line %q: %v", line, err)
 		}
-		s := ev.Snapshot
-		if s == nil || s.Listener != "svc" || s.RouteConfig != "svc-route" || s.RouteConfigSource != "RDS" ||
-			len(s.Routes) != 1 || s.Routes[0].Cluster != "c1" || len(s.Clusters) != 1 || s.Clusters[0].Kind != "EDS" ||
-			len(s.Clusters[0].Localities) != 1 || len(s.Clusters[0].Localities[0].Endpoints) != i+1 {
-			t.Errorf("snapshot %d: %s", i+1, line)
+		tree := ev.Tree
+		if ev.Event != "snapshot" || tree == nil || tree.Kind != watchers.TreeListener || tree.Name != "svc" {
+			t.Fatalf("snapshot %d: %s", i+1, line)
+		}
+		// The endpoints of cluster c1, found by kind and name.
+		var endpoints []string
+		var walk func(n *watchers.TreeNode, inC1 bool)
+		walk = func(n *watchers.TreeNode, inC1 bool) {
+			inC1 = inC1 || (n.Kind == watchers.TreeCluster && n.Name == "c1")
+			if inC1 && n.Kind == watchers.TreeEndpoint {
+				endpoints = append(endpoints, n.Name)
+			}
+			for _, c := range n.Children {
+				walk(c, inC1)
+			}
+		}
+		walk(tree, false)
+		if want := []string{"127.0.0.1:8080", "127.0.0.1:9090"}[:i+1]; !slices.Equal(endpoints, want) {
+			t.Errorf("snapshot %d: endpoints of c1 %q, want %q; %s", i+1, endpoints, want, line)
 		}
 		if _, err := time.Parse(time.RFC3339Nano, ev.Time); err != nil {
 			t.Errorf("snapshot %d time %q: %v", i+1, ev.Time, err)
