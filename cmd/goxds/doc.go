@@ -32,8 +32,12 @@
 // Connects with a bootstrap (-bootstrap, else the environment as above),
 // follows the listener's tree (listener → route configuration → virtual
 // host → clusters → endpoints) and prints it, then each change as the lines
-// that changed, until interrupted. With -json every event is one JSON
-// object on a line of its own, for scripts.
+// that changed, until interrupted (Ctrl-C or SIGTERM end it with status
+// 0). The tree is printed as watchers.Snapshot prints it. With -json every
+// event is one JSON object on a line of its own, for scripts: its time, its
+// kind ("snapshot", "resource_error", "ambient_error"), the error, and for
+// a snapshot its tree as watchers.Snapshot.Tree gives it. A wrong command
+// line or bootstrap ends it at once with status 2.
 //
 // # validate
 //
@@ -64,6 +68,8 @@
 // Asks a running service's Client Status Discovery Service (goxds's,
 // client/csds, and grpc-go's look the same) for its xDS clients' state and
 // prints, for each client, its node and each resource's type, name,
-// status, version and error. Plaintext unless -tls; -json prints the
-// response in the protobuf JSON mapping.
+// status, version and error (for a NACKed one, the version rejected). Plaintext
+// unless -tls; -json prints the whole response, resource contents included,
+// in the protobuf JSON mapping. A service that cannot be asked within
+// -timeout is one line on stderr and status 1.
 package main
