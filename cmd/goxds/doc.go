@@ -11,7 +11,7 @@
 //
 //	goxds bootstrap [-json] [file]
 //	goxds watch -listener name [-bootstrap file] [-authority a] [-param k=v]... [-json] [-v]
-//	goxds validate [-bootstrap file] [-type t] [-json] [-v] file...
+//	goxds validate [-bootstrap file] [-type t] [-json] [-q] [-v] file...
 //	goxds csds [-tls] [-ca file] [-cert file -key file] [-timeout d] [-json] host:port
 //
 // Every subcommand takes -h. Output goes to stdout; what goes wrong goes to
@@ -55,7 +55,8 @@
 // given (or a minimal one), that watches every resource it names, so the
 // verdicts are the client's own: for each resource, accepted with its
 // decoded value, or NACKed with the reason, and for the response the exact
-// error_detail its NACK would carry. Client and server Listeners are both
+// error_detail its NACK would carry (-q prints only what is not accepted,
+// for large files). Client and server Listeners are both
 // judged; rules that depend on the bootstrap (its servers' features, its
 // authorities, its certificate providers) are those of the -bootstrap.
 //

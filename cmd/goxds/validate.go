@@ -17,7 +17,7 @@ import (
 	"github.com/goxds/xds/resources"
 )
 
-const validateSynopsis = "[-bootstrap file] [-type t] [-json] [-v] file...   (\"-\" reads the standard input)"
+const validateSynopsis = "[-bootstrap file] [-type t] [-json] [-q] [-v] file...   (\"-\" reads the standard input)"
 
 // validateTimeout bounds the judging of one file. It takes milliseconds;
 // the bound is there so that a fault never hangs a CI job.
@@ -29,6 +29,7 @@ func runValidate(ctx context.Context, args []string, out io.Writer) error {
 	typeName := fs.String("type", "", "each file is one bare resource of this `type`: listener, route, cluster, endpoints (or lds, rds, cds, eds, a type name or URL)")
 	asJSON := fs.Bool("json", false, "print one JSON object per file")
 	verbose := fs.Bool("v", false, "log the client's debug output to stderr")
+	quiet := fs.Bool("q", false, "print only the resources that are not accepted, and the NACKs (for large files)")
 	if err := parseFlags(fs, args, validateSynopsis, out); err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func runValidate(ctx context.Context, args []string, out io.Writer) error {
 			}
 			continue
 		}
-		r.print(out)
+		r.print(out, *quiet)
 	}
 	if failed {
 		return &exitError{code: exitFailed}
@@ -122,7 +123,8 @@ func (r *fileReport) allAccepted() bool {
 	return len(r.j.NACKs) == 0
 }
 
-func (r *fileReport) print(w io.Writer) {
+// print writes the report as text; quiet leaves out accepted resources.
+func (r *fileReport) print(w io.Writer, quiet bool) {
 	version := ""
 	if r.Version != "" {
 		version = fmt.Sprintf(", version %q", r.Version)
@@ -134,6 +136,7 @@ func (r *fileReport) print(w io.Writer) {
 			name = fmt.Sprintf("#%d", v.Index)
 		}
 		switch {
+		case v.Verdict == verdictAccepted && quiet:
 		case v.Verdict == verdictAccepted:
 			fmt.Fprintf(w, "  %-8s %s: %s\n", v.Verdict, name, describe(v.Value))
 		case v.Err != nil:

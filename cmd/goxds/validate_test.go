@@ -55,6 +55,13 @@ func TestValidateTestdata(t *testing.T) {
 		t.Errorf("-type route: exit %d, output:\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
+	// -q: only what is not accepted.
+	r = goxds(t, runOpts{}, "validate", "-q", "testdata/listeners.yaml", "testdata/cluster.json")
+	if r.code != exitFailed || strings.Contains(r.stdout, "ACCEPTED") || !strings.Contains(r.stdout, "  NACKED   \"grpc/server?xds.resource.listening_address=0.0.0.0:9090\"") ||
+		!strings.Contains(r.stdout, "testdata/cluster.json: 1 Cluster resource(s) in JSON\n  the response is ACKed\n") {
+		t.Errorf("-q: exit %d, output:\n%s", r.code, r.stdout)
+	}
+
 	// -json: one object per file.
 	r = goxds(t, runOpts{}, "validate", "-json", "testdata/listeners.yaml", "testdata/cluster.json")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
