@@ -25,7 +25,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	goxdsBin = filepath.Join(dir, "goxds")
-	build := exec.Command("go", "build", "-o", goxdsBin, ".")
+	args := []string{"build", "-o", goxdsBin}
+	if raceEnabled {
+		args = append(args, "-race") // the tool's races are found by its tests too
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building goxds:", err)
