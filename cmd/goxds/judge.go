@@ -32,10 +32,11 @@ import (
 
 // Verdicts on one resource.
 const (
-	verdictAccepted = "ACCEPTED" // decoded and valid: a client uses it
-	verdictNACKed   = "NACKED"   // rejected: the response is NACKed
-	verdictUnnamed  = "UNNAMED"  // no name can be read: a client watching by name never uses it
-	verdictRefused  = "REFUSED"  // its name cannot be watched with this bootstrap (an xdstp:// authority it lacks)
+	verdictAccepted = "ACCEPTED"     // decoded and valid: a client uses it
+	verdictNACKed   = "NACKED"       // rejected: the response is NACKed
+	verdictUnnamed  = "UNNAMED"      // no name can be read: a client watching by name never uses it
+	verdictRefused  = "REFUSED"      // its name cannot be watched with this bootstrap (an xdstp:// authority it lacks)
+	verdictServer   = "SERVER ERROR" // named in the response's resource_errors (gRFC A88): no NACK, the resource is unusable
 	verdictNone     = "NO VERDICT"
 )
 
@@ -43,6 +44,9 @@ const (
 type judgement struct {
 	// Count is how many resources the response holds.
 	Count int
+	// Judged tells whether a client judged the response: not when no
+	// name in it could be watched.
+	Judged bool
 	// Resources are the verdicts, one per name, in the order the names
 	// first appear in the response, nameless ones by position.
 	Resources []resourceVerdict
@@ -85,6 +89,15 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 			names = append(names, named{i, name})
 		}
 	}
+	// Names the server reports errors for (resource_errors, gRFC A88)
+	// are watched too: what a client makes of them is part of the
+	// verdict, though they are no NACK.
+	for _, re := range resp.GetResourceErrors() {
+		if name := re.GetResourceName().GetName(); name != "" && !seen[name] {
+			seen[name] = true
+			names = append(names, named{len(resp.GetResources()) + len(names), name})
+		}
+	}
 	if len(names) == 0 {
 		return j, nil
 	}
@@ -118,6 +131,7 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 		ResourceErrors: resp.GetResourceErrors(),
 		ControlPlane:   resp.GetControlPlane().GetIdentifier(),
 	}
+	j.Judged = len(servers) > 0
 	for _, t := range servers {
 		done := make(chan struct{})
 		verdict := t.h.OnResponse(r, func() { close(done) })
@@ -157,6 +171,8 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 			if st, ok := dump[n.name]; ok {
 				v.Err = fmt.Errorf("the client's status of it is %v", st.Status)
 			}
+		case errors.As(err, &ce) && dump[ce.Name].Status == client.StatusReceivedError:
+			v.Verdict, v.Err = verdictServer, dump[ce.Name].Err
 		case errors.As(err, &ce) && dump[ce.Name].Status == client.StatusNACKed:
 			// The cause as the client recorded it: the words of the
 			// error_detail, not the watcher's wrapping of them.

@@ -147,7 +147,7 @@ func (r *fileReport) print(w io.Writer, quiet bool) {
 	}
 	switch len(r.j.NACKs) {
 	case 0:
-		if r.allAccepted() {
+		if r.j.Judged {
 			fmt.Fprintln(w, "  the response is ACKed")
 		}
 	case 1:

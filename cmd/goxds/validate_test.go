@@ -178,6 +178,20 @@ func TestValidateUnnamedResource(t *testing.T) {
 	}
 }
 
+// A name the response's resource_errors report (gRFC A88) is no NACK: the
+// response is ACKed, and the name is said to be unusable, with the
+// server's words.
+func TestValidateResourceErrors(t *testing.T) {
+	path := writeFile(t, "re.yaml", []byte("version_info: \"1\"\nresources:\n"+
+		"- {\"@type\": "+cdsURL+", name: c1, type: EDS, eds_cluster_config: {eds_config: {ads: {}}}}\n"+
+		"resource_errors:\n- resource_name: {name: c2}\n  error_detail: {code: 5, message: c2 is gone}\n"))
+	r := goxds(t, runOpts{}, "validate", path)
+	if r.code != exitFailed || !strings.Contains(r.stdout, "  ACCEPTED \"c1\"") || !strings.Contains(r.stdout, "  SERVER ERROR \"c2\": ") ||
+		!strings.Contains(r.stdout, "c2 is gone") || !strings.Contains(r.stdout, "  the response is ACKed\n") || strings.Contains(r.stdout, "NACK") {
+		t.Errorf("exit %d, output:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
 // xdstp:// names are watched through their authority: without a bootstrap
 // any authority is made up for them; with one, an authority it lacks
 // refuses the name, as a client of that bootstrap would.
