@@ -23,9 +23,11 @@
 // GRPC_XDS_BOOTSTRAP or GRPC_XDS_BOOTSTRAP_CONFIG names), checks it, and
 // prints what it means: the servers with their credentials, api_type and
 // features, the node as the client sends it, the authorities and their
-// servers, the listener name templates and the certificate providers. A
-// bootstrap that does not load is reported with the error naming the
-// field, and the exit status is 1.
+// servers, the listener name templates, the certificate providers (saying
+// which cannot be built) and the fields it ignored as unknown, which may be
+// typos. A bootstrap that does not load, or that a client refuses, is
+// reported with the error naming the field, and the exit status is 1; with
+// no bootstrap given or named by the environment it is 2.
 //
 // # watch
 //
@@ -56,8 +58,11 @@
 // verdicts are the client's own: for each resource, accepted with its
 // decoded value, or NACKed with the reason, and for the response the exact
 // error_detail its NACK would carry (-q prints only what is not accepted,
-// for large files). Client and server Listeners are both
-// judged; rules that depend on the bootstrap (its servers' features, its
+// for large files). A resource whose name cannot be read is UNNAMED (a
+// client watching by name never uses it), one whose name the bootstrap
+// cannot serve (an xdstp:// authority it lacks) REFUSED, and a name the
+// response's resource_errors report SERVER ERROR (gRFC A88: no NACK).
+// Client and server Listeners are both judged; rules that depend on the bootstrap (its servers' features, its
 // authorities, its certificate providers) are those of the -bootstrap.
 //
 // The exit status is 0 when every resource is accepted, 1 when some
