@@ -172,6 +172,11 @@ func decodeTop(top object) (*Config, error) {
 			return nil, err
 		}
 	}
+	if raw, ok := top.get("allowed_grpc_services"); ok {
+		if c.AllowedGRPCServices, err = decodeAllowedGRPCServices(raw, "allowed_grpc_services"); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -203,6 +208,11 @@ func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
 	}
 	if raw, ok := o.get("channel_creds"); ok {
 		if s.ChannelCreds, err = decodeCredsList(raw, member(path, "channel_creds")); err != nil {
+			return s, err
+		}
+	}
+	if raw, ok := o.get("call_creds"); ok {
+		if s.CallCreds, err = decodeCallCredsList(raw, member(path, "call_creds")); err != nil {
 			return s, err
 		}
 	}

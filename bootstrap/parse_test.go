@@ -184,7 +184,7 @@ func TestParseValid(t *testing.T) {
 			}},
 		{"unknown fields ignored", `{"future": 1, "xds_servers": [{"server_uri": "s:1", "whatever": [],
 			"channel_creds": [{"type": "tls", "config": {"spiffe_trust_bundle_map_file": "/x"}, "extra": true}],
-			"call_creds": [{"type": "jwt_token_file"}]}], "node": {"weird": {}}, "authorities": {"a": {"x": 1}}}`,
+			"call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/t", "future": 1}}, {"type": "future"}]}], "node": {"weird": {}}, "authorities": {"a": {"x": 1}}}`,
 			func(t *testing.T, c *bootstrap.Config) {
 				if c.Servers[0].SelectedCreds().Type != "tls" {
 					t.Errorf("server = %+v", c.Servers[0])

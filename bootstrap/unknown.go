@@ -10,7 +10,7 @@ import (
 
 // Unknown fields are not an error, as in gRPC: a bootstrap written for a
 // newer gRPC, or carrying fields of another implementation (grpc-go's
-// call_creds, Istio's generator's UserAgentVersionType), must keep loading,
+// fields, Istio's generator's UserAgentVersionType), must keep loading,
 // and one file serves every client of a host. But a misspelt field is then
 // just absent, and a newcomer who wrote "xds_server" was told only that
 // xds_servers must list a server. So the parser notes the fields it does
@@ -24,12 +24,12 @@ var (
 	topFields = []string{
 		"xds_servers", "node", "authorities", "client_default_listener_resource_name_template",
 		"server_listener_resource_name_template", "certificate_providers",
-		"allowed_grpc_services", // grpc-go: servers allowed for gRPC services (gRFC A102), unused here
+		"allowed_grpc_services", // gRFC A102
 	}
 	serverFields = []string{
 		"server_uri", "channel_creds", "server_features", "api_type",
 		"api_type_per_type", "resource_files", "refresh_delay", "request_timeout",
-		"call_creds", // grpc-go: per-call credentials (gRFC A97), unused here
+		"call_creds", // gRFC A97
 	}
 	credsFields    = []string{"type", "config"}
 	tlsFields      = []string{"ca_certificate_file", "certificate_file", "private_key_file", "refresh_interval", "spiffe_trust_bundle_map_file"}
