@@ -145,7 +145,7 @@ func TestValidateInputErrors(t *testing.T) {
 	}{
 		{"no files", nil, "no files to validate"},
 		{"missing file", []string{missing}, "missing.yaml: no such file"},
-		{"bare without -type", []string{writeFile(t, "c.yaml", []byte("name: c1\n"))}, `not a DiscoveryResponse in YAML: proto: (line 1:1 at name): unknown field "name" (one resource alone needs its "@type", or -type)`},
+		{"bare without -type", []string{writeFile(t, "c.yaml", []byte("name: c1\n"))}, `(line 1:1 at name): unknown field "name" (one resource alone needs its "@type", or -type)`},
 		{"bad Any", []string{writeFile(t, "a.json", []byte(`{"@type": "`+cdsURL+`", "nmae": "c1"}`))}, "one resource with its type: not an Any in JSON"},
 		{"empty", []string{writeFile(t, "e.yaml", []byte("version_info: \"1\"\n"))}, "the YAML holds no resources"},
 		{"garbage", []string{writeFile(t, "g", []byte("\xff\xfe\x00garbage"))}, "not a DiscoveryResponse in binary proto"},
