@@ -40,22 +40,11 @@ var formatByExt = map[string]string{
 }
 
 // decodeResponseFile reads the DiscoveryResponse of typeURL in a file's
-// bytes. The format is the extension's, or else the first that reads the
-// content: JSON for content that starts with "{", then proto text, YAML,
-// and binary for content that is not UTF-8. Messages inside Any fields must
-// be linked into the program (the built-in resource types are). A
-// type_url left out is typeURL; another one is an error. Errors place what
-// is wrong at its line and column in the file, a YAML file's too, though it
-// is read as JSON (fileformat_yaml.go).
+// bytes, as DecodeFile reads any message. A type_url left out is typeURL;
+// another one is an error.
 func decodeResponseFile(path string, data []byte, typeURL string) (*discoveryv3.DiscoveryResponse, string, error) {
-	format, known := formatByExt[strings.ToLower(filepath.Ext(path))]
-	var resp *discoveryv3.DiscoveryResponse
-	var err error
-	if known {
-		resp, err = decodeAs(format, data)
-	} else {
-		resp, format, err = sniff(data)
-	}
+	resp := &discoveryv3.DiscoveryResponse{}
+	format, err := DecodeFile(path, data, resp)
 	if err != nil {
 		return nil, format, err
 	}
@@ -69,46 +58,77 @@ func decodeResponseFile(path string, data []byte, typeURL string) (*discoveryv3.
 	return resp, format, nil
 }
 
-func decodeAs(format string, data []byte) (*discoveryv3.DiscoveryResponse, error) {
-	resp := &discoveryv3.DiscoveryResponse{}
+// DecodeFile reads msg from data, the content of the file at path, the way
+// a FILESYSTEM server's files are read: in the format the extension names
+// (.pb .bin .binpb: binary protobuf; .json; .yaml .yml; .txt .textproto
+// .txtpb .pbtxt .prototxt: proto text), or else the first that reads the
+// content: JSON for content that starts with "{", then proto text, YAML,
+// and binary, which is the only one tried for content that is not UTF-8.
+// It returns the format read ("binary proto", "JSON", "YAML", "proto
+// text"). Messages inside Any fields must be linked into the program (the
+// built-in resource types are). Errors place what is wrong at its line and
+// column in the file, a YAML file's too, though it is read as JSON
+// (fileformat_yaml.go). msg is reset first, and holds nothing useful after
+// an error. It is exported for tools that read resources as goxds's files
+// do (cmd/goxds validate), so that there is one reader of such files.
+func DecodeFile(path string, data []byte, msg proto.Message) (format string, err error) {
+	format, known := formatByExt[strings.ToLower(filepath.Ext(path))]
+	if known {
+		return format, decodeAs(format, data, msg)
+	}
+	return sniff(data, msg)
+}
+
+// decodeAs reads data in format into msg, after resetting it.
+func decodeAs(format string, data []byte, msg proto.Message) error {
+	proto.Reset(msg)
 	var err error
 	switch format {
 	case formatBinary:
-		err = proto.Unmarshal(data, resp)
+		err = proto.Unmarshal(data, msg)
 	case formatJSON:
-		err = protojson.Unmarshal(data, resp)
+		err = protojson.Unmarshal(data, msg)
 	case formatText:
-		err = prototext.Unmarshal(data, resp)
+		err = prototext.Unmarshal(data, msg)
 	case formatYAML:
-		err = decodeYAML(data, func(js []byte) error { return protojson.Unmarshal(js, resp) })
+		err = decodeYAML(data, func(js []byte) error { return protojson.Unmarshal(js, msg) })
 	}
 	if err != nil {
-		return nil, fmt.Errorf("not a DiscoveryResponse in %s: %w", format, err)
+		return fmt.Errorf("not %s in %s: %w", article(msg), format, err)
 	}
-	return resp, nil
+	return nil
+}
+
+// article names msg's type with its indefinite article: "a
+// DiscoveryResponse", "an Any".
+func article(msg proto.Message) string {
+	name := string(msg.ProtoReflect().Descriptor().Name())
+	if name != "" && strings.ContainsRune("AEIOU", rune(name[0])) {
+		return "an " + name
+	}
+	return "a " + name
 }
 
 // sniff tries the formats that could hold data, most specific first.
-func sniff(data []byte) (*discoveryv3.DiscoveryResponse, string, error) {
+func sniff(data []byte, msg proto.Message) (string, error) {
 	if !utf8.Valid(data) {
-		resp, err := decodeAs(formatBinary, data)
-		return resp, formatBinary, err
+		return formatBinary, decodeAs(formatBinary, data, msg)
 	}
 	if bytes.HasPrefix(bytes.TrimSpace(data), []byte("{")) {
-		resp, err := decodeAs(formatJSON, data)
-		return resp, formatJSON, err
+		return formatJSON, decodeAs(formatJSON, data, msg)
 	}
 	var errs []error
 	for _, f := range []string{formatText, formatYAML, formatBinary} {
-		resp, err := decodeAs(f, data)
-		if err == nil && f == formatBinary && len(resp.ProtoReflect().GetUnknown()) > 0 {
+		err := decodeAs(f, data, msg)
+		if err == nil && f == formatBinary && len(msg.ProtoReflect().GetUnknown()) > 0 {
 			// Text that happens to parse as protobuf wire format.
-			err = fmt.Errorf("not a DiscoveryResponse in %s: only unknown fields", f)
+			err = fmt.Errorf("not %s in %s: only unknown fields", article(msg), f)
 		}
 		if err == nil {
-			return resp, f, nil
+			return f, nil
 		}
 		errs = append(errs, err)
 	}
-	return nil, "", fmt.Errorf("the content is in no format known by its extension or content: %w", errors.Join(errs...))
+	proto.Reset(msg)
+	return "", fmt.Errorf("the content is in no format known by its extension or content: %w", errors.Join(errs...))
 }

@@ -1,9 +1,13 @@
 package transport_test
 
 import (
+	"strings"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/transport"
 )
 
 // The error of a file that is no DiscoveryResponse names the line and
@@ -31,5 +35,22 @@ func TestFileErrorNamesTheFilesLine(t *testing.T) {
 			e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
 			e.wantFileErrors(c.want, "L1")
 		})
+	}
+}
+
+// DecodeFile reads any message as the files of a FILESYSTEM server are
+// read, for tools that read resources alone: a Listener in YAML, its
+// errors placed in the file and naming the message it is not.
+func TestDecodeFileReadsAnyMessage(t *testing.T) {
+	l := &listenerv3.Listener{}
+	format, err := transport.DecodeFile("l.yaml", []byte("name: L1\naddress:\n  socket_address: {port_value: 8080}\n"), l)
+	if err != nil || format != "YAML" || l.GetName() != "L1" || l.GetAddress().GetSocketAddress().GetPortValue() != 8080 {
+		t.Fatalf("DecodeFile = %q, %v; listener %v", format, err, l)
+	}
+	_, err = transport.DecodeFile("l", []byte("name: L1\nbogus: 3\n"), l)
+	// protobuf-go varies the spacing of its messages on purpose: the
+	// parts are matched, not the whole.
+	if err == nil || !strings.Contains(err.Error(), "not a Listener in YAML: proto") || !strings.Contains(err.Error(), `(line 2:1 at bogus): unknown field "bogus"`) {
+		t.Fatalf("DecodeFile of a bad Listener: %v", err)
 	}
 }
