@@ -13,8 +13,11 @@ import (
 const indent = "  "
 
 // render draws a snapshot as watchers prints it, one line per element.
+// (Snapshot.String is a one-line summary: the tree is WriteTo's.)
 func render(s *watchers.Snapshot) []string {
-	return strings.Split(strings.TrimSuffix(s.String(), "\n"), "\n")
+	var b strings.Builder
+	s.WriteTo(&b) // a strings.Builder does not fail
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }
 
 // printer prints events: the first snapshot, and any after an error, in
