@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -80,10 +81,9 @@ type channelConfig struct {
 	chain *filterChain
 	// nodeID is the bootstrap's node ID, for errors.
 	nodeID string
-	// retries are the parsed retry policies of the routes and virtual
-	// hosts RPCs have used, by their *routev3.RetryPolicy (nil values
-	// included: a policy gRPC does not retry with); filled as RPCs come.
-	retries sync.Map
+	// table routes the RPCs of snap (dataplane/route), made at the
+	// first RPC (routes).
+	table atomic.Pointer[route.Table]
 }
 
 func newChannelState(b *Builder) *channelState {

@@ -9,6 +9,7 @@ import (
 // an RPC made with it: nil when the RPC got an endpoint, the picker's error
 // otherwise (balancer.ErrNoSubConnAvailable while it waits).
 func WithPickObserver(ctx context.Context, observe func(error)) context.Context {
+	pickObservers.Store(true)
 	return context.WithValue(ctx, pickObserverKey{}, observe)
 }
 
@@ -19,4 +20,4 @@ func SetRetryWait(b *Builder, wait func(ctx context.Context, d time.Duration) er
 }
 
 // ActiveFaults is how many RPCs of the process are in a fault now.
-func ActiveFaults() int64 { return processFaults.active.Load() }
+func ActiveFaults() int64 { return processFaults.Active() }
