@@ -43,10 +43,12 @@ import (
 //
 // CPU is the process's (getrusage: user+system), so it counts the backends'
 // share too, the same for the three; ns/op is wall time. allocs and bytes
-// are the process's as well (runtime.MemStats). The parent benchmark prints
-// the three side by side, with their ratios to the plain channel.
+// are the process's as well (runtime.MemStats). BenchmarkPerRPCTable prints
+// them side by side, with their ratios to the plain channel.
 
 const (
+	// perRPCDeadline is the route's max_stream_duration.
+	perRPCDeadline = 30 * time.Second
 	perRPCMethod   = "/goxds.bench.Echo/Echo"
 	perRPCListener = "bench"
 	perRPCNode     = "bench-node"
@@ -113,7 +115,7 @@ func perRPCResources(ports []uint32) testutils.Resources {
 	rc := testutils.RouteConfig(routeName, "*", "c")
 	action := rc.VirtualHosts[0].Routes[0].GetRoute()
 	action.RetryPolicy = &routev3.RetryPolicy{RetryOn: "unavailable", NumRetries: wrapperspb.UInt32(2)}
-	action.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(30 * time.Second)}
+	action.MaxStreamDuration = &routev3.RouteAction_MaxStreamDuration{MaxStreamDuration: durationpb.New(perRPCDeadline)}
 	l := testutils.Listener(perRPCListener, routeName)
 	hcm := new(hcmv3.HttpConnectionManager)
 	if err := l.ApiListener.ApiListener.UnmarshalTo(hcm); err != nil {
@@ -139,9 +141,18 @@ type perRPCResult struct {
 	allocs, bytes float64
 }
 
-// perRPCResults holds the last figures of each sub-benchmark, by name, for
-// the parent's table.
-var perRPCResults sync.Map
+// add adds the totals of r to those of t.
+func (t *perRPCResult) add(r perRPCResult) {
+	t.wall += r.wall
+	t.cpu += r.cpu
+	t.allocs += r.allocs
+	t.bytes += r.bytes
+}
+
+// per divides totals over n RPCs.
+func (t perRPCResult) per(n int) perRPCResult {
+	return perRPCResult{wall: t.wall / time.Duration(n), cpu: t.cpu / time.Duration(n), allocs: t.allocs / float64(n), bytes: t.bytes / float64(n)}
+}
 
 // cpuTime is the process's user+system CPU time so far.
 func cpuTime() time.Duration {
@@ -152,22 +163,32 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// runRPCs makes b.N unary RPCs on conn, conc at a time, and reports the
-// process's CPU, allocations and bytes per RPC.
-func runRPCs(b *testing.B, conn *grpc.ClientConn, conc int) {
+// perRPCChannel is one row of the table: a channel, and the deadline the
+// application gives its RPCs (0: none).
+type perRPCChannel struct {
+	name     string
+	conn     *grpc.ClientConn
+	deadline time.Duration
+}
+
+// call makes one RPC on ch.
+func (ch perRPCChannel) call() error {
 	ctx := context.Background()
-	call := func() error {
-		out := new(wrapperspb.StringValue)
-		return conn.Invoke(ctx, perRPCMethod, wrapperspb.String("hi"), out)
+	out := new(wrapperspb.StringValue)
+	if ch.deadline > 0 {
+		ctx, cancel := context.WithTimeout(ctx, ch.deadline)
+		defer cancel()
+		return ch.conn.Invoke(ctx, perRPCMethod, wrapperspb.String("hi"), out)
 	}
-	if err := call(); err != nil { // connected, and the configuration in force
-		b.Fatal(err)
-	}
+	return ch.conn.Invoke(ctx, perRPCMethod, wrapperspb.String("hi"), out)
+}
+
+// run makes n RPCs on ch, conc at a time, and returns the process's wall
+// time, CPU, allocations and bytes over them (totals).
+func (ch perRPCChannel) run(n, conc int) (perRPCResult, error) {
 	var before, after runtime.MemStats
-	runtime.GC()
 	runtime.ReadMemStats(&before)
-	cpu0 := cpuTime()
-	b.ResetTimer()
+	cpu0, wall0 := cpuTime(), time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
@@ -175,8 +196,8 @@ func runRPCs(b *testing.B, conn *grpc.ClientConn, conc int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				if err := call(); err != nil {
+			for next.Add(1) <= int64(n) {
+				if err := ch.call(); err != nil {
 					failed.CompareAndSwap(nil, &err)
 					return
 				}
@@ -184,31 +205,18 @@ func runRPCs(b *testing.B, conn *grpc.ClientConn, conc int) {
 		}()
 	}
 	wg.Wait()
-	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	wall, cpu := time.Since(wall0), cpuTime()-cpu0
 	runtime.ReadMemStats(&after)
 	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
+		return perRPCResult{}, fmt.Errorf("%s: %v", ch.name, *err)
 	}
-	n := float64(b.N)
-	r := perRPCResult{
-		wall:   b.Elapsed() / time.Duration(b.N),
-		cpu:    time.Duration(float64(cpu) / n),
-		allocs: float64(after.Mallocs-before.Mallocs) / n,
-		bytes:  float64(after.TotalAlloc-before.TotalAlloc) / n,
-	}
-	b.ReportMetric(float64(r.cpu.Nanoseconds()), "cpu-ns/op")
-	b.ReportMetric(r.allocs, "proc-allocs/op")
-	b.ReportMetric(r.bytes, "proc-B/op")
-	perRPCResults.Store(b.Name(), r)
+	return perRPCResult{wall: wall, cpu: cpu, allocs: float64(after.Mallocs - before.Mallocs), bytes: float64(after.TotalAlloc - before.TotalAlloc)}, nil
 }
 
-// BenchmarkPerRPCSideBySide: see the top of this file. The table is
-// logged, which the test binary shows with -v; -count repeats the three
-// interleaved, which a busy machine needs for steady CPU figures:
-//
-//	go test -run '^$' -bench PerRPCSideBySide -benchtime 20000x -count 6 -v ./internal/grpcparity
-func BenchmarkPerRPCSideBySide(b *testing.B) {
+// perRPCChannels starts the backends and the management server and makes
+// the channels of the table, each having made one RPC (connected, its
+// configuration in force). The benchmark closes them all.
+func perRPCChannels(b *testing.B) []perRPCChannel {
 	ports := startEchoBackends(b, 3)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
 		Initial: map[string]testutils.Resources{perRPCNode: perRPCResources(ports)},
@@ -240,61 +248,103 @@ func BenchmarkPerRPCSideBySide(b *testing.B) {
 		addrs = append(addrs, resolver.Address{Addr: fmt.Sprintf("127.0.0.1:%d", p)})
 	}
 	plainResolver.InitialState(resolver.State{Addresses: addrs})
-
-	channels := []struct {
-		name string
-		dial func() (*grpc.ClientConn, error)
-	}{
-		{"plain", func() (*grpc.ClientConn, error) {
-			return grpc.NewClient("plain:///backends", creds, grpc.WithResolvers(plainResolver),
-				grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
-		}},
-		{"goxds", func() (*grpc.ClientConn, error) {
-			return grpcxds.NewClient("goxds:///"+perRPCListener, builder, creds)
-		}},
+	dial := func(target string, opts ...grpc.DialOption) *grpc.ClientConn {
+		conn, err := grpc.NewClient(target, append(opts, creds)...)
+		if err != nil {
+			b.Fatalf("%s: %v", target, err)
+		}
+		b.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	plain := dial("plain:///backends", grpc.WithResolvers(plainResolver),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}]}`))
+	goxds := dial("goxds:///"+perRPCListener, builder.DialOptions()...)
+	chans := []perRPCChannel{
+		{name: "plain", conn: plain},
+		{name: "goxds", conn: goxds},
 		// goxds's channel without its interceptors: the resolver and
 		// balancer alone, none of the per-RPC policy; the difference to
 		// goxds is what the interceptors cost.
-		{"goxds-nointerceptors", func() (*grpc.ClientConn, error) {
-			return grpc.NewClient("goxds:///"+perRPCListener, creds, grpc.WithResolvers(builder))
-		}},
-		{"grpcgo-xds", func() (*grpc.ClientConn, error) {
-			return grpc.NewClient("xds:///"+perRPCListener, creds, grpc.WithResolvers(grpcGoXDS))
-		}},
+		{name: "goxds-nointerceptors", conn: dial("goxds:///"+perRPCListener, grpc.WithResolvers(builder))},
+		{name: "grpcgo-xds", conn: dial("xds:///"+perRPCListener, grpc.WithResolvers(grpcGoXDS))},
+		// The route's max_stream_duration gives each RPC of the xDS
+		// channels a deadline, which costs allocations and timers at the
+		// client and at the server whoever sets it: the plain channel with
+		// the same deadline set by the application is the baseline of
+		// what the xDS channels add beside it.
+		{name: "plain+deadline", conn: plain, deadline: perRPCDeadline},
+		// An application deadline earlier than the route's: the one the
+		// RPC has.
+		{name: "goxds+appdeadline", conn: goxds, deadline: perRPCDeadline / 3},
 	}
-	var conns []*grpc.ClientConn
-	b.Cleanup(func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	for _, ch := range channels {
-		conn, err := ch.dial()
-		if err != nil {
+	for _, ch := range chans {
+		if err := ch.call(); err != nil {
 			b.Fatalf("%s: %v", ch.name, err)
 		}
-		conns = append(conns, conn)
 	}
+	return chans
+}
+
+// BenchmarkPerRPCSideBySide measures each channel of the table on its own,
+// one sub-benchmark each, for benchstat (cpu-ns/op, proc-allocs/op,
+// proc-B/op are the process's; ns/op is wall):
+//
+//	go test -run '^$' -bench PerRPCSideBySide -benchtime 20000x -count 6 ./internal/grpcparity
+func BenchmarkPerRPCSideBySide(b *testing.B) {
+	chans := perRPCChannels(b)
 	for _, conc := range []int{1, 32} {
-		for i, ch := range channels {
-			b.Run(fmt.Sprintf("c%d/%s", conc, ch.name), func(b *testing.B) { runRPCs(b, conns[i], conc) })
+		for _, ch := range chans {
+			b.Run(fmt.Sprintf("c%d/%s", conc, ch.name), func(b *testing.B) {
+				runtime.GC()
+				b.ResetTimer()
+				r, err := ch.run(b.N, conc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				r = r.per(b.N)
+				b.ReportMetric(float64(r.cpu.Nanoseconds()), "cpu-ns/op")
+				b.ReportMetric(r.allocs, "proc-allocs/op")
+				b.ReportMetric(r.bytes, "proc-B/op")
+			})
 		}
 	}
+}
+
+// perRPCChunk is how many RPCs BenchmarkPerRPCTable makes on one channel
+// before it moves on to the next.
+const perRPCChunk = 500
+
+// BenchmarkPerRPCTable makes b.N RPCs on each channel of the table, one at
+// a time and 32 at a time, in turns of perRPCChunk RPCs per channel, so
+// that a machine's changing load falls on every channel alike, and logs
+// the table with the ratios to the plain channel (-v shows it):
+//
+//	go test -run '^$' -bench PerRPCTable -benchtime 20000x -v ./internal/grpcparity
+func BenchmarkPerRPCTable(b *testing.B) {
+	if b.N < perRPCChunk {
+		return // the probe run of -benchtime Nx: no table to show
+	}
+	chans := perRPCChannels(b)
 	var t strings.Builder
-	fmt.Fprintf(&t, "\n%-26s %12s %12s %12s %10s %8s %8s %8s\n", "per RPC", "wall", "CPU", "allocs", "bytes", "CPU×", "allocs×", "bytes×")
+	fmt.Fprintf(&t, "\n%d RPCs per row, in turns of %d\n%-26s %12s %12s %10s %10s %8s %8s %8s\n", b.N, perRPCChunk,
+		"per RPC", "wall", "CPU", "allocs", "bytes", "CPU×", "allocs×", "bytes×")
 	for _, conc := range []int{1, 32} {
-		plain, ok := perRPCResults.Load(fmt.Sprintf("%s/c%d/plain", b.Name(), conc))
-		if !ok {
-			continue // filtered out by -bench
-		}
-		p := plain.(perRPCResult)
-		for _, ch := range channels {
-			v, ok := perRPCResults.Load(fmt.Sprintf("%s/c%d/%s", b.Name(), conc, ch.name))
-			if !ok {
-				continue
+		totals := make([]perRPCResult, len(chans))
+		runtime.GC()
+		for done := 0; done < b.N; done += perRPCChunk {
+			n := min(perRPCChunk, b.N-done)
+			for i, ch := range chans {
+				r, err := ch.run(n, conc)
+				if err != nil {
+					b.Fatal(err)
+				}
+				totals[i].add(r)
 			}
-			r := v.(perRPCResult)
-			fmt.Fprintf(&t, "%-26s %12v %12v %12.1f %10.0f %8.2f %8.2f %8.2f\n", fmt.Sprintf("c%d %s", conc, ch.name),
+		}
+		p := totals[0].per(b.N)
+		for i, ch := range chans {
+			r := totals[i].per(b.N)
+			fmt.Fprintf(&t, "%-26s %12v %12v %10.1f %10.0f %8.2f %8.2f %8.2f\n", fmt.Sprintf("c%d %s", conc, ch.name),
 				r.wall, r.cpu, r.allocs, r.bytes, float64(r.cpu)/float64(p.cpu), r.allocs/p.allocs, r.bytes/p.bytes)
 		}
 	}
