@@ -48,6 +48,10 @@ type channelState struct {
 	// wait is how a retry waits for its backoff: it returns nil after d,
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
+	// lastRoutes is the routing table of the last configuration RPCs
+	// used, which the next configuration keeps if it routes the same
+	// virtual host and listener (channelConfig.routes).
+	lastRoutes atomic.Pointer[route.Table]
 
 	// balancerGen is the generation of the last configuration the goxds
 	// balancer took: the resolver reads it after handing the channel a

@@ -35,7 +35,7 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 		return ctx, nil, nil, cfg.err
 	}
 	sel := &selection{Context: ctx}
-	if err := cfg.selectInto(sel, method, cs.channelID); err != nil {
+	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
 		return ctx, nil, nil, err
 	}
 	ctx = sel

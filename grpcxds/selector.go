@@ -144,8 +144,10 @@ var grpcRetryOn = map[string]uint{
 }
 
 // routes returns the routing table of the configuration, made at its
-// first RPC.
-func (c *channelConfig) routes() *route.Table {
+// first RPC, or taken from prev (nil: none) when prev routes the same
+// virtual host and listener: an update of endpoints keeps the routes'
+// parsed policies.
+func (c *channelConfig) routes(prev *route.Table) *route.Table {
 	if t := c.table.Load(); t != nil {
 		return t
 	}
@@ -154,7 +156,11 @@ func (c *channelConfig) routes() *route.Table {
 	if c.snap != nil {
 		vh, l = c.snap.VirtualHost, c.snap.Listener
 	}
-	c.table.CompareAndSwap(nil, route.NewTable(vh, l, route.Options{RetryOn: grpcRetryOn}))
+	t := prev
+	if t == nil || !t.For(vh, l) {
+		t = route.NewTable(vh, l, route.Options{RetryOn: grpcRetryOn})
+	}
+	c.table.CompareAndSwap(nil, t)
 	return c.table.Load()
 }
 
@@ -168,16 +174,28 @@ type rpcConfig struct {
 // matching route, and for weighted clusters one drawn by weight.
 func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint64) (rpcConfig, error) {
 	sel := &selection{Context: context.Background(), md: md, mdRead: true}
-	if err := c.selectInto(sel, method, channelID); err != nil {
+	if err := c.selectInto(sel, method, channelID, nil); err != nil {
 		return rpcConfig{}, err
 	}
 	return rpcConfig{sel: sel}, nil
 }
 
-// selectInto routes the RPC of sel to method, and fills sel in.
-func (c *channelConfig) selectInto(sel *selection, method string, channelID uint64) error {
+// selectInto routes the RPC of sel to method, and fills sel in; prev is
+// the last routing table of the channel (channelConfig.routes).
+func (c *channelConfig) selectInto(sel *selection, method string, channelID uint64, prev *atomic.Pointer[route.Table]) error {
+	var t *route.Table
+	if t = c.table.Load(); t == nil {
+		var last *route.Table
+		if prev != nil {
+			last = prev.Load()
+		}
+		t = c.routes(last)
+		if prev != nil {
+			prev.Store(t)
+		}
+	}
 	var d route.Decision
-	if err := c.routes().Route(&route.Request{Path: method, Headers: sel, ChannelID: channelID}, &d); err != nil {
+	if err := t.Route(&route.Request{Path: method, Headers: sel, ChannelID: channelID}, &d); err != nil {
 		return routeStatus(err, method, c.nodeID)
 	}
 	if c.chain != nil && c.chain.err != nil {

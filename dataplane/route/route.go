@@ -169,6 +169,7 @@ type Options struct {
 // concurrent use.
 type Table struct {
 	vh      *resources.VirtualHost
+	l       *resources.Listener
 	routes  []*resources.Route
 	filters []chainFilter
 	retryOn map[string]uint
@@ -191,7 +192,7 @@ type routePolicy struct {
 // NewTable returns the Table of virtual host vh (nil: every request fails
 // with NoRoute) of listener l (nil: no HTTP filters).
 func NewTable(vh *resources.VirtualHost, l *resources.Listener, opts Options) *Table {
-	t := &Table{vh: vh, retryOn: opts.RetryOn}
+	t := &Table{vh: vh, l: l, retryOn: opts.RetryOn}
 	if vh != nil {
 		t.routes = vh.Routes
 		t.policies = make([]atomic.Pointer[routePolicy], len(vh.Routes))
@@ -199,6 +200,13 @@ func NewTable(vh *resources.VirtualHost, l *resources.Listener, opts Options) *T
 	}
 	t.filters = chainOf(l)
 	return t
+}
+
+// For reports whether t is the table of virtual host vh of listener l: a
+// configuration that keeps both (an update of endpoints) keeps its table,
+// and the policies it has worked out.
+func (t *Table) For(vh *resources.VirtualHost, l *resources.Listener) bool {
+	return t.vh == vh && t.l == l
 }
 
 // Routes returns the routes of the table's virtual host.
