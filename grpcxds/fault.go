@@ -16,16 +16,6 @@ import (
 // whether an RPC is delayed, and aborted with what. Here an abort becomes
 // the RPC's gRPC status.
 
-// The request headers that control header_delay and header_abort faults
-// (gRFC A33), as gRPC metadata keys.
-const (
-	faultDelayHeader        = route.FaultDelayHeader
-	faultDelayPercentHeader = route.FaultDelayPercentHeader
-	faultAbortHTTPHeader    = route.FaultAbortHTTPHeader
-	faultAbortGRPCHeader    = route.FaultAbortGRPCHeader
-	faultAbortPercentHeader = route.FaultAbortPercentHeader
-)
-
 // errFaultAbortOK is what inject returns for an abort whose status is OK.
 // gRPC ends such an RPC at once as if the server had closed it with status
 // OK and no response (gRFC A33): a streaming RPC sees OK and no messages, a

@@ -164,22 +164,6 @@ func (c *channelConfig) routes(prev *route.Table) *route.Table {
 	return c.table.Load()
 }
 
-// rpcConfig is what selectRPC chose for one RPC.
-type rpcConfig struct {
-	sel *selection
-}
-
-// selectRPC chooses the route and cluster of an RPC to method whose
-// outgoing metadata is md, as grpc-go's config selector does: the first
-// matching route, and for weighted clusters one drawn by weight.
-func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint64) (rpcConfig, error) {
-	sel := &selection{Context: context.Background(), md: md, mdRead: true}
-	if err := c.selectInto(sel, method, channelID, nil); err != nil {
-		return rpcConfig{}, err
-	}
-	return rpcConfig{sel: sel}, nil
-}
-
 // selectInto routes the RPC of sel to method, and fills sel in; prev is
 // the last routing table of the channel (channelConfig.routes).
 func (c *channelConfig) selectInto(sel *selection, method string, channelID uint64, prev *atomic.Pointer[route.Table]) error {
