@@ -17,7 +17,7 @@
 //   - the cluster: the route's, or one of its weighted clusters drawn by
 //     weight, once per request (gRFC A31: every attempt of the request
 //     keeps it), or the name of the cluster specifier plugin that picks it
-//     (gRFC A77, RLS).
+//     (gRFC A28: gRPC's RLS plugin).
 //   - the request hash for ring_hash (gRFC A42): the route's hash
 //     policies, header (with regex rewrite) and channel ID; a request no
 //     policy hashes gets a random hash. [HeaderHash] is ring_hash's
