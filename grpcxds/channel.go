@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -46,6 +48,10 @@ type channelState struct {
 	// wait is how a retry waits for its backoff: it returns nil after d,
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
+	// lastRoutes is the routing table of the last configuration RPCs
+	// used, which the next configuration keeps if it routes the same
+	// virtual host and listener (channelConfig.routes).
+	lastRoutes atomic.Pointer[route.Table]
 
 	mu    sync.Mutex
 	built bool             // a resolver was built for it; guarded by mu
@@ -87,10 +93,9 @@ type channelConfig struct {
 	chain *filterChain
 	// nodeID is the bootstrap's node ID, for errors.
 	nodeID string
-	// retries are the parsed retry policies of the routes and virtual
-	// hosts RPCs have used, by their *routev3.RetryPolicy (nil values
-	// included: a policy gRPC does not retry with); filled as RPCs come.
-	retries sync.Map
+	// table routes the RPCs of snap (dataplane/route), made at the
+	// first RPC (routes).
+	table atomic.Pointer[route.Table]
 }
 
 func newChannelState(b *Builder) *channelState {

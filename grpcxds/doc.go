@@ -166,7 +166,11 @@
 //
 // grpc-go applies the per-RPC part of xDS through its config selector, an
 // internal API; the interceptors of [Builder.DialOptions] do the same
-// through public ones, sharing the channel's state with its resolver:
+// through public ones, sharing the channel's state with its resolver. What
+// is decided for an RPC (route, cluster, hash, retry policy, filters,
+// faults) is the transport-neutral package dataplane/route, whose doc
+// lists its rules by gRFC; grpcxds gives it the RPC's metadata as headers
+// and turns its answers into gRPC's terms:
 //
 //   - gRFC A31: the route, the cluster a weighted route draws and the
 //     ring_hash request hash are chosen once when the RPC starts, from the

@@ -3,12 +3,17 @@ package grpcxds
 import (
 	"context"
 	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/goxds/xds/dataplane/route"
 )
 
 // WithPickObserver returns ctx with observe, which hears of every pick of
 // an RPC made with it: nil when the RPC got an endpoint, the picker's error
 // otherwise (balancer.ErrNoSubConnAvailable while it waits).
 func WithPickObserver(ctx context.Context, observe func(error)) context.Context {
+	pickObservers.Store(true)
 	return context.WithValue(ctx, pickObserverKey{}, observe)
 }
 
@@ -19,7 +24,7 @@ func SetRetryWait(b *Builder, wait func(ctx context.Context, d time.Duration) er
 }
 
 // ActiveFaults is how many RPCs of the process are in a fault now.
-func ActiveFaults() int64 { return processFaults.active.Load() }
+func ActiveFaults() int64 { return processFaults.Active() }
 
 // SetClientLingerTimer makes b start the timer that closes its lingering
 // client with start, which returns what stops it.
@@ -38,3 +43,29 @@ func (f stopFunc) Stop() bool { return f() }
 func WithConfigWaitObserver(ctx context.Context, observe func()) context.Context {
 	return context.WithValue(ctx, configWaitObserverKey{}, observe)
 }
+
+// rpcConfig is what selectRPC chose for one RPC, for the package's tests.
+type rpcConfig struct {
+	sel *selection
+}
+
+// selectRPC chooses the route and cluster of an RPC to method whose
+// outgoing metadata is md, as the interceptors do (selectInto), for the
+// package's tests.
+func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint64) (rpcConfig, error) {
+	sel := &selection{Context: context.Background(), md: md, mdRead: true}
+	if err := c.selectInto(sel, method, channelID, nil); err != nil {
+		return rpcConfig{}, err
+	}
+	return rpcConfig{sel: sel}, nil
+}
+
+// The request headers that control header_delay and header_abort faults
+// (gRFC A33), as gRPC metadata keys, for the package's tests.
+const (
+	faultDelayHeader        = route.FaultDelayHeader
+	faultDelayPercentHeader = route.FaultDelayPercentHeader
+	faultAbortHTTPHeader    = route.FaultAbortHTTPHeader
+	faultAbortGRPCHeader    = route.FaultAbortGRPCHeader
+	faultAbortPercentHeader = route.FaultAbortPercentHeader
+)

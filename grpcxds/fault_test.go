@@ -37,7 +37,7 @@ type fakeTimers struct {
 
 func newFakeTimers(f *faultFilter) *fakeTimers {
 	ft := &fakeTimers{started: make(chan time.Duration, 16), fire: make(chan time.Time)}
-	f.after = func(d time.Duration) (<-chan time.Time, func() bool) {
+	f.After = func(d time.Duration) (<-chan time.Time, func() bool) {
 		ft.started <- d
 		return ft.fire, func() bool { return true }
 	}
@@ -248,7 +248,7 @@ func TestFaultDelayContextEnds(t *testing.T) {
 	cancel()
 	_, err = f.inject(ctx, cfg, nil)
 	wantCode(t, err, codes.Canceled)
-	if n := f.active.Load(); n != 0 {
+	if n := f.Active(); n != 0 {
 		t.Errorf("%d faults still active", n)
 	}
 }
@@ -281,7 +281,7 @@ func TestFaultMaxActiveFaults(t *testing.T) {
 	// only, so that no timer is needed).
 	abortOnly := &resources.FaultConfig{Abort: cfg.Abort, MaxActiveFaults: u32(1)}
 	wantCode(t, inject(f, abortOnly, nil), codes.Internal)
-	if n := f.active.Load(); n != 0 {
+	if n := f.Active(); n != 0 {
 		t.Errorf("%d faults still active", n)
 	}
 	// 0 turns the filter off.

@@ -9,28 +9,25 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
 
 // The HTTP filters of a listener run on every RPC of its channels (gRFC
-// A39), in order, before the RPC is sent; the router, always last, is the
-// channel itself. Each filter runs with its effective configuration for
-// the RPC: the most specific typed_per_filter_config override (the
-// weighted cluster's, else the route's, else the virtual host's), else its
-// own. An override that disables the filter (a FilterConfig with disabled
-// set) switches it off there; a filter disabled in the listener runs only
-// where an override switches it on. Parsing and validation are the
-// resources package's (its HTTP filter registry); what runs is here.
+// A39); which run for an RPC, with what configuration (the per-route
+// overrides resolved), is dataplane/route's. Parsing and validation are
+// the resources package's (its HTTP filter registry); what a filter does
+// on a gRPC client is here: its client runtime.
 
 // clientFilterRuntime runs one kind of HTTP filter on a client's RPCs.
 type clientFilterRuntime interface {
-	// start runs the filter for one RPC, whose outgoing metadata is md,
-	// with config, the filter's effective configuration as its
-	// resources.HTTPFilterType parsed it. A non-nil error fails the RPC
-	// with it (a status error keeps its code); otherwise release, if not
-	// nil, is called once when the RPC ends. start may block (a delay),
-	// but returns when ctx is done.
-	start(ctx context.Context, config resources.HTTPFilterConfig, md metadata.MD) (release func(), err error)
+	// start runs the filter for one RPC, whose headers are h, with config,
+	// the filter's effective configuration as its resources.HTTPFilterType
+	// parsed it. A non-nil error fails the RPC with it (a status error
+	// keeps its code); otherwise release, if not nil, is called once when
+	// the RPC ends. start may block (a delay), but returns when ctx is
+	// done.
+	start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (release func(), err error)
 }
 
 // clientFilterRuntimes makes the client-side runtime of each HTTP filter
@@ -51,15 +48,16 @@ var processFaults = newFaultFilter(nil)
 // faultConfigName is the fault injection filter's configuration message.
 const faultConfigName = "envoy.extensions.filters.http.fault.v3.HTTPFault"
 
-// faultRuntime runs the fault injection filter (gRFC A33, fault.go).
+// faultRuntime runs the fault injection filter (gRFC A33, fault.go). It
+// starts nothing that lasts the RPC: its release is nil.
 type faultRuntime struct{ f *faultFilter }
 
-func (r faultRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, md metadata.MD) (func(), error) {
+func (r faultRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (func(), error) {
 	cfg, ok := config.(*resources.FaultConfig)
 	if !ok {
 		return nil, fmt.Errorf("fault filter: config is a %T", config)
 	}
-	return r.f.inject(ctx, cfg, md)
+	return nil, r.f.injectHeaders(ctx, cfg, h)
 }
 
 // messageName is the message name of a type URL: what follows the last '/'.
@@ -67,24 +65,15 @@ func messageName(typeURL string) string {
 	return typeURL[strings.LastIndexByte(typeURL, '/')+1:]
 }
 
-// filterChain is a listener's HTTP filters as a channel runs them, made
+// filterChain is what a channel runs of a listener's HTTP filters, made
 // once per configuration.
 type filterChain struct {
-	filters []chainFilter // in order, the terminal router left out
+	// runtimes are the runtimes of the listener's filters, by their index
+	// in it; nil for the router and for optional filters gRPC clients
+	// cannot run, which are skipped.
+	runtimes []clientFilterRuntime
 	// err is why the chain cannot run: every RPC fails with it.
 	err error
-}
-
-type chainFilter struct {
-	filter  *resources.HTTPFilter // the listener's (shared, not modified)
-	runtime clientFilterRuntime
-}
-
-// filterCall is one filter to run for one RPC, with its effective
-// configuration.
-type filterCall struct {
-	runtime clientFilterRuntime
-	config  resources.HTTPFilterConfig
 }
 
 // newFilterChain builds the chain of l's filters. The resources package
@@ -97,6 +86,7 @@ func newFilterChain(l *resources.Listener) *filterChain {
 	if l == nil {
 		return c
 	}
+	c.runtimes = make([]clientFilterRuntime, len(l.HTTPFilters))
 	for i := range l.HTTPFilters {
 		f := &l.HTTPFilters[i]
 		name := messageName(f.TypeURL)
@@ -111,36 +101,18 @@ func newFilterChain(l *resources.Listener) *filterChain {
 			c.err = fmt.Errorf("HTTP filter %q of type %s cannot run on a gRPC client", f.Name, f.TypeURL)
 			return c
 		}
-		c.filters = append(c.filters, chainFilter{filter: f, runtime: mk()})
+		c.runtimes[i] = mk()
 	}
 	return c
 }
 
-// forRPC returns the filters to run for an RPC of virtual host vh routed
-// by r, to its weighted cluster wc when wc >= 0, each with its effective
-// configuration.
-func (c *filterChain) forRPC(vh *resources.VirtualHost, r *resources.Route, wc int) ([]filterCall, error) {
-	if c.err != nil {
-		return nil, c.err
+// runtime returns the runtime of filter f of an RPC, nil if the channel
+// skips it.
+func (c *filterChain) runtime(f route.FilterConfig) clientFilterRuntime {
+	if c == nil || f.Index >= len(c.runtimes) {
+		return nil
 	}
-	if len(c.filters) == 0 {
-		return nil, nil
-	}
-	levels := make([]map[string]resources.HTTPFilterConfig, 0, 3)
-	if wc >= 0 {
-		levels = append(levels, r.WeightedClusters[wc].FilterOverrides)
-	}
-	levels = append(levels, r.FilterOverrides)
-	if vh != nil {
-		levels = append(levels, vh.FilterOverrides)
-	}
-	calls := make([]filterCall, 0, len(c.filters))
-	for _, f := range c.filters {
-		if config, on := f.filter.EffectiveConfig(levels...); on {
-			calls = append(calls, filterCall{runtime: f.runtime, config: config})
-		}
-	}
-	return calls, nil
+	return c.runtimes[f.Index]
 }
 
 // endedStream is the stream of an RPC a fault abort with status OK ended

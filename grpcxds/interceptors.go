@@ -6,11 +6,14 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/goxds/xds/dataplane/route"
 )
 
 // maxReplayBytes bounds what a stream keeps of its sent messages to replay
@@ -19,11 +22,11 @@ import (
 const maxReplayBytes = 256 << 10
 
 // start prepares one RPC: the configuration in force, the route and
-// cluster (selectRPC), the deadline, and the HTTP filters run. It returns
-// the RPC's context and config, and finish, to call once the RPC is over.
-// A nil config means the RPC goes to gRPC as it is, to fail there (a
-// closed channel).
-func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *rpcConfig, func(), error) {
+// cluster (selectInto), the deadline, and the HTTP filters run. It returns
+// the RPC's context and selection, and finish, to call once the RPC is
+// over. A nil selection means the RPC goes to gRPC as it is, to fail there
+// (a closed channel).
+func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, func(), error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
 		return ctx, nil, noFinish, err
@@ -31,39 +34,30 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 	if cfg.snap == nil {
 		return ctx, nil, nil, cfg.err
 	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	rc, err := cfg.selectRPC(method, md, cs.channelID)
-	if err != nil {
+	sel := &selection{Context: ctx}
+	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
 		return ctx, nil, nil, err
 	}
-	ctx = context.WithValue(ctx, selectionKey{}, rc.sel)
-	// The usual RPC has no deadline of its route and starts nothing in
-	// its filters: it has nothing to end, and allocates no end.
-	var end *rpcEnd
-	if rc.timeout > 0 {
-		// context.WithTimeout keeps an earlier deadline of the
-		// application's: the RPC ends at the earlier of the two.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, rc.timeout)
-		end = &rpcEnd{cancel: cancel}
-	}
-	release, err := runFilters(ctx, rc.filters, md)
-	if err != nil {
-		if end != nil {
-			end.finish()
+	ctx = sel
+	// The usual RPC starts nothing in its filters: its finish is the
+	// deadline's cancel, or nothing at all.
+	finish := noFinish
+	if sel.timeout > 0 {
+		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > sel.timeout {
+			// Else the application's deadline comes first, and is the
+			// RPC's.
+			ctx, finish = context.WithTimeout(ctx, sel.timeout)
 		}
+	}
+	release, err := runFilters(ctx, cfg.chain, sel)
+	if err != nil {
+		finish()
 		return ctx, nil, nil, err
 	}
 	if release != nil {
-		if end == nil {
-			end = new(rpcEnd)
-		}
-		end.release = release
+		finish = (&rpcEnd{release: release, cancel: finish}).finish
 	}
-	if end == nil {
-		return ctx, rc, noFinish, nil
-	}
-	return ctx, rc, end.finish, nil
+	return ctx, sel, finish, nil
 }
 
 // waitForReady reports whether an RPC's call options (the channel's
@@ -82,37 +76,36 @@ func waitForReady(opts []grpc.CallOption) bool {
 // noFinish is the finish of an RPC that started nothing to end.
 func noFinish() {}
 
-// rpcEnd is what start began for one RPC, ended once by finish (a stream
-// may reach its end by more than one path): what the filters started, and
-// the deadline's timer. One allocation, where sync.OnceFunc made several on
-// every RPC.
+// rpcEnd is what start began for one RPC when its filters started
+// something, ended once by finish (a stream may reach its end by more than
+// one path): what the filters started, and the deadline's timer.
 type rpcEnd struct {
 	done    atomic.Bool
-	release func()             // nil: none
-	cancel  context.CancelFunc // nil: none
+	release func()
+	cancel  func()
 }
 
 func (e *rpcEnd) finish() {
 	if e.done.Swap(true) {
 		return
 	}
-	if e.release != nil {
-		e.release()
-	}
-	if e.cancel != nil {
-		e.cancel()
-	}
+	e.release()
+	e.cancel()
 }
 
-// runFilters runs the filters of an RPC in order. The first to fail the
-// RPC ends the run; what the filters started is released by the returned
-// func when the RPC ends, or at once on failure. It returns nil when no
-// filter started anything (a fault that did not fire), as for most RPCs:
-// they allocate nothing here.
-func runFilters(ctx context.Context, calls []filterCall, md metadata.MD) (func(), error) {
+// runFilters runs the filters of the RPC of sel in order. The first to
+// fail the RPC ends the run; what the filters started is released by the
+// returned func when the RPC ends, or at once on failure. It returns nil
+// when no filter started anything (a fault that did not fire), as for most
+// RPCs: they allocate nothing here.
+func runFilters(ctx context.Context, chain *filterChain, sel *selection) (func(), error) {
 	var releases []func()
-	for _, c := range calls {
-		release, err := c.runtime.start(ctx, c.config, md)
+	for _, f := range sel.filters {
+		rt := chain.runtime(f)
+		if rt == nil {
+			continue
+		}
+		release, err := rt.start(ctx, f.Config, sel)
 		if err != nil {
 			releaseInReverse(releases)
 			return nil, err
@@ -147,7 +140,7 @@ func replayable(req any) bool {
 
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, rc, finish, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, finish, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
@@ -157,20 +150,26 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 		return err
 	}
 	defer finish()
-	if rc == nil || rc.retry == nil || !replayable(req) {
+	if sel == nil || sel.retry == nil || !replayable(req) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
-	var rs retryState
+	// Each attempt's header and trailer, in sel: gRPC hands back no header
+	// for a response that was trailers only, or for an attempt that never
+	// reached a server.
+	sel.attemptOpts = [2]grpc.CallOption{grpc.Header(&sel.header), grpc.Trailer(&sel.trailer)}
+	attemptOpts := sel.attemptOpts[:]
+	if len(opts) > 0 {
+		attemptOpts = append(opts[:len(opts):len(opts)], sel.attemptOpts[:]...)
+	}
+	var rs route.RetryState
 	for {
-		var header, trailer metadata.MD
-		rs.attempts++
-		err := invoker(ctx, method, req, reply, cc, append(opts[:len(opts):len(opts)], grpc.Header(&header), grpc.Trailer(&trailer))...)
+		sel.header, sel.trailer = nil, nil
+		rs.Attempts++
+		err := invoker(ctx, method, req, reply, cc, attemptOpts...)
 		if err == nil {
 			return nil
 		}
-		// gRPC hands back no header for a response that was trailers only,
-		// or for an attempt that never reached a server.
-		d, retry := rc.retry.next(&rs, err, header != nil, trailer, rc.sel)
+		d, retry := retryNext(sel.retry, &rs, err, sel.header != nil, sel.trailer, sel)
 		if !retry {
 			return err
 		}
@@ -182,7 +181,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 
 // stream is the channel's stream interceptor.
 func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, rc, finish, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, finish, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}
@@ -195,9 +194,9 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 		return nil, err
 	}
 	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, finish: finish, attempt: first}
-	s.rs.attempts = 1
-	if rc != nil {
-		s.policy, s.sel = rc.retry, rc.sel
+	s.rs.Attempts = 1
+	if sel != nil {
+		s.policy, s.sel = sel.retry, sel
 	}
 	s.committed = s.policy == nil
 	return s, nil
@@ -220,7 +219,7 @@ type retryStream struct {
 	method   string
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
-	policy   *retryPolicy // nil: no retries
+	policy   *route.RetryPolicy // nil: no retries
 	sel      *selection
 	finish   func() // ends what start began; once
 
@@ -230,7 +229,7 @@ type retryStream struct {
 	sent      []any             // what to replay, until committed; guarded by mu
 	sentBytes int               // guarded by mu
 	closed    bool              // CloseSend was called; guarded by mu
-	rs        retryState        // only the receiving goroutine
+	rs        route.RetryState  // only the receiving goroutine
 }
 
 func (s *retryStream) current() grpc.ClientStream {
@@ -328,14 +327,14 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 		return err
 	}
 	header, _ := a.Header()
-	d, ok := s.policy.next(&s.rs, err, header != nil, a.Trailer(), s.sel)
+	d, ok := retryNext(s.policy, &s.rs, err, header != nil, a.Trailer(), s.sel)
 	if !ok {
 		return err
 	}
 	if werr := s.cs.wait(s.ctx, d); werr != nil {
 		return status.FromContextError(werr).Err()
 	}
-	s.rs.attempts++
+	s.rs.Attempts++
 	next, nerr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 	if nerr != nil {
 		return nerr

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"regexp"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,52 +279,6 @@ func TestRingRequestHashHeader(t *testing.T) {
 	}
 	if len(seen) != 1 {
 		t.Errorf("one header value and 40 route hashes went to %v, want one endpoint", seen)
-	}
-}
-
-func TestRequestHash(t *testing.T) {
-	user := resources.HashPolicy{Kind: resources.HashPolicyHeader, HeaderName: "x-user"}
-	md := metadata.Pairs("x-user", "alice", "x-key-bin", "zz")
-	if requestHash([]resources.HashPolicy{user}, md, 1) != requestHash([]resources.HashPolicy{user}, md, 2) {
-		t.Error("one header value, two hashes")
-	}
-	if requestHash([]resources.HashPolicy{user}, md, 1) == requestHash([]resources.HashPolicy{user}, metadata.Pairs("x-user", "bob"), 1) {
-		t.Error("two header values, one hash")
-	}
-	channel := resources.HashPolicy{Kind: resources.HashPolicyChannelID}
-	if requestHash([]resources.HashPolicy{channel}, nil, 7) != 7 {
-		t.Error("channel_id does not hash the channel ID")
-	}
-	terminal := user
-	terminal.Terminal = true
-	if requestHash([]resources.HashPolicy{terminal, channel}, md, 1) != requestHash([]resources.HashPolicy{user}, md, 2) {
-		t.Error("a terminal policy that hashed did not end the list")
-	}
-	// A binary header is never hashed, so no policy yields a hash: random.
-	bin := resources.HashPolicy{Kind: resources.HashPolicyHeader, HeaderName: "x-key-bin"}
-	if requestHash([]resources.HashPolicy{bin}, md, 1) == requestHash([]resources.HashPolicy{bin}, md, 1) {
-		t.Error("no hash twice gave the same hash")
-	}
-	rewrite := resources.HashPolicy{Kind: resources.HashPolicyHeader, HeaderName: "x-user",
-		RegexRewrite: regexp.MustCompile(`^(\w+)-\d+$`), RegexSubstitution: `\1`}
-	if requestHash([]resources.HashPolicy{rewrite}, metadata.Pairs("x-user", "alice-42"), 0) != requestHash([]resources.HashPolicy{user}, md, 0) {
-		t.Error("the regex rewrite is not applied before hashing")
-	}
-}
-
-func TestGoTemplate(t *testing.T) {
-	for in, want := range map[string]string{
-		`plain`:      `plain`,
-		`\1-\2`:      `${1}-${2}`,
-		`\12`:        `${12}`,
-		`$1 and \\`:  `$$1 and \`,
-		`trailing\`:  `trailing\`,
-		`\1x\n`:      `${1}xn`,
-		`cost: $5\1`: `cost: $$5${1}`,
-	} {
-		if got := goTemplate(in); got != want {
-			t.Errorf("goTemplate(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

@@ -1,10 +1,9 @@
 package grpcxds
 
 import (
+	"context"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
-	"strings"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
 
@@ -46,30 +46,14 @@ type clusterPicker interface {
 
 // routesNeedMD reports whether some route matches headers or hashes
 // them.
-func routesNeedMD(routes []*resources.Route) bool {
-	for _, r := range routes {
-		if len(r.Headers) > 0 || len(r.HashPolicies) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func routesNeedMD(routes []*resources.Route) bool { return route.NeedsHeaders(routes) }
 
-// pickWeighted returns the index of a cluster drawn at random in
-// proportion to the weights, which validation keeps above 0 in sum.
-func pickWeighted(wcs []resources.WeightedCluster) int {
-	var total uint64
-	for _, wc := range wcs {
-		total += uint64(wc.Weight)
-	}
-	n := rand.Uint64N(total)
-	for i, wc := range wcs {
-		if n < uint64(wc.Weight) {
-			return i
-		}
-		n -= uint64(wc.Weight)
-	}
-	return len(wcs) - 1
+// headerHash hashes an RPC by one header of its metadata (ring_hash's
+// requestHashHeader, gRFC A76): its values joined with ",", or a random
+// hash when the RPC does not carry it.
+func headerHash(ctx context.Context, name string) uint64 {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return route.HeaderHash(mdHeaders(md), name)
 }
 
 // noInterceptorsWarning is what the balancer logs at the first RPC of a
@@ -91,20 +75,22 @@ func noInterceptorsWarning(scheme string, registered bool) string {
 // RPC's context to hear of every pick of that RPC and its outcome.
 type pickObserverKey struct{}
 
+// pickObservers is set once a test has asked to observe picks: until then
+// Pick does not look for an observer in each RPC's context.
+var pickObservers atomic.Bool
+
 // Pick implements balancer.Picker.
 func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	res, err := p.pick(info)
-	if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
-		observe(err)
+	if pickObservers.Load() {
+		if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
+			observe(err)
+		}
 	}
 	return res, err
 }
 
 func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	var md metadata.MD
-	if p.needsMD {
-		md, _ = metadata.FromOutgoingContext(info.Ctx)
-	}
 	sel := selectionOf(info.Ctx)
 	if sel == nil && p.noInterceptors != "" && p.warned.CompareAndSwap(false, true) {
 		p.logger.Warn(p.noInterceptors, "method", info.FullMethodName)
@@ -128,27 +114,24 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 		// grpc-go keeps such a cluster until its RPCs commit; goxds
 		// routes the RPC again by the configuration in force.
 	}
-	r := p.match(info.FullMethodName, md)
-	if r == nil {
-		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s", info.FullMethodName)
+	req := route.Request{Path: info.FullMethodName, ChannelID: p.channelID}
+	if p.needsMD {
+		md, _ := metadata.FromOutgoingContext(info.Ctx)
+		req.Headers = mdHeaders(md)
 	}
-	if r.Action != resources.RouteActionRoute {
-		return balancer.PickResult{}, status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out", info.FullMethodName, describeRoute(r), r.Action)
+	var d route.Decision
+	if err := route.Select(p.routes, &req, &d); err != nil {
+		return balancer.PickResult{}, p.routeStatus(err, info.FullMethodName)
 	}
-	if r.ClusterSpecifierPlugin != "" {
-		res, _, err := p.pluginPick(r, sel, info)
+	if d.Plugin != "" {
+		res, _, err := p.pluginPick(d.Route, sel, info)
 		return res, err
 	}
-	name := r.Cluster
-	if name == "" {
-		name = r.WeightedClusters[pickWeighted(r.WeightedClusters)].Name
-	}
-	cp := p.clusters.get(name)
+	cp := p.clusters.get(d.Cluster)
 	if cp == nil { // the snapshot has every cluster a route names
-		return balancer.PickResult{}, status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", describeRoute(r), name)
+		return balancer.PickResult{}, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
 	}
-	res, err := cp.pick(info, requestHash(r.HashPolicies, md, p.channelID))
+	res, err := cp.pick(info, d.Hash)
 	if sel != nil {
 		_, isStatus := status.FromError(err)
 		sel.statusPick.Store(err != nil && isStatus)
@@ -156,54 +139,23 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	return res, err
 }
 
-// match returns the first route that matches the RPC, or nil.
-func (p *routePicker) match(method string, md metadata.MD) *resources.Route {
-	for _, r := range p.routes {
-		if matchRoute(r, method, md) {
-			return r
-		}
+// routeStatus is the status a pick of an RPC to method fails with when
+// routing fails with err.
+func (p *routePicker) routeStatus(err error, method string) error {
+	re, ok := err.(*route.Error)
+	if !ok {
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
 	}
-	return nil
-}
-
-// matchRoute reports whether r matches an RPC to method with metadata md,
-// its headers as header sees them.
-func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	return r.MatchGRPC(method, func(name string) (string, bool) { return header(md, name) })
-}
-
-// header returns the value of a request header as route matching and hash
-// policies see it: every value joined with ",". Binary headers ("-bin")
-// are never seen, and content-type is always "application/grpc", as gRPC
-// sends it.
-func header(md metadata.MD, name string) (string, bool) {
-	switch {
-	case strings.HasSuffix(name, "-bin"):
-		return "", false
-	case name == "content-type":
-		return "application/grpc", true
+	switch re.Kind {
+	case route.NoRoute:
+		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s", method)
+	case route.NotForwarding:
+		return status.Errorf(codes.Unavailable,
+			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out", method, route.Describe(re.Route), re.Route.Action)
+	case route.NoCluster:
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster", method, route.Describe(re.Route))
+	case route.ClusterNotConfigured:
+		return status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", route.Describe(re.Route), re.Cluster)
 	}
-	vs := md[name]
-	if len(vs) == 0 {
-		return "", false
-	}
-	if len(vs) == 1 {
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
-}
-
-// describeRoute names a route for error messages: by its name, else by its
-// path matcher.
-func describeRoute(r *resources.Route) string {
-	if r.Name != "" {
-		return strconv.Quote(r.Name)
-	}
-	switch r.PathMatch {
-	case resources.PathMatchExact:
-		return "path:" + strconv.Quote(r.Path)
-	case resources.PathMatchRegex:
-		return "safe_regex:" + strconv.Quote(r.RegexPattern())
-	}
-	return "prefix:" + strconv.Quote(r.Prefix)
+	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
 }

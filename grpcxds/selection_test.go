@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	dataplaneroute "github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -52,5 +53,30 @@ func TestRouteWithoutClusterFails(t *testing.T) {
 	cfg := &channelConfig{gen: 1, nodeID: "n", snap: &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{route}}}}
 	if _, err := cfg.selectRPC("/svc/M", nil, 7); status.Code(err) != codes.Unavailable {
 		t.Errorf("selectRPC with a route naming no cluster: %v; want UNAVAILABLE", err)
+	}
+}
+
+// A configuration that keeps the virtual host and listener (an update of
+// endpoints) keeps the routing table of the one before, and the route
+// policies it has worked out; another virtual host gets a table of its
+// own.
+func TestRoutingTableKeptAcrossEndpointUpdates(t *testing.T) {
+	route := &resources.Route{Prefix: "/", Action: resources.RouteActionRoute, Cluster: "A", RuntimeFraction: -1}
+	vh := &resources.VirtualHost{Routes: []*resources.Route{route}}
+	var last atomic.Pointer[dataplaneroute.Table]
+	tableOf := func(cfg *channelConfig) *dataplaneroute.Table {
+		t.Helper()
+		if err := cfg.selectInto(&selection{Context: context.Background(), mdRead: true}, "/svc/M", 7, &last); err != nil {
+			t.Fatal(err)
+		}
+		return cfg.table.Load()
+	}
+	first := tableOf(&channelConfig{gen: 1, snap: &watchers.Snapshot{VirtualHost: vh}})
+	if second := tableOf(&channelConfig{gen: 2, snap: &watchers.Snapshot{VirtualHost: vh}}); second != first {
+		t.Error("a configuration of the same virtual host made a new routing table")
+	}
+	other := &resources.VirtualHost{Routes: []*resources.Route{route}}
+	if third := tableOf(&channelConfig{gen: 3, snap: &watchers.Snapshot{VirtualHost: other}}); third == first || !third.For(other, nil) {
+		t.Error("a configuration of another virtual host kept the old routing table")
 	}
 }

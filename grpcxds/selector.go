@@ -2,36 +2,72 @@ package grpcxds
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
 
-// selection is what an RPC's interceptor chose when the RPC started, for
-// the picker: the route and the cluster, fixed for the RPC's life and
-// every attempt of it (gRFC A31), so that an RPC waiting for its cluster is
-// not drawn again at each new picker.
+// What routing decides for an RPC, and the rules it follows, is
+// dataplane/route's. This file is gRPC's side of it: the RPC's headers as
+// gRPC shows them, the selection kept for the RPC's life, and routing's
+// errors as gRPC statuses.
+
+// selection is one RPC as the goxds interceptors started it: the route and
+// the cluster chosen, fixed for the RPC's life and every attempt of it
+// (gRFC A31), so that an RPC waiting for its cluster is not drawn again at
+// each new picker; its policy; and scratch for its unary attempts.
+//
+// It is also the RPC's context: the context the interceptors hand gRPC is
+// the application's with the selection as its value (selectionKey), in one
+// allocation with the rest, where context.WithValue would make another.
 type selection struct {
+	context.Context // the application's
+
 	gen     uint64 // the configuration's generation
 	route   *resources.Route
-	cluster string
+	cluster string // "" for a route whose plugin picks the cluster
 	// hash is the RPC's request hash for ring_hash, computed once, as
 	// grpc-go does: an RPC whose route hashes nothing gets one random hash,
 	// not a new one at each pick.
-	hash uint64
+	hash    uint64
+	timeout time.Duration // 0: none
+	retry   *route.RetryPolicy
+	filters []route.FilterConfig
 	// statusPick: the last pick failed with a status error (a drop, a
 	// circuit breaker, no route), which gRPC hands the RPC without any
 	// retry.
 	statusPick atomic.Bool
+
+	// md is the RPC's outgoing metadata, read at the first header routing
+	// or a filter asks for (mdRead); only start uses them.
+	md     metadata.MD
+	mdRead bool
+
+	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
+	// header and trailer of the last one, and the call options that get
+	// them when the application gave none (unary).
+	header, trailer metadata.MD
+	attemptOpts     [2]grpc.CallOption
 }
 
 // selectionKey is the context key of an RPC's *selection.
 type selectionKey struct{}
+
+// Value implements context.Context.
+func (s *selection) Value(key any) any {
+	if _, ok := key.(selectionKey); ok {
+		return s
+	}
+	return s.Context.Value(key)
+}
 
 // selectionOf returns the selection of an RPC, or nil for an RPC that did
 // not pass through the goxds interceptors.
@@ -40,75 +76,138 @@ func selectionOf(ctx context.Context) *selection {
 	return s
 }
 
-// rpcConfig is what applies to one RPC: its selection, its timeout, its
-// retry policy, and the HTTP filters to run with their configurations.
-type rpcConfig struct {
-	sel     *selection
-	timeout time.Duration // 0: none
-	retry   *retryPolicy  // nil: no retries
-	filters []filterCall
+// Get implements route.Headers with the RPC's outgoing metadata.
+func (s *selection) Get(name string) (string, bool) { return s.metadata().Get(name) }
+
+// Last implements route.Headers.
+func (s *selection) Last(name string) (string, bool) { return s.metadata().Last(name) }
+
+func (s *selection) metadata() mdHeaders {
+	if !s.mdRead {
+		s.md, _ = metadata.FromOutgoingContext(s.Context)
+		s.mdRead = true
+	}
+	return mdHeaders(s.md)
 }
 
-// selectRPC chooses the route and cluster of an RPC to method whose
-// outgoing metadata is md, as grpc-go's config selector does: the first
-// matching route, and for weighted clusters one drawn by weight.
-func (c *channelConfig) selectRPC(method string, md metadata.MD, channelID uint64) (*rpcConfig, error) {
-	vh := c.snap.VirtualHost
-	var r *resources.Route
-	if vh != nil {
-		for _, rt := range vh.Routes {
-			if matchRoute(rt, method, md) {
-				r = rt
-				break
-			}
-		}
+// mdHeaders is gRPC metadata as routing sees a request's headers.
+type mdHeaders metadata.MD
+
+// Get implements route.Headers (header).
+func (h mdHeaders) Get(name string) (string, bool) { return header(metadata.MD(h), name) }
+
+// Last implements route.Headers: the last value as sent.
+func (h mdHeaders) Last(name string) (string, bool) {
+	vs := h[name]
+	if len(vs) == 0 {
+		return "", false
 	}
-	if r == nil {
-		return nil, status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s (xDS node ID %q)", method, c.nodeID)
-	}
-	if r.Action != resources.RouteActionRoute {
-		return nil, status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out (xDS node ID %q)", method, describeRoute(r), r.Action, c.nodeID)
-	}
-	wc := -1
-	name := r.Cluster
-	if name == "" && len(r.WeightedClusters) == 0 && r.ClusterSpecifierPlugin == "" { // validation promises otherwise
-		return nil, status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, describeRoute(r), c.nodeID)
-	}
-	if name == "" && len(r.WeightedClusters) > 0 {
-		// (A route by a cluster specifier plugin has its cluster chosen
-		// at the pick, by the plugin's RLS policy: rlsplugin.go.)
-		wc = pickWeighted(r.WeightedClusters)
-		name = r.WeightedClusters[wc].Name
-	}
-	rc := &rpcConfig{
-		sel:     &selection{gen: c.gen, route: r, cluster: name, hash: requestHash(r.HashPolicies, md, channelID)},
-		timeout: timeoutOf(r, c.snap.Listener),
-		retry:   c.retryPolicyOf(r, vh),
-	}
-	if c.chain != nil {
-		var err error
-		if rc.filters, err = c.chain.forRPC(vh, r, wc); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "goxds: RPC %s, route %s: %v (xDS node ID %q)", method, describeRoute(r), err, c.nodeID)
-		}
-	}
-	return rc, nil
+	return vs[len(vs)-1], true
 }
 
-// timeoutOf is the bound gRFC A31 puts on an RPC routed by r, as grpc-go
-// computes it: the route's max_stream_duration.grpc_timeout_header_max,
-// else its max_stream_duration.max_stream_duration, else the connection
-// manager's max_stream_duration. Zero means none. The route's own timeout
-// field is not used by gRPC. The application's deadline still applies
-// when it is earlier.
-func timeoutOf(r *resources.Route, l *resources.Listener) time.Duration {
+// header returns the value of a request header as route matching and hash
+// policies see it: every value joined with ",". Binary headers ("-bin")
+// are never seen, and content-type is always "application/grpc", as gRPC
+// sends it.
+func header(md metadata.MD, name string) (string, bool) {
 	switch {
-	case r.GRPCTimeoutHeaderMax != nil:
-		return *r.GRPCTimeoutHeaderMax
-	case r.MaxStreamDuration != nil:
-		return *r.MaxStreamDuration
-	case l != nil:
-		return l.MaxStreamDuration
+	case strings.HasSuffix(name, "-bin"):
+		return "", false
+	case name == "content-type":
+		return "application/grpc", true
 	}
-	return 0
+	vs := md[name]
+	if len(vs) == 0 {
+		return "", false
+	}
+	if len(vs) == 1 {
+		return vs[0], true
+	}
+	return strings.Join(vs, ","), true
+}
+
+// matchRoute reports whether r matches an RPC to method with metadata md,
+// its headers as header sees them.
+func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
+	return r.MatchGRPC(method, mdHeaders(md).Get)
+}
+
+// grpcRetryOn are the retry_on conditions gRPC retries on (gRFC A44), by
+// the bit route.RetryPolicy gives them: their status code. Envoy's HTTP
+// conditions do not apply to gRPC.
+var grpcRetryOn = map[string]uint{
+	"cancelled":          uint(codes.Canceled),
+	"deadline-exceeded":  uint(codes.DeadlineExceeded),
+	"internal":           uint(codes.Internal),
+	"resource-exhausted": uint(codes.ResourceExhausted),
+	"unavailable":        uint(codes.Unavailable),
+}
+
+// routes returns the routing table of the configuration, made at its
+// first RPC, or taken from prev (nil: none) when prev routes the same
+// virtual host and listener: an update of endpoints keeps the routes'
+// parsed policies.
+func (c *channelConfig) routes(prev *route.Table) *route.Table {
+	if t := c.table.Load(); t != nil {
+		return t
+	}
+	var vh *resources.VirtualHost
+	var l *resources.Listener
+	if c.snap != nil {
+		vh, l = c.snap.VirtualHost, c.snap.Listener
+	}
+	t := prev
+	if t == nil || !t.For(vh, l) {
+		t = route.NewTable(vh, l, route.Options{RetryOn: grpcRetryOn})
+	}
+	c.table.CompareAndSwap(nil, t)
+	return c.table.Load()
+}
+
+// selectInto routes the RPC of sel to method, and fills sel in; prev is
+// the last routing table of the channel (channelConfig.routes).
+func (c *channelConfig) selectInto(sel *selection, method string, channelID uint64, prev *atomic.Pointer[route.Table]) error {
+	var t *route.Table
+	if t = c.table.Load(); t == nil {
+		var last *route.Table
+		if prev != nil {
+			last = prev.Load()
+		}
+		t = c.routes(last)
+		if prev != nil {
+			prev.Store(t)
+		}
+	}
+	var d route.Decision
+	if err := t.Route(&route.Request{Path: method, Headers: sel, ChannelID: channelID}, &d); err != nil {
+		return routeStatus(err, method, c.nodeID)
+	}
+	if c.chain != nil && c.chain.err != nil {
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s, route %s: %v (xDS node ID %q)", method, route.Describe(d.Route), c.chain.err, c.nodeID)
+	}
+	sel.gen, sel.route, sel.cluster, sel.hash = c.gen, d.Route, d.Cluster, d.Hash
+	sel.retry, sel.filters = d.Retry, d.Filters
+	if c.snap != nil {
+		sel.timeout = route.GRPCTimeout(d.Route, c.snap.Listener)
+	}
+	return nil
+}
+
+// routeStatus is the status an RPC to method fails with when routing
+// fails with err, as the interceptors report it.
+func routeStatus(err error, method, nodeID string) error {
+	re, ok := err.(*route.Error)
+	if !ok {
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
+	}
+	switch re.Kind {
+	case route.NoRoute:
+		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s (xDS node ID %q)", method, nodeID)
+	case route.NotForwarding:
+		return status.Errorf(codes.Unavailable,
+			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out (xDS node ID %q)", method, route.Describe(re.Route), re.Route.Action, nodeID)
+	case route.NoCluster:
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, route.Describe(re.Route), nodeID)
+	}
+	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
 }
