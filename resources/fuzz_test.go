@@ -26,7 +26,7 @@ import (
 
 func FuzzDecodeListener(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, l, err := ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
+		name, l, err := ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -97,7 +97,7 @@ func checkServerListener(t *testing.T, l *Listener) {
 
 func FuzzDecodeRouteConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, rc, err := RouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL, Value: b})
+		name, rc, err := RouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: RouteConfigTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -246,7 +246,7 @@ func checkRoute(t *testing.T, r *Route) {
 
 func FuzzDecodeCluster(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, c, err := ClusterType.DecodeTyped(&anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
+		name, c, err := ClusterType.DecodeTyped(nil, &anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -291,7 +291,7 @@ func FuzzDecodeCluster(f *testing.F) {
 
 func FuzzDecodeEndpoints(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, e, err := EndpointsType.DecodeTyped(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
+		name, e, err := EndpointsType.DecodeTyped(nil, &anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -355,7 +355,7 @@ func FuzzUnwrap(f *testing.F) {
 			t.Fatal("nested wrapper accepted")
 		}
 		if typ, ok := Lookup(env.Body.GetTypeUrl()); ok {
-			name, v, err := typ.Decode(env.Body)
+			name, v, err := typ.Decode(nil, env.Body)
 			if err == nil && name != v.ResourceName() {
 				t.Fatalf("decoded name %q, value name %q", name, v.ResourceName())
 			}
@@ -380,7 +380,7 @@ func TestSeedCorporaDecode(t *testing.T) {
 			if !ok {
 				return fmt.Errorf("no type for %s", env.Body.GetTypeUrl())
 			}
-			_, _, err = typ.Decode(env.Body)
+			_, _, err = typ.Decode(nil, env.Body)
 			return err
 		},
 	}
@@ -422,7 +422,7 @@ func isHex(s string) bool {
 }
 
 func decodeErr[T Resource](typ *Type[T], url string, b []byte) error {
-	_, _, err := typ.DecodeTyped(&anypb.Any{TypeUrl: url, Value: b})
+	_, _, err := typ.DecodeTyped(nil, &anypb.Any{TypeUrl: url, Value: b})
 	return err
 }
 

@@ -15,7 +15,7 @@ const module = "github.com/goxds/xds"
 // import anything; nothing but tests and examples may import them.
 var allowed = map[string][]string{
 	"bootstrap": {},
-	"resources": {},
+	"resources": {"bootstrap"}, // a decoder's context: the sending server's config, the bootstrap
 	"transport": {"bootstrap"},
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
