@@ -17,6 +17,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/bootstrap"
 )
 
 // The fuzz targets feed arbitrary bytes to each decoder as the value of an
@@ -286,7 +288,39 @@ func FuzzDecodeCluster(f *testing.F) {
 		if p := c.LBPolicy; p.Kind == LBRingHash && p.MinRingSize == 0 {
 			t.Fatal("ring of minimum size 0")
 		}
+		checkClusterInContext(t, b, c)
 	})
+}
+
+// fuzzContext is a server and a bootstrap defining the instance "roots",
+// for decoding in a context.
+var fuzzContext = &DecodeContext{
+	Server:    &bootstrap.ServerConfig{ServerURI: "xds.example.com:443"},
+	Bootstrap: bootstrapWith("roots"),
+}
+
+// checkClusterInContext decodes b, which decodes without a context into
+// c, in fuzzContext: a context only adds rules (the instances named must
+// be defined), and lrs_server "self" then names the context's server.
+func checkClusterInContext(t *testing.T, b []byte, c *Cluster) {
+	t.Helper()
+	_, cc, err := ClusterType.DecodeTyped(fuzzContext, &anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
+	if sc := c.Security; err == nil && sc != nil {
+		for _, n := range []string{sc.IdentityInstance, sc.RootInstance} {
+			if n != "" && n != "roots" {
+				t.Fatalf("accepted in a context without instance %q", n)
+			}
+		}
+	}
+	if err != nil {
+		if c.Security == nil {
+			t.Fatalf("without security, rejected in a context only: %v", err)
+		}
+		return
+	}
+	if want := c.LRSServerSelf; (cc.LRSServer == fuzzContext.Server) != want || c.LRSServer != nil {
+		t.Fatalf("LRSServerSelf %v: LRSServer %v in a context, %v without", want, cc.LRSServer, c.LRSServer)
+	}
 }
 
 func FuzzDecodeEndpoints(f *testing.F) {
