@@ -18,8 +18,10 @@ type ClusterSpecifierConfig interface{}
 // (RouteConfiguration.cluster_specifier_plugins, gRFC A28 as gRPC's RLS
 // support amends it): a route whose action names such a plugin has its
 // cluster chosen per request by the plugin. Register it with
-// [RegisterClusterSpecifier]; with none registered, every plugin is
-// unsupported, and the routes that use an optional one are skipped.
+// [RegisterClusterSpecifier] (the default registry) or
+// [Registry.RegisterClusterSpecifier] (one client's); with none registered
+// in the decoding client's registry, every plugin is unsupported, and the
+// routes that use an optional one are skipped.
 type ClusterSpecifierType struct {
 	// Name names the plugin kind in errors and logs, e.g. "rls".
 	Name string

@@ -53,8 +53,9 @@ type RouterConfig struct{}
 
 // HTTPFilterType is one kind of HTTP filter, identified by the proto
 // message type(s) of its configuration (gRFC A39). Register it with
-// [RegisterHTTPFilter] so that listeners and route configurations that use
-// it decode.
+// [RegisterHTTPFilter] (the default registry, which clients copy) or
+// [Registry.RegisterHTTPFilter] (one client's) so that listeners and route
+// configurations that use it decode.
 type HTTPFilterType struct {
 	// Name names the filter kind in errors and logs, e.g. "fault".
 	Name string
