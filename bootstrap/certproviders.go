@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"google.golang.org/grpc/credentials/tls/certprovider"
 	// The "file_watcher" plugin of gRFC A29, registered with certprovider
@@ -90,4 +91,31 @@ func (c *Config) CertificateProviderConfig(instance string) (*certprovider.Build
 		return nil, fmt.Errorf("bootstrap: %w", fieldErrorf(path, "plugin %q: %v", p.PluginName, err))
 	}
 	return bc, nil
+}
+
+// registeredPlugins memoizes the certificate provider plugins found
+// registered with grpc-go's certprovider package, by name. Only found ones
+// are kept: a plugin is never unregistered, but one may be registered
+// after a first look. It spares HasCertificateProvider a plugin parse per
+// call, which resource decoding makes for every cluster with TLS.
+var registeredPlugins sync.Map
+
+// HasCertificateProvider reports whether certificate_providers defines
+// instance with a plugin registered with grpc-go's certprovider package:
+// whether CertificateProviderConfig would find it, for a validated Config.
+// gRPC counts no other instance as defined (gRFC A29), and a cluster or
+// server Listener naming one is rejected.
+func (c *Config) HasCertificateProvider(instance string) bool {
+	p, ok := c.CertificateProviders[instance]
+	if !ok {
+		return false
+	}
+	if _, ok := registeredPlugins.Load(p.PluginName); ok {
+		return true
+	}
+	_, registered, _ := p.parse("certificate_providers")
+	if registered {
+		registeredPlugins.Store(p.PluginName, true)
+	}
+	return registered
 }

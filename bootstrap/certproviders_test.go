@@ -57,6 +57,15 @@ func TestCertificateProviders(t *testing.T) {
 			t.Errorf("CertificateProviderConfig(%q) = %v, want ErrUnknownCertificateProvider containing %q", instance, err, want)
 		}
 	}
+	// HasCertificateProvider agrees with CertificateProviderConfig, asked
+	// twice (the second answer comes from what the first learnt).
+	for range 2 {
+		for instance, want := range map[string]bool{"p": true, "m": false, "missing": false} {
+			if got := c.HasCertificateProvider(instance); got != want {
+				t.Errorf("HasCertificateProvider(%q) = %v, want %v", instance, got, want)
+			}
+		}
+	}
 	// The text the package relies on to recognise an unregistered plugin.
 	if _, err := certprovider.ParseConfig("mesh_ca", nil); err == nil || !strings.HasPrefix(err.Error(), "no certificate provider builder found") {
 		t.Errorf("certprovider.ParseConfig of an unregistered plugin = %v; bootstrap's unregisteredPrefix is out of date", err)

@@ -95,8 +95,24 @@ func TestParseValid(t *testing.T) {
 					t.Errorf("features = %v", s.ServerFeatures)
 				}
 			}},
+		// gRFC A88's resource timer feature has two spellings in use: the
+		// gRFC's and C-core's, and grpc-java's. Either marks the server.
+		{"resource timer feature, gRFC spelling", `{"xds_servers": [{"server_uri": "s:1", "channel_creds": [{"type": "insecure"}],
+			"server_features": ["resource_timer_is_transient_error"]}]}`,
+			func(t *testing.T, c *bootstrap.Config) {
+				if s := c.Servers[0]; !s.ResourceTimerIsTransientFailure() {
+					t.Errorf("features %v: ResourceTimerIsTransientFailure() = false, want true", s.ServerFeatures)
+				}
+			}},
+		{"resource timer feature, grpc-java spelling", `{"xds_servers": [{"server_uri": "s:1", "channel_creds": [{"type": "insecure"}],
+			"server_features": ["resource_timer_is_transient_failure"]}]}`,
+			func(t *testing.T, c *bootstrap.Config) {
+				if s := c.Servers[0]; !s.ResourceTimerIsTransientFailure() {
+					t.Errorf("features %v: ResourceTimerIsTransientFailure() = false, want true", s.ServerFeatures)
+				}
+			}},
 		{"no features", withServer(""), func(t *testing.T, c *bootstrap.Config) {
-			if s := c.Servers[0]; s.IgnoreResourceDeletion() || s.TrustedXDSServer() {
+			if s := c.Servers[0]; s.IgnoreResourceDeletion() || s.TrustedXDSServer() || s.ResourceTimerIsTransientFailure() {
 				t.Errorf("features = %v", s.ServerFeatures)
 			}
 		}},

@@ -43,11 +43,14 @@ const (
 	// an ambient one. For servers that cannot be relied on to alert
 	// operators themselves.
 	FeatureFailOnDataErrors = "fail_on_data_errors"
-	// FeatureResourceTimerIsTransientFailure marks a server that reports
+	// FeatureResourceTimerIsTransientError marks a server that reports
 	// missing resources itself (resource_errors): the does-not-exist timer
 	// then runs twice as long and its expiry means the server is slow
 	// (UNAVAILABLE, status TIMEOUT), not that the resource does not exist
-	// (gRFC A88).
+	// (gRFC A88). This is the gRFC's spelling, and C-core's.
+	FeatureResourceTimerIsTransientError = "resource_timer_is_transient_error"
+	// FeatureResourceTimerIsTransientFailure is grpc-java's spelling of
+	// FeatureResourceTimerIsTransientError; either marks the server.
 	FeatureResourceTimerIsTransientFailure = "resource_timer_is_transient_failure"
 )
 
@@ -149,10 +152,14 @@ func (s ServerConfig) FailOnDataErrors() bool {
 	return slices.Contains(s.ServerFeatures, FeatureFailOnDataErrors)
 }
 
-// ResourceTimerIsTransientFailure reports whether the server lists
-// FeatureResourceTimerIsTransientFailure.
+// ResourceTimerIsTransientFailure reports whether the server lists gRFC
+// A88's resource timer feature, in either of its spellings:
+// FeatureResourceTimerIsTransientError (the gRFC's, C-core's) or
+// FeatureResourceTimerIsTransientFailure (grpc-java's). Bootstraps written
+// for either client then mean the same to goxds.
 func (s ServerConfig) ResourceTimerIsTransientFailure() bool {
-	return slices.Contains(s.ServerFeatures, FeatureResourceTimerIsTransientFailure)
+	return slices.Contains(s.ServerFeatures, FeatureResourceTimerIsTransientError) ||
+		slices.Contains(s.ServerFeatures, FeatureResourceTimerIsTransientFailure)
 }
 
 // TrustedXDSServer reports whether the server lists FeatureTrustedXDSServer.

@@ -392,7 +392,7 @@ func (c *Client) applyToAliasesLocked(s *server, tc *typeCache, canonical *entry
 		if it.err == nil && !it.env.IsHeartbeat() {
 			// Judge "unchanged" by what the alias entry holds; a value
 			// skipped as unchanged for the canonical entry is that entry's.
-			ait.unchanged = bytes.Equal(ae.raw(), it.env.Body.GetValue())
+			ait.unchanged = bytes.Equal(ae.raw(), it.env.Body.GetValue()) && sameSource(ae, s)
 			if !ait.unchanged && ait.value == nil && canonical != nil {
 				ait.value = canonical.value
 			}
@@ -424,7 +424,7 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.err = fmt.Errorf("resource %q: type_url %q in a response for %s", it.name, body.GetTypeUrl(), tc.typ.TypeURL())
 		return it
 	}
-	if e := tc.lookupRaw(body.GetValue()); e != nil && (it.name == "" || it.name == e.name) {
+	if e := tc.lookupRaw(body.GetValue()); e != nil && (it.name == "" || it.name == e.name) && sameSource(e, s) {
 		// An entry in byRaw is in entries under its name: forgetLocked
 		// drops both.
 		it.name, it.unchanged, it.entry = e.name, true, e
@@ -434,14 +434,29 @@ func (c *Client) identifyLocked(s *server, tc *typeCache, env resources.Envelope
 		it.ignored = true
 		return it
 	}
-	decodeInto(tc, &it)
+	decodeInto(tc, s.dctx, &it)
 	return it
 }
 
-// decodeInto decodes the body of it, checking that the name it gives
-// itself is the one it was wrapped under.
-func decodeInto(tc *typeCache, it *received) {
-	name, v, err := tc.typ.Decode(it.env.Body)
+// sameSource tells whether the bytes e last received, coming again from s,
+// are the same value: they were decoded in the context s decodes in, or
+// they were accepted and the value does not depend on its source. A value
+// may depend on its server (a Cluster's lrs_server "self" names it), so
+// such bytes coming from another server after a fallback or the return to
+// the primary (gRFC A71) are decoded again; so are rejected ones, which the
+// other server's context may judge otherwise. Everything else is kept,
+// and nothing re-delivered, at a switch of servers.
+func sameSource(e *entry, s *server) bool {
+	if e.src == nil || e.src == s || e.src.dctx == s.dctx {
+		return true
+	}
+	return e.value != nil && e.rare().rawErr == nil && !resources.DependsOnSource(e.value)
+}
+
+// decodeInto decodes the body of it in ctx, checking that the name it
+// gives itself is the one it was wrapped under.
+func decodeInto(tc *typeCache, ctx *resources.DecodeContext, it *received) {
+	name, v, err := tc.typ.Decode(ctx, it.env.Body)
 	name = canonicalReceived(name)
 	switch {
 	case hasNUL(name):

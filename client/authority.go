@@ -194,7 +194,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 // nothing: the server sends everything once, and what is byte for byte the
 // same is not delivered again.
 func (c *Client) renewLocked(a *authority, old *server) *server {
-	s := &server{c: c, cfg: old.cfg, warnedIstiod: old.warnedIstiod, refs: 1}
+	s := &server{c: c, cfg: old.cfg, dctx: old.dctx, warnedIstiod: old.warnedIstiod, refs: 1}
 	s.unreachable, s.unreachableSince = old.unreachable, old.unreachableSince
 	s.since, s.lastErr, s.lastErrAt = old.since, old.lastErr, old.lastErrAt
 	t, err := c.builder.Build(old.cfg, c.node, s)

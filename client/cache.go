@@ -166,7 +166,7 @@ const (
 	// fail_on_data_errors and the error was NOT_FOUND or PERMISSION_DENIED.
 	StatusReceivedError
 	// StatusTimeout: nothing arrived before the does-not-exist timer of a
-	// server marked resource_timer_is_transient_failure fired: the server
+	// server marked resource_timer_is_transient_error fired: the server
 	// is slow, the resource is not known not to exist (gRFC A88).
 	StatusTimeout
 )

@@ -29,8 +29,17 @@ var clientFeatures = []string{
 // Options tune a Client. The zero value is ready to use.
 type Options struct {
 	// ResourceTypes are the types the client can watch and decode. Nil:
-	// every type in the resources registry when New is called.
+	// every type of Registry.
 	ResourceTypes []resources.AnyType
+	// Registry holds the resource types, HTTP filter types and cluster
+	// specifier plugins the client decodes with: a Listener's filters and
+	// a route configuration's overrides and plugins are validated against
+	// it. New takes a copy: changes made to the registry afterwards do
+	// not reach the client. Nil: a copy of resources.DefaultRegistry(),
+	// which is where packages register from init functions; so that one
+	// client accepts a filter another does not, give it
+	// resources.DefaultRegistry().Clone() with the filter added.
+	Registry *resources.Registry
 	// WatchExpiry is the does-not-exist timer: how long after a name was
 	// sent to the server the resource may take to arrive. Zero:
 	// DefaultWatchExpiry.
@@ -76,6 +85,7 @@ type Client struct {
 	// Read-only after New.
 	cfg     *bootstrap.Config
 	types   map[string]resources.AnyType
+	reg     *resources.Registry // Options.Registry, copied
 	expiry  time.Duration
 	builder transport.Builder
 	node    *corev3.Node
@@ -122,13 +132,21 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("xds client: %w", err)
 	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = resources.DefaultRegistry()
+	}
+	// A copy, so that what the client accepts is settled here: neither a
+	// package registering later nor the caller can change it under way.
+	reg = reg.Clone()
 	types := opts.ResourceTypes
 	if types == nil {
-		types = resources.Registered()
+		types = reg.Types()
 	}
 	c := &Client{
 		cfg:         cfg,
 		types:       make(map[string]resources.AnyType, len(types)),
+		reg:         reg,
 		expiry:      opts.WatchExpiry,
 		builder:     opts.TransportBuilder,
 		node:        cfg.Node.Proto(clientFeatures),
@@ -242,6 +260,11 @@ type server struct {
 	c         *Client
 	cfg       bootstrap.ServerConfig // read-only
 	transport transport.Transport    // read-only after creation
+	// dctx is what decoders are told of where the server's resources come
+	// from: cfg, the client's bootstrap and registry. Read-only; a renewed
+	// server (renewLocked) shares its predecessor's, for the same cfg, so
+	// that what it resends byte for byte is recognised (see sameSource).
+	dctx *resources.DecodeContext
 	// health is what the client knows of the server's reachability
 	// (health.go). Guarded by c.mu.
 	health
@@ -289,6 +312,7 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	}
 	s := &server{c: c, cfg: cfg}
 	s.since = c.clock.Now()
+	s.dctx = c.decodeContext(&s.cfg)
 	t, err := c.builder.Build(cfg, c.node, s)
 	if err != nil {
 		return nil, s.unavailable(err)
@@ -296,6 +320,11 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 	s.transport = t
 	c.servers[key] = s
 	return s, nil
+}
+
+// decodeContext is the DecodeContext of resources that cfg's server sent.
+func (c *Client) decodeContext(cfg *bootstrap.ServerConfig) *resources.DecodeContext {
+	return &resources.DecodeContext{Server: cfg, Bootstrap: c.cfg, Registry: c.reg}
 }
 
 // pendingRef names an entry of Client.pending: the change ch of server s

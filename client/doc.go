@@ -54,9 +54,13 @@
 // keep the primary's data. Watchers are not told of a failure the fallback
 // covers, only of one no server is left to cover. Resources from the
 // fallback apply to the same cache entries as the primary's: watchers get
-// an update only for what differs. The client keeps reconnecting to the
-// higher-priority servers, with every subscription; the first response of
-// one makes it current again, and the lower servers' streams are closed.
+// an update only for what differs, and for a value that depends on the
+// server that sent it (a Cluster with lrs_server self, whose
+// [resources.Cluster].LRSServer names its sender), which is decoded again
+// when the same bytes come from the other server. The client keeps
+// reconnecting to the higher-priority servers, with every subscription;
+// the first response of one makes it current again, and the lower servers'
+// streams are closed.
 // From a server that is no longer current nothing applies. Which server
 // each resource came from is in [ResourceStatus].Server; which server each
 // authority uses, and how each server is (connected or not, since when,
@@ -110,11 +114,11 @@
 // watchers that come later. The resource arriving again ends it. Such a
 // response is not a NACK: it is ACKed, errors and all, and a Listener or
 // Cluster named in its resource_errors is not deleted for being absent
-// from a SotW response. With the server's
-// resource_timer_is_transient_failure feature the does-not-exist timer
-// runs twice [Options].WatchExpiry, and its expiry means the server is
-// slow: a resource error matching [ErrServerUnavailable], status
-// [StatusTimeout].
+// from a SotW response. With the server's resource_timer_is_transient_error
+// feature (or grpc-java's spelling, resource_timer_is_transient_failure)
+// the does-not-exist timer runs twice [Options].WatchExpiry, and its
+// expiry means the server is slow: a resource error matching
+// [ErrServerUnavailable], status [StatusTimeout].
 //
 // NACKs and the deletion of a Listener or Cluster are data errors too (gRFC
 // A88). By default the value held stays in force: a NACK is an ambient
@@ -169,8 +173,9 @@
 // that no longer decodes. If, [PersistOptions].Wait after
 // New, the server of a watched resource has not answered once, the
 // watchers get the persisted value, decoded and validated as if the server
-// had sent it, and flagged as coming from disk: watchers that implement
-// [UpdateInfoWatcher] (or set [WatcherFuncs].OnUpdateWithInfo) get
+// recorded with it (the one that sent it, as this run's bootstrap lists
+// that URI) had sent it again, and flagged as coming from disk: watchers
+// that implement [UpdateInfoWatcher] (or set [WatcherFuncs].OnUpdateWithInfo) get
 // [UpdateInfo].FromDisk, and [Client.Dump] shows [ResourceStatus].FromDisk
 // with status [StatusRequested] (REQUESTED in CSDS, with the value). A
 // watch made later, while the server still has not answered, gets the
@@ -217,7 +222,14 @@
 //   - An invalid resource never replaces a good one; the response is NACKed
 //     with every error found, and its valid resources still apply.
 //   - A resource whose bytes did not change is neither decoded nor delivered
-//     again (SotW resends every Listener and Cluster in every response).
+//     again (SotW resends every Listener and Cluster in every response),
+//     unless they now come from another server and the value depends on
+//     its sender (resources.SourceDependent).
+//   - Decoders get the sending server's config, the bootstrap and the
+//     client's registry ([resources.DecodeContext]). The registry of types,
+//     HTTP filters and cluster specifier plugins is the client's own
+//     ([Options].Registry, copied by New): registering later, or into
+//     another client's, changes nothing here.
 //   - Subscriptions made by the callbacks for one response reach the server
 //     as one request per type.
 //   - No goroutine of the client outlives [Client.Close]. Close may be
@@ -228,7 +240,8 @@
 // # Load reporting
 //
 // [Client.ReportLoad] returns the [LoadStore] of an LRS server (for a
-// cluster with lrs_server self, the management server it came from) and
+// cluster with lrs_server self, the management server it came from:
+// [resources.Cluster].LRSServer) and
 // opens the LRS stream to it unless one is open: the first
 // LoadStatsRequest carries the node, with the client feature
 // envoy.lrs.supports_send_all_clusters; then, at each

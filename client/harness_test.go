@@ -52,7 +52,7 @@ var wholeWorldType = resources.NewType(resources.TypeOptions[*testValue]{
 	TypeName:                   "Listener",
 	AllResourcesRequiredInSotW: true,
 	SupportsWildcard:           true,
-	Decode: func(a *anypb.Any) (string, *testValue, error) {
+	Decode: func(_ *resources.DecodeContext, a *anypb.Any) (string, *testValue, error) {
 		decodes.Add(1)
 		var l listenerv3.Listener
 		if err := proto.Unmarshal(a.GetValue(), &l); err != nil {
@@ -70,7 +70,7 @@ var wholeWorldType = resources.NewType(resources.TypeOptions[*testValue]{
 var partialType = resources.NewType(resources.TypeOptions[*testValue]{
 	TypeURL:  resources.RouteConfigTypeURL,
 	TypeName: "RouteConfiguration",
-	Decode: func(a *anypb.Any) (string, *testValue, error) {
+	Decode: func(_ *resources.DecodeContext, a *anypb.Any) (string, *testValue, error) {
 		decodes.Add(1)
 		var rc routev3.RouteConfiguration
 		if err := proto.Unmarshal(a.GetValue(), &rc); err != nil {

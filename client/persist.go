@@ -274,12 +274,37 @@ func (c *Client) serveWildcardFromDiskLocked(tc *typeCache) (served int) {
 }
 
 func authorityHas(a *authority, uri string) bool {
-	for _, s := range a.configs {
+	return a.configIndex(uri) >= 0
+}
+
+// configIndex returns the index in a.configs of the first server of URI
+// uri, -1 if a has none.
+func (a *authority) configIndex(uri string) int {
+	for i, s := range a.configs {
 		if s.ServerURI == uri {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
+}
+
+// diskContextLocked is the DecodeContext a value read from disk is decoded
+// in: that of the server recorded with it (the one that sent it, the
+// fallback's after a fallback), as this run's bootstrap describes the
+// server of that URI, the authority's first if it lists the URI twice. The
+// value is then what that server's sending it again would make: a
+// Cluster's lrs_server "self" names that server, and rules that depend on
+// the server's features judge by that server's. nil if a has no server of
+// URI uri (readPersistedFile and authorityHas keep such records out).
+func (c *Client) diskContextLocked(a *authority, uri string) *resources.DecodeContext {
+	i := a.configIndex(uri)
+	if i < 0 {
+		return nil
+	}
+	if s := c.servers[a.configs[i].Key()]; s != nil {
+		return s.dctx
+	}
+	return c.decodeContext(&a.configs[i])
 }
 
 // serveFromDiskLocked gives e its persisted value if the wait is over, its
@@ -297,7 +322,7 @@ func (c *Client) serveFromDiskLocked(tc *typeCache, e *entry) bool {
 	if !ok || !authorityHas(e.auth, r.server) {
 		return false
 	}
-	name, v, err := tc.typ.Decode(&anypb.Any{TypeUrl: typeURL, Value: r.value})
+	name, v, err := tc.typ.Decode(c.diskContextLocked(e.auth, r.server), &anypb.Any{TypeUrl: typeURL, Value: r.value})
 	if err == nil && name != "" && canonicalReceived(name) != e.name {
 		err = fmt.Errorf("the value is named %q", name)
 	}
@@ -449,10 +474,15 @@ func (c *Client) persistSnapshotLocked(typeURL string) *lkgFile {
 			if held != nil {
 				held[name] = true
 			}
+			server := src.cfg.ServerURI
 			if r, ok := kept[name]; ok && x.fromDisk {
-				written = r.written // no fresher for having been served
+				// No fresher for having been served, and still the value
+				// of the server that sent it (not of e.srv, which only
+				// serves it): the next run decodes it in that server's
+				// context again (diskContextLocked).
+				written, server = r.written, r.server
 			}
-			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: src.cfg.ServerURI, written: written, value: e.valueRaw})
+			f.records = append(f.records, lkgRecord{name: name, version: e.version, server: server, written: written, value: e.valueRaw})
 		}
 	}
 	for name, r := range kept {

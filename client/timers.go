@@ -112,7 +112,7 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 		// watcher cannot have data (the timer runs only without), so it is
 		// a resource error all the same, of another kind.
 		cause := fmt.Errorf("%w: %s did not send it within %v of the request (%s)",
-			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientFailure)
+			ErrServerUnavailable, e.srv.sourceName(), expiry, bootstrap.FeatureResourceTimerIsTransientError)
 		err := &Error{TypeURL: tc.typ.TypeURL(), Name: e.name, DynamicParameters: e.rare().params, Err: cause}
 		e.setStatus(StatusTimeout, cause, err, c.clock.Now())
 		c.logq.Warn("resource not received in time; the server is slow",
@@ -132,8 +132,8 @@ func (c *Client) dneExpiredLocked(tc *typeCache, e *entry) {
 
 // expiryOf is the does-not-exist timeout for names fetched from s: the
 // configured one, doubled for a server marked
-// resource_timer_is_transient_failure, as gRFC A88 makes 15 s into 30 s for
-// those.
+// resource_timer_is_transient_error (either spelling), as gRFC A88 makes
+// 15 s into 30 s for those.
 func (c *Client) expiryOf(s *server) time.Duration {
 	if s.cfg.ResourceTimerIsTransientFailure() {
 		return 2 * c.expiry

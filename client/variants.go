@@ -81,7 +81,7 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 		if !decoded {
 			decoded = true
 			it.value, it.err = nil, nil
-			decodeInto(tc, &it)
+			decodeInto(tc, s.dctx, &it)
 		}
 	}
 	var out []received
@@ -94,7 +94,7 @@ func (c *Client) variantItemsLocked(s *server, tc *typeCache, it received) []rec
 		if !it.env.IsHeartbeat() && it.err == nil {
 			// Unchanged is judged by what this entry holds: another
 			// entry's bytes may be those of another variant.
-			vit.unchanged = bytes.Equal(e.raw(), body)
+			vit.unchanged = bytes.Equal(e.raw(), body) && sameSource(e, s)
 			if !vit.unchanged {
 				decode()
 				vit.value, vit.err = it.value, it.err

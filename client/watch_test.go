@@ -277,7 +277,7 @@ func TestWatchErrors(t *testing.T) {
 	t.Run("delta-only type on a SotW server", func(t *testing.T) {
 		deltaOnly := resources.NewType(resources.TypeOptions[*testValue]{
 			TypeURL: resources.VirtualHostTypeURL, DeltaOnly: true,
-			Decode: func(*anypb.Any) (string, *testValue, error) { return "", nil, errTest },
+			Decode: func(*resources.DecodeContext, *anypb.Any) (string, *testValue, error) { return "", nil, errTest },
 		})
 		h := newHarness(t, nil, Options{ResourceTypes: []resources.AnyType{deltaOnly}})
 		w := newRecorder()

@@ -90,7 +90,7 @@ func newFilterChain(l *resources.Listener) *filterChain {
 	for i := range l.HTTPFilters {
 		f := &l.HTTPFilters[i]
 		name := messageName(f.TypeURL)
-		if t, ok := resources.LookupHTTPFilter(f.TypeURL); ok && t.Terminal {
+		if f.Terminal {
 			continue
 		}
 		mk, ok := clientFilterRuntimes[name]

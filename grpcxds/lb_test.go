@@ -318,7 +318,7 @@ func routeOf(t *testing.T, r *routev3.Route) *resources.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rc, err := resources.RouteConfigType.DecodeTyped(any)
+	_, rc, err := resources.RouteConfigType.DecodeTyped(nil, any)
 	if err != nil {
 		t.Fatal(err)
 	}

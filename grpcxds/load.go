@@ -76,10 +76,13 @@ func (b *xdsBalancer) loadLocked(leaf *watchers.ClusterConfig) (*client.ClusterL
 		b.logLocked(slog.LevelWarn, "cluster reports load to its management server, but the channel has no goxds client to report with", "cluster", leaf.Name)
 		return nil, ""
 	}
-	// The client's own bootstrap: its servers are the ones that sent the
-	// cluster.
-	server, ok := lrsServerOf(b.client.Bootstrap(), leaf.Name)
-	if !ok {
+	// The server that sent the cluster, as the client decoded it (a
+	// fallback's after a fallback); failing that, the first the client's
+	// bootstrap lists for the cluster's authority.
+	server, ok := bootstrap.ServerConfig{}, c.LRSServer != nil
+	if ok {
+		server = *c.LRSServer
+	} else if server, ok = lrsServerOf(b.client.Bootstrap(), leaf.Name); !ok {
 		return nil, ""
 	}
 	key := server.Key()

@@ -119,13 +119,13 @@ func benchEndpoints() *endpointv3.ClusterLoadAssignment {
 }
 
 func benchDecode[T Resource](b *testing.B, typ *Type[T], body *anypb.Any) {
-	if _, _, err := typ.DecodeTyped(body); err != nil {
+	if _, _, err := typ.DecodeTyped(nil, body); err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(body.GetValue())))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := typ.DecodeTyped(body); err != nil {
+		if _, _, err := typ.DecodeTyped(nil, body); err != nil {
 			b.Fatal(err)
 		}
 	}

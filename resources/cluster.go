@@ -14,6 +14,8 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/bootstrap"
 )
 
 // ClusterType is the built-in CDS type: Cluster resources, decoded into
@@ -97,6 +99,13 @@ type Cluster struct {
 	// LRSServerSelf reports that load is to be reported to the management
 	// server that sent the cluster (lrs_server: self).
 	LRSServerSelf bool
+	// LRSServer is, with LRSServerSelf, the management server that sent
+	// the cluster (DecodeContext.Server): the one to report load to. After
+	// a fallback (gRFC A71) it is the fallback server that sent this
+	// value, not the authority's first. Nil when the cluster was decoded
+	// without a server known, and without LRSServerSelf. Shared with the
+	// client: must not be modified.
+	LRSServer *bootstrap.ServerConfig
 	// LRSReportEndpointMetrics is lrs_report_endpoint_metrics: which backend
 	// metrics of RPCs' ORCA load reports the load reports carry (gRFC
 	// A85); nil when unset.
@@ -116,6 +125,10 @@ func (c *Cluster) ResourceName() string {
 	}
 	return c.Name
 }
+
+// DependsOnSource implements SourceDependent: a cluster reporting load to
+// the server that sent it (lrs_server "self") names that server.
+func (c *Cluster) DependsOnSource() bool { return c != nil && c.LRSServerSelf }
 
 // Raw returns the message as received, for the fields Cluster does not
 // model. It is unmarshalled from the bytes received on each call: the
@@ -149,7 +162,7 @@ func (c *Cluster) EDSServiceName() string {
 // clusterMsgs recycles decodeCluster's messages (see msgPool).
 var clusterMsgs msgPool[clusterv3.Cluster, *clusterv3.Cluster]
 
-func decodeCluster(body *anypb.Any) (string, *Cluster, error) {
+func decodeCluster(ctx *DecodeContext, body *anypb.Any) (string, *Cluster, error) {
 	m := clusterMsgs.get()
 	defer clusterMsgs.put(m)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
@@ -160,13 +173,13 @@ func decodeCluster(body *anypb.Any) (string, *Cluster, error) {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
 	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, raw: body.GetValue()}
-	if err := c.init(m); err != nil {
+	if err := c.init(ctx, m); err != nil {
 		return name, nil, err
 	}
 	return name, c, nil
 }
 
-func (c *Cluster) init(m *clusterv3.Cluster) error {
+func (c *Cluster) init(ctx *DecodeContext, m *clusterv3.Cluster) error {
 	if err := c.setDiscovery(m); err != nil {
 		return err
 	}
@@ -184,7 +197,7 @@ func (c *Cluster) init(m *clusterv3.Cluster) error {
 		}
 		break
 	}
-	if err := c.setTransportSocket(m); err != nil {
+	if err := c.setTransportSocket(ctx, m); err != nil {
 		return err
 	}
 	if lrs := m.GetLrsServer(); lrs != nil {
@@ -192,6 +205,7 @@ func (c *Cluster) init(m *clusterv3.Cluster) error {
 			return fieldErrorf("lrs_server", "unsupported config source %q (want self)", k)
 		}
 		c.LRSServerSelf = true
+		c.LRSServer = ctx.server()
 	}
 	c.LRSReportEndpointMetrics = m.GetLrsReportEndpointMetrics()
 	if od := m.GetOutlierDetection(); od != nil {
@@ -303,7 +317,7 @@ func (c *Cluster) setAggregate(ct *clusterv3.Cluster_CustomClusterType) error {
 	return nil
 }
 
-func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
+func (c *Cluster) setTransportSocket(ctx *DecodeContext, m *clusterv3.Cluster) error {
 	if n := len(m.GetTransportSocketMatches()); n != 0 {
 		return fieldErrorf("transport_socket_matches", "not supported (got %d)", n)
 	}
@@ -333,6 +347,9 @@ func (c *Cluster) setTransportSocket(m *clusterv3.Cluster) error {
 	sc, err := securityConfig(tls)
 	if err != nil {
 		return at(path+".typed_config", err)
+	}
+	if err := ctx.checkCertificateProviders(sc); err != nil {
+		return at(path+".typed_config.common_tls_context", err)
 	}
 	c.TLS, c.Security = tls, sc
 	return nil

@@ -321,6 +321,6 @@ func TestDecodeClusterValues(t *testing.T) {
 }
 
 func TestDecodeClusterGarbage(t *testing.T) {
-	_, _, err := ClusterType.DecodeTyped(&anypb.Any{TypeUrl: ClusterTypeURL, Value: []byte{0xff, 0xff}})
+	_, _, err := ClusterType.DecodeTyped(nil, &anypb.Any{TypeUrl: ClusterTypeURL, Value: []byte{0xff, 0xff}})
 	checkErr(t, err, "Cluster: unmarshal Cluster")
 }

@@ -2,7 +2,6 @@ package resources
 
 import (
 	"fmt"
-	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -19,8 +18,10 @@ type ClusterSpecifierConfig interface{}
 // (RouteConfiguration.cluster_specifier_plugins, gRFC A28 as gRPC's RLS
 // support amends it): a route whose action names such a plugin has its
 // cluster chosen per request by the plugin. Register it with
-// [RegisterClusterSpecifier]; with none registered, every plugin is
-// unsupported, and the routes that use an optional one are skipped.
+// [RegisterClusterSpecifier] (the default registry) or
+// [Registry.RegisterClusterSpecifier] (one client's); with none registered
+// in the decoding client's registry, every plugin is unsupported, and the
+// routes that use an optional one are skipped.
 type ClusterSpecifierType struct {
 	// Name names the plugin kind in errors and logs, e.g. "rls".
 	Name string
@@ -33,41 +34,48 @@ type ClusterSpecifierType struct {
 	ParseConfig func(*anypb.Any) (ClusterSpecifierConfig, error)
 }
 
-// The cluster specifier registry, keyed by full type URL; filled by init
-// functions, like the HTTP filter registry.
-var clusterSpecifiers = struct {
-	mu    sync.RWMutex
-	types map[string]*ClusterSpecifierType
-}{types: make(map[string]*ClusterSpecifierType)}
-
-// RegisterClusterSpecifier adds t to the cluster specifier plugin registry
-// under each of its type URLs. It refuses a type with no type URL or no
-// ParseConfig, and a type URL already registered. Register plugins from an
-// init function, before any resource is decoded.
-func RegisterClusterSpecifier(t ClusterSpecifierType) error {
+// RegisterClusterSpecifier adds t to r under each of its type URLs. It
+// refuses a type with no type URL or no ParseConfig, and a type URL already
+// registered.
+func (r *Registry) RegisterClusterSpecifier(t ClusterSpecifierType) error {
 	if len(t.TypeURLs) == 0 || t.ParseConfig == nil {
 		return fmt.Errorf("resources: cluster specifier %q needs TypeURLs and ParseConfig", t.Name)
 	}
-	clusterSpecifiers.mu.Lock()
-	defer clusterSpecifiers.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, u := range t.TypeURLs {
-		if _, ok := clusterSpecifiers.types[u]; ok {
+		if _, ok := r.specifiers[u]; ok {
 			return fmt.Errorf("resources: a cluster specifier is already registered for %s", u)
 		}
 	}
 	ct := &t
 	for _, u := range t.TypeURLs {
-		clusterSpecifiers.types[u] = ct
+		r.specifiers[u] = ct
 	}
 	return nil
 }
 
-// lookupClusterSpecifier returns the plugin type registered for typeURL,
-// or nil.
-func lookupClusterSpecifier(typeURL string) *ClusterSpecifierType {
-	clusterSpecifiers.mu.RLock()
-	defer clusterSpecifiers.mu.RUnlock()
-	return clusterSpecifiers.types[typeURL]
+// LookupClusterSpecifier returns the plugin type r has for typeURL.
+func (r *Registry) LookupClusterSpecifier(typeURL string) (ClusterSpecifierType, bool) {
+	t := r.clusterSpecifier(typeURL)
+	if t == nil {
+		return ClusterSpecifierType{}, false
+	}
+	return *t, true
+}
+
+// clusterSpecifier is LookupClusterSpecifier without the copy; nil if none.
+func (r *Registry) clusterSpecifier(typeURL string) *ClusterSpecifierType {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.specifiers[typeURL]
+}
+
+// RegisterClusterSpecifier adds t to the default registry (see
+// Registry.RegisterClusterSpecifier). Register plugins from an init
+// function, before any client is made.
+func RegisterClusterSpecifier(t ClusterSpecifierType) error {
+	return defaultRegistry.RegisterClusterSpecifier(t)
 }
 
 // clusterPlugins are the cluster specifier plugins of a route
@@ -88,7 +96,7 @@ var noClusterPlugins = &clusterPlugins{}
 // registered type must parse, optional or not; one of an unknown type is
 // invalid unless optional. Like gRPC, it does not check names: the last
 // of two plugins with one name wins.
-func newClusterPlugins(in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, error) {
+func newClusterPlugins(ctx *DecodeContext, in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, error) {
 	if len(in) == 0 {
 		return noClusterPlugins, nil // the common case costs nothing
 	}
@@ -96,7 +104,7 @@ func newClusterPlugins(in []*routev3.ClusterSpecifierPlugin) (*clusterPlugins, e
 	for i, p := range in {
 		path := index("cluster_specifier_plugins", i) + ".extension.typed_config"
 		ext := p.GetExtension()
-		t := lookupClusterSpecifier(ext.GetTypedConfig().GetTypeUrl())
+		t := ctx.registry().clusterSpecifier(ext.GetTypedConfig().GetTypeUrl())
 		if t == nil {
 			if !p.GetIsOptional() {
 				return nil, fieldErrorf(path, "plugin %q has unsupported type %s and is not optional", ext.GetName(), anyName(ext.GetTypedConfig()))

@@ -12,13 +12,43 @@
 // the response with a message naming it. Every *Type[T] is also an
 // [AnyType], the form the client uses when it does not care about T.
 //
-// # The registry
+// # Where a resource came from
 //
-// The client finds the type of a type URL in a registry. [Register] adds a
-// type and refuses a second one for the same URL; [Replace] overrides one
-// on purpose; [Lookup] and [Registered] read it. The built-in types below
-// register themselves when the package is loaded. Register your own types
-// before creating a client, typically from an init function.
+// A decoder also gets a [*DecodeContext]: the config of the management
+// server that sent the resource (its URI and server features, such as
+// trusted_xds_server), the bootstrap of the client decoding it (node,
+// authorities, certificate provider instances) and the [Registry] of
+// filters and plugins that client validates with. The built-in types use
+// it: a Cluster with lrs_server "self" names its sender in
+// [Cluster].LRSServer, which after a fallback (gRFC A71) is the fallback
+// server; and a Cluster or server Listener naming a certificate provider
+// instance the bootstrap does not define is rejected (gRFC A29), in gRPC's
+// words:
+//
+//	Cluster "c": transport_socket.typed_config.common_tls_context: identity certificate provider instance name "x" missing in bootstrap configuration (the bootstrap's certificate_providers defines "roots")
+//
+// A decoder whose rules do not depend on the source ignores the context
+// (the example's does). Outside a client the context may be nil: the
+// default registry is used, and the rules that need a server or a
+// bootstrap are left out. A decoded value that depends on its sender says
+// so ([SourceDependent]), so that a client decodes the same bytes again
+// when another server sends them.
+//
+// # Registries
+//
+// A [Registry] holds resource types, HTTP filter types and cluster
+// specifier plugin types. The process has a default one
+// ([DefaultRegistry]), which the built-in types and filters and packages'
+// init functions register into through the package functions: [Register]
+// adds a type and refuses a second one for the same URL; [Replace]
+// overrides one on purpose; [Lookup] and [Registered] read it. Register
+// your own types before creating a client, typically from an init
+// function. A client decodes with its own copy, taken when it is made
+// (client.Options.Registry; by default a copy of the default registry):
+// a package registering later, or another client's registry, does not
+// change what it accepts, and two clients of one process may validate the
+// same route configuration differently. For a client of its own filters,
+// clone the default registry and register into the clone.
 //
 // # Envelopes
 //
@@ -41,7 +71,8 @@
 // plugin, or nothing) are left out of their virtual host and listed in
 // [VirtualHost.SkippedRoutes] (gRFC A28). Cluster specifier plugin types
 // are registered with [RegisterClusterSpecifier] (package grpcxds
-// registers gRPC's RLS plugin); a route by a registered plugin is kept,
+// registers gRPC's RLS plugin into the default registry) or
+// [Registry.RegisterClusterSpecifier]; a route by a registered plugin is kept,
 // with [Route.ClusterSpecifierPlugin] naming it. A resource that breaks a rule
 // fails to decode with an error that wraps a [*FieldError] naming the
 // offending field, for example
@@ -81,7 +112,9 @@
 // UpstreamTlsContext (gRFC A29: certificates from certificate provider
 // instances only, SAN matchers, sni, auto_host_sni, auto_sni_san_validation;
 // what gRPC cannot honour is rejected, naming the field) and read into
-// [Cluster].Security, a [*SecurityConfig]. It may be wrapped in an
+// [Cluster].Security, a [*SecurityConfig]; with a bootstrap in the
+// [DecodeContext], the instances it names must be ones the bootstrap
+// defines. It may be wrapped in an
 // Http11ProxyUpstreamTransport (gRFC A86, HTTP CONNECT): [Cluster].HTTP11Proxy
 // is then set, the inner socket (none for plaintext) is validated as above,
 // and each [Endpoint].ProxyAddress is the proxy its metadata, or its
@@ -106,9 +139,11 @@
 // # HTTP filters
 //
 // A Listener's HTTP filters, and the typed_per_filter_config overrides of
-// virtual hosts, routes and weighted clusters, are validated against a
-// second registry, of filter types (gRFC A39): [RegisterHTTPFilter] adds
-// an [HTTPFilterType], [LookupHTTPFilter] finds one by config type URL.
+// virtual hosts, routes and weighted clusters, are validated against the
+// filter types of the decoding client's registry (gRFC A39):
+// [Registry.RegisterHTTPFilter] adds an [HTTPFilterType] (and
+// [RegisterHTTPFilter] to the default registry), [LookupHTTPFilter] finds
+// one by config type URL.
 // The router and the fault injection filter are built in. A filter of an
 // unregistered type, or of one that cannot run on a client, makes the
 // Listener invalid unless it is optional, in which case it is left out;

@@ -160,7 +160,7 @@ func (e *Endpoints) Proto() proto.Message { return e.Raw() }
 // endpointsMsgs recycles decodeEndpoints's messages (see msgPool).
 var endpointsMsgs msgPool[endpointv3.ClusterLoadAssignment, *endpointv3.ClusterLoadAssignment]
 
-func decodeEndpoints(body *anypb.Any) (string, *Endpoints, error) {
+func decodeEndpoints(_ *DecodeContext, body *anypb.Any) (string, *Endpoints, error) {
 	if e := decodeEndpointsWire(body.GetValue()); e != nil {
 		return e.Name, e, nil
 	}

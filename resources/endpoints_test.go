@@ -144,7 +144,7 @@ func TestDecodeEndpointsEmptyName(t *testing.T) {
 	if name != "" {
 		t.Errorf("name = %q", name)
 	}
-	_, _, err = EndpointsType.DecodeTyped(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: []byte{0x0a, 0x01}})
+	_, _, err = EndpointsType.DecodeTyped(nil, &anypb.Any{TypeUrl: EndpointsTypeURL, Value: []byte{0x0a, 0x01}})
 	checkErr(t, err, "unmarshal ClusterLoadAssignment")
 }
 

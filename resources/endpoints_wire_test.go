@@ -126,7 +126,7 @@ func TestEndpointsWireMatchesMessage(t *testing.T) {
 				t.Errorf("decoded from the wire: %v, want %v", got, wantWire)
 			}
 			body := &anypb.Any{TypeUrl: EndpointsTypeURL, Value: b}
-			gotName, got, gotErr := decodeEndpoints(body)
+			gotName, got, gotErr := decodeEndpoints(nil, body)
 			wantName, want, wantErr := decodeEndpointsMessage(body)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || gotName != wantName {
 				t.Fatalf("got %q, %v; the message gives %q, %v", gotName, gotErr, wantName, wantErr)

@@ -36,8 +36,9 @@ var ExtensionConfigType = resources.NewType(resources.TypeOptions[*ExtensionConf
 
 // decodeExtensionConfig accepts only configs with a typed_config. It
 // returns the name as soon as it knows it, so that a failure is reported
-// against the right resource.
-func decodeExtensionConfig(body *anypb.Any) (string, *ExtensionConfig, error) {
+// against the right resource. Its rules do not depend on which server sent
+// the config, so it ignores the DecodeContext.
+func decodeExtensionConfig(_ *resources.DecodeContext, body *anypb.Any) (string, *ExtensionConfig, error) {
 	m := new(corev3.TypedExtensionConfig)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal TypedExtensionConfig: %v", err)
@@ -68,11 +69,13 @@ func Example_customType() {
 	typ, ok := resources.Lookup(good.GetTypeUrl())
 	fmt.Println("registered:", ok, typ.TypeName())
 
-	name, v, err := typ.Decode(good)
+	// A client passes the context of the server that sent the resource;
+	// outside a client, nil.
+	name, v, err := typ.Decode(nil, good)
 	fmt.Println(name, v.(*ExtensionConfig).Config.GetTypeUrl(), err)
 
 	// The typed form skips the type assertion.
-	name, _, err = ExtensionConfigType.DecodeTyped(bad)
+	name, _, err = ExtensionConfigType.DecodeTyped(nil, bad)
 	fmt.Println(name, err)
 	// Output:
 	// registered: true TypedExtensionConfig

@@ -21,7 +21,7 @@ import (
 
 func FuzzDecodeSecret(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, s, err := SecretType.DecodeTyped(&anypb.Any{TypeUrl: SecretTypeURL, Value: b})
+		name, s, err := SecretType.DecodeTyped(nil, &anypb.Any{TypeUrl: SecretTypeURL, Value: b})
 		checkNoKeyShown(t, b, func() string {
 			if err != nil {
 				return err.Error()
@@ -141,7 +141,7 @@ func checkDataSource(t *testing.T, d DataSource) {
 
 func FuzzDecodeRuntime(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, r, err := RuntimeType.DecodeTyped(&anypb.Any{TypeUrl: RuntimeTypeURL, Value: b})
+		name, r, err := RuntimeType.DecodeTyped(nil, &anypb.Any{TypeUrl: RuntimeTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -194,7 +194,7 @@ func FuzzDecodeRuntime(f *testing.F) {
 
 func FuzzDecodeScopedRouteConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, s, err := ScopedRouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: ScopedRouteConfigTypeURL, Value: b})
+		name, s, err := ScopedRouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: ScopedRouteConfigTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -215,7 +215,7 @@ func FuzzDecodeScopedRouteConfig(f *testing.F) {
 
 func FuzzDecodeVirtualHost(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, v, err := VirtualHostType.DecodeTyped(&anypb.Any{TypeUrl: VirtualHostTypeURL, Value: b})
+		name, v, err := VirtualHostType.DecodeTyped(nil, &anypb.Any{TypeUrl: VirtualHostTypeURL, Value: b})
 		if err != nil {
 			return
 		}

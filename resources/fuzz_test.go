@@ -16,6 +16,8 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/bootstrap"
 )
 
 // The fuzz targets feed arbitrary bytes to each decoder as the value of an
@@ -25,7 +27,7 @@ import (
 
 func FuzzDecodeListener(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, l, err := ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
+		name, l, err := ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: ListenerTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -110,7 +112,7 @@ func checkServerListener(t *testing.T, l *Listener) {
 
 func FuzzDecodeRouteConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, rc, err := RouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL, Value: b})
+		name, rc, err := RouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: RouteConfigTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -259,7 +261,7 @@ func checkRoute(t *testing.T, r *Route) {
 
 func FuzzDecodeCluster(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, c, err := ClusterType.DecodeTyped(&anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
+		name, c, err := ClusterType.DecodeTyped(nil, &anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -299,12 +301,44 @@ func FuzzDecodeCluster(f *testing.F) {
 		if p := c.LBPolicy; p.Kind == LBRingHash && p.MinRingSize == 0 {
 			t.Fatal("ring of minimum size 0")
 		}
+		checkClusterInContext(t, b, c)
 	})
+}
+
+// fuzzContext is a server and a bootstrap defining the instance "roots",
+// for decoding in a context.
+var fuzzContext = &DecodeContext{
+	Server:    &bootstrap.ServerConfig{ServerURI: "xds.example.com:443"},
+	Bootstrap: bootstrapWith("roots"),
+}
+
+// checkClusterInContext decodes b, which decodes without a context into
+// c, in fuzzContext: a context only adds rules (the instances named must
+// be defined), and lrs_server "self" then names the context's server.
+func checkClusterInContext(t *testing.T, b []byte, c *Cluster) {
+	t.Helper()
+	_, cc, err := ClusterType.DecodeTyped(fuzzContext, &anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
+	if sc := c.Security; err == nil && sc != nil {
+		for _, n := range []string{sc.IdentityInstance, sc.RootInstance} {
+			if n != "" && n != "roots" {
+				t.Fatalf("accepted in a context without instance %q", n)
+			}
+		}
+	}
+	if err != nil {
+		if c.Security == nil {
+			t.Fatalf("without security, rejected in a context only: %v", err)
+		}
+		return
+	}
+	if want := c.LRSServerSelf; (cc.LRSServer == fuzzContext.Server) != want || c.LRSServer != nil {
+		t.Fatalf("LRSServerSelf %v: LRSServer %v in a context, %v without", want, cc.LRSServer, c.LRSServer)
+	}
 }
 
 func FuzzDecodeEndpoints(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		name, e, err := EndpointsType.DecodeTyped(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
+		name, e, err := EndpointsType.DecodeTyped(nil, &anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
 		if err != nil {
 			return
 		}
@@ -368,7 +402,7 @@ func FuzzUnwrap(f *testing.F) {
 			t.Fatal("nested wrapper accepted")
 		}
 		if typ, ok := Lookup(env.Body.GetTypeUrl()); ok {
-			name, v, err := typ.Decode(env.Body)
+			name, v, err := typ.Decode(nil, env.Body)
 			if err == nil && name != v.ResourceName() {
 				t.Fatalf("decoded name %q, value name %q", name, v.ResourceName())
 			}
@@ -393,7 +427,7 @@ func TestSeedCorporaDecode(t *testing.T) {
 			if !ok {
 				return fmt.Errorf("no type for %s", env.Body.GetTypeUrl())
 			}
-			_, _, err = typ.Decode(env.Body)
+			_, _, err = typ.Decode(nil, env.Body)
 			return err
 		},
 	}
@@ -435,7 +469,7 @@ func isHex(s string) bool {
 }
 
 func decodeErr[T Resource](typ *Type[T], url string, b []byte) error {
-	_, _, err := typ.DecodeTyped(&anypb.Any{TypeUrl: url, Value: b})
+	_, _, err := typ.DecodeTyped(nil, &anypb.Any{TypeUrl: url, Value: b})
 	return err
 }
 

@@ -164,5 +164,5 @@ func cla(name string, locs ...*endpointv3.LocalityLbEndpoints) *endpointv3.Clust
 
 // decodeMsg packs m and decodes it with typ.
 func decodeMsg[T Resource](typ *Type[T], m proto.Message) (string, T, error) {
-	return typ.DecodeTyped(toAny(m))
+	return typ.DecodeTyped(nil, toAny(m))
 }

@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
@@ -54,8 +53,9 @@ type RouterConfig struct{}
 
 // HTTPFilterType is one kind of HTTP filter, identified by the proto
 // message type(s) of its configuration (gRFC A39). Register it with
-// [RegisterHTTPFilter] so that listeners and route configurations that use
-// it decode.
+// [RegisterHTTPFilter] (the default registry, which clients copy) or
+// [Registry.RegisterHTTPFilter] (one client's) so that listeners and route
+// configurations that use it decode.
 type HTTPFilterType struct {
 	// Name names the filter kind in errors and logs, e.g. "fault".
 	Name string
@@ -79,46 +79,54 @@ type HTTPFilterType struct {
 	Terminal bool
 }
 
-// The filter registry, keyed by full proto message name. Like the type
-// registry it is global state that init functions fill.
-var httpFilters = struct {
-	mu    sync.RWMutex
-	types map[string]*HTTPFilterType
-}{types: make(map[string]*HTTPFilterType)}
-
-// RegisterHTTPFilter adds t to the HTTP filter registry under each of its
-// type URLs. It refuses a type with no type URL or no ParseConfig, and a
-// type URL already registered, so that two filters cannot silently fight
-// over one config type. Register filters from an init function, before
-// any resource is decoded.
-func RegisterHTTPFilter(t HTTPFilterType) error {
+// RegisterHTTPFilter adds t to r under each of its type URLs. It refuses a
+// type with no type URL or no ParseConfig, and a type URL already
+// registered, so that two filters cannot silently fight over one config
+// type.
+func (r *Registry) RegisterHTTPFilter(t HTTPFilterType) error {
 	if len(t.TypeURLs) == 0 || t.ParseConfig == nil {
 		return fmt.Errorf("resources: HTTP filter %q needs TypeURLs and ParseConfig", t.Name)
 	}
-	httpFilters.mu.Lock()
-	defer httpFilters.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, u := range t.TypeURLs {
-		if _, ok := httpFilters.types[messageName(u)]; ok {
+		if _, ok := r.filters[messageName(u)]; ok {
 			return fmt.Errorf("resources: an HTTP filter is already registered for %s", u)
 		}
 	}
 	ft := &t
 	for _, u := range t.TypeURLs {
-		httpFilters.types[messageName(u)] = ft
+		r.filters[messageName(u)] = ft
 	}
 	return nil
 }
 
-// LookupHTTPFilter returns the filter type registered for typeURL (any URL
+// LookupHTTPFilter returns the filter type r has for typeURL (any URL
 // prefix is accepted, only the message name counts).
-func LookupHTTPFilter(typeURL string) (HTTPFilterType, bool) {
-	httpFilters.mu.RLock()
-	defer httpFilters.mu.RUnlock()
-	t, ok := httpFilters.types[messageName(typeURL)]
-	if !ok {
+func (r *Registry) LookupHTTPFilter(typeURL string) (HTTPFilterType, bool) {
+	t := r.httpFilter(typeURL)
+	if t == nil {
 		return HTTPFilterType{}, false
 	}
 	return *t, true
+}
+
+// httpFilter is LookupHTTPFilter without the copy; nil if none.
+func (r *Registry) httpFilter(typeURL string) *HTTPFilterType {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.filters[messageName(typeURL)]
+}
+
+// RegisterHTTPFilter adds t to the default registry (see
+// Registry.RegisterHTTPFilter). Register filters from an init function,
+// before any client is made.
+func RegisterHTTPFilter(t HTTPFilterType) error { return defaultRegistry.RegisterHTTPFilter(t) }
+
+// LookupHTTPFilter returns the filter type the default registry has for
+// typeURL (any URL prefix is accepted, only the message name counts).
+func LookupHTTPFilter(typeURL string) (HTTPFilterType, bool) {
+	return defaultRegistry.LookupHTTPFilter(typeURL)
 }
 
 // messageName is the full message name in a type URL: what follows the last
@@ -159,7 +167,7 @@ var routerFilterType = HTTPFilterType{
 // on this side (client or server) and whose config parses, unless it is
 // optional, in which case it is left out; and a terminal filter last and
 // only last.
-func parseHTTPFilters(in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error) {
+func parseHTTPFilters(ctx *DecodeContext, in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error) {
 	out := make([]HTTPFilter, 0, len(in))
 	seen := make(map[string]bool, len(in))
 	// Parallel to out: whether each filter is terminal, and its index in
@@ -180,7 +188,7 @@ func parseHTTPFilters(in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error)
 		}
 		seen[name] = true
 		hf := HTTPFilter{Name: name, IsOptional: f.GetIsOptional(), Disabled: f.GetDisabled()}
-		ft, err := hf.setType(f)
+		ft, err := hf.setType(ctx.registry(), f)
 		if err != nil {
 			return nil, at(path, err)
 		}
@@ -200,6 +208,7 @@ func parseHTTPFilters(in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error)
 		if hf.Parsed, err = ft.ParseConfig(hf.Config); err != nil {
 			return nil, fieldErrorf(path+".typed_config", "filter %q (%s): %v", name, ft.Name, err)
 		}
+		hf.Terminal = ft.Terminal
 		out = append(out, hf)
 		terminal = append(terminal, ft.Terminal)
 		from = append(from, i)
@@ -228,7 +237,7 @@ func parseHTTPFilters(in []*hcmv3.HttpFilter, server bool) ([]HTTPFilter, error)
 // and of no known type, so it is left out. A filter with no typed_config
 // (config_discovery, which gRPC does not follow, or nothing) is of no known
 // type.
-func (hf *HTTPFilter) setType(f *hcmv3.HttpFilter) (*HTTPFilterType, error) {
+func (hf *HTTPFilter) setType(reg *Registry, f *hcmv3.HttpFilter) (*HTTPFilterType, error) {
 	cfg := f.GetTypedConfig()
 	if cfg == nil {
 		if hf.IsOptional {
@@ -244,14 +253,14 @@ func (hf *HTTPFilter) setType(f *hcmv3.HttpFilter) (*HTTPFilterType, error) {
 		return nil, at("typed_config", err)
 	}
 	hf.TypeURL, hf.Config = typeURL, cfg
-	ft, ok := LookupHTTPFilter(typeURL)
-	if !ok {
+	ft := reg.httpFilter(typeURL)
+	if ft == nil {
 		if hf.IsOptional {
 			return nil, nil
 		}
 		return nil, fieldErrorf("typed_config", "filter %q has unknown type %s and is not optional", hf.Name, messageName(typeURL))
 	}
-	return &ft, nil
+	return ft, nil
 }
 
 // filterConfigName is the wrapper a typed_per_filter_config value may come
@@ -265,7 +274,7 @@ const filterConfigName = "envoy.config.route.v3.FilterConfig"
 // Keys need not name a filter of any listener, and a filter that runs only
 // on the other side is still accepted: a route configuration does not know
 // who will use it. nil when nothing is left.
-func parseFilterOverrides(in map[string]*anypb.Any) (map[string]HTTPFilterConfig, error) {
+func parseFilterOverrides(ctx *DecodeContext, in map[string]*anypb.Any) (map[string]HTTPFilterConfig, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -278,7 +287,7 @@ func parseFilterOverrides(in map[string]*anypb.Any) (map[string]HTTPFilterConfig
 	sort.Strings(names)
 	var out map[string]HTTPFilterConfig
 	for _, name := range names {
-		c, err := parseFilterOverride(name, in[name])
+		c, err := parseFilterOverride(ctx.registry(), name, in[name])
 		if err != nil {
 			return nil, at("typed_per_filter_config["+strconv.Quote(name)+"]", err)
 		}
@@ -295,7 +304,7 @@ func parseFilterOverrides(in map[string]*anypb.Any) (map[string]HTTPFilterConfig
 
 // parseFilterOverride parses one override; nil with a nil error means an
 // optional override of an unknown type, to be left out.
-func parseFilterOverride(name string, cfg *anypb.Any) (HTTPFilterConfig, error) {
+func parseFilterOverride(reg *Registry, name string, cfg *anypb.Any) (HTTPFilterConfig, error) {
 	optional := false
 	if anyIs(cfg, filterConfigName) {
 		fc := new(routev3.FilterConfig)
@@ -318,8 +327,8 @@ func parseFilterOverride(name string, cfg *anypb.Any) (HTTPFilterConfig, error) 
 	if err != nil {
 		return nil, err
 	}
-	ft, ok := LookupHTTPFilter(typeURL)
-	if !ok {
+	ft := reg.httpFilter(typeURL)
+	if ft == nil {
 		if optional {
 			return nil, nil
 		}

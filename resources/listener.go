@@ -71,7 +71,8 @@ type HTTPFilter struct {
 	Name string
 	// TypeURL is the type of the filter's configuration: Config's type URL,
 	// or for a config wrapped in a TypedStruct the type URL inside it. It
-	// selects the filter's HTTPFilterType (LookupHTTPFilter).
+	// selects the filter's HTTPFilterType in the registry of the client
+	// that decoded it (DecodeContext.Registry).
 	TypeURL string
 	// Config is the filter's typed_config as received.
 	Config *anypb.Any
@@ -84,6 +85,11 @@ type HTTPFilter struct {
 	// host, route or weighted cluster) enables it. Never set on the
 	// terminal filter, which always runs.
 	Disabled bool
+	// Terminal: the filter's type ends the chain (the router); it is the
+	// chain's last filter. Recorded here so that whoever runs the chain
+	// need not look the type up in a registry, which may not be the one
+	// the Listener was decoded with.
+	Terminal bool
 }
 
 // ResourceName implements Resource.
@@ -97,7 +103,7 @@ func (l *Listener) ResourceName() string {
 // Proto implements Resource; it returns Raw.
 func (l *Listener) Proto() proto.Message { return l.Raw }
 
-func decodeListener(body *anypb.Any) (string, *Listener, error) {
+func decodeListener(ctx *DecodeContext, body *anypb.Any) (string, *Listener, error) {
 	m := new(listenerv3.Listener)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal Listener: %v", err)
@@ -109,18 +115,18 @@ func decodeListener(body *anypb.Any) (string, *Listener, error) {
 	l := &Listener{Name: name, Raw: m}
 	if m.GetApiListener() == nil {
 		// As gRPC decides: no api_listener makes a server Listener.
-		if err := l.setServerListener(m); err != nil {
+		if err := l.setServerListener(ctx, m); err != nil {
 			return name, nil, err
 		}
 		return name, l, nil
 	}
-	if err := l.setAPIListener(m.GetApiListener()); err != nil {
+	if err := l.setAPIListener(ctx, m.GetApiListener()); err != nil {
 		return name, nil, at("api_listener", err)
 	}
 	return name, l, nil
 }
 
-func (l *Listener) setAPIListener(al *listenerv3.ApiListener) error {
+func (l *Listener) setAPIListener(ctx *DecodeContext, al *listenerv3.ApiListener) error {
 	if al == nil {
 		return errors.New("missing (only client-side listeners, which have one, are supported)")
 	}
@@ -133,13 +139,13 @@ func (l *Listener) setAPIListener(al *listenerv3.ApiListener) error {
 		return fieldErrorf("api_listener", "unmarshal HttpConnectionManager: %v", err)
 	}
 	l.HTTPConnectionManager = hcm
-	if err := l.setHCM(hcm); err != nil {
+	if err := l.setHCM(ctx, hcm); err != nil {
 		return at("api_listener", err)
 	}
 	return nil
 }
 
-func (l *Listener) setHCM(hcm *hcmv3.HttpConnectionManager) error {
+func (l *Listener) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManager) error {
 	switch rs := hcm.GetRouteSpecifier().(type) {
 	case *hcmv3.HttpConnectionManager_Rds:
 		if err := checkConfigSource(rs.Rds.GetConfigSource()); err != nil {
@@ -150,7 +156,7 @@ func (l *Listener) setHCM(hcm *hcmv3.HttpConnectionManager) error {
 		}
 		l.RouteConfigName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		rc, err := newRouteConfig(rs.RouteConfig, nil)
+		rc, err := newRouteConfig(ctx, rs.RouteConfig, nil)
 		if err != nil {
 			return at("route_config", err)
 		}
@@ -169,7 +175,7 @@ func (l *Listener) setHCM(hcm *hcmv3.HttpConnectionManager) error {
 		}
 		l.MaxStreamDuration = d
 	}
-	filters, err := parseHTTPFilters(hcm.GetHttpFilters(), false)
+	filters, err := parseHTTPFilters(ctx, hcm.GetHttpFilters(), false)
 	if err != nil {
 		return err
 	}

@@ -322,12 +322,12 @@ func TestDecodeListenerInline(t *testing.T) {
 }
 
 func TestDecodeListenerGarbage(t *testing.T) {
-	name, _, err := ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ListenerTypeURL, Value: []byte{0x0a, 0xff}})
+	name, _, err := ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: ListenerTypeURL, Value: []byte{0x0a, 0xff}})
 	checkErr(t, err, "unmarshal Listener")
 	if name != "" {
 		t.Errorf("name = %q for unreadable bytes", name)
 	}
-	_, _, err = ListenerType.DecodeTyped(&anypb.Any{TypeUrl: ClusterTypeURL})
+	_, _, err = ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: ClusterTypeURL})
 	checkErr(t, err, `want "`+ListenerTypeURL+`"`)
 	// Fields not modelled are ignored.
 	l := listenerWith("lis", rdsHCM("rc"))

@@ -21,16 +21,11 @@ import (
 
 // saveRegistry restores the registry's contents when t ends.
 func saveRegistry(t *testing.T) {
-	registry.mu.Lock()
-	saved := make(map[string]AnyType, len(registry.types))
-	for k, v := range registry.types {
-		saved[k] = v
-	}
-	registry.mu.Unlock()
+	saved := defaultRegistry.Clone()
 	t.Cleanup(func() {
-		registry.mu.Lock()
-		registry.types = saved
-		registry.mu.Unlock()
+		defaultRegistry.mu.Lock()
+		defaultRegistry.types = saved.types
+		defaultRegistry.mu.Unlock()
 	})
 }
 
@@ -43,7 +38,7 @@ func (o *opaque) Proto() proto.Message { return nil }
 func opaqueType(url string) *Type[*opaque] {
 	return NewType(TypeOptions[*opaque]{
 		TypeURL: url,
-		Decode: func(*anypb.Any) (string, *opaque, error) {
+		Decode: func(*DecodeContext, *anypb.Any) (string, *opaque, error) {
 			return "x", &opaque{name: "x"}, nil
 		},
 	})
@@ -189,7 +184,7 @@ func TestDecodeNilBody(t *testing.T) {
 		ListenerType, RouteConfigType, ClusterType, EndpointsType,
 		SecretType, RuntimeType, ScopedRouteConfigType, VirtualHostType,
 	} {
-		if _, v, err := typ.Decode(nil); err == nil || v != nil {
+		if _, v, err := typ.Decode(nil, nil); err == nil || v != nil {
 			t.Errorf("%s.Decode(nil) = %v, %v", typ.TypeName(), v, err)
 		}
 	}

@@ -27,7 +27,7 @@ func retainedPerValue[T Resource](t *testing.T, typ *Type[T], n int, mk func(i i
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i, a := range anys {
-		_, v, err := typ.DecodeTyped(a)
+		_, v, err := typ.DecodeTyped(nil, a)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestRouteConfigRawIsTheMessageReceived(t *testing.T) {
 	// virtual_hosts' number (2) with a varint, an unknown field.
 	body := protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 7)
 	body = append(body, mustMarshal(t, in)...)
-	_, rc, err := RouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL, Value: body})
+	_, rc, err := RouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: RouteConfigTypeURL, Value: body})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -285,7 +285,7 @@ func (r *Route) ClusterNames() []string {
 // init fills the zero Route r from p. A route gRPC cannot use is not an
 // error (gRFC A28): init returns why it is skipped instead, and r is then
 // to be dropped.
-func (r *Route) init(p *routev3.Route, raw []byte, plugins *clusterPlugins) (skip string, err error) {
+func (r *Route) init(ctx *DecodeContext, p *routev3.Route, raw []byte, plugins *clusterPlugins) (skip string, err error) {
 	if raw == nil {
 		raw = marshalOrNil(p)
 	}
@@ -296,7 +296,7 @@ func (r *Route) init(p *routev3.Route, raw []byte, plugins *clusterPlugins) (ski
 	switch a := p.GetAction().(type) {
 	case *routev3.Route_Route:
 		r.Action = RouteActionRoute
-		skip, err := r.setRouteAction(a.Route, plugins)
+		skip, err := r.setRouteAction(ctx, a.Route, plugins)
 		if err != nil {
 			return "", at("route", err)
 		}
@@ -314,7 +314,7 @@ func (r *Route) init(p *routev3.Route, raw []byte, plugins *clusterPlugins) (ski
 	default:
 		r.Action = RouteActionUnsupported
 	}
-	if r.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+	if r.FilterOverrides, err = parseFilterOverrides(ctx, p.GetTypedPerFilterConfig()); err != nil {
 		return "", err
 	}
 	return "", nil
@@ -404,7 +404,7 @@ func perMillion(f *typev3.FractionalPercent) (uint32, error) {
 // is of no use to gRPC and why. Hash policies are checked first, so that a
 // route that is skipped and one that is not fail on the same bad policy, as
 // in gRPC.
-func (r *Route) setRouteAction(a *routev3.RouteAction, plugins *clusterPlugins) (skip string, err error) {
+func (r *Route) setRouteAction(ctx *DecodeContext, a *routev3.RouteAction, plugins *clusterPlugins) (skip string, err error) {
 	if r.HashPolicies, err = hashPolicies(a.GetHashPolicy()); err != nil {
 		return "", err
 	}
@@ -415,7 +415,7 @@ func (r *Route) setRouteAction(a *routev3.RouteAction, plugins *clusterPlugins) 
 		}
 		r.Cluster = cs.Cluster
 	case *routev3.RouteAction_WeightedClusters:
-		wcs, err := weightedClusters(cs.WeightedClusters.GetClusters())
+		wcs, err := weightedClusters(ctx, cs.WeightedClusters.GetClusters())
 		if err != nil {
 			return "", at("weighted_clusters", err)
 		}
@@ -458,7 +458,7 @@ func (r *Route) setRouteActionRest(a *routev3.RouteAction) error {
 	return nil
 }
 
-func weightedClusters(in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCluster, error) {
+func weightedClusters(ctx *DecodeContext, in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCluster, error) {
 	out := make([]WeightedCluster, 0, len(in))
 	var total uint64
 	for i, c := range in {
@@ -476,7 +476,7 @@ func weightedClusters(in []*routev3.WeightedCluster_ClusterWeight) ([]WeightedCl
 		if total > math.MaxUint32 {
 			return nil, fieldErrorf("clusters", "total weight exceeds %d", uint32(math.MaxUint32))
 		}
-		overrides, err := parseFilterOverrides(c.GetTypedPerFilterConfig())
+		overrides, err := parseFilterOverrides(ctx, c.GetTypedPerFilterConfig())
 		if err != nil {
 			return nil, at(index("clusters", i), err)
 		}

@@ -133,7 +133,7 @@ func (rc *RouteConfig) ClusterNames() []string {
 	return out
 }
 
-func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
+func decodeRouteConfig(ctx *DecodeContext, body *anypb.Any) (string, *RouteConfig, error) {
 	m := new(routev3.RouteConfiguration)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal RouteConfiguration: %v", err)
@@ -141,7 +141,7 @@ func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
 	if m.GetName() == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	rc, err := newRouteConfig(m, body.GetValue())
+	rc, err := newRouteConfig(ctx, m, body.GetValue())
 	if err != nil {
 		return m.GetName(), nil, err
 	}
@@ -151,12 +151,12 @@ func decodeRouteConfig(body *anypb.Any) (string, *RouteConfig, error) {
 // newRouteConfig validates a RouteConfiguration, either a resource of its
 // own or one inlined in a Listener; raw is m serialized, or nil for an
 // inlined one, which is then serialized here.
-func newRouteConfig(m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, error) {
+func newRouteConfig(ctx *DecodeContext, m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, error) {
 	if raw == nil {
 		raw = marshalOrNil(m)
 	}
 	rc := &RouteConfig{Name: m.GetName(), raw: raw}
-	plugins, err := newClusterPlugins(m.GetClusterSpecifierPlugins())
+	plugins, err := newClusterPlugins(ctx, m.GetClusterSpecifierPlugins())
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +164,7 @@ func newRouteConfig(m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, er
 	rc.VirtualHosts = make([]*VirtualHost, len(vhs))
 	vhBytes := fieldCursor{b: raw, num: vhostsField}
 	for i, p := range vhs {
-		vh, err := newVirtualHost(p, vhBytes.next(), plugins)
+		vh, err := newVirtualHost(ctx, p, vhBytes.next(), plugins)
 		if err != nil {
 			return nil, at(index("virtual_hosts", i), err)
 		}
@@ -177,7 +177,7 @@ func newRouteConfig(m *routev3.RouteConfiguration, raw []byte) (*RouteConfig, er
 // newVirtualHost validates a virtual host of a route configuration whose
 // cluster specifier plugins are plugins (nil for a virtual host that came
 // alone, over VHDS); raw is p serialized, nil if not at hand.
-func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins) (*VirtualHost, error) {
+func newVirtualHost(ctx *DecodeContext, p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins) (*VirtualHost, error) {
 	if p == nil {
 		return nil, errors.New("missing")
 	}
@@ -194,7 +194,7 @@ func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins)
 		return nil, fieldErrorf("domains", "must not be empty")
 	}
 	var err error
-	if vh.FilterOverrides, err = parseFilterOverrides(p.GetTypedPerFilterConfig()); err != nil {
+	if vh.FilterOverrides, err = parseFilterOverrides(ctx, p.GetTypedPerFilterConfig()); err != nil {
 		return nil, err
 	}
 	for i, d := range vh.Domains {
@@ -209,7 +209,7 @@ func newVirtualHost(p *routev3.VirtualHost, raw []byte, plugins *clusterPlugins)
 	routeBytes := fieldCursor{b: raw, num: routesField}
 	for i, rp := range routes {
 		r := &backing[i]
-		skip, err := r.init(rp, routeBytes.next(), plugins)
+		skip, err := r.init(ctx, rp, routeBytes.next(), plugins)
 		if err != nil {
 			return nil, at(index("routes", i), err)
 		}

@@ -83,7 +83,7 @@ func TestDecodeRouteConfigRules(t *testing.T) {
 }
 
 func TestDecodeRouteConfigGarbage(t *testing.T) {
-	_, _, err := RouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL, Value: []byte{0x12, 0x05}})
+	_, _, err := RouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: RouteConfigTypeURL, Value: []byte{0x12, 0x05}})
 	checkErr(t, err, "RouteConfiguration: unmarshal RouteConfiguration")
 }
 

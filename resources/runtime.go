@@ -131,7 +131,7 @@ func (r *Runtime) LookupString(key string) (string, bool) {
 	return "", false
 }
 
-func decodeRuntime(body *anypb.Any) (string, *Runtime, error) {
+func decodeRuntime(_ *DecodeContext, body *anypb.Any) (string, *Runtime, error) {
 	m := new(runtimev3.Runtime)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal Runtime: %v", err)

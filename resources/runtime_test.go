@@ -201,7 +201,7 @@ func TestRuntimeLookup(t *testing.T) {
 }
 
 func TestDecodeRuntimeGarbage(t *testing.T) {
-	_, _, err := RuntimeType.DecodeTyped(&anypb.Any{TypeUrl: RuntimeTypeURL, Value: []byte{0x12, 0x05}})
+	_, _, err := RuntimeType.DecodeTyped(nil, &anypb.Any{TypeUrl: RuntimeTypeURL, Value: []byte{0x12, 0x05}})
 	checkErr(t, err, "Runtime: unmarshal Runtime")
 	_, r, err := decodeMsg(RuntimeType, &runtimev3.Runtime{Name: "empty"})
 	if err != nil || r.Layer != nil || len(r.Keys()) != 0 {

@@ -61,7 +61,7 @@ func (s *ScopedRouteConfig) ResourceName() string {
 // Proto implements Resource; it returns Raw.
 func (s *ScopedRouteConfig) Proto() proto.Message { return s.Raw }
 
-func decodeScopedRouteConfig(body *anypb.Any) (string, *ScopedRouteConfig, error) {
+func decodeScopedRouteConfig(ctx *DecodeContext, body *anypb.Any) (string, *ScopedRouteConfig, error) {
 	m := new(routev3.ScopedRouteConfiguration)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal ScopedRouteConfiguration: %v", err)
@@ -71,7 +71,7 @@ func decodeScopedRouteConfig(body *anypb.Any) (string, *ScopedRouteConfig, error
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
 	s := &ScopedRouteConfig{Name: name, OnDemand: m.GetOnDemand(), Raw: m}
-	if err := s.init(m); err != nil {
+	if err := s.init(ctx, m); err != nil {
 		return name, nil, err
 	}
 	return name, s, nil
@@ -80,12 +80,12 @@ func decodeScopedRouteConfig(body *anypb.Any) (string, *ScopedRouteConfig, error
 // init checks the route configuration, named or inline but not both (Envoy
 // takes the name from SRDS and refuses it in inline scopes, so a scope with
 // both is ambiguous), and the key.
-func (s *ScopedRouteConfig) init(m *routev3.ScopedRouteConfiguration) error {
+func (s *ScopedRouteConfig) init(ctx *DecodeContext, m *routev3.ScopedRouteConfiguration) error {
 	switch inline := m.GetRouteConfiguration(); {
 	case inline != nil && m.GetRouteConfigurationName() != "":
 		return fieldErrorf("route_configuration", "set with route_configuration_name (want one of them)")
 	case inline != nil:
-		rc, err := newRouteConfig(inline, nil)
+		rc, err := newRouteConfig(ctx, inline, nil)
 		if err != nil {
 			return at("route_configuration", err)
 		}

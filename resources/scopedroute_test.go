@@ -111,8 +111,8 @@ func TestDecodeScopedRouteConfigValue(t *testing.T) {
 }
 
 func TestDecodeScopedRouteConfigGarbage(t *testing.T) {
-	_, _, err := ScopedRouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: ScopedRouteConfigTypeURL, Value: []byte{0x1a, 0x05}})
+	_, _, err := ScopedRouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: ScopedRouteConfigTypeURL, Value: []byte{0x1a, 0x05}})
 	checkErr(t, err, "ScopedRouteConfiguration: unmarshal ScopedRouteConfiguration")
-	_, _, err = ScopedRouteConfigType.DecodeTyped(&anypb.Any{TypeUrl: RouteConfigTypeURL})
+	_, _, err = ScopedRouteConfigType.DecodeTyped(nil, &anypb.Any{TypeUrl: RouteConfigTypeURL})
 	checkErr(t, err, `want "`+ScopedRouteConfigTypeURL+`"`)
 }

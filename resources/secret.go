@@ -184,7 +184,7 @@ func (s *Secret) Format(f fmt.State, _ rune) { io.WriteString(f, s.String()) }
 // LogValue implements slog.LogValuer with String.
 func (s *Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-func decodeSecret(body *anypb.Any) (string, *Secret, error) {
+func decodeSecret(_ *DecodeContext, body *anypb.Any) (string, *Secret, error) {
 	m := new(tlsv3.Secret)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal Secret: %v", err)

@@ -379,11 +379,11 @@ func TestSecretString(t *testing.T) {
 }
 
 func TestDecodeSecretGarbage(t *testing.T) {
-	name, _, err := SecretType.DecodeTyped(&anypb.Any{TypeUrl: SecretTypeURL, Value: []byte{0x0a, 0xff}})
+	name, _, err := SecretType.DecodeTyped(nil, &anypb.Any{TypeUrl: SecretTypeURL, Value: []byte{0x0a, 0xff}})
 	checkErr(t, err, "Secret: unmarshal Secret")
 	if name != "" {
 		t.Errorf("name = %q for unreadable bytes", name)
 	}
-	_, _, err = SecretType.DecodeTyped(&anypb.Any{TypeUrl: RuntimeTypeURL})
+	_, _, err = SecretType.DecodeTyped(nil, &anypb.Any{TypeUrl: RuntimeTypeURL})
 	checkErr(t, err, `want "`+SecretTypeURL+`"`)
 }

@@ -17,7 +17,9 @@ const maxSNILength = 255
 // (gRFC A29): where the certificates come from, named as certificate
 // provider instances of the bootstrap's certificate_providers, and how the
 // server's certificate is checked. It names instances only; resolving them
-// against a bootstrap is the job of whoever dials (package grpcxds).
+// against a bootstrap is the job of whoever dials (package grpcxds). A
+// resource decoded with a bootstrap in its DecodeContext names only
+// instances that bootstrap defines (gRFC A29).
 type SecurityConfig struct {
 	// RootInstance is the certificate provider instance whose roots verify
 	// the server's certificate, and RootCertName the certificate name

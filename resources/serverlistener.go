@@ -110,7 +110,7 @@ type FilterChainEntry struct {
 	Chain *FilterChain
 }
 
-func (l *Listener) setServerListener(m *listenerv3.Listener) error {
+func (l *Listener) setServerListener(ctx *DecodeContext, m *listenerv3.Listener) error {
 	if n := len(m.GetListenerFilters()); n != 0 {
 		return fieldErrorf("listener_filters", "not supported (%d present)", n)
 	}
@@ -123,13 +123,13 @@ func (l *Listener) setServerListener(m *listenerv3.Listener) error {
 	}
 	s := &ServerListener{Address: sa.GetAddress(), Port: sa.GetPortValue()}
 	if dfc := m.GetDefaultFilterChain(); dfc != nil {
-		fc, err := newFilterChain(dfc)
+		fc, err := newFilterChain(ctx, dfc)
 		if err != nil {
 			return at("default_filter_chain", err)
 		}
 		s.DefaultFilterChain = fc
 	}
-	if err := s.setFilterChains(m.GetFilterChains()); err != nil {
+	if err := s.setFilterChains(ctx, m.GetFilterChains()); err != nil {
 		return err
 	}
 	if len(s.FilterChains) == 0 && s.DefaultFilterChain == nil {
@@ -143,7 +143,7 @@ func (l *Listener) setServerListener(m *listenerv3.Listener) error {
 // it leaves out chains with match fields a gRPC server never matches, and
 // for a destination prefix that some chain matches with transport_protocol
 // raw_buffer, the chains with none (raw_buffer is more specific).
-func (s *ServerListener) setFilterChains(in []*listenerv3.FilterChain) error {
+func (s *ServerListener) setFilterChains(ctx *DecodeContext, in []*listenerv3.FilterChain) error {
 	type parsed struct {
 		fc    *FilterChain
 		proto *listenerv3.FilterChain
@@ -226,7 +226,7 @@ func (s *ServerListener) setFilterChains(in []*listenerv3.FilterChain) error {
 		if c.fc == nil {
 			continue
 		}
-		if err := c.fc.init(c.proto); err != nil {
+		if err := c.fc.init(ctx, c.proto); err != nil {
 			return at(index("filter_chains", c.at), err)
 		}
 		s.FilterChains = append(s.FilterChains, c.fc)
@@ -260,23 +260,26 @@ func prefixes(in []*corev3.CidrRange) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func newFilterChain(p *listenerv3.FilterChain) (*FilterChain, error) {
+func newFilterChain(ctx *DecodeContext, p *listenerv3.FilterChain) (*FilterChain, error) {
 	fc := &FilterChain{Name: p.GetName()}
-	if err := fc.init(p); err != nil {
+	if err := fc.init(ctx, p); err != nil {
 		return nil, err
 	}
 	return fc, nil
 }
 
 // init validates p's network filters and transport socket into fc.
-func (fc *FilterChain) init(p *listenerv3.FilterChain) error {
-	if err := fc.setFilters(p.GetFilters()); err != nil {
+func (fc *FilterChain) init(ctx *DecodeContext, p *listenerv3.FilterChain) error {
+	if err := fc.setFilters(ctx, p.GetFilters()); err != nil {
 		return err
 	}
 	if ts := p.GetTransportSocket(); ts != nil {
 		tls, sc, err := downstreamTLS(ts)
 		if err != nil {
 			return at("transport_socket", err)
+		}
+		if err := ctx.checkCertificateProviders(sc); err != nil {
+			return at("transport_socket.typed_config.common_tls_context", err)
 		}
 		fc.TLS, fc.Security, fc.RequireClientCert = tls, sc, tls.GetRequireClientCertificate().GetValue()
 	}
@@ -286,7 +289,7 @@ func (fc *FilterChain) init(p *listenerv3.FilterChain) error {
 // setFilters validates the network filters as gRPC does (gRFC A36): named,
 // unique, each an HttpConnectionManager whose HTTP filters are valid for a
 // server; the first one is the one used, the others only validated.
-func (fc *FilterChain) setFilters(in []*listenerv3.Filter) error {
+func (fc *FilterChain) setFilters(ctx *DecodeContext, in []*listenerv3.Filter) error {
 	seen := make(map[string]bool, len(in))
 	found := false
 	for i, f := range in {
@@ -310,7 +313,7 @@ func (fc *FilterChain) setFilters(in []*listenerv3.Filter) error {
 		if err := proto.Unmarshal(tc.GetValue(), hcm); err != nil {
 			return fieldErrorf(path+".typed_config", "unmarshal HttpConnectionManager: %v", err)
 		}
-		filters, err := parseHTTPFilters(hcm.GetHttpFilters(), true)
+		filters, err := parseHTTPFilters(ctx, hcm.GetHttpFilters(), true)
 		if err != nil {
 			return at(path+".typed_config", err)
 		}
@@ -318,7 +321,7 @@ func (fc *FilterChain) setFilters(in []*listenerv3.Filter) error {
 			continue
 		}
 		found = true
-		if err := fc.setHCM(hcm, filters); err != nil {
+		if err := fc.setHCM(ctx, hcm, filters); err != nil {
 			return at(path+".typed_config", err)
 		}
 	}
@@ -328,7 +331,7 @@ func (fc *FilterChain) setFilters(in []*listenerv3.Filter) error {
 	return nil
 }
 
-func (fc *FilterChain) setHCM(hcm *hcmv3.HttpConnectionManager, filters []HTTPFilter) error {
+func (fc *FilterChain) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManager, filters []HTTPFilter) error {
 	// gRFC A41: RBAC sees the peer's own address, so nothing may derive
 	// another one from headers.
 	if hcm.GetXffNumTrustedHops() != 0 {
@@ -348,7 +351,7 @@ func (fc *FilterChain) setHCM(hcm *hcmv3.HttpConnectionManager, filters []HTTPFi
 		}
 		fc.RouteConfigName = rs.Rds.GetRouteConfigName()
 	case *hcmv3.HttpConnectionManager_RouteConfig:
-		rc, err := newRouteConfig(rs.RouteConfig, nil)
+		rc, err := newRouteConfig(ctx, rs.RouteConfig, nil)
 		if err != nil {
 			return at("route_config", err)
 		}

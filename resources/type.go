@@ -37,16 +37,27 @@ type AnyType interface {
 	// delta protocol (VHDS).
 	DeltaOnly() bool
 	// Decode decodes and validates one resource body (already unwrapped
-	// from discovery.v3.Resource; see Unwrap). It returns the resource name
-	// whenever it can be read, even if validation fails, so that the error
-	// can be attributed to the right resource.
-	Decode(body *anypb.Any) (name string, value Resource, err error)
+	// from discovery.v3.Resource; see Unwrap), received in ctx (which may
+	// be nil: see DecodeContext). It returns the resource name whenever it
+	// can be read, even if validation fails, so that the error can be
+	// attributed to the right resource.
+	Decode(ctx *DecodeContext, body *anypb.Any) (name string, value Resource, err error)
 }
 
 // DecodeFunc decodes and validates the bytes of one resource of a type
 // whose Go value is T. On failure it returns the resource's name if the
 // bytes were readable enough to learn it, so the error reaches the right
 // watchers; an empty name makes the error apply to the whole response.
+//
+// ctx says where the resource came from: the server that sent it, the
+// client's bootstrap and registry. It is never nil (a Type passes the zero
+// DecodeContext for a nil one), and a decoder whose rules do not depend on
+// the source simply ignores it:
+//
+//	Decode: func(_ *resources.DecodeContext, b *anypb.Any) (string, *Mine, error) { return decodeMine(b) },
+//
+// A decoded value that depends on ctx (a Cluster's LRSServer) is decoded
+// again when the same bytes come from another server.
 //
 // A client.Client runs it with its lock held: it decodes each resource of
 // a response as it applies the response to its cache, which lets it skip
@@ -56,7 +67,7 @@ type AnyType interface {
 // that deadlocks), should not block (every watch, response and timer of
 // that client waits meanwhile), and must be safe for concurrent use, since
 // several clients may share a type.
-type DecodeFunc[T Resource] func(body *anypb.Any) (name string, value T, err error)
+type DecodeFunc[T Resource] func(ctx *DecodeContext, body *anypb.Any) (name string, value T, err error)
 
 // TypeOptions describe a resource type to NewType.
 type TypeOptions[T Resource] struct {
@@ -123,23 +134,31 @@ func (t *Type[T]) DeltaOnly() bool { return t.deltaOnly }
 
 // Decode implements AnyType. A body whose type URL is not this type's is
 // rejected before the decoder sees it.
-func (t *Type[T]) Decode(body *anypb.Any) (string, Resource, error) {
-	name, v, err := t.DecodeTyped(body)
+func (t *Type[T]) Decode(ctx *DecodeContext, body *anypb.Any) (string, Resource, error) {
+	name, v, err := t.DecodeTyped(ctx, body)
 	if err != nil {
 		return name, nil, err
 	}
 	return name, v, nil
 }
 
-// DecodeTyped is Decode returning the Go value type.
-func (t *Type[T]) DecodeTyped(body *anypb.Any) (name string, value T, err error) {
+// noContext is what a decoder gets for a nil *DecodeContext. Decoders
+// must not modify it.
+var noContext DecodeContext
+
+// DecodeTyped is Decode returning the Go value type. ctx may be nil: a
+// resource decoded outside a client (see DecodeContext).
+func (t *Type[T]) DecodeTyped(ctx *DecodeContext, body *anypb.Any) (name string, value T, err error) {
+	if ctx == nil {
+		ctx = &noContext
+	}
 	if body == nil {
 		return "", value, errors.New("empty resource body")
 	}
 	if body.GetTypeUrl() != t.url {
 		return "", value, fmt.Errorf("resource has type_url %q, want %q", body.GetTypeUrl(), t.url)
 	}
-	name, value, err = t.decode(body)
+	name, value, err = t.decode(ctx, body)
 	if err != nil {
 		if name != "" {
 			return name, value, fmt.Errorf("%s %q: %w", t.name, name, err)

@@ -74,7 +74,7 @@ func decodeClusterJSON(t *testing.T, js string) *resources.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, c, err := resources.ClusterType.DecodeTyped(body)
+	_, c, err := resources.ClusterType.DecodeTyped(nil, body)
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}

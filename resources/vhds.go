@@ -64,7 +64,7 @@ func (v *VirtualHostResource) RouteConfigName() string {
 
 // decodeVirtualHost requires the name that a virtual host inside a route
 // configuration may leave out: here it is the resource name.
-func decodeVirtualHost(body *anypb.Any) (string, *VirtualHostResource, error) {
+func decodeVirtualHost(ctx *DecodeContext, body *anypb.Any) (string, *VirtualHostResource, error) {
 	m := new(routev3.VirtualHost)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
 		return "", nil, fmt.Errorf("unmarshal VirtualHost: %v", err)
@@ -73,7 +73,7 @@ func decodeVirtualHost(body *anypb.Any) (string, *VirtualHostResource, error) {
 	if name == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	vh, err := newVirtualHost(m, body.GetValue(), nil)
+	vh, err := newVirtualHost(ctx, m, body.GetValue(), nil)
 	if err != nil {
 		return name, nil, err
 	}

@@ -113,6 +113,6 @@ func TestVirtualHostResourceValue(t *testing.T) {
 }
 
 func TestDecodeVirtualHostGarbage(t *testing.T) {
-	_, _, err := VirtualHostType.DecodeTyped(&anypb.Any{TypeUrl: VirtualHostTypeURL, Value: []byte{0x12, 0x05}})
+	_, _, err := VirtualHostType.DecodeTyped(nil, &anypb.Any{TypeUrl: VirtualHostTypeURL, Value: []byte{0x12, 0x05}})
 	checkErr(t, err, "VirtualHost: unmarshal VirtualHost")
 }

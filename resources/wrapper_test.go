@@ -86,7 +86,7 @@ func TestUnwrapThenDecode(t *testing.T) {
 	if !ok {
 		t.Fatalf("no type for %s", env.Body.GetTypeUrl())
 	}
-	name, v, err := typ.Decode(env.Body)
+	name, v, err := typ.Decode(nil, env.Body)
 	if err != nil || name != env.Name || v.(*Cluster).EDSServiceName() != "svc" {
 		t.Errorf("Decode = %q, %v, %v", name, v, err)
 	}

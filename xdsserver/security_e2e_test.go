@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,15 +163,29 @@ func TestTLSWithoutClientCertificates(t *testing.T) {
 	refused(t, e.ctx, "plaintext client", e.dial())
 }
 
-func TestUnknownCertificateProviderRefusesConnections(t *testing.T) {
+// A Listener naming a certificate provider instance the bootstrap does not
+// define is NACKed (gRFC A29): the server is not serving, and says why in
+// grpc-go's words; neither TLS nor plaintext is served, never a silent
+// downgrade. The Listener naming the instance the bootstrap has is served.
+func TestUnknownCertificateProviderIsNotServed(t *testing.T) {
 	e := newTLSEnv(t)
 	lis := e.serverListener(nil, serverRoutes())
 	downstreamTLS(lis, "no-such-instance", false, false)
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
-	e.waitMode(xdsserver.ServingModeServing)
-	// Never a silent downgrade: neither TLS nor plaintext is served.
+	const want = `identity certificate provider instance name "no-such-instance" missing in bootstrap configuration`
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), want) {
+		t.Errorf("not serving because %v, want %q", got.Err, want)
+	}
 	refused(t, e.ctx, "TLS client", e.dialTLS(false, nil))
 	refused(t, e.ctx, "plaintext client", e.dial())
+
+	lis = e.serverListener(nil, serverRoutes())
+	downstreamTLS(lis, "server-id", false, false)
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
+	e.waitMode(xdsserver.ServingModeServing)
+	if err := call(e.ctx, e.dialTLS(false, nil), sayHello); err != nil {
+		t.Errorf("TLS client, instance defined: %v", err)
+	}
 }
 
 func TestRotatedServerCertificateIsUsed(t *testing.T) {

@@ -296,9 +296,9 @@ func countingTypes(decodes *atomic.Int64) []resources.AnyType {
 		TypeName:                   resources.ClusterType.TypeName(),
 		AllResourcesRequiredInSotW: resources.ClusterType.AllResourcesRequiredInSotW(),
 		SupportsWildcard:           resources.ClusterType.SupportsWildcard(),
-		Decode: func(body *anypb.Any) (string, *resources.Cluster, error) {
+		Decode: func(ctx *resources.DecodeContext, body *anypb.Any) (string, *resources.Cluster, error) {
 			decodes.Add(1)
-			return resources.ClusterType.DecodeTyped(body)
+			return resources.ClusterType.DecodeTyped(ctx, body)
 		},
 	})
 	var out []resources.AnyType

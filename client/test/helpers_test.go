@@ -146,6 +146,10 @@ type config struct {
 	clock *testutils.FakeClock
 	// logger, if set, replaces testLogger().
 	logger *slog.Logger
+	// certProviders are the bootstrap's certificate_providers.
+	certProviders map[string]bootstrap.CertificateProvider
+	// registry, if set, is the client's Options.Registry.
+	registry *resources.Registry
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
@@ -167,6 +171,7 @@ func newClient(t *testing.T, addr string, p protocol, cfg config) *client.Client
 	if cfg.logger != nil {
 		opts.Logger = cfg.logger
 	}
+	opts.Registry = cfg.registry
 	c, err := client.New(b, opts)
 	if err != nil {
 		t.Fatalf("client.New: %v", err)
@@ -198,7 +203,12 @@ func bootstrapFor(addr string, p protocol, cfg config) (*bootstrap.Config, error
 			Servers: []testutils.BootstrapServer{{URI: addr, APIType: p.apiType}},
 		}
 	}
-	return bootstrap.Parse(testutils.BootstrapJSON(opts))
+	b, err := bootstrap.Parse(testutils.BootstrapJSON(opts))
+	if err == nil && cfg.certProviders != nil {
+		b.CertificateProviders = cfg.certProviders
+		err = b.Validate()
+	}
+	return b, err
 }
 
 // testLogger logs the client to stderr when XDS_TEST_LOG is set, for

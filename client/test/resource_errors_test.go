@@ -189,34 +189,40 @@ func TestServerErrorFailOnDataErrors(t *testing.T) {
 	})
 }
 
-// resource_timer_is_transient_failure: the timer runs twice the configured
-// expiry, and its expiry is a resource error saying the server is slow
-// (ErrServerUnavailable), not that the resource does not exist; the dump
-// says TIMEOUT.
+// gRFC A88's resource timer feature (resource_timer_is_transient_error,
+// or grpc-java's resource_timer_is_transient_failure): the timer runs twice
+// the configured expiry, and its expiry is a resource error saying the
+// server is slow (ErrServerUnavailable), not that the resource does not
+// exist; the dump says TIMEOUT.
 func TestResourceTimerIsTransientFailure(t *testing.T) {
 	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
 		t.Parallel()
-		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
-		e, w := listenerEnv(t, p, config{expiry: expiry, clock: clk, features: []string{bootstrap.FeatureResourceTimerIsTransientFailure}})
-		waitTimers(t, clk, 1)
-		clk.Advance(2*expiry - time.Nanosecond)
-		barrier(t, e.c)
-		w.none(t)
-		clk.Advance(time.Nanosecond)
-		ev := w.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
-		if errors.Is(ev.err, client.ErrResourceNotFound) {
-			t.Fatalf("%v matches ErrResourceNotFound, want a transient error", ev.err)
-		}
-		if st, _ := status(e.c, ldsURL, "L1"); st.Status != client.StatusTimeout || st.Err == nil {
-			t.Fatalf("dump %+v, want TIMEOUT with its error", st)
-		}
-		wantCacheState(t, e.c, "timeout")
-		late := newRecorder[*resources.Listener]()
-		client.WatchListener(e.c, "L1", late)
-		late.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
+		for _, feature := range []string{bootstrap.FeatureResourceTimerIsTransientError, bootstrap.FeatureResourceTimerIsTransientFailure} {
+			t.Run(feature, func(t *testing.T) {
+				t.Parallel()
+				clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
+				e, w := listenerEnv(t, p, config{expiry: expiry, clock: clk, features: []string{feature}})
+				waitTimers(t, clk, 1)
+				clk.Advance(2*expiry - time.Nanosecond)
+				barrier(t, e.c)
+				w.none(t)
+				clk.Advance(time.Nanosecond)
+				ev := w.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
+				if errors.Is(ev.err, client.ErrResourceNotFound) {
+					t.Fatalf("%v matches ErrResourceNotFound, want a transient error", ev.err)
+				}
+				if st, _ := status(e.c, ldsURL, "L1"); st.Status != client.StatusTimeout || st.Err == nil {
+					t.Fatalf("dump %+v, want TIMEOUT with its error", st)
+				}
+				wantCacheState(t, e.c, "timeout")
+				late := newRecorder[*resources.Listener]()
+				client.WatchListener(e.c, "L1", late)
+				late.wantError(t, "resource-error", client.ErrServerUnavailable, "L1")
 
-		e.respondWithErrors(p, "1", []string{"L1"})
-		w.wantUpdate(t, "L1")
+				e.respondWithErrors(p, "1", []string{"L1"})
+				w.wantUpdate(t, "L1")
+			})
+		}
 	})
 }
 

@@ -74,7 +74,7 @@ const customURL = "type.googleapis.com/google.protobuf.StringValue"
 // customType decodes StringValues, named by their value.
 var customType = resources.NewType(resources.TypeOptions[*customValue]{
 	TypeURL: customURL,
-	Decode: func(a *anypb.Any) (string, *customValue, error) {
+	Decode: func(_ *resources.DecodeContext, a *anypb.Any) (string, *customValue, error) {
 		var v wrapperspb.StringValue
 		if err := a.UnmarshalTo(&v); err != nil {
 			return "", nil, err

@@ -212,7 +212,7 @@ func resourceName(typ resources.AnyType, a *anypb.Any) (string, error) {
 	if env.Body.GetTypeUrl() != typ.TypeURL() {
 		return "", fmt.Errorf("type_url %q in a response for %s", env.Body.GetTypeUrl(), typ.TypeURL())
 	}
-	name, _, err := typ.Decode(env.Body)
+	name, _, err := typ.Decode(nil, env.Body) // only the name: the client judges it
 	if name == "" && err == nil {
 		err = errors.New("the resource has no name")
 	}

@@ -57,7 +57,7 @@ func decodeListener(m *listenerv3.Listener) (*resources.Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	_, l, err := resources.ListenerType.DecodeTyped(&anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
+	_, l, err := resources.ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
 	return l, err
 }
 
@@ -127,7 +127,7 @@ func TestFindFilterChain(t *testing.T) {
 // connection meets.
 func FuzzFindFilterChain(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, local, remote string) {
-		_, l, err := resources.ListenerType.DecodeTyped(&anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
+		_, l, err := resources.ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
 		if err != nil || l.Server == nil {
 			return
 		}

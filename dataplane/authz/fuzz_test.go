@@ -22,7 +22,7 @@ func TestFuzzSeedsDecode(t *testing.T) {
 	}
 	decoders := map[string]func([]byte) error{
 		"FuzzFindFilterChain": func(b []byte) error {
-			_, l, err := resources.ListenerType.DecodeTyped(&anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
+			_, l, err := resources.ListenerType.DecodeTyped(nil, &anypb.Any{TypeUrl: resources.ListenerTypeURL, Value: b})
 			if err == nil && l.Server == nil {
 				t.Error("not a server Listener")
 			}

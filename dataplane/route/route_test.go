@@ -129,7 +129,7 @@ func routeOf(t *testing.T, r *routev3.Route) *resources.Route {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rc, err := resources.RouteConfigType.DecodeTyped(a)
+	_, rc, err := resources.RouteConfigType.DecodeTyped(nil, a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,7 +100,7 @@ func securityOf(t *testing.T, u *tlsv3.UpstreamTlsContext) *resources.SecurityCo
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, v, err := resources.ClusterType.DecodeTyped(body)
+	_, v, err := resources.ClusterType.DecodeTyped(nil, body)
 	if err != nil {
 		t.Fatal(err)
 	}

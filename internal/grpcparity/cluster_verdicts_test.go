@@ -141,7 +141,7 @@ func TestClusterVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.ClusterType.DecodeTyped(toAny(tt.c))
+			_, _, err := resources.ClusterType.DecodeTyped(nil, toAny(tt.c))
 			nack := grpcGoClusterVerdict(t, tt.c)
 			if tt.differs != "" {
 				if (err != nil) == (nack != "") {

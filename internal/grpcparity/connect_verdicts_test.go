@@ -80,7 +80,7 @@ func testHTTPConnectClusterVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.ClusterType.DecodeTyped(toAny(tt.c))
+			_, _, err := resources.ClusterType.DecodeTyped(nil, toAny(tt.c))
 			nack := grpcGoClusterVerdict(t, tt.c)
 			t.Logf("goxds %v; grpc-go %q", err, nack)
 			if tt.differs != "" {
@@ -125,7 +125,7 @@ func testHTTPConnectEndpointVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.EndpointsType.DecodeTyped(toAny(tt.cla))
+			_, _, err := resources.EndpointsType.DecodeTyped(nil, toAny(tt.cla))
 			nack := grpcGoEndpointsVerdict(t, proxied("envoy.transport_sockets.http_11_proxy", nil), tt.cla)
 			t.Logf("goxds %v; grpc-go %q", err, nack)
 			compare(t, err, nack)

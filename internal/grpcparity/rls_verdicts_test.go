@@ -76,7 +76,7 @@ func TestRLSPluginVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.RouteConfigType.DecodeTyped(toAny(tt.rc))
+			_, _, err := resources.RouteConfigType.DecodeTyped(nil, toAny(tt.rc))
 			ldsNACK, rdsNACK := grpcGoVerdicts(t, listener(router()), tt.rc)
 			if ldsNACK != "" {
 				t.Fatalf("grpc-go rejected the listener: %s", ldsNACK)

@@ -166,7 +166,7 @@ func TestServerListenerVerdicts(t *testing.T) {
 				DefaultFilterChain: tt.dflt,
 			}
 			grpcNACK := grpcGoServerVerdict(t, lis)
-			_, _, err := resources.ListenerType.DecodeTyped(toAny(lis))
+			_, _, err := resources.ListenerType.DecodeTyped(nil, toAny(lis))
 			t.Logf("goxds %v; grpc-go %q", err, grpcNACK)
 			compare(t, err, grpcNACK)
 		})

@@ -152,7 +152,7 @@ func TestListenerVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.ListenerType.DecodeTyped(toAny(tt.lis))
+			_, _, err := resources.ListenerType.DecodeTyped(nil, toAny(tt.lis))
 			grpcNACK, _ := grpcGoVerdicts(t, tt.lis, nil)
 			t.Logf("goxds %v; grpc-go %q", err, grpcNACK)
 			compare(t, err, grpcNACK)
@@ -232,7 +232,7 @@ func TestRouteConfigVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.RouteConfigType.DecodeTyped(toAny(tt.rc))
+			_, _, err := resources.RouteConfigType.DecodeTyped(nil, toAny(tt.rc))
 			ldsNACK, rdsNACK := grpcGoVerdicts(t, listener(router()), tt.rc)
 			if ldsNACK != "" {
 				t.Fatalf("grpc-go rejected the listener: %s", ldsNACK)

@@ -17,7 +17,7 @@ const module = "github.com/goxds/xds"
 // the library alone, as a user's program would be.
 var allowed = map[string][]string{
 	"bootstrap": {},
-	"resources": {},
+	"resources": {"bootstrap"}, // a decoder's context: the sending server's config, the bootstrap
 	"transport": {"bootstrap"},
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
