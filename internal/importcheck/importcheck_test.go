@@ -19,8 +19,9 @@ var allowed = map[string][]string{
 	"transport": {"bootstrap"},
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
-	"grpcxds":   {"watchers", "client", "resources", "bootstrap"},
-	"xdsserver": {"watchers", "client", "resources", "bootstrap"},
+	"dataplane": {"watchers", "client", "resources", "bootstrap"}, // transport-neutral: see TestDataPlaneImportsNoTransport
+	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap"},
+	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"testutils": nil,        // anything
 	"example":   nil,
