@@ -129,5 +129,11 @@ func endpointState(s connectivity.State) endpoint.State {
 // picker are chosen again.
 func (cl *clusterLB) EndpointChanged(*endpoint.Endpoint) { cl.b.dirty[cl] = struct{}{} }
 
-// sc is the SubConn of a picked endpoint's connection.
-func sc(c endpoint.Conn) balancer.SubConn { return c.(*subConn).SubConn }
+// sc is the SubConn of a picked endpoint's connection; nil for none (a
+// ready endpoint always has one).
+func sc(c endpoint.Conn) balancer.SubConn {
+	if s, _ := c.(*subConn); s != nil {
+		return s.SubConn
+	}
+	return nil
+}

@@ -108,7 +108,7 @@ func (p *Pool) Release(ep *Endpoint) {
 // still report before its shutdown. A connection gone idle while wanted
 // is connected again.
 func (p *Pool) SetState(ep *Endpoint, conn Conn, s State, err error) bool {
-	if ep.removed || ep.conn != conn {
+	if ep.removed || conn == nil || ep.conn != conn {
 		return false
 	}
 	oldState, oldErr := ep.state, ep.err

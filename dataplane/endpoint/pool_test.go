@@ -190,6 +190,9 @@ func TestReleaseKeepsEndpoint(t *testing.T) {
 	if p.SetState(ep, old, Ready, nil) || ep.State() != Idle {
 		t.Errorf("a released connection's report was taken: state %v", ep.State())
 	}
+	if p.SetState(ep, nil, Ready, nil) || ep.State() != Idle {
+		t.Errorf("a report of no connection was taken for an endpoint with none: state %v", ep.State())
+	}
 	p.Want(ep)
 	if len(d.made) != 2 || ep.Conn() != d.made[1] {
 		t.Errorf("wanted after release: %d conns made, want a second", len(d.made))
