@@ -96,6 +96,12 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 	if ll != nil {
 		ll.CallStarted()
 	}
+	// The closure keeps one pointer for least_request's count, not the
+	// whole Picked: it is allocated per RPC, and stays in a 48 B class.
+	var finish *endpoint.Endpoint
+	if picked.Counted {
+		finish = picked.Endpoint
+	}
 	res := balancer.PickResult{SubConn: sc(picked.Conn)}
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
@@ -108,8 +114,8 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 				p.metrics.record(ll, r)
 			}
 		}
-		if picked.Counted {
-			picked.Endpoint.CallFinished()
+		if finish != nil {
+			finish.CallFinished()
 		}
 	}
 	return res, nil
