@@ -218,7 +218,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		for name := range roots {
 			cl := b.clusters[name]
 			if cl == nil {
-				cl = newClusterLB(b, name)
+				cl = newClusterLB(name)
 				// A cluster an RLS policy routes to was named by a lookup
 				// made for an RPC: it connects at once.
 				cl.idle = b.connectOnFirstRPC && b.rls.targets[name] == nil

@@ -65,7 +65,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		dirty:           make(map[*clusterLB]struct{}),
 		changes:         make(map[string]clusterPicker),
 	}
-	b.pool = endpoint.NewPool(b)
+	b.pool = endpoint.NewPool(b, b.endpointChanged)
 	return b
 }
 

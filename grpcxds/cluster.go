@@ -24,8 +24,6 @@ import (
 // on. A LOGICAL_DNS leaf is one priority of one endpoint. Guarded by
 // xdsBalancer.mu.
 type clusterLB struct {
-	// b is the balancer, whose dirty set EndpointChanged marks cl in.
-	b    *xdsBalancer
 	name string
 	// inputs are the ClusterConfigs the priorities were built from: the
 	// cluster's, then each leaf's. The snapshot keeps the pointer of an
@@ -106,15 +104,21 @@ type priority struct {
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
-	// outlier is the leaf's outlier detection, nil if none; od runs it
-	// (attachOutliersLocked).
+	// outlier is the leaf's outlier detection, nil if none; its
+	// detector (attachOutliersLocked) is lb.Ejected, which od returns.
+	// (One field for both: a pointer more took priority past a Go size
+	// class, 16 B a priority.)
 	outlier *outlierConfig
-	od      *outlierDetector
 }
 
-func newClusterLB(b *xdsBalancer, name string) *clusterLB {
+// od returns p's outlier detector, nil without outlier detection.
+func (p *priority) od() *outlierDetector {
+	d, _ := p.lb.Ejected.(*outlierDetector)
+	return d
+}
+
+func newClusterLB(name string) *clusterLB {
 	return &clusterLB{
-		b:       b,
 		name:    name,
 		state:   connectivity.Connecting,
 		picker:  queuePicker{},
@@ -482,12 +486,13 @@ func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.S
 	}
 	state := connectivity.TransientFailure
 	err := errors.New("no healthy endpoints")
+	od := p.od()
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {
 			c := e.Endpoint
 			wanted[c] = struct{}{}
 			switch {
-			case p.od.ejected(c):
+			case od.ejected(c):
 				err = errEjected
 			case c.State() == endpoint.Ready:
 				state = connectivity.Ready

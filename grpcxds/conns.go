@@ -125,9 +125,11 @@ func endpointState(s connectivity.State) endpoint.State {
 	return endpoint.Idle
 }
 
-// EndpointChanged implements endpoint.User: the cluster's priority and
-// picker are chosen again.
-func (cl *clusterLB) EndpointChanged(*endpoint.Endpoint) { cl.b.dirty[cl] = struct{}{} }
+// endpointChanged is the pool's changed: the cluster (the user, a
+// *clusterLB) chooses its priority and picker again.
+func (b *xdsBalancer) endpointChanged(u endpoint.User, _ *endpoint.Endpoint) {
+	b.dirty[u.(*clusterLB)] = struct{}{}
+}
 
 // sc is the SubConn of a picked endpoint's connection; nil for none (a
 // ready endpoint always has one).

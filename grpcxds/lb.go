@@ -129,7 +129,7 @@ func (p *priority) picker(state connectivity.State) clusterPicker {
 	if state != connectivity.Ready {
 		return pp
 	}
-	pp.outcomes = p.od.counters()
+	pp.outcomes = p.od().counters()
 	pp.locs = p.localityLoads()
 	pp.inner = p.lb.Picker()
 	return pp

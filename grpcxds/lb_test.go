@@ -44,7 +44,7 @@ func (fakeDialer) Dropped(*endpoint.Endpoint) {}
 func prio(state connectivity.State, localities ...[]uint32) *priority {
 	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(atomic.Int64),
 		lb: lbpolicy.Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}}
-	pool := endpoint.NewPool(fakeDialer{})
+	pool := endpoint.NewPool(fakeDialer{}, nil)
 	n := 0
 	for i, eps := range localities {
 		l := lbpolicy.Locality{Weight: uint32(i + 1)}

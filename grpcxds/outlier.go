@@ -173,7 +173,6 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 			cl.outliers = make(map[odKey]*outlierDetector)
 		}
 		cl.outliers[key] = d
-		p.od = d
 		p.lb.Ejected = d
 		if d.timer == nil {
 			b.startIntervalLocked(cl, d, d.cfg.interval)

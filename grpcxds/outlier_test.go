@@ -57,7 +57,6 @@ func detector(p *priority, cfg outlierConfig) (*outlierDetector, *fakeClock) {
 	clk := &fakeClock{now: time.Unix(1000, 0)}
 	d := &outlierDetector{clock: clk}
 	d.update(cfg, p)
-	p.od = d
 	p.lb.Ejected = d
 	return d, clk
 }

@@ -15,7 +15,7 @@ func TestPickerMap(t *testing.T) {
 	t.Parallel()
 	clusters := make(map[string]*clusterLB)
 	for i := range 1000 {
-		cl := newClusterLB(nil, fmt.Sprint("c", i))
+		cl := newClusterLB(fmt.Sprint("c", i))
 		clusters[cl.name] = cl
 	}
 	m := newPickerMap(clusters)

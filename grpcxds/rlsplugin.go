@@ -192,7 +192,7 @@ func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
 		}
 		b.rls.roots[cluster] = struct{}{}
 		if cl := b.clusters[cluster]; cl == nil {
-			cl = newClusterLB(b, cluster)
+			cl = newClusterLB(cluster)
 			b.clusters[cluster] = cl
 			b.refreshClusterLocked(cl, false)
 		} else {

@@ -48,7 +48,7 @@
 // balancer's mu), and every method needs that lock held, but the
 // endpoints' in-flight counts, which pickers change without it. A change
 // of an endpoint's state must mark its users for a new picker in the same
-// critical section that applies it ([User.EndpointChanged] is called
+// critical section that applies it ([NewPool]'s changed is called
 // there), and the users are the owner's state under that lock; a lock of
 // the pool's, taken inside the owner's on every acquire (tens of
 // thousands per configuration) and by every transport state report,

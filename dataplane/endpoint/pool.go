@@ -18,7 +18,9 @@ import "strings"
 // pool: they keep what they were built with.
 type Pool struct {
 	dialer Dialer
-	eps    map[string]*Endpoint
+	// changed is told of each user of an endpoint whose state changed.
+	changed func(u User, ep *Endpoint)
+	eps     map[string]*Endpoint
 	// orphans are the endpoints that lost their last user since the last
 	// Prune. Looking at every endpoint instead made each update, state
 	// change and failover cost every endpoint (most of their cost at
@@ -26,9 +28,12 @@ type Pool struct {
 	orphans map[*Endpoint]struct{}
 }
 
-// NewPool returns an empty pool whose connections d makes.
-func NewPool(d Dialer) *Pool {
-	return &Pool{dialer: d, eps: make(map[string]*Endpoint), orphans: make(map[*Endpoint]struct{})}
+// NewPool returns an empty pool whose connections d makes. changed is
+// called, under the owner's lock, for each user of an endpoint whose
+// state or error changed (for the owner to build that user's picker
+// again; nil: no one is told); it must not call back into the pool.
+func NewPool(d Dialer, changed func(u User, ep *Endpoint)) *Pool {
+	return &Pool{dialer: d, changed: changed, eps: make(map[string]*Endpoint), orphans: make(map[*Endpoint]struct{})}
 }
 
 // Get returns the endpoint of addrs and extra (the rest of the key, opaque
@@ -74,7 +79,7 @@ func (p *Pool) Want(ep *Endpoint) {
 		c, err := p.dialer.NewConn(ep)
 		if err != nil {
 			ep.state, ep.err = TransientFailure, err
-			p.changed(ep)
+			p.tell(ep)
 			return
 		}
 		ep.conn = c
@@ -98,7 +103,7 @@ func (p *Pool) Release(ep *Endpoint) {
 	ep.conn.Shutdown()
 	ep.conn = nil
 	ep.raw, ep.state, ep.err = Idle, Idle, nil
-	p.changed(ep)
+	p.tell(ep)
 }
 
 // SetState is the transport's report that conn, ep's connection, is in
@@ -131,14 +136,16 @@ func (p *Pool) SetState(ep *Endpoint, conn Conn, s State, err error) bool {
 		}
 	}
 	if ep.state != oldState || ep.err != oldErr {
-		p.changed(ep)
+		p.tell(ep)
 	}
 	return true
 }
 
-// changed tells ep's users that its state changed.
-func (p *Pool) changed(ep *Endpoint) {
-	ep.users.each(func(u User) { u.EndpointChanged(ep) })
+// tell tells ep's users that its state changed.
+func (p *Pool) tell(ep *Endpoint) {
+	if p.changed != nil {
+		ep.users.each(func(u User) { p.changed(u, ep) })
+	}
 }
 
 // Prune drops the orphans no user took again since they lost their last

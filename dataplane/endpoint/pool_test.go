@@ -39,12 +39,13 @@ type user struct {
 	changes int
 }
 
-func (u *user) EndpointChanged(*Endpoint) { u.changes++ }
+// told is the pools' changed: it counts the change on the user.
+func told(u User, _ *Endpoint) { u.(*user).changes++ }
 
 // Endpoints are shared by key: the same addresses and extra part give the
 // same endpoint, created once.
 func TestPoolSharesEndpointsByKey(t *testing.T) {
-	p := NewPool(&fakeDialer{})
+	p := NewPool(&fakeDialer{}, told)
 	a, isNew := p.Get([]string{"10.0.0.1:80", "[::1]:80"}, "")
 	if !isNew || a.Key() != "10.0.0.1:80,[::1]:80" || a.State() != Idle || a.Conn() != nil {
 		t.Fatalf("new endpoint: new %v, key %q, state %v, conn %v", isNew, a.Key(), a.State(), a.Conn())
@@ -65,7 +66,7 @@ func TestPoolSharesEndpointsByKey(t *testing.T) {
 // it only while it is idle; Unwant keeps it.
 func TestWantConnects(t *testing.T) {
 	d := &fakeDialer{}
-	p := NewPool(d)
+	p := NewPool(d, told)
 	ep, _ := p.Get([]string{"a"}, "")
 	p.Want(ep)
 	if len(d.made) != 1 || d.made[0].connects != 1 || ep.Wanted() != 1 {
@@ -88,7 +89,7 @@ func TestWantConnects(t *testing.T) {
 // wanted, not after.
 func TestIdleWhileWantedReconnects(t *testing.T) {
 	d := &fakeDialer{}
-	p := NewPool(d)
+	p := NewPool(d, told)
 	ep, _ := p.Get([]string{"a"}, "")
 	p.Want(ep)
 	c := d.made[0]
@@ -123,7 +124,7 @@ func TestIdleWhileWantedReconnects(t *testing.T) {
 // and users hear of each change, not of each report.
 func TestTransientFailureSticks(t *testing.T) {
 	d := &fakeDialer{}
-	p := NewPool(d)
+	p := NewPool(d, told)
 	ep, _ := p.Get([]string{"a"}, "")
 	u := &user{}
 	p.AddUser(ep, u)
@@ -161,7 +162,7 @@ func TestTransientFailureSticks(t *testing.T) {
 // A dialer's error fails the endpoint with it, and its users hear of it.
 func TestNewConnErrorFailsEndpoint(t *testing.T) {
 	noProxy := errors.New("no dialer for the proxy")
-	p := NewPool(&fakeDialer{err: noProxy})
+	p := NewPool(&fakeDialer{err: noProxy}, told)
 	ep, _ := p.Get([]string{"a"}, "")
 	u := &user{}
 	p.AddUser(ep, u)
@@ -175,7 +176,7 @@ func TestNewConnErrorFailsEndpoint(t *testing.T) {
 // connection's reports are ignored, and the next Want makes a new one.
 func TestReleaseKeepsEndpoint(t *testing.T) {
 	d := &fakeDialer{}
-	p := NewPool(d)
+	p := NewPool(d, told)
 	ep, _ := p.Get([]string{"a"}, "")
 	u := &user{}
 	p.AddUser(ep, u)
@@ -204,7 +205,7 @@ func TestReleaseKeepsEndpoint(t *testing.T) {
 // told.
 func TestPruneDropsOrphans(t *testing.T) {
 	d := &fakeDialer{}
-	p := NewPool(d)
+	p := NewPool(d, told)
 	u1, u2 := &user{name: "1"}, &user{name: "2"}
 	a, _ := p.Get([]string{"a"}, "")
 	b, _ := p.Get([]string{"b"}, "")

@@ -33,7 +33,7 @@ type testLeaf struct {
 // all connected and in state.
 func leaf(state endpoint.State, localities ...[]uint32) *testLeaf {
 	l := &testLeaf{Leaf: &Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}},
-		pool: endpoint.NewPool(fakeDialer{})}
+		pool: endpoint.NewPool(fakeDialer{}, nil)}
 	n := 0
 	for i, eps := range localities {
 		loc := Locality{Weight: uint32(i + 1)}
