@@ -98,8 +98,7 @@ type priority struct {
 	// is the leaf's, shared: 104 B a priority otherwise): it picks the
 	// endpoints. Its PickedBefore are the endpoints pick_first had chosen
 	// before this update; its Repick has the cluster's picker built again
-	// for its timers (nil in tests), whose Clock is nil (the real one) but
-	// in tests.
+	// for its timers (nil in tests), which run on the balancer's clock.
 	lb lbpolicy.Leaf
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
@@ -211,7 +210,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	for _, p := range cl.prios {
 		p.lb.PickedBefore = picked
-		p.lb.Repick = b.repickLocked(cl)
+		p.lb.Repick, p.lb.Clock = b.repickLocked(cl), b.clock
 	}
 	b.attachOutliersLocked(cl)
 	now := cl.conns()

@@ -2,9 +2,11 @@ package grpcxds
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -13,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -20,6 +23,7 @@ import (
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
 )
 
 // fakeSC stands for a SubConn in picker tests.
@@ -295,5 +299,53 @@ func BenchmarkPick(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// pick_first's Happy Eyeballs turns run on the balancer's clock, as its
+// other timers do: with a connecting and b, after it, ready, the cluster
+// queues RPCs until a's 250ms turn ends on that clock, and then a picker
+// choosing b is published at once.
+func TestPickFirstTurnOnBalancerClock(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newStuckBalancer(&cc.stuckCC, clk, time.Minute)
+	b.cc = cc
+	defer b.Close()
+	eps := []resources.Endpoint{{Addresses: []string{"10.0.0.1:80"}, Weight: 1}, {Addresses: []string{"10.0.0.2:80"}, Weight: 1}}
+	snap := &watchers.Snapshot{
+		VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{{Action: resources.RouteActionRoute, Cluster: "c"}}},
+		Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{"c": {
+			Name: "c",
+			Cluster: &resources.Cluster{Name: "c", Kind: resources.ClusterKindEDS, MaxRequests: 1024,
+				LBPolicy: resources.LBPolicy{Kind: resources.LBPickFirst}},
+			Endpoints: &resources.Endpoints{Name: "c", Localities: []resources.Locality{{Weight: 1, Endpoints: eps}}},
+		}}),
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(snap)}}); err != nil {
+		t.Fatal(err)
+	}
+	cc.next(t)
+	cc.mu.Lock()
+	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
+	cc.mu.Unlock()
+	if a == nil || second == nil {
+		t.Fatal("pick_first's endpoints not both made")
+	}
+	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	cc.next(t)
+	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	if _, err := pickCluster(t, cc.next(t), "c"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("pick with a, first, connecting: %v, want the RPC queued", err)
+	}
+	clk.advance(lbpolicy.HappyEyeballsDelay)
+	select {
+	case s := <-cc.states:
+		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
+			t.Errorf("pick after a's turn: %v, %v; want b", res.SubConn, err)
+		}
+	default:
+		t.Fatal("no picker published when a's turn ended on the balancer's clock")
 	}
 }
