@@ -27,11 +27,18 @@ var ErrUnknownCertificateProvider = errors.New("certificate provider instance no
 const unregisteredPrefix = "no certificate provider builder found"
 
 // parse hands the entry's config to its plugin's ParseConfig. ok is false
-// when the plugin is not registered.
-func (p CertificateProvider) parse() (bc *certprovider.BuildableConfig, ok bool, err error) {
+// when the plugin is not registered. path locates the config in errors
+// about fields goxds reads itself (a *fieldError); the plugin's own errors
+// do not name it.
+func (p CertificateProvider) parse(path string) (bc *certprovider.BuildableConfig, ok bool, err error) {
 	cfg := p.Config
 	if len(cfg) == 0 {
 		cfg = json.RawMessage("{}") // the plugin says what it misses
+	}
+	if p.PluginName == fileWatcherPlugin {
+		if bc, ok, err := fileWatcherWithSPIFFE(cfg, path); ok {
+			return bc, true, err
+		}
 	}
 	bc, err = certprovider.ParseConfig(p.PluginName, cfg)
 	if err != nil && strings.HasPrefix(err.Error(), unregisteredPrefix) {
@@ -48,7 +55,10 @@ func validateCertProvider(p CertificateProvider, path string) error {
 	if len(p.Config) > 0 && !json.Valid(p.Config) {
 		return fieldErrorf(member(path, "config"), "not valid JSON")
 	}
-	if _, _, err := p.parse(); err != nil {
+	if _, _, err := p.parse(member(path, "config")); err != nil {
+		if errors.As(err, new(*fieldError)) {
+			return err
+		}
 		return fieldErrorf(member(path, "config"), "plugin %q: %v", p.PluginName, err)
 	}
 	return nil
@@ -69,12 +79,15 @@ func (c *Config) CertificateProviderConfig(instance string) (*certprovider.Build
 	if !ok {
 		return nil, fmt.Errorf("bootstrap: certificate_providers has no instance %q: %w", instance, ErrUnknownCertificateProvider)
 	}
-	bc, ok, err := p.parse()
+	path := member(mapKey("certificate_providers", instance), "config")
+	bc, ok, err := p.parse(path)
 	switch {
 	case !ok:
 		return nil, fmt.Errorf("bootstrap: certificate_providers[%q]: plugin %q is not registered: %w", instance, p.PluginName, ErrUnknownCertificateProvider)
+	case errors.As(err, new(*fieldError)):
+		return nil, fmt.Errorf("bootstrap: %w", err)
 	case err != nil:
-		return nil, fmt.Errorf("bootstrap: %w", fieldErrorf(member(mapKey("certificate_providers", instance), "config"), "plugin %q: %v", p.PluginName, err))
+		return nil, fmt.Errorf("bootstrap: %w", fieldErrorf(path, "plugin %q: %v", p.PluginName, err))
 	}
 	return bc, nil
 }

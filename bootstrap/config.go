@@ -42,6 +42,17 @@ type Config struct {
 	// other plugins are kept and count as undefined, as in gRPC. Build them
 	// with CertificateProviderConfig. JSON: certificate_providers.
 	CertificateProviders map[string]CertificateProvider
+	// AllowedGRPCServices maps the target URI of a side-channel service
+	// to the credentials to reach it with, for GrpcServices sent by
+	// servers not marked FeatureTrustedXDSServer (gRFC A102); see
+	// AllowedGRPCService. JSON: allowed_grpc_services.
+	AllowedGRPCServices map[string]AllowedGRPCService
+	// UnknownFields are the JSON paths of the fields Parse, Load or FromEnv
+	// ignored because goxds does not know them, sorted, e.g.
+	// ["node.user_agent", "xds_servers[0].server_feature"]; for tools to
+	// warn about, since a misspelt optional field is otherwise silently
+	// absent. Not read by the client or by Validate.
+	UnknownFields []string
 }
 
 // Authority is the config of one xDS authority (gRFC A47).
@@ -107,7 +118,7 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
-	return nil
+	return validateAllowedGRPCServices(c.AllowedGRPCServices, "allowed_grpc_services")
 }
 
 func validateServers(servers []ServerConfig, path string) error {
@@ -127,6 +138,9 @@ func (s ServerConfig) validate(path string) error {
 		return fieldErrorf(member(path, "api_type"), "unknown value %s (want one of %s)", s.APIType, apiTypeList())
 	}
 	if err := s.validateSource(path); err != nil {
+		return err
+	}
+	if err := s.validateCallCreds(path); err != nil {
 		return err
 	}
 	if s.APIType == APITypeFilesystem {

@@ -95,7 +95,7 @@ func TestServerKey(t *testing.T) {
 	base := func() bootstrap.ServerConfig {
 		return bootstrap.ServerConfig{
 			ServerURI:      "xds:443",
-			ChannelCreds:   []bootstrap.ChannelCreds{{Type: "mystery"}, {Type: "tls", TLS: &bootstrap.TLSCreds{CACertificateFile: "/ca"}}},
+			ChannelCreds:   []bootstrap.ChannelCreds{{Type: "mystery"}, {Type: "tls", TLS: &bootstrap.TLSCreds{CACertificateFile: "testdata/tls/ca.pem"}}},
 			ServerFeatures: []string{"xds_v3", "ignore_resource_deletion"},
 		}
 	}
@@ -113,7 +113,7 @@ func TestServerKey(t *testing.T) {
 		}, true},
 		{"unsupported entries before it", func(s *bootstrap.ServerConfig) { s.ChannelCreds = s.ChannelCreds[1:] }, true},
 		{"tls given as raw config", func(s *bootstrap.ServerConfig) {
-			s.ChannelCreds[1] = bootstrap.ChannelCreds{Type: "tls", Config: []byte(`{"ca_certificate_file": "/ca"}`)}
+			s.ChannelCreds[1] = bootstrap.ChannelCreds{Type: "tls", Config: []byte(`{"ca_certificate_file": "testdata/tls/ca.pem"}`)}
 		}, true},
 		{"uri", func(s *bootstrap.ServerConfig) { s.ServerURI = "xds:444" }, false},
 		{"creds type", func(s *bootstrap.ServerConfig) { s.ChannelCreds[1] = bootstrap.ChannelCreds{Type: "insecure"} }, false},
@@ -138,7 +138,7 @@ func TestServerKey(t *testing.T) {
 		})
 	}
 	parsed, err := bootstrap.Parse([]byte(`{"xds_servers": [{"server_uri": "xds:443",
-		"channel_creds": [{"type": "mystery"}, {"type": "tls", "config": {"ca_certificate_file": "/ca"}}],
+		"channel_creds": [{"type": "mystery"}, {"type": "tls", "config": {"ca_certificate_file": "testdata/tls/ca.pem"}}],
 		"server_features": ["xds_v3", "ignore_resource_deletion"]}]}`))
 	if err != nil {
 		t.Fatal(err)

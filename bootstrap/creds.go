@@ -66,6 +66,10 @@ type ChannelCredentials struct {
 	// PerRPC, when not nil, adds credentials to every call (dial option
 	// grpc.WithPerRPCCredentials): google_default's OAuth tokens.
 	PerRPC credentials.PerRPCCredentials
+	// Call are the credentials of the server's call_creds (gRFC A97), each
+	// added to every call as PerRPC is (one grpc.WithPerRPCCredentials
+	// each): a "jwt_token_file" entry's bearer token.
+	Call []credentials.PerRPCCredentials
 
 	close func() // releases the file watcher of "tls"; nil if none
 }
@@ -96,8 +100,26 @@ func (c *ChannelCredentials) Close() {
 //     Cloud) the error says so: this is where a Traffic Director bootstrap
 //     used off Google Cloud fails, not when it is read.
 //
+// The call_creds of the server are in Call (see [ChannelCredentials.Call]);
+// they are refused on an "insecure" channel.
+//
 // The result must be closed after the channel.
 func (s ServerConfig) ChannelCredentials() (*ChannelCredentials, error) {
+	call, err := s.callCreds()
+	if err != nil {
+		return nil, err
+	}
+	cc, err := s.channelCredentials()
+	if err != nil {
+		return nil, err
+	}
+	cc.Call = call
+	return cc, nil
+}
+
+// channelCredentials builds the credentials of the selected channel_creds
+// entry, as ChannelCredentials says.
+func (s ServerConfig) channelCredentials() (*ChannelCredentials, error) {
 	i := s.selectedCreds()
 	if i < 0 {
 		return nil, fmt.Errorf("bootstrap: server %q: channel_creds: %s", s.ServerURI, noSupportedCreds(s.ChannelCreds))

@@ -38,8 +38,8 @@
 // "insecure", "tls" or "google_default"; the first supported entry is used
 // and unsupported ones are skipped. The other top-level fields are node,
 // authorities, client_default_listener_resource_name_template,
-// server_listener_resource_name_template and certificate_providers; see the
-// fields of [Config].
+// server_listener_resource_name_template, certificate_providers and
+// allowed_grpc_services; see the fields of [Config].
 //
 // # Credentials and certificates
 //
@@ -48,7 +48,8 @@
 //
 //   - "tls" (gRFC A65): ca_certificate_file, certificate_file,
 //     private_key_file and refresh_interval. Files that cannot be opened
-//     are reported by [Load] and [FromEnv], naming the field; the files are
+//     are reported by [Parse], [Load] and [FromEnv] alike, naming the field
+//     (grpc-go reports them only as failed handshakes); the files are
 //     watched by grpc-go's file_watcher (pemfile) and re-read every
 //     refresh_interval, so rotated certificates are used by new
 //     connections without a restart.
@@ -57,6 +58,42 @@
 //     on any machine; where there are no such credentials the error comes
 //     when the first connection is made, and says so.
 //
+// A server may also list call_creds (gRFC A97), credentials added to every
+// stream on top of the channel's. Unlike channel_creds, every entry of a
+// supported type is used and the others are ignored. The one supported type
+// is "jwt_token_file":
+//
+//	"call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/var/run/secrets/tokens/istio-token"}}]
+//
+// The file holds a JWT with an "exp" claim; it is sent as
+// "authorization: Bearer <token>", cached until 30 s before it expires and
+// read again from a minute before that, so a token the platform rotates is
+// picked up without a restart (grpc-go's credentials/jwt does the reading).
+// A token must not travel in plaintext: a supported call_creds entry on a
+// server whose selected channel_creds is "insecure" is a bootstrap error, as
+// is one on a REST server; a FILESYSTEM server ignores call_creds. goxds
+// reads call_creds always; grpc-go v1.85 only with
+// GRPC_EXPERIMENTAL_XDS_BOOTSTRAP_CALL_CREDS=true.
+//
+// allowed_grpc_services (gRFC A102, as of its 2025-09-18 draft, grpc/proposal
+// PR 510) lists the side-channel services (external authorization or
+// processing servers, rate limiters) that a management server not marked
+// trusted_xds_server may name in a GrpcService, keyed by fully-qualified
+// target URI, each with channel_creds (required, chosen as a server's) and
+// call_creds (optional, as a server's):
+//
+//	"allowed_grpc_services": {
+//	  "dns:///ext-authz.example.org:443": {
+//	    "channel_creds": [{"type": "tls", "config": {"ca_certificate_file": "/etc/ca.pem"}}],
+//	    "call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/var/run/token"}}]
+//	  }
+//	}
+//
+// Entries are validated as servers' credentials are; see
+// [Config.AllowedGRPCService]. goxds reads the field always; grpc-go v1.85
+// only when a feature that uses it (ext_proc) is enabled by its
+// environment variable.
+//
 // certificate_providers (gRFC A29) maps instance names to plugins of
 // grpc-go's certprovider package. A registered plugin's config is parsed by
 // the plugin when the bootstrap is read, so a bad file_watcher config fails
@@ -64,16 +101,32 @@
 //
 //	bootstrap: certificate_providers["p"].config: plugin "file_watcher": pemfile: at least one credential file needs to be specified
 //
+// A file_watcher config may name a spiffe_trust_bundle_map_file (gRFC
+// A87): the provider's roots are then that SPIFFE trust bundle map, and
+// ca_certificate_file is ignored, so one bootstrap serves gRPC versions
+// with and without SPIFFE support. Peers are then verified against the
+// bundle of their SPIFFE ID's trust domain. goxds reads the field always;
+// grpc-go v1.85 only with GRPC_EXPERIMENTAL_XDS_MTLS_SPIFFE=true.
+//
 // An unregistered plugin is ignored, as gRPC ignores it; a cluster naming
 // its instance fails (see [Config.CertificateProviderConfig] and
 // [ErrUnknownCertificateProvider]).
 //
-// Unknown fields are ignored, as gRPC ignores them. Anything else that is
-// wrong, a JSON type included, is an error naming the field by its JSON path,
-// for example
+// Anything wrong, a JSON type included, is an error naming the field by its
+// JSON path, and invalid JSON gives its line and column, for example
 //
 //	bootstrap: xds_servers[0].server_uri: must be a string, got number
 //	bootstrap: authorities["a"].client_listener_resource_name_template: "x" must start with "xdstp://a/"
+//	bootstrap: /etc/xds/bootstrap.json: invalid JSON at line 3, column 30: invalid character '}' looking for beginning of object key string
+//
+// Unknown fields are not an error, as gRPC ignores them: a bootstrap written
+// for a newer gRPC, or with another implementation's fields, keeps loading.
+// They are listed in [Config.UnknownFields] for tools to warn about, and an
+// error about a field of an object that has unknown fields names them, with
+// the known field each resembles, since a misspelt field is the likeliest
+// cause:
+//
+//	bootstrap: xds_servers: must list at least one server (unknown field at the top level: "xds_server", did you mean "xds_servers"?)
 //
 // node.user_agent_name and node.user_agent_version are ignored: goxds always
 // sends [UserAgentName] and [Version] (see [Node.Proto]).

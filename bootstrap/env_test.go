@@ -47,8 +47,8 @@ func tlsJSON(config string) string {
 	return `{"xds_servers": [{"server_uri": "xds:443", "channel_creds": [{"type": "mystery"}, {"type": "tls", "config": ` + config + `}]}]}`
 }
 
-// A TLS file that cannot be opened fails Load, naming the field; Parse, which
-// may read bytes from anywhere, does not look at the file system.
+// A TLS file that cannot be opened fails Load and Parse alike, naming the
+// field. (Parse once did not look, and a bootstrap it took failed in Load.)
 func TestLoadChecksTLSFiles(t *testing.T) {
 	dir := t.TempDir()
 	pem := filepath.Join(dir, "present.pem")
@@ -64,15 +64,18 @@ func TestLoadChecksTLSFiles(t *testing.T) {
 		{`{"certificate_file": "` + missing + `", "private_key_file": "` + pem + `"}`, "xds_servers[0].channel_creds[1].config.certificate_file"},
 		{`{"certificate_file": "` + pem + `", "private_key_file": "` + missing + `"}`, "xds_servers[0].channel_creds[1].config.private_key_file"},
 	} {
-		if _, err := bootstrap.Parse([]byte(tlsJSON(tt.config))); err != nil {
-			t.Errorf("Parse(%s) = %v, want no look at the files", tt.config, err)
-		}
-		_, err := bootstrap.Load(writeFile(t, tlsJSON(tt.config)))
-		switch {
-		case tt.wantField == "" && err != nil:
-			t.Errorf("Load with %s: %v", tt.config, err)
-		case tt.wantField != "" && (!errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), tt.wantField+": open "+missing)):
-			t.Errorf("Load with %s: error %v, want fs.ErrNotExist naming %s and the file", tt.config, err, tt.wantField)
+		_, parseErr := bootstrap.Parse([]byte(tlsJSON(tt.config)))
+		_, loadErr := bootstrap.Load(writeFile(t, tlsJSON(tt.config)))
+		for _, r := range []struct {
+			fn  string
+			err error
+		}{{"Parse", parseErr}, {"Load", loadErr}} {
+			switch err := r.err; {
+			case tt.wantField == "" && err != nil:
+				t.Errorf("%s with %s: %v", r.fn, tt.config, err)
+			case tt.wantField != "" && (!errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), tt.wantField+": open "+missing)):
+				t.Errorf("%s with %s: error %v, want fs.ErrNotExist naming %s and the file", r.fn, tt.config, err, tt.wantField)
+			}
 		}
 	}
 	authority := `{"xds_servers": [` + okServerJSON + `], "authorities": {"a": {"xds_servers": [{"server_uri": "a:443", "channel_creds": [{"type": "tls", "config": {"private_key_file": "` + missing + `", "certificate_file": "` + pem + `"}}]}]}}}`

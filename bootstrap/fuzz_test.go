@@ -1,8 +1,10 @@
 package bootstrap_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +21,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := bootstrap.Parse(data)
 		if err != nil {
+			if !json.Valid(data) && !strings.HasPrefix(err.Error(), "bootstrap: invalid JSON") {
+				t.Fatalf("Parse(%q) = %v, want an invalid JSON error", data, err)
+			}
 			return
+		}
+		if !slices.IsSorted(c.UnknownFields) {
+			t.Fatalf("UnknownFields not sorted: %q", c.UnknownFields)
 		}
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Parse accepted %q but Validate says %v", data, err)
@@ -52,6 +60,10 @@ func TestSeedCorpus(t *testing.T) {
 		"rest":             "",
 		"bad_per_type":     `xds_servers[0].api_type_per_type["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]: REST cannot be mixed with gRPC`,
 		"wrong_types":      "xds_servers[0].server_uri: must be a string, got number",
+		"typo_top":         `xds_servers: must list at least one server (unknown field at the top level: "xds_server", did you mean "xds_servers"?)`,
+		"typo_server":      `xds_servers[0].server_uri: must not be empty (unknown fields in xds_servers[0]: "channel_cred", did you mean "channel_creds"?; "server_feature", did you mean "server_features"?; "server_url", did you mean "server_uri"?)`,
+		"syntax_error":     "invalid JSON at line 3, column 71: invalid character '}'",
+		"unknown_kept":     "",
 	}
 	for name, wantErr := range want {
 		t.Run(name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,11 +30,14 @@ const (
 // set.
 var ErrNoBootstrap = errors.New("bootstrap: neither " + EnvFile + " nor " + EnvConfig + " is set")
 
-// Parse decodes and validates a bootstrap JSON document. Unknown fields are
-// ignored. An error names the offending field by its JSON path, e.g.
-// "xds_servers[0].server_uri: must be a string, got number". Parse does not
-// touch the file system: the TLS files a bootstrap names are checked by Load
-// and FromEnv, and read when credentials are built.
+// Parse decodes and validates a bootstrap JSON document, and checks that the
+// TLS files of its servers' selected channel_creds can be opened, as Load
+// and FromEnv do: the files are read by this process, wherever the bytes
+// came from. Unknown fields are ignored, as gRPC ignores them, and listed in
+// Config.UnknownFields. An error names the offending field by its JSON path,
+// e.g. "xds_servers[0].server_uri: must be a string, got number", invalid
+// JSON its line and column, and a field in error whose object has unknown
+// fields those fields, since one is most likely the field misspelt.
 func Parse(data []byte) (*Config, error) {
 	c, err := parse(data)
 	if err != nil {
@@ -41,19 +46,19 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// Load reads and parses the bootstrap file at path, and checks that the TLS
-// files of its servers' selected channel_creds can be opened. Its errors name
-// path, and the field of a file that cannot be opened. The directory of a FILESYSTEM server given as a relative path is taken
-// relative to the directory of the bootstrap file.
+// Load reads and parses the bootstrap file at path, as Parse does. Its
+// errors name path. The directory of a FILESYSTEM server given as a
+// relative path is taken relative to the directory of the bootstrap file.
 func Load(path string) (*Config, error) {
+	if path == "" {
+		// os.ReadFile("") says only "open : no such file or directory".
+		return nil, errors.New("bootstrap: Load: no file name given (the path is empty; FromEnv reads the file " + EnvFile + " names)")
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %w", err)
 	}
 	c, err := parse(data)
-	if err == nil {
-		err = c.checkCredsFiles()
-	}
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap: %s: %w", path, err)
 	}
@@ -77,9 +82,6 @@ func FromEnv() (*Config, error) {
 	}
 	if data := os.Getenv(EnvConfig); data != "" {
 		c, err := parse([]byte(data))
-		if err == nil {
-			err = c.checkCredsFiles()
-		}
 		if err != nil {
 			return nil, fmt.Errorf("bootstrap: %s: %w", EnvConfig, err)
 		}
@@ -88,15 +90,56 @@ func FromEnv() (*Config, error) {
 	return nil, ErrNoBootstrap
 }
 
+// parse decodes and validates data, and checks the TLS files it names.
 func parse(data []byte) (*Config, error) {
+	c, unknown, err := decode(data)
+	if err == nil {
+		err = c.checkCredsFiles()
+	}
+	if err != nil {
+		return nil, explainUnknown(err, unknown)
+	}
+	c.UnknownFields = unknown.list()
+	return c, nil
+}
+
+// decode decodes and validates data, and returns the unknown fields it
+// found (see unknown.go) for errors to name.
+func decode(data []byte) (*Config, unknownMap, error) {
 	var doc json.RawMessage
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
+		return nil, nil, jsonError(data, err)
 	}
 	top, err := asObject(doc, "")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	unknown := unknownFields(top)
+	c, err := decodeTop(top)
+	return c, unknown, err
+}
+
+// jsonError says where in data the syntax error err is, by line and
+// column (of characters, counting from 1), as an editor shows them:
+// encoding/json gives only a byte offset.
+func jsonError(data []byte, err error) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return errors.New("invalid JSON: the document is empty")
+	}
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("invalid JSON: %w", err)
+	}
+	// Offset counts the bytes read, the offending one included.
+	pos := min(max(int(se.Offset)-1, 0), len(data))
+	before := data[:pos]
+	line := 1 + bytes.Count(before, []byte("\n"))
+	col := 1 + utf8.RuneCount(before[bytes.LastIndexByte(before, '\n')+1:])
+	return fmt.Errorf("invalid JSON at line %d, column %d: %w", line, col, err)
+}
+
+func decodeTop(top object) (*Config, error) {
+	var err error
 	c := &Config{}
 	if raw, ok := top.get("xds_servers"); ok {
 		if c.Servers, err = decodeServers(raw, "xds_servers"); err != nil {
@@ -126,6 +169,11 @@ func parse(data []byte) (*Config, error) {
 	}
 	if raw, ok := top.get("certificate_providers"); ok {
 		if c.CertificateProviders, err = decodeCertProviders(raw, "certificate_providers"); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := top.get("allowed_grpc_services"); ok {
+		if c.AllowedGRPCServices, err = decodeAllowedGRPCServices(raw, "allowed_grpc_services"); err != nil {
 			return nil, err
 		}
 	}
@@ -160,6 +208,11 @@ func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
 	}
 	if raw, ok := o.get("channel_creds"); ok {
 		if s.ChannelCreds, err = decodeCredsList(raw, member(path, "channel_creds")); err != nil {
+			return s, err
+		}
+	}
+	if raw, ok := o.get("call_creds"); ok {
+		if s.CallCreds, err = decodeCallCredsList(raw, member(path, "call_creds")); err != nil {
 			return s, err
 		}
 	}
@@ -228,11 +281,14 @@ func decodeCredsList(raw json.RawMessage, path string) ([]ChannelCreds, error) {
 }
 
 // checkCredsFiles reports a file named by the credentials of a server that
-// cannot be opened now. Load and FromEnv call it, so that a path mistyped in
-// a bootstrap fails at load time, naming its field, rather than as a
-// connection failure when the first stream starts; Parse, which reads bytes
-// that may come from anywhere, leaves the file system alone. The files are
-// read again whenever credentials are built, so rotated files are picked up.
+// cannot be opened now. Parse, Load and FromEnv call it, so that a path
+// mistyped in a bootstrap fails when the bootstrap is read, naming its
+// field, rather than as a connection failure when the first stream starts;
+// and so that the three agree (Parse once did not, and a bootstrap it took
+// failed in Load). The files are read again whenever credentials are built,
+// so rotated files are picked up. grpc-go checks them nowhere: its file
+// watcher reads them in the background and handshakes fail until they
+// appear.
 func (c *Config) checkCredsFiles() error {
 	if err := checkServersFiles(c.Servers, "xds_servers"); err != nil {
 		return err

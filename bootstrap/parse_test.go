@@ -47,12 +47,12 @@ func TestParseValid(t *testing.T) {
 				}
 			}},
 		{"tls with every field", withCreds(`[{"type": "tls", "config": {
-			"ca_certificate_file": "/ca.pem", "certificate_file": "/cert.pem",
-			"private_key_file": "/key.pem", "refresh_interval": "600s"}}]`),
+			"ca_certificate_file": "testdata/tls/ca.pem", "certificate_file": "testdata/tls/cert.pem",
+			"private_key_file": "testdata/tls/key.pem", "refresh_interval": "600s"}}]`),
 			func(t *testing.T, c *bootstrap.Config) {
 				got := c.Servers[0].SelectedCreds().TLS
-				want := bootstrap.TLSCreds{CACertificateFile: "/ca.pem", CertificateFile: "/cert.pem",
-					PrivateKeyFile: "/key.pem", RefreshInterval: 10 * time.Minute}
+				want := bootstrap.TLSCreds{CACertificateFile: "testdata/tls/ca.pem", CertificateFile: "testdata/tls/cert.pem",
+					PrivateKeyFile: "testdata/tls/key.pem", RefreshInterval: 10 * time.Minute}
 				if got == nil || *got != want {
 					t.Errorf("TLS = %+v, want %+v", got, want)
 				}
@@ -184,7 +184,7 @@ func TestParseValid(t *testing.T) {
 			}},
 		{"unknown fields ignored", `{"future": 1, "xds_servers": [{"server_uri": "s:1", "whatever": [],
 			"channel_creds": [{"type": "tls", "config": {"spiffe_trust_bundle_map_file": "/x"}, "extra": true}],
-			"call_creds": [{"type": "jwt_token_file"}]}], "node": {"weird": {}}, "authorities": {"a": {"x": 1}}}`,
+			"call_creds": [{"type": "jwt_token_file", "config": {"jwt_token_file": "/t", "future": 1}}, {"type": "future"}]}], "node": {"weird": {}}, "authorities": {"a": {"x": 1}}}`,
 			func(t *testing.T, c *bootstrap.Config) {
 				if c.Servers[0].SelectedCreds().Type != "tls" {
 					t.Errorf("server = %+v", c.Servers[0])

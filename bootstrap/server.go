@@ -62,6 +62,13 @@ type ServerConfig struct {
 	// CredsGoogleDefault is used
 	// (see SelectedCreds). JSON: channel_creds. At least one must be usable.
 	ChannelCreds []ChannelCreds
+	// CallCreds lists credentials sent on every call to the server, on top
+	// of the channel's (gRFC A97): every entry of a supported type
+	// (CallCredsJWTTokenFile) is used, others are ignored. Supported ones
+	// need a secure channel: the selected ChannelCreds must not be
+	// CredsInsecure. Not for APITypeREST; ignored by APITypeFilesystem.
+	// JSON: call_creds. Optional.
+	CallCreds []CallCreds
 	// ServerFeatures lists the features of the server, such as
 	// FeatureIgnoreResourceDeletion. Unknown ones are kept and ignored.
 	// JSON: server_features.
@@ -185,6 +192,9 @@ func (s ServerConfig) String() string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s [creds=%s api_type=%s%s", s.ServerURI, creds, s.APIType, s.describeSource())
+	if cc := s.callCredsTypes(); len(cc) > 0 {
+		fmt.Fprintf(&b, " call_creds=%s", strings.Join(cc, ","))
+	}
 	if len(s.ServerFeatures) > 0 {
 		fmt.Fprintf(&b, " features=%s", strings.Join(s.ServerFeatures, ","))
 	}
@@ -195,12 +205,13 @@ func (s ServerConfig) String() string {
 // Key returns a string that is equal for two servers exactly when one
 // connection can serve both: same URI, same selected credentials and
 // credential settings, same set of features (order and repeats do not
-// count), same APIType and same settings of the API types (per-type
+// count), same call credentials, same APIType and same settings of the API types (per-type
 // overrides, files, refresh delay, request timeout). Entries of ChannelCreds after the selected one
 // play no part. Use it as a map key to share one transport per server.
 func (s ServerConfig) Key() string {
 	parts := []string{strconv.Quote(s.ServerURI)}
 	parts = append(parts, s.credsKey()...)
+	parts = append(parts, s.callCredsKey()...)
 	features := slices.Clone(s.ServerFeatures)
 	slices.Sort(features)
 	features = slices.Compact(features)

@@ -196,6 +196,7 @@ func (c *Client) fallBackLocked(a *authority, cause error) bool {
 func (c *Client) renewLocked(a *authority, old *server) *server {
 	s := &server{c: c, cfg: old.cfg, warnedIstiod: old.warnedIstiod, refs: 1}
 	s.unreachable, s.unreachableSince = old.unreachable, old.unreachableSince
+	s.since, s.lastErr, s.lastErrAt = old.since, old.lastErr, old.lastErrAt
 	t, err := c.builder.Build(old.cfg, c.node, s)
 	if err != nil {
 		// Built once with this config, so unexpected: keep the old one.

@@ -288,6 +288,7 @@ func (c *Client) serverOfLocked(cfg bootstrap.ServerConfig) (*server, error) {
 		return s, nil
 	}
 	s := &server{c: c, cfg: cfg}
+	s.since = c.clock.Now()
 	t, err := c.builder.Build(cfg, c.node, s)
 	if err != nil {
 		return nil, s.unavailable(err)

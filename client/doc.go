@@ -58,7 +58,9 @@
 // higher-priority servers, with every subscription; the first response of
 // one makes it current again, and the lower servers' streams are closed.
 // From a server that is no longer current nothing applies. Which server
-// each resource came from is in [ResourceStatus].Server.
+// each resource came from is in [ResourceStatus].Server; which server each
+// authority uses, and how each server is (connected or not, since when,
+// its last error), is in [Client.Authorities].
 //
 // xdstp:// names are compared in canonical form (gRFC A47): context
 // parameters sorted by key and percent-encoding normalised, both when a

@@ -34,6 +34,16 @@ type health struct {
 	// unreachableSince is when unreachable was set, for the length of the
 	// outage in the log line of its end.
 	unreachableSince time.Time
+	// since is when the server began to be used, and then when it was
+	// last found up (heardLocked) or down (handleStreamEnd), for
+	// Client.Authorities.
+	since time.Time
+	// lastErr is the error of the last stream that ended with one, outage
+	// or not, and lastErrAt when it ended, for Client.Authorities: kept
+	// once the server is up again, since an operator asks what went wrong
+	// last.
+	lastErr   error
+	lastErrAt time.Time
 	// connected is what Metrics.Connected last said.
 	connected bool
 	// heard counts the responses of the server, and heardAt, per type, what
@@ -55,6 +65,9 @@ func (c *Client) heardLocked(s *server) (recovered bool, outage time.Duration, n
 	}
 	s.unreachable = nil
 	nowConnected = !s.connected
+	if nowConnected {
+		s.since = c.clock.Now()
+	}
 	s.connected = true
 	return recovered, outage, nowConnected
 }
@@ -90,6 +103,8 @@ func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 	cause := se.Err
 	if cause == nil {
 		cause = errors.New("stream ended")
+	} else {
+		s.lastErr, s.lastErrAt = cause, c.clock.Now()
 	}
 	types := make(map[string]bool, len(se.TypeURLs))
 	for _, u := range se.TypeURLs {
@@ -115,6 +130,7 @@ func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 	wasConnected := s.connected
 	if first {
 		s.connected = false
+		s.since = s.unreachableSince
 	}
 	for url, tc := range c.caches {
 		// The timers of the stream's types stop; the health of the server,

@@ -155,11 +155,18 @@ type xdsBalancer struct {
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, ok := SnapshotFromState(s.ResolverState)
-	cs, gen := channelFromState(s.ResolverState)
-	if cs != nil {
-		// Before anything can fail: the resolver reads it when this
-		// returns, to know that the goxds balancer runs.
-		defer cs.balancerGen.Store(gen)
+	cs, cfg := channelFromState(s.ResolverState)
+	var gen uint64
+	if cs != nil && cfg != nil {
+		// The interceptors take the configuration before the picker made
+		// from it is published: an RPC that chooses a cluster this update
+		// adds waits for that picker (its selection's generation is newer
+		// than the picker's), and none chooses from a configuration older
+		// than the picker's. Handing it over here, rather than having the
+		// resolver do it once UpdateState returns, holds however gRPC
+		// schedules the balancer.
+		cs.setFrom(cfg.epoch, cfg)
+		gen = cfg.gen
 	}
 	b.mu.Lock()
 	b.gen = gen
@@ -189,10 +196,19 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		if err == nil {
 			err = fmt.Errorf("the %s balancer needs the goxds resolver: the resolver state carries no goxds snapshot", BalancerName)
 		}
-		b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+		cerr, transient := err.(*ConfigError)
+		if transient {
+			// Not a status error: gRPC fails the RPCs that are not
+			// wait-for-ready with UNAVAILABLE and this text, and holds the
+			// others until a configuration comes or their deadline, as
+			// for any channel in TRANSIENT_FAILURE.
+			b.dropConfigLocked(cerr)
+		} else {
+			b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+		}
 		b.finishAndUnlock()
 		b.updatePlugins(nil)
-		if _, isErr := err.(*ConfigError); isErr {
+		if transient {
 			return nil
 		}
 		return balancer.ErrBadResolverState

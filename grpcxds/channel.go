@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,17 +47,15 @@ type channelState struct {
 	// or the context's error. Tests replace it so as not to sleep.
 	wait func(ctx context.Context, d time.Duration) error
 
-	// balancerGen is the generation of the last configuration the goxds
-	// balancer took: the resolver reads it after handing the channel a
-	// configuration, to learn whether the goxds balancer runs at all.
-	balancerGen atomic.Uint64
-
 	mu    sync.Mutex
 	built bool             // a resolver was built for it; guarded by mu
 	owner *grpc.ClientConn // the channel of the first RPC; guarded by mu
 	gen   uint64           // generations handed out; guarded by mu
 	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
 	ready chan struct{}    // closed when cfg is first set; guarded by mu
+	// changed is closed, and replaced, each time cfg is set: wait-for-ready
+	// RPCs waiting for a usable configuration look again. Guarded by mu.
+	changed chan struct{}
 	// foreign is why owner's RPCs fail at once: its target is not of the
 	// Builder's scheme, so no resolver of this state will ever configure
 	// it (foreignTarget); nil if it is. Guarded by mu.
@@ -72,10 +69,20 @@ type channelState struct {
 // channelConfig is one configuration of a channel, immutable.
 type channelConfig struct {
 	gen uint64
+	// epoch is the resolver's that made it (channelState.epochNow): the
+	// balancer hands it to the interceptors only if that resolver is
+	// still the channel's (channelState.setFrom).
+	epoch chan struct{}
 	// snap is the tree in force; nil when err says why there is none.
 	snap *watchers.Snapshot
 	// err is the status error RPCs fail with when snap is nil.
 	err error
+	// transient: err says the tree is unusable for now (a ConfigError),
+	// so wait-for-ready RPCs wait for the next configuration, as gRPC
+	// holds them while its channel is in TRANSIENT_FAILURE; other errors
+	// (the channel ignores the service config, the resolver could not
+	// start) fail every RPC.
+	transient bool
 	// chain is snap's HTTP filter chain.
 	chain *filterChain
 	// nodeID is the bootstrap's node ID, for errors.
@@ -91,7 +98,7 @@ func newChannelState(b *Builder) *channelState {
 	if wait == nil {
 		wait = sleepCtx
 	}
-	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{}), closed: make(chan struct{})}
+	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{}), closed: make(chan struct{}), changed: make(chan struct{})}
 }
 
 // sleepCtx waits d, or until ctx is done.
@@ -127,6 +134,8 @@ func (cs *channelState) setLocked(cfg *channelConfig) {
 	if first {
 		close(cs.ready)
 	}
+	close(cs.changed)
+	cs.changed = make(chan struct{})
 }
 
 // epochNow identifies the resolver being built for the channel: the closed
@@ -169,7 +178,10 @@ func (cs *channelState) reset() {
 	}
 }
 
-// current returns the configuration in force, waiting for the first one.
+// current returns the configuration in force, waiting for the first one,
+// and with waitForReady for one that is usable (or at least not
+// transient: see channelConfig.transient) until ctx is done.
+//
 // An idle channel is woken: its resolver is built only when an RPC reaches
 // gRPC, and the RPC waits here first. gRPC does not count an RPC waiting
 // here as active, so the channel may go idle again before its resolver
@@ -177,7 +189,7 @@ func (cs *channelState) reset() {
 // server's answer): the resolver closes and no configuration will come
 // from it, so the RPC wakes the channel again rather than wait for its
 // deadline.
-func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*channelConfig, error) {
+func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn, waitForReady bool) (*channelConfig, error) {
 	for {
 		cs.mu.Lock()
 		first := cs.owner == nil
@@ -185,7 +197,7 @@ func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*chan
 			cs.owner = cc
 			cs.foreign = cs.b.foreignTarget(cc)
 		}
-		cfg, ready, closed, owner, foreign := cs.cfg, cs.ready, cs.closed, cs.owner, cs.foreign
+		cfg, ready, closed, changed, owner, foreign := cs.cfg, cs.ready, cs.closed, cs.changed, cs.owner, cs.foreign
 		cs.mu.Unlock()
 		if owner != cc {
 			return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
@@ -196,25 +208,43 @@ func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn) (*chan
 			}
 			return nil, foreign
 		}
-		if cfg != nil {
+		if cfg != nil && (cfg.snap != nil || !cfg.transient || !waitForReady) {
 			return cfg, nil
 		}
 		if cc.GetState() == connectivity.Shutdown {
 			return nil, nil // gRPC says so itself
 		}
-		// gRPC closes the old resolver before it builds a new one (entering
-		// idle mode waits for it), so a resolver closed after closed was
-		// read is seen below, and Connect wakes the channel again.
-		cc.Connect()
+		if cfg != nil {
+			if observe, ok := ctx.Value(configWaitObserverKey{}).(func()); ok {
+				observe()
+			}
+		} else {
+			// gRPC closes the old resolver before it builds a new one
+			// (entering idle mode waits for it), so a resolver closed
+			// after closed was read is seen below, and Connect wakes the
+			// channel again.
+			cc.Connect()
+		}
 		select {
 		case <-ready:
+		case <-changed:
 		case <-closed:
 		case <-ctx.Done():
+			if cfg != nil {
+				// A wait-for-ready RPC whose deadline came first: say what
+				// it waited for.
+				return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+					"%v while waiting for a usable xDS configuration; the last: %s", ctx.Err(), status.Convert(cfg.err).Message())
+			}
 			return nil, status.FromContextError(ctx.Err()).Err()
 		}
-		// Either way, look again: the configuration, or the resolver gone.
+		// The configuration, a new one, or the resolver gone: look again.
 	}
 }
+
+// configWaitObserverKey is the context key of a func() that tests put in
+// an RPC's context to hear that the RPC waits for a usable configuration.
+type configWaitObserverKey struct{}
 
 // channelBuilder is the resolver.Builder of one channel made with
 // Builder.DialOptions: the Builder's resolver, sharing the channel's state

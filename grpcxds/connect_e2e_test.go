@@ -47,15 +47,17 @@ func startConnectProxy(t *testing.T) *connectProxy {
 	}
 	p := &connectProxy{lis: lis, addr: lis.Addr().String(), port: uint32(lis.Addr().(*net.TCPAddr).Port)}
 	p.wg.Add(1)
-	go p.serve()
+	go p.serve(lis)
 	t.Cleanup(p.stop)
 	return p
 }
 
-func (p *connectProxy) serve() {
+// serve accepts on lis, which it is handed rather than reading p.lis: stop
+// clears that under p.mu, perhaps before serve has started.
+func (p *connectProxy) serve(lis net.Listener) {
 	defer p.wg.Done()
 	for {
-		c, err := p.lis.Accept()
+		c, err := lis.Accept()
 		if err != nil {
 			return
 		}

@@ -15,6 +15,12 @@ import (
 // resolver.ClientConn. Everything but r's own calls is guarded by
 // xdsBalancer.mu.
 type dnsWatch struct {
+	// ClientConn is embedded, nil, as gRPC asks of implementations it does
+	// not make itself: a method gRPC adds to the interface then reaches
+	// it (and panics, as a nil interface does) instead of breaking the
+	// build of every program that imports goxds.
+	resolver.ClientConn
+
 	b      *xdsBalancer
 	target string // host:port
 	// users are the clusters with a leaf resolving target; none, and the

@@ -27,8 +27,11 @@
 // Importing the package registers the balancer ([BalancerName]) with gRPC.
 // [Options].Client shares one goxds client between the Builder and the rest
 // of the program, and its bootstrap ((*client.Client).Bootstrap) names the
-// listeners; without it the Builder creates one from the bootstrap for
-// as long as some channel uses it. The channel must accept service configs
+// listeners; without it the Builder creates one from the bootstrap when
+// its first channel starts, and keeps it while channels use it and for
+// [Options].ClientLinger after the last one closes or goes idle, so that a
+// channel coming back from idle finds its configuration at once rather
+// than redialling the management server. [Builder.Close] closes it. The channel must accept service configs
 // from its resolver: that is how the balancer is selected. On a channel
 // made with grpc.WithDisableServiceConfig, RPCs fail with UNAVAILABLE
 // saying so, rather than going wherever gRPC's default policy sends them.
@@ -56,9 +59,15 @@
 // When the tree is unusable (the listener or route configuration does not
 // exist or was rejected with nothing good held, no virtual host matches,
 // or the management server was never reached) the resolver hands the
-// balancer a [ConfigError] instead of a snapshot: RPCs, wait-for-ready ones
-// included, fail with status UNAVAILABLE and its text until the tree is
-// usable again, and the connections of the old configuration are closed.
+// balancer a [ConfigError] instead of a snapshot: the channel goes to
+// TRANSIENT_FAILURE, RPCs fail with status UNAVAILABLE and its text until
+// the tree is usable again, and the connections of the old configuration
+// are closed. Wait-for-ready RPCs wait instead, as gRPC holds them on any
+// channel in TRANSIENT_FAILURE: until a usable configuration comes (then
+// they are sent by it) or their deadline (DEADLINE_EXCEEDED, naming the
+// last configuration error). So a client started before its listener
+// exists, or whose listener is re-created, holds such RPCs past the 15 s
+// does-not-exist timer.
 // A lost stream to the management server, or a rejected update, keeps the
 // configuration in force.
 //

@@ -1,8 +1,11 @@
 package grpcxds_test
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -11,6 +14,8 @@ import (
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
@@ -200,7 +205,9 @@ func TestRouteSwitchUnderLoad(t *testing.T) {
 }
 
 // A deleted listener (from a server marked fail_on_data_errors: gRFC A88)
-// fails RPCs with a status that says so; restored, they succeed again.
+// fails RPCs with a status that says so, and puts the channel in
+// TRANSIENT_FAILURE, where wait-for-ready RPCs wait, as in gRPC; restored,
+// RPCs succeed again, the waiting ones too.
 func TestListenerDeletedAndRestored(t *testing.T) {
 	t.Parallel()
 	e := newEnvWithFeatures(t, grpcxds.Options{}, bootstrap.FeatureFailOnDataErrors)
@@ -217,22 +224,84 @@ func TestListenerDeletedAndRestored(t *testing.T) {
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `Listener "greeter": resource does not exist`) {
 		t.Errorf("RPC failed with %v; want UNAVAILABLE saying the listener does not exist", err)
 	}
-	// Even wait-for-ready RPCs fail: the configuration says no.
-	if _, err := call(e.ctx, conn, grpc.WaitForReady(true)); status.Code(err) != codes.Unavailable {
-		t.Errorf("wait-for-ready RPC: %v; want UNAVAILABLE", err)
+	if s := conn.GetState(); s != connectivity.TransientFailure {
+		t.Errorf("channel state with the listener deleted: %v; want TRANSIENT_FAILURE", s)
 	}
+	waiting := waitForReadyCall(t, e.ctx, conn)
 	e.update(res)
-	e.waitServed(conn, 1, func(string) bool { return true })
+	if err := <-waiting; err != nil {
+		t.Errorf("wait-for-ready RPC made while the listener was deleted: %v; want it served once restored", err)
+	}
 }
 
-// A listener that never existed fails RPCs the same way.
+// waitForReadyCall starts a wait-for-ready RPC and returns, once the RPC
+// has met the channel's configuration error (it waits in the goxds
+// interceptor for a usable configuration, or a pick failed and gRPC holds
+// it), where its outcome will be sent.
+func waitForReadyCall(t *testing.T, ctx context.Context, conn *grpc.ClientConn) <-chan error {
+	t.Helper()
+	met := make(chan struct{})
+	once := sync.OnceFunc(func() { close(met) })
+	rpcCtx := grpcxds.WithConfigWaitObserver(ctx, once)
+	rpcCtx = grpcxds.WithPickObserver(rpcCtx, func(err error) {
+		if err != nil {
+			once()
+		}
+	})
+	out := make(chan error, 1)
+	go func() {
+		_, err := call(rpcCtx, conn, grpc.WaitForReady(true))
+		out <- err
+	}()
+	select {
+	case <-met:
+	case err := <-out:
+		t.Fatalf("wait-for-ready RPC ended before meeting the configuration error: %v", err)
+	case <-ctx.Done():
+		t.Fatal("wait-for-ready RPC never met the configuration error")
+	}
+	return out
+}
+
+// A listener that never existed fails RPCs that are not wait-for-ready at
+// once (at the does-not-exist timer, for a new client) with the reason,
+// and holds wait-for-ready ones until it exists or their deadline, on a
+// channel with the goxds interceptors and on one without (the picker's
+// error then is not a status, so gRPC holds them itself).
 func TestListenerMissing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	conn := e.dial()
-	_, err := call(e.ctx, conn, grpc.WaitForReady(true))
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "resource does not exist") {
-		t.Errorf("RPC failed with %v; want UNAVAILABLE saying the listener does not exist", err)
+	a := startBackend(t, "a")
+	for _, tc := range []struct {
+		name string
+		dial func(*env) *grpc.ClientConn
+	}{
+		{"interceptors", func(e *env) *grpc.ClientConn { return e.dial() }},
+		{"resolver-only", func(e *env) *grpc.ClientConn {
+			conn, err := grpc.NewClient("goxds:///"+listener, grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			return conn
+		}},
+	} {
+		e := newEnv(t)
+		conn := tc.dial(e)
+		_, err := call(e.ctx, conn)
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "resource does not exist") {
+			t.Errorf("%s: RPC failed with %v; want UNAVAILABLE saying the listener does not exist", tc.name, err)
+		}
+		short, cancel := context.WithTimeout(e.ctx, 50*time.Millisecond)
+		_, err = call(short, conn, grpc.WaitForReady(true))
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("%s: wait-for-ready RPC with a 50ms deadline and no listener: %v; want DEADLINE_EXCEEDED", tc.name, err)
+		}
+		waiting := waitForReadyCall(t, e.ctx, conn)
+		e.update(tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", a)))
+		if err := <-waiting; err != nil {
+			t.Errorf("%s: wait-for-ready RPC made before the listener existed: %v; want it served once it does", tc.name, err)
+		}
 	}
 }
 

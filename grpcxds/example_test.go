@@ -36,6 +36,7 @@ func ExampleNewBuilder() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer b.Close()
 	// NewClient installs the resolver and the interceptors that apply the
 	// route's timeout, retries and HTTP filters to each RPC.
 	conn, err := grpcxds.NewClient("goxds:///greeter", b,
@@ -71,6 +72,7 @@ func ExampleOptions_connectOnFirstRPC() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer b.Close()
 	conn, err := grpcxds.NewClient("goxds:///greeter", b,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -246,6 +246,7 @@ func newEnvServer(t testing.TB, opts grpcxds.Options, msOpts testutils.Managemen
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close) // after the channels', before the server stops
 	return &env{t: t, ctx: ctx, ms: ms, builder: b}
 }
 

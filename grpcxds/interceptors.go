@@ -23,8 +23,8 @@ const maxReplayBytes = 256 << 10
 // the RPC's context and config, and finish, to call once the RPC is over.
 // A nil config means the RPC goes to gRPC as it is, to fail there (a
 // closed channel).
-func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn) (context.Context, *rpcConfig, func(), error) {
-	cfg, err := cs.current(ctx, cc)
+func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *rpcConfig, func(), error) {
+	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
 		return ctx, nil, noFinish, err
 	}
@@ -64,6 +64,19 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 		return ctx, rc, noFinish, nil
 	}
 	return ctx, rc, end.finish, nil
+}
+
+// waitForReady reports whether an RPC's call options (the channel's
+// defaults among them: gRPC hands interceptors both) make it wait for
+// ready rather than fail fast.
+func waitForReady(opts []grpc.CallOption) bool {
+	wfr := false
+	for _, o := range opts {
+		if f, ok := o.(grpc.FailFastCallOption); ok {
+			wfr = !f.FailFast // the last one given wins, as in gRPC
+		}
+	}
+	return wfr
 }
 
 // noFinish is the finish of an RPC that started nothing to end.
@@ -134,7 +147,7 @@ func replayable(req any) bool {
 
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, rc, finish, err := cs.start(ctx, method, cc)
+	ctx, rc, finish, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
@@ -169,7 +182,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 
 // stream is the channel's stream interceptor.
 func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, rc, finish, err := cs.start(ctx, method, cc)
+	ctx, rc, finish, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}

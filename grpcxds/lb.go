@@ -21,7 +21,12 @@ import (
 // wait-for-ready RPC waiting.
 type errorPicker struct{ err error }
 
-func (p errorPicker) Pick(balancer.PickInfo) (balancer.PickResult, error) {
+func (p errorPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	// The channel's picker while it has no configuration: tests hear of
+	// its picks as of routePicker's (pickObserverKey).
+	if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
+		observe(p.err)
+	}
 	return balancer.PickResult{}, p.err
 }
 

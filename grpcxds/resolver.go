@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -34,9 +35,18 @@ type Options struct {
 	// Client, if set, is the xDS client every channel of the Builder
 	// watches through. It is shared, not owned: the caller closes it after
 	// the channels. Nil: the Builder creates a client from Bootstrap when
-	// the first channel starts, shares it between its channels, and closes
-	// it when the last one closes.
+	// the first channel starts and shares it between its channels; once
+	// the last one has closed (or gone idle), the client stays open for
+	// ClientLinger, for the next channel to find its configuration at
+	// once, and then closes. Builder.Close closes it without waiting.
 	Client *client.Client
+	// ClientLinger is how long a client the Builder created stays open
+	// after its last channel released it. A channel going idle (gRPC's
+	// idle timeout) releases it too, so without a linger every
+	// idle-to-active cycle of a lone channel would redial the management
+	// server and fetch the whole configuration again. Zero:
+	// DefaultClientLinger; negative: closed at once.
+	ClientLinger time.Duration
 	// Bootstrap names the management servers for a client the Builder
 	// creates, and holds the listener name templates (gRFC A47) used with
 	// Client too. Nil: the bootstrap Client was made with
@@ -111,17 +121,35 @@ type Builder struct {
 	// real one. Set before the first channel.
 	retryWait func(ctx context.Context, d time.Duration) error
 
-	// A client the Builder created, counted by the resolvers using it.
-	mu    sync.Mutex
-	owned *client.Client // guarded by mu
-	refs  int            // guarded by mu
+	// linger is Options.ClientLinger, resolved; afterFunc runs the linger
+	// timer (time.AfterFunc, but in tests).
+	linger    time.Duration
+	afterFunc func(time.Duration, func()) stopper
+
+	// A client the Builder created, counted by the resolvers using it;
+	// lingering is the timer that closes it once none does.
+	mu        sync.Mutex
+	owned     *client.Client // guarded by mu
+	refs      int            // guarded by mu
+	lingering stopper        // guarded by mu
+	lingerSeq uint64         // numbers the linger timers; guarded by mu
+	closed    bool           // Close was called; guarded by mu
 }
+
+// DefaultClientLinger is how long a client a Builder created stays open
+// after its last channel released it, unless Options.ClientLinger says
+// otherwise.
+const DefaultClientLinger = 5 * time.Minute
 
 // NewBuilder returns a Builder for opts. It fails if the scheme is not a
 // valid lower-case URI scheme, or if no client is given and no valid
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
-	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions}
+	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions,
+		linger: opts.ClientLinger, afterFunc: realClock{}.AfterFunc}
+	if b.linger == 0 {
+		b.linger = DefaultClientLinger
+	}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -241,7 +269,8 @@ func (b *Builder) listenerName(target resolver.Target) (string, error) {
 	if authority := target.URL.Host; authority != "" {
 		name, ok := b.cfg.AuthorityListenerResourceName(authority, endpoint)
 		if !ok {
-			return "", fmt.Errorf("grpcxds: target %q: authority %q is not in the bootstrap", target.String(), authority)
+			// gRPC's words, for what was written against them.
+			return "", fmt.Errorf("grpcxds: authority %q specified in dial target %q is not found in the bootstrap file (xDS node ID %q)", authority, target.String(), b.cfg.Node.ID)
 		}
 		return name, nil
 	}
@@ -256,6 +285,13 @@ func (b *Builder) acquireClient() (*client.Client, func(), error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return nil, nil, errors.New("grpcxds: the Builder is closed")
+	}
+	if b.lingering != nil {
+		b.lingering.Stop()
+		b.lingering = nil
+	}
 	if b.owned == nil {
 		c, err := client.New(b.cfg, b.clientOpts)
 		if err != nil {
@@ -265,20 +301,65 @@ func (b *Builder) acquireClient() (*client.Client, func(), error) {
 	}
 	b.refs++
 	c := b.owned
-	return c, sync.OnceFunc(func() {
-		b.mu.Lock()
-		b.refs--
-		last := b.refs == 0 && b.owned == c
-		if last {
-			b.owned = nil
-		}
+	return c, sync.OnceFunc(func() { b.releaseClient(c) }), nil
+}
+
+// releaseClient is a resolver letting go of c. The last one leaves it to
+// linger, unless the Builder is closed or lingers for no time.
+func (b *Builder) releaseClient(c *client.Client) {
+	b.mu.Lock()
+	b.refs--
+	if b.refs > 0 || b.owned != c {
 		b.mu.Unlock()
-		if last {
-			// Outside mu: Close waits for the client's callbacks, and a
-			// callback of another resolver may be starting a channel.
-			c.Close()
-		}
-	}), nil
+		return
+	}
+	if !b.closed && b.linger > 0 {
+		b.lingerSeq++
+		seq := b.lingerSeq
+		b.lingering = b.afterFunc(b.linger, func() { b.closeLingering(seq) })
+		b.mu.Unlock()
+		return
+	}
+	b.owned = nil
+	b.mu.Unlock()
+	// Outside mu: Close waits for the client's callbacks, and a callback
+	// of another resolver may be starting a channel.
+	c.Close()
+}
+
+// closeLingering closes the client the linger timer numbered seq was
+// started for, unless a channel took it (or Close closed it) since.
+func (b *Builder) closeLingering(seq uint64) {
+	b.mu.Lock()
+	if b.lingering == nil || b.lingerSeq != seq || b.refs > 0 || b.owned == nil {
+		b.mu.Unlock()
+		return
+	}
+	c := b.owned
+	b.owned, b.lingering = nil, nil
+	b.mu.Unlock()
+	c.Close()
+}
+
+// Close releases what the Builder holds: a client it created is closed
+// now if no channel uses it, else when the last one closes, without
+// lingering. Channels built afterwards fail. Close does not close a
+// client given in Options.Client. It is safe to call more than once.
+func (b *Builder) Close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.lingering != nil {
+		b.lingering.Stop()
+		b.lingering = nil
+	}
+	c := b.owned
+	if b.refs > 0 || c == nil {
+		b.mu.Unlock()
+		return
+	}
+	b.owned = nil
+	b.mu.Unlock()
+	c.Close()
 }
 
 // xdsResolver is one channel's resolver: a config tree watch whose events
@@ -309,27 +390,17 @@ type xdsResolver struct {
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
-// channel's state. gRPC hands it to the balancer before returning.
-//
-// Once the goxds balancer is known to run, the interceptors get the
-// snapshot before the balancer: an RPC that chooses a cluster the balancer
-// does not have yet waits for its picker, whereas one that chose from a
-// configuration older than the picker's would get the old route's
-// timeout and retries. The first snapshot goes to them only once the
-// balancer has taken it (publish), so that a channel that ignores the
-// service config sends nothing anywhere.
+// channel's state. The goxds balancer, taking it, hands the interceptors
+// their part (channelConfig) before it publishes the picker made from it;
+// until it has, they keep the configuration before, and the first RPCs
+// wait, so that a channel that ignores the service config sends nothing
+// anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	gen := r.cs.nextGen()
-	cfg := &channelConfig{gen: gen, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
-	if r.cs.balancerGen.Load() > 0 {
-		r.cs.setFrom(r.epoch, cfg)
-	}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, gen)
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
+	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, cfg)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
-	err := r.cc.UpdateState(st)
-	r.publish(gen, cfg)
-	if err != nil {
-		r.logger.Warn("the channel did not take the new xDS configuration", "err", err)
+	if err := r.cc.UpdateState(st); err != nil {
+		r.notTaken(cfg.gen, err)
 		return
 	}
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
@@ -348,30 +419,25 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	gen := r.cs.nextGen()
-	err = r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, gen))
-	r.publish(gen, &channelConfig{gen: gen, err: status.Error(codes.Unavailable, cerr.Error()), nodeID: r.nodeID})
-	if err != nil {
-		r.logger.Warn("the channel did not take the xDS configuration error", "err", err)
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), transient: true, nodeID: r.nodeID}
+	if err := r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, cfg)); err != nil {
+		r.notTaken(cfg.gen, err)
 	}
 }
 
-// publish hands the channel's interceptors cfg, of generation gen, once
-// the goxds balancer has taken it, which it must have done by the time
-// UpdateState returns. If it did not, the channel runs another policy (it
-// was made with grpc.WithDisableServiceConfig, which ignores the
-// resolver's service config): its RPCs would go wherever that policy
+// notTaken handles a state of generation gen that the channel's policy
+// refused (UpdateState's error is the policy's verdict). The goxds
+// balancer takes every state this resolver makes, so the channel runs
+// another policy: it was made with grpc.WithDisableServiceConfig, which
+// ignores the resolver's service config, and that policy, handed no
+// addresses, refuses the state. Its RPCs would go wherever that policy
 // sends them, so the interceptors fail them instead, and the log says so.
-func (r *xdsResolver) publish(gen uint64, cfg *channelConfig) {
-	var ignored error
-	if r.cs.balancerGen.Load() < gen {
-		ignored = errNotOurBalancer(r.listener)
-		cfg = &channelConfig{gen: gen, err: ignored, nodeID: r.nodeID}
-	}
+func (r *xdsResolver) notTaken(gen uint64, err error) {
+	ignored := errNotOurBalancer(r.listener)
 	// A resolver closed since (its Update ran on as Close returned) sets
 	// nothing, and has nothing to say: no balancer hears a closed one.
-	if r.cs.setFrom(r.epoch, cfg) && ignored != nil {
-		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored)
+	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, epoch: r.epoch, err: ignored, nodeID: r.nodeID}) {
+		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored, "policy_err", err)
 	}
 }
 

@@ -138,6 +138,7 @@ func TestListenerNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer b.Close()
 	for tgt, want := range map[string]string{
 		"my-xds:///greeter":             "svc-greeter",
 		"my-xds://auth.example/greeter": xdstpName,

@@ -123,6 +123,7 @@ func newSecureEnvWith(t *testing.T, m *mesh, logger *slog.Logger, sharedClient b
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close) // after the channels', before the server stops
 	return &env{t: t, ctx: ctx, ms: ms, builder: b}
 }
 

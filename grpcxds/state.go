@@ -74,25 +74,26 @@ func configErrorFromState(s resolver.State) *ConfigError {
 // errorState is the resolver.State for an unusable tree: the service
 // config, so that the goxds balancer runs, and the error it fails RPCs
 // with.
-func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger, cs *channelState, gen uint64) resolver.State {
+func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger, cs *channelState, cfg *channelConfig) resolver.State {
 	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err).WithValue(loggerKey{}, logger).
-		WithValue(channelKey{}, cs).WithValue(generationKey{}, gen)}
+		WithValue(channelKey{}, cs).WithValue(channelConfigKey{}, cfg)}
 }
 
-// channelKey and generationKey are the State.Attributes keys of the
-// channel's *channelState and of the generation of the configuration the
-// state carries: the balancer tells the channel which configuration it
-// took, and its pickers know which is theirs.
+// channelKey and channelConfigKey are the State.Attributes keys of the
+// channel's *channelState and of the *channelConfig the state carries: the
+// balancer that takes the state hands the configuration to the channel's
+// interceptors (channelState.setFrom), and its pickers know by the
+// configuration's generation which RPCs chose from a newer one.
 type (
-	channelKey    struct{}
-	generationKey struct{}
+	channelKey       struct{}
+	channelConfigKey struct{}
 )
 
-// channelFromState returns what channelKey and generationKey hold.
-func channelFromState(s resolver.State) (*channelState, uint64) {
+// channelFromState returns what channelKey and channelConfigKey hold.
+func channelFromState(s resolver.State) (*channelState, *channelConfig) {
 	cs, _ := s.Attributes.Value(channelKey{}).(*channelState)
-	gen, _ := s.Attributes.Value(generationKey{}).(uint64)
-	return cs, gen
+	cfg, _ := s.Attributes.Value(channelConfigKey{}).(*channelConfig)
+	return cs, cfg
 }
 
 // EndpointInfo is what the goxds resolver says about one endpoint that
@@ -146,9 +147,9 @@ func EndpointsFromState(s resolver.State) []resolver.Endpoint {
 // for certificate providers, and the channel's per-RPC state with the
 // configuration's generation. It costs the same for every snapshot,
 // however many clusters it has.
-func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config, cs *channelState, gen uint64) resolver.State {
+func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config, cs *channelState, cfg *channelConfig) resolver.State {
 	return resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger).WithValue(bootstrapKey{}, b).
-		WithValue(channelKey{}, cs).WithValue(generationKey{}, gen)}
+		WithValue(channelKey{}, cs).WithValue(channelConfigKey{}, cfg)}
 }
 
 // endpointsOf returns the resolver endpoints of an EDS cluster.

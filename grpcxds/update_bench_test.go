@@ -34,12 +34,12 @@ func newOneEndpointChange(n, m int) *oneEndpointChange {
 	return &oneEndpointChange{
 		snaps: []*watchers.Snapshot{snapA, snapB},
 		bal:   newStuckBalancer(&stuckCC{}, realClock{}, time.Minute),
-		cs:    &channelState{},
+		cs:    newChannelState(&Builder{}),
 	}
 }
 
 func (o *oneEndpointChange) apply(tb testing.TB, i int) {
-	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, uint64(i+1))
+	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, &channelConfig{gen: uint64(i + 1), epoch: o.cs.epochNow()})
 	if err := o.bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: st}); err != nil {
 		tb.Fatal(err)
 	}

@@ -179,3 +179,56 @@ func leastRequestChoices(n uint32) (LBPolicy, error) {
 	}
 	return LBPolicy{Kind: LBLeastRequest, ChoiceCount: min(n, MaxChoiceCount)}, nil
 }
+
+// String returns the policy as one line for logs, status pages and
+// fmt.Print: the kind, then in braces the parameters that kind uses, named
+// as in the xDS configuration, and "in wrr_locality" when localities are
+// picked by weight first. For example
+//
+//	round_robin in wrr_locality
+//	ring_hash{min_ring_size=1024 max_ring_size=8388608}
+//	least_request{choice_count=2}
+//
+// Without it a policy printed as its fields in order, which say nothing
+// without the struct beside them.
+func (p LBPolicy) String() string {
+	var params string
+	switch p.Kind {
+	case LBRingHash:
+		params = "min_ring_size=" + strconv.FormatUint(p.MinRingSize, 10) +
+			" max_ring_size=" + strconv.FormatUint(p.MaxRingSize, 10)
+		if p.RequestHashHeader != "" {
+			params += " request_hash_header=" + strconv.Quote(p.RequestHashHeader)
+		}
+	case LBLeastRequest:
+		params = "choice_count=" + strconv.FormatUint(uint64(p.ChoiceCount), 10)
+	case LBPickFirst:
+		if p.ShuffleAddressList {
+			params = "shuffle_address_list=true"
+		}
+	case LBWeightedRoundRobin:
+		params = p.WRR.String()
+	}
+	s := p.Kind.String()
+	if params != "" {
+		s += "{" + params + "}"
+	}
+	if p.WRRLocality {
+		s += " in wrr_locality"
+	}
+	return s
+}
+
+// String returns the configuration as space-separated name=value pairs,
+// named as in client_side_weighted_round_robin's configuration;
+// oob_reporting_period only when out-of-band reports are enabled.
+func (c WRRConfig) String() string {
+	s := "blackout_period=" + c.BlackoutPeriod.String() +
+		" weight_expiration_period=" + c.WeightExpirationPeriod.String() +
+		" weight_update_period=" + c.WeightUpdatePeriod.String() +
+		" error_utilization_penalty=" + strconv.FormatFloat(c.ErrorUtilizationPenalty, 'g', -1, 64)
+	if c.EnableOOBLoadReport {
+		s += " enable_oob_load_report=true oob_reporting_period=" + c.OOBReportingPeriod.String()
+	}
+	return s
+}

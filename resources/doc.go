@@ -119,13 +119,15 @@
 // may disable the filter ([DisabledFilterOverride]). The fault filter's
 // config is a [*FaultConfig] (gRFC A33). The RBAC filter (gRFC A41) runs on
 // servers only; its config and RBACPerRoute overrides are [*RBACConfig],
-// whose [RBACEngine] authorizes an [RBACRequest].
+// whose [RBACRules] are the validated rules as plain data, evaluated by the
+// data plane's authz package.
 //
 // # Server Listeners
 //
 // A Listener without an api_listener is a server's (gRFC A36): it decodes
 // with [Listener.Server] set to a [*ServerListener], its filter chains
-// validated as gRPC validates them, and [ServerListener.FindFilterChain]
+// validated as gRPC validates them and expanded into the entries
+// ([ServerListener.Entries]) from which the data plane's authz package
 // picks a connection's chain. Package xdsserver serves by it.
 //
 // # Adding a type

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -63,7 +62,8 @@ func FuzzDecodeListener(f *testing.F) {
 
 // checkServerListener holds a decoded server Listener to what the server
 // relies on: some chain to serve, each with routes and a router last, and
-// a filter chain lookup that never panics.
+// a table of entries, all distinct, each of a chain the Listener serves
+// (dataplane/authz's FuzzFindFilterChain looks chains up in it).
 func checkServerListener(t *testing.T, l *Listener) {
 	s := l.Server
 	if l.Name == "" || l.HTTPConnectionManager != nil || l.HTTPFilters != nil || (len(s.FilterChains) == 0 && s.DefaultFilterChain == nil) {
@@ -88,9 +88,22 @@ func checkServerListener(t *testing.T, l *Listener) {
 			checkRouteConfig(t, fc.InlineRouteConfig)
 		}
 	}
-	for _, a := range []string{"127.0.0.1:1", "10.1.2.3:80", "[::1]:8080", "[2001:db8::1]:443"} {
-		for _, b := range []string{"127.0.0.1:2", "192.168.0.1:7", "[::ffff:10.0.0.1]:9"} {
-			s.FindFilterChain(netip.MustParseAddrPort(a), netip.MustParseAddrPort(b))
+	served := make(map[*FilterChain]bool, len(s.FilterChains)) // true once an entry names it
+	for _, fc := range s.FilterChains {
+		served[fc] = false
+	}
+	seen := make(map[FilterChainEntry]bool, len(s.Entries))
+	for _, e := range s.Entries {
+		key := e
+		key.Chain = nil
+		if _, ok := served[e.Chain]; !ok || seen[key] {
+			t.Fatalf("entry %+v: of a chain not served, or a match twice", e)
+		}
+		seen[key], served[e.Chain] = true, true
+	}
+	for fc, named := range served {
+		if !named {
+			t.Fatalf("chain %q has no entry", fc.Name)
 		}
 	}
 }

@@ -1,14 +1,9 @@
 package resources
 
 import (
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
 	"net/netip"
-	"net/url"
-	"strconv"
+	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	xdstypev3 "github.com/cncf/xds/go/xds/type/v3"
@@ -20,9 +15,7 @@ import (
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/rbac/audit_loggers/stream/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	exprpb "google.golang.org/genproto/googleapis/api/expr/v1alpha1"
-	"google.golang.org/grpc/authz/audit"
 	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -52,160 +45,17 @@ func rbacRules(action rbacv3.RBAC_Action, policies map[string]*rbacv3.Policy) *r
 	return &rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{Action: action, Policies: policies}}
 }
 
-func compileRBAC(t *testing.T, m *rbacfilterv3.RBAC) *RBACEngine {
-	t.Helper()
-	c, err := rbacFilterType.ParseConfig(toAny(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*RBACConfig).Engine
-}
-
-func TestRBACEngine(t *testing.T) {
-	cert := &x509.Certificate{
-		URIs:     []*url.URL{{Scheme: "spiffe", Host: "td", Path: "/ns/a/sa/client"}},
-		DNSNames: []string{"ignored.example"},
-	}
-	dnsCert := &x509.Certificate{DNSNames: []string{"client.example"}}
-	subjCert := &x509.Certificate{Subject: pkix.Name{CommonName: "client"}}
-	base := RBACRequest{
-		FullMethod: "/pkg.Svc/Allowed",
-		Headers:    map[string][]string{":authority": {"svc.example"}, "x-user": {"alice"}},
-		Local:      netip.MustParseAddrPort("10.0.0.1:8080"),
-		Remote:     netip.MustParseAddrPort("[::ffff:192.168.0.7]:5000"),
-	}
-	tests := []struct {
-		name    string
-		action  rbacv3.RBAC_Action
-		policy  *rbacv3.Policy
-		req     func(r *RBACRequest)
-		matches bool
-	}{
-		{name: "path", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{pathPerm("/pkg.Svc/Allowed")}, Principals: []*rbacv3.Principal{anyPrincipal()}}, matches: true},
-		{name: "other path", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{pathPerm("/pkg.Svc/Other")}, Principals: []*rbacv3.Principal{anyPrincipal()}}},
-		{name: "host header is :authority", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{headerPrincipal("Host", "svc.example")}}, matches: true},
-		{name: ":path header", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{headerPrincipal(":path", "/pkg.Svc/Allowed")}}, matches: true},
-		{name: ":method header", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{headerPrincipal(":method", "POST")}}, matches: true},
-		{name: "header mismatch", policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{headerPrincipal("x-user", "bob")}}},
-		{
-			name: "source ip, mapped address",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_SourceIp{SourceIp: &corev3.CidrRange{AddressPrefix: "192.168.0.0", PrefixLen: wrapperspb.UInt32(16)}}},
-			}},
-			matches: true,
-		},
-		{
-			name: "direct remote ip miss",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_DirectRemoteIp{DirectRemoteIp: &corev3.CidrRange{AddressPrefix: "10.0.0.0", PrefixLen: wrapperspb.UInt32(8)}}},
-			}},
-		},
-		{
-			name: "destination ip and port",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{
-				{Rule: &rbacv3.Permission_DestinationIp{DestinationIp: &corev3.CidrRange{AddressPrefix: "10.0.0.0", PrefixLen: wrapperspb.UInt32(8)}}},
-				{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: 8080}},
-			}}}}}, Principals: []*rbacv3.Principal{anyPrincipal()}},
-			matches: true,
-		},
-		{
-			name: "not port",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_NotRule{NotRule: &rbacv3.Permission{
-				Rule: &rbacv3.Permission_DestinationPort{DestinationPort: 8080},
-			}}}}, Principals: []*rbacv3.Principal{anyPrincipal()}},
-		},
-		{
-			name: "or ids",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{
-				headerPrincipal("x-user", "bob"), headerPrincipal("x-user", "alice"),
-			}}}}}},
-			matches: true,
-		},
-		{
-			name: "authenticated needs tls",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{}}},
-			}},
-		},
-		{
-			name: "authenticated uri san",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: exactSM("spiffe://td/ns/a/sa/client")}}},
-			}},
-			req:     func(r *RBACRequest) { r.TLS, r.PeerCertificates = true, []*x509.Certificate{cert} },
-			matches: true,
-		},
-		{
-			name: "authenticated: dns sans are not looked at when there are uri sans",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: exactSM("ignored.example")}}},
-			}},
-			req: func(r *RBACRequest) { r.TLS, r.PeerCertificates = true, []*x509.Certificate{cert} },
-		},
-		{
-			name: "authenticated dns san",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: exactSM("client.example")}}},
-			}},
-			req:     func(r *RBACRequest) { r.TLS, r.PeerCertificates = true, []*x509.Certificate{dnsCert} },
-			matches: true,
-		},
-		{
-			name: "authenticated subject",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{
-				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: exactSM("CN=client")}}},
-			}},
-			req:     func(r *RBACRequest) { r.TLS, r.PeerCertificates = true, []*x509.Certificate{subjCert} },
-			matches: true,
-		},
-		{
-			name: "metadata never matches, inverted always",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{
-				{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Invert: true}}},
-			}, Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_NotId{NotId: &rbacv3.Principal{
-				Identifier: &rbacv3.Principal_Metadata{Metadata: &matcherv3.MetadataMatcher{}},
-			}}}}},
-			matches: true,
-		},
-		{
-			name: "requested server name is empty",
-			policy: &rbacv3.Policy{Permissions: []*rbacv3.Permission{
-				{Rule: &rbacv3.Permission_RequestedServerName{RequestedServerName: exactSM("")}},
-			}, Principals: []*rbacv3.Principal{anyPrincipal()}},
-			matches: true,
-		},
-	}
-	for _, tt := range tests {
-		for _, action := range []rbacv3.RBAC_Action{rbacv3.RBAC_ALLOW, rbacv3.RBAC_DENY} {
-			t.Run(tt.name+"/"+action.String(), func(t *testing.T) {
-				e := compileRBAC(t, rbacRules(action, map[string]*rbacv3.Policy{"p": tt.policy}))
-				req := base
-				if tt.req != nil {
-					tt.req(&req)
-				}
-				allowed, policy := e.Authorize(&req)
-				if want := tt.matches != (action == rbacv3.RBAC_DENY); allowed != want {
-					t.Errorf("allowed = %v, want %v", allowed, want)
-				}
-				if (policy == "p") != tt.matches {
-					t.Errorf("matched policy %q, want a match: %v", policy, tt.matches)
-				}
-			})
-		}
-	}
-}
-
 func TestRBACConfigRules(t *testing.T) {
 	ok := &rbacv3.Policy{Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{anyPrincipal()}}
 	tests := []struct {
-		name       string
-		cfg        *rbacfilterv3.RBAC
-		wantErr    string
-		wantEngine bool
+		name      string
+		cfg       *rbacfilterv3.RBAC
+		wantErr   string
+		wantRules bool
 	}{
 		{name: "no rules", cfg: &rbacfilterv3.RBAC{}},
 		{name: "log action", cfg: rbacRules(rbacv3.RBAC_LOG, map[string]*rbacv3.Policy{"p": ok})},
-		{name: "allow", cfg: rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": ok}), wantEngine: true},
+		{name: "allow", cfg: rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": ok}), wantRules: true},
 		{
 			name:    "condition",
 			cfg:     rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": {Condition: &exprpb.Expr{}}}),
@@ -258,27 +108,27 @@ func TestRBACConfigRules(t *testing.T) {
 			name: "unknown optional audit logger",
 			cfg: withAudit(rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": ok}), true,
 				toAny(&xdstypev3.TypedStruct{TypeUrl: "type.googleapis.com/acme.NoSuchLogger"})),
-			wantEngine: true,
+			wantRules: true,
 		},
 		{
-			name:       "stdout audit logger",
-			cfg:        withAudit(rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": ok}), false, toAny(&streamv3.StdoutAuditLog{})),
-			wantEngine: true,
+			name:      "stdout audit logger",
+			cfg:       withAudit(rbacRules(rbacv3.RBAC_ALLOW, map[string]*rbacv3.Policy{"p": ok}), false, toAny(&streamv3.StdoutAuditLog{})),
+			wantRules: true,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := rbacFilterType.ParseConfig(toAny(tt.cfg))
 			checkErr(t, err, tt.wantErr)
-			if err == nil && (c.(*RBACConfig).Engine != nil) != tt.wantEngine {
-				t.Errorf("engine = %v, want one: %v", c.(*RBACConfig).Engine, tt.wantEngine)
+			if err == nil && (c.(*RBACConfig).Rules != nil) != tt.wantRules {
+				t.Errorf("rules = %v, want some: %v", c.(*RBACConfig).Rules, tt.wantRules)
 			}
 		})
 	}
 	// An override without rules lets every RPC through.
 	c, err := rbacFilterType.ParseOverride(toAny(&rbacfilterv3.RBACPerRoute{}))
-	if err != nil || c.(*RBACConfig).Engine != nil {
-		t.Errorf("empty RBACPerRoute = %+v, %v; want no engine", c, err)
+	if err != nil || c.(*RBACConfig).Rules != nil {
+		t.Errorf("empty RBACPerRoute = %+v, %v; want no rules", c, err)
 	}
 }
 
@@ -291,59 +141,6 @@ func withAudit(m *rbacfilterv3.RBAC, optional bool, a *anypb.Any) *rbacfilterv3.
 		}},
 	}
 	return m
-}
-
-// recordingLogger is an audit logger registered through grpc-go's public
-// registry, as a user would.
-type recordingLogger struct {
-	mu     sync.Mutex
-	events []audit.Event
-	prefix string
-}
-
-func (l *recordingLogger) Log(e *audit.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e2 := *e
-	e2.MatchedRule = l.prefix + e2.MatchedRule
-	l.events = append(l.events, e2)
-}
-
-type recordingBuilder struct{ l *recordingLogger }
-
-type recordingConfig struct {
-	audit.LoggerConfig
-	Prefix string `json:"prefix"`
-}
-
-func (b recordingBuilder) ParseLoggerConfig(c json.RawMessage) (audit.LoggerConfig, error) {
-	var rc recordingConfig
-	err := json.Unmarshal(c, &rc)
-	return rc, err
-}
-func (b recordingBuilder) Build(c audit.LoggerConfig) audit.Logger {
-	b.l.prefix = c.(recordingConfig).Prefix
-	return b.l
-}
-func (recordingBuilder) Name() string { return "goxds.test.RecordingLogger" }
-
-func TestRBACAuditLogging(t *testing.T) {
-	l := &recordingLogger{}
-	audit.RegisterLoggerBuilder(recordingBuilder{l})
-	cfg, _ := structpb.NewStruct(map[string]any{"prefix": "rule:"})
-	m := rbacRules(rbacv3.RBAC_DENY, map[string]*rbacv3.Policy{
-		"deny-other": {Permissions: []*rbacv3.Permission{pathPerm("/pkg.Svc/Other")}, Principals: []*rbacv3.Principal{anyPrincipal()}},
-	})
-	withAudit(m, false, toAny(&xdstypev3.TypedStruct{TypeUrl: "type.googleapis.com/goxds.test.RecordingLogger", Value: cfg}))
-	e := compileRBAC(t, m)
-	for _, method := range []string{"/pkg.Svc/Allowed", "/pkg.Svc/Other"} {
-		e.Authorize(&RBACRequest{FullMethod: method, Principal: "spiffe://td/x"})
-	}
-	// ON_DENY: only the denied RPC is logged.
-	want := []audit.Event{{FullMethodName: "/pkg.Svc/Other", Principal: "spiffe://td/x", MatchedRule: "rule:deny-other"}}
-	if len(l.events) != 1 || l.events[0] != want[0] {
-		t.Errorf("audit events = %+v, want %+v", l.events, want)
-	}
 }
 
 func TestRBACFilterIsServerOnly(t *testing.T) {
@@ -360,26 +157,88 @@ func TestRBACFilterIsServerOnly(t *testing.T) {
 	}
 }
 
-// BenchmarkRBACAuthorize: one RPC checked against ten policies, the match
-// in the last (names sort policy-0 … policy-9).
-func BenchmarkRBACAuthorize(b *testing.B) {
-	policies := make(map[string]*rbacv3.Policy)
-	for i := range 10 {
-		policies["policy-"+strconv.Itoa(i)] = &rbacv3.Policy{
-			Permissions: []*rbacv3.Permission{pathPerm("/pkg.Svc/M" + strconv.Itoa(i))},
-			Principals:  []*rbacv3.Principal{headerPrincipal("x-user", "alice")},
-		}
-	}
-	c, err := rbacFilterType.ParseConfig(toAny(rbacRules(rbacv3.RBAC_ALLOW, policies)))
+// The decoded rules are the data plane's input (dataplane/authz evaluates
+// them as they are): each permission and principal keeps its kind and
+// operands, header names are lower case with host as :authority,
+// addresses are unmapped, policies are sorted by name.
+func TestRBACRulesDecoded(t *testing.T) {
+	hostPerm := &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+		Name: "Host", HeaderMatchSpecifier: &routev3.HeaderMatcher_ExactMatch{ExactMatch: "svc"},
+	}}}
+	m := rbacRules(rbacv3.RBAC_DENY, map[string]*rbacv3.Policy{
+		"b": {Permissions: []*rbacv3.Permission{anyPerm()}, Principals: []*rbacv3.Principal{anyPrincipal()}},
+		"a": {
+			Permissions: []*rbacv3.Permission{
+				{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{hostPerm, pathPerm("/s/m")}}}},
+				{Rule: &rbacv3.Permission_NotRule{NotRule: &rbacv3.Permission{Rule: &rbacv3.Permission_DestinationPort{DestinationPort: 80}}}},
+				{Rule: &rbacv3.Permission_DestinationIp{DestinationIp: &corev3.CidrRange{AddressPrefix: "::ffff:10.0.0.0", PrefixLen: wrapperspb.UInt32(8)}}},
+				{Rule: &rbacv3.Permission_Metadata{Metadata: &matcherv3.MetadataMatcher{Invert: true}}},
+				{Rule: &rbacv3.Permission_RequestedServerName{RequestedServerName: exactSM("sni")}},
+			},
+			Principals: []*rbacv3.Principal{
+				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{}}},
+				{Identifier: &rbacv3.Principal_Authenticated_{Authenticated: &rbacv3.Principal_Authenticated{PrincipalName: exactSM("spiffe://td/x")}}},
+				{Identifier: &rbacv3.Principal_OrIds{OrIds: &rbacv3.Principal_Set{Ids: []*rbacv3.Principal{
+					{Identifier: &rbacv3.Principal_SourceIp{SourceIp: &corev3.CidrRange{AddressPrefix: "192.168.0.0", PrefixLen: wrapperspb.UInt32(16)}}},
+					{Identifier: &rbacv3.Principal_DirectRemoteIp{DirectRemoteIp: &corev3.CidrRange{AddressPrefix: "::1", PrefixLen: wrapperspb.UInt32(128)}}},
+					{Identifier: &rbacv3.Principal_RemoteIp{RemoteIp: &corev3.CidrRange{AddressPrefix: "1.2.3.4", PrefixLen: wrapperspb.UInt32(32)}}},
+				}}}},
+			},
+		},
+	})
+	withAudit(m, false, toAny(&streamv3.StdoutAuditLog{}))
+	c, err := rbacFilterType.ParseConfig(toAny(m))
 	if err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
-	e := c.(*RBACConfig).Engine
-	req := &RBACRequest{FullMethod: "/pkg.Svc/M9", Headers: map[string][]string{"x-user": {"alice"}}}
-	b.ReportAllocs()
-	for b.Loop() {
-		if ok, _ := e.Authorize(req); !ok {
-			b.Fatal("denied")
+	r := c.(*RBACConfig).Rules
+	if r == nil || !r.Deny || len(r.Policies) != 2 || r.Policies[0].Name != "a" || r.Policies[1].Name != "b" {
+		t.Fatalf("rules = %+v, want DENY with policies a, b", r)
+	}
+	if r.AuditCondition != RBACAuditOnDeny || len(r.AuditLoggers) != 1 || r.AuditLoggers[0].Name != "stdout_logger" {
+		t.Errorf("audit = %v, %+v; want ON_DENY to the stdout logger", r.AuditCondition, r.AuditLoggers)
+	}
+	perms, princs := r.Policies[0].Permissions, r.Policies[0].Principals
+	and, ok := perms[0].(*RBACAnd)
+	if !ok || len(and.Rules) != 2 {
+		t.Fatalf("and_rules = %#v", perms[0])
+	}
+	if h, ok := and.Rules[0].(*RBACHeader); !ok || h.Header.Name() != ":authority" || !h.Header.Match("svc", true) {
+		t.Errorf("host header = %#v, want :authority", and.Rules[0])
+	}
+	if p, ok := and.Rules[1].(*RBACPath); !ok || !p.Path.Match("/s/m") {
+		t.Errorf("url_path = %#v", and.Rules[1])
+	}
+	if not, ok := perms[1].(*RBACNot); !ok || *not.Rule.(*RBACDestinationPort) != (RBACDestinationPort{Port: 80}) {
+		t.Errorf("not_rule = %#v", perms[1])
+	}
+	if ip, ok := perms[2].(*RBACDestinationIP); !ok || ip.Prefix != netip.MustParsePrefix("10.0.0.0/8") {
+		t.Errorf("destination_ip = %#v, want 10.0.0.0/8", perms[2])
+	}
+	if md, ok := perms[3].(*RBACMetadata); !ok || !md.Invert {
+		t.Errorf("metadata = %#v, want inverted", perms[3])
+	}
+	if sni, ok := perms[4].(*RBACRequestedServerName); !ok || !sni.Name.Match("sni") {
+		t.Errorf("requested_server_name = %#v", perms[4])
+	}
+	if a, ok := princs[0].(*RBACAuthenticated); !ok || a.Name != nil {
+		t.Errorf("authenticated = %#v, want no principal name", princs[0])
+	}
+	if a, ok := princs[1].(*RBACAuthenticated); !ok || a.Name == nil || !a.Name.Match("spiffe://td/x") {
+		t.Errorf("authenticated with name = %#v", princs[1])
+	}
+	or, ok := princs[2].(*RBACOr)
+	if !ok || len(or.Rules) != 3 {
+		t.Fatalf("or_ids = %#v", princs[2])
+	}
+	want := []RBACMatcher{
+		&RBACSourceIP{Prefix: netip.MustParsePrefix("192.168.0.0/16")},
+		&RBACDirectRemoteIP{Prefix: netip.MustParsePrefix("::1/128")},
+		&RBACRemoteIP{Prefix: netip.MustParsePrefix("1.2.3.4/32")},
+	}
+	for i, m := range or.Rules {
+		if !reflect.DeepEqual(m, want[i]) {
+			t.Errorf("or_ids[%d] = %#v, want %#v", i, m, want[i])
 		}
 	}
 }

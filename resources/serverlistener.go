@@ -33,11 +33,12 @@ type ServerListener struct {
 	// DefaultFilterChain serves connections no chain matches; nil when
 	// the Listener has none, and such connections are closed.
 	DefaultFilterChain *FilterChain
-
-	// entries is FilterChains expanded into one entry per combination of
-	// destination prefix, source type, source prefix and source port;
-	// no two are equal (the Listener would be invalid).
-	entries []chainEntry
+	// Entries are FilterChains expanded into one entry per combination
+	// of destination prefix, source type, source prefix and source port:
+	// the table a connection's chain is picked from (package
+	// dataplane/authz does). Validation made no two of them equal: the
+	// Listener would be invalid.
+	Entries []FilterChainEntry
 }
 
 // SourceType is a filter chain's source_type match.
@@ -95,14 +96,18 @@ type FilterChain struct {
 	RequireClientCert bool
 }
 
-// chainEntry is one point of a filter chain's match: its destination and
-// source prefixes (the zero Prefix when unset: it matches everything and
-// loses to any set prefix), source type and source port (0 when unset).
-type chainEntry struct {
-	dst, src netip.Prefix
-	srcType  SourceType
-	port     uint32
-	chain    *FilterChain
+// FilterChainEntry is one point of a filter chain's match.
+type FilterChainEntry struct {
+	// Destination and Source are a destination and a source prefix of
+	// the chain, the zero Prefix when it has none: that matches every
+	// address and loses to any prefix that is set.
+	Destination, Source netip.Prefix
+	// SourceType is the chain's source type.
+	SourceType SourceType
+	// SourcePort is a source port of the chain, 0 when it has none.
+	SourcePort uint32
+	// Chain is the filter chain the entry belongs to.
+	Chain *FilterChain
 }
 
 func (l *Listener) setServerListener(m *listenerv3.Listener) error {
@@ -188,7 +193,7 @@ func (s *ServerListener) setFilterChains(in []*listenerv3.FilterChain) error {
 	}
 	// Overlaps are checked before the chains' filters, as gRPC does, so
 	// that the verdict on a Listener with both faults is the same.
-	seen := make(map[chainEntry]bool)
+	seen := make(map[FilterChainEntry]bool)
 	for ci, c := range chains {
 		used := false
 		for _, d := range c.dst {
@@ -201,14 +206,14 @@ func (s *ServerListener) setFilterChains(in []*listenerv3.FilterChain) error {
 			}
 			for _, src := range orAny(c.fc.Match.SourcePrefixes) {
 				for _, port := range ports {
-					key := chainEntry{dst: d, src: src, srcType: c.fc.Match.SourceType, port: port}
+					key := FilterChainEntry{Destination: d, Source: src, SourceType: c.fc.Match.SourceType, SourcePort: port}
 					if seen[key] {
 						return fieldErrorf(index("filter_chains", c.at)+".filter_chain_match",
-							"overlaps an earlier filter chain (destination %v, source type %v, source %v, port %d)", d, key.srcType, src, port)
+							"overlaps an earlier filter chain (destination %v, source type %v, source %v, port %d)", d, key.SourceType, src, port)
 					}
 					seen[key] = true
-					key.chain = c.fc
-					s.entries = append(s.entries, key)
+					key.Chain = c.fc
+					s.Entries = append(s.Entries, key)
 					used = true
 				}
 			}
@@ -421,76 +426,6 @@ func downstreamTLS(ts *corev3.TransportSocket) (*tlsv3.DownstreamTlsContext, *Se
 		return nil, nil, fieldErrorf("typed_config.require_client_certificate", "set without a validation context's ca_certificate_provider_instance to check client certificates with")
 	}
 	return d, sc, nil
-}
-
-// FindFilterChain returns the filter chain for a connection from remote to
-// local, as gRPC picks it (gRFC A36): among the chains' entries, those with
-// the longest destination prefix that holds local; of these, those whose
-// source type matches most specifically; then the longest source prefix
-// that holds remote; then an exact source port over none. It returns the
-// default filter chain when no entry is left, and nil when there is none.
-func (s *ServerListener) FindFilterChain(local, remote netip.AddrPort) *FilterChain {
-	la, ra := local.Addr().Unmap(), remote.Addr().Unmap()
-	cands := s.entries
-	cands = best(cands, func(e chainEntry) int { return prefixScore(e.dst, la) })
-	cands = best(cands, func(e chainEntry) int {
-		switch e.srcType {
-		case SourceAny:
-			return 0
-		case SourceSameIPOrLoopback:
-			if ra.IsLoopback() || ra == la {
-				return 1
-			}
-		case SourceExternal:
-			if !ra.IsLoopback() && ra != la {
-				return 1
-			}
-		}
-		return -1
-	})
-	cands = best(cands, func(e chainEntry) int { return prefixScore(e.src, ra) })
-	cands = best(cands, func(e chainEntry) int {
-		switch e.port {
-		case 0:
-			return 0
-		case uint32(remote.Port()):
-			return 1
-		}
-		return -1
-	})
-	if len(cands) > 0 {
-		// Validation made entries unique, so one is left.
-		return cands[0].chain
-	}
-	return s.DefaultFilterChain
-}
-
-// best keeps the entries with the highest non-negative score.
-func best(in []chainEntry, score func(chainEntry) int) []chainEntry {
-	top := -1
-	var out []chainEntry
-	for _, e := range in {
-		switch sc := score(e); {
-		case sc < 0 || sc < top:
-		case sc > top:
-			top, out = sc, append(out[:0:0], e)
-		default:
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// prefixScore ranks how specifically p holds a: its length (the "any"
-// zero Prefix scores 0, below a /0 which scores 1), -1 when it does not.
-func prefixScore(p netip.Prefix, a netip.Addr) int {
-	if !p.IsValid() {
-		return 0
-	}
-	if !p.Contains(a) {
-		return -1
-	}
-	return p.Bits() + 1
 }
 
 // String names a SourceType as the proto does.

@@ -1,7 +1,6 @@
 package resources
 
 import (
-	"net/netip"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -298,65 +297,5 @@ func TestDecodeServerListenerRules(t *testing.T) {
 				t.Errorf("decoded %+v, want a server Listener only", l)
 			}
 		})
-	}
-}
-
-func TestFindFilterChain(t *testing.T) {
-	m := serverListener(
-		chain("any", nil),
-		chain("dst-10/8", &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{cidr("10.0.0.0", 8)}}),
-		chain("dst-10.1/16", &listenerv3.FilterChainMatch{PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}}),
-		chain("dst-10.1/16-external", &listenerv3.FilterChainMatch{
-			PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}, SourceType: listenerv3.FilterChainMatch_EXTERNAL,
-		}),
-		chain("dst-10.1/16-external-src", &listenerv3.FilterChainMatch{
-			PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}, SourceType: listenerv3.FilterChainMatch_EXTERNAL,
-			SourcePrefixRanges: []*corev3.CidrRange{cidr("192.168.0.0", 16)},
-		}),
-		chain("dst-10.1/16-external-src-port", &listenerv3.FilterChainMatch{
-			PrefixRanges: []*corev3.CidrRange{cidr("10.1.0.0", 16)}, SourceType: listenerv3.FilterChainMatch_EXTERNAL,
-			SourcePrefixRanges: []*corev3.CidrRange{cidr("192.168.0.0", 16)}, SourcePorts: []uint32{7},
-		}),
-		chain("loopback", &listenerv3.FilterChainMatch{
-			PrefixRanges: []*corev3.CidrRange{cidr("127.0.0.0", 8)}, SourceType: listenerv3.FilterChainMatch_SAME_IP_OR_LOOPBACK,
-		}),
-		chain("only-from-1.2.3.4", &listenerv3.FilterChainMatch{
-			PrefixRanges:       []*corev3.CidrRange{cidr("172.16.0.0", 12)},
-			SourcePrefixRanges: []*corev3.CidrRange{cidr("1.2.3.4", 32)},
-		}),
-	)
-	m.DefaultFilterChain = chain("default", nil)
-	_, l, err := decodeMsg(ListenerType, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct{ local, remote, want string }{
-		{"8.8.8.8:1", "9.9.9.9:1", "any"},
-		{"10.2.0.1:1", "9.9.9.9:1", "dst-10/8"},
-		{"10.1.0.1:1", "10.1.0.1:5", "dst-10.1/16"}, // same IP: not external
-		{"10.1.0.1:1", "9.9.9.9:1", "dst-10.1/16-external"},
-		{"10.1.0.1:1", "192.168.1.1:1", "dst-10.1/16-external-src"},
-		{"10.1.0.1:1", "192.168.1.1:7", "dst-10.1/16-external-src-port"},
-		{"[::ffff:10.1.0.1]:1", "[::ffff:192.168.1.1]:7", "dst-10.1/16-external-src-port"},
-		{"127.0.0.1:1", "127.0.0.1:9", "loopback"},
-		{"127.0.0.1:1", "8.8.8.8:9", "default"}, // the most specific destination has no chain for it
-		{"172.16.0.1:1", "1.2.3.4:9", "only-from-1.2.3.4"},
-		{"172.16.0.1:1", "1.2.3.5:9", "default"},
-	}
-	for _, tt := range tests {
-		fc := l.Server.FindFilterChain(netip.MustParseAddrPort(tt.local), netip.MustParseAddrPort(tt.remote))
-		if fc == nil || fc.Name != tt.want {
-			t.Errorf("FindFilterChain(%s, %s) = %+v, want %q", tt.local, tt.remote, fc, tt.want)
-		}
-	}
-
-	// Without a default chain, a connection nothing matches gets none.
-	m.DefaultFilterChain = nil
-	_, l, err = decodeMsg(ListenerType, m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fc := l.Server.FindFilterChain(netip.MustParseAddrPort("172.16.0.1:1"), netip.MustParseAddrPort("1.2.3.5:9")); fc != nil {
-		t.Errorf("FindFilterChain matched %q, want none", fc.Name)
 	}
 }

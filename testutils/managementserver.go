@@ -90,6 +90,11 @@ type ManagementServerOptions struct {
 	// OnDeltaResponse is called just before a delta response is sent.
 	OnDeltaResponse func(streamID int64, req *discoveryv3.DeltaDiscoveryRequest, resp *discoveryv3.DeltaDiscoveryResponse)
 
+	// GRPCServerOptions are added to the options of the server's
+	// grpc.Server: grpc.Creds to serve over TLS (a PKI's certificate), an
+	// interceptor that checks the credentials a client sends on its calls.
+	GRPCServerOptions []grpc.ServerOption
+
 	// LoadReporting, if set, is served as the load reporting service
 	// beside go-control-plane's, which has none: clusters with
 	// lrs_server self report to it (an LRSServer, say).
@@ -111,7 +116,8 @@ type Counters struct {
 // ManagementServer is an xDS management server built from go-control-plane's
 // own server and caches, serving SotW and delta ADS (and the per-type
 // services of listeners, routes, scoped routes, virtual hosts, clusters,
-// endpoints, secrets and runtime) over insecure gRPC. Its methods are safe for
+// endpoints, secrets and runtime) over insecure gRPC unless
+// GRPCServerOptions say otherwise. Its methods are safe for
 // concurrent use.
 type ManagementServer struct {
 	// Read-only after StartManagementServer.
@@ -186,7 +192,7 @@ func StartManagementServer(opts ManagementServerOptions) (*ManagementServer, err
 			return nil, err
 		}
 	}
-	s.gs = grpc.NewServer(grpc.WaitForHandlers(true))
+	s.gs = grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts.GRPCServerOptions...)...)
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(s.gs, xs)
 	listenerservice.RegisterListenerDiscoveryServiceServer(s.gs, xs)
 	routeservice.RegisterRouteDiscoveryServiceServer(s.gs, xs)

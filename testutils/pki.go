@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -48,6 +49,9 @@ type CertOptions struct {
 	// IDs ("spiffe://trust-domain/path").
 	DNSNames []string
 	URIs     []string
+	// IPAddresses become IP SANs, for a server dialled by address
+	// ("127.0.0.1:port").
+	IPAddresses []net.IP
 	// Client makes a client certificate (ExtKeyUsageClientAuth) instead of
 	// a server one.
 	Client bool
@@ -79,7 +83,7 @@ func NewPKI(t testing.TB) *PKI {
 // half a file): issuing again under the same name is a rotation.
 func (p *PKI) Issue(name string, o CertOptions) Cert {
 	p.t.Helper()
-	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: o.DNSNames}
+	tmpl := &x509.Certificate{Subject: pkix.Name{CommonName: name}, DNSNames: o.DNSNames, IPAddresses: o.IPAddresses}
 	for _, u := range o.URIs {
 		parsed, err := url.Parse(u)
 		if err != nil {

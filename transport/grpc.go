@@ -149,6 +149,9 @@ func (b grpcBuilder) dial(server bootstrap.ServerConfig) (cc grpc.ClientConnInte
 	if creds.PerRPC != nil {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(creds.PerRPC))
 	}
+	for _, c := range creds.Call { // call_creds (gRFC A97)
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(c))
+	}
 	conn, err := grpc.NewClient(server.ServerURI, append(dialOpts, b.opts.DialOptions...)...)
 	if err != nil {
 		creds.Close()

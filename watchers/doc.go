@@ -92,6 +92,20 @@
 // configuration naming a thousand clusters costs one CDS and then one EDS
 // request, not a thousand. Cancelling the tree drops every watch it holds.
 //
+// # Printing a snapshot
+//
+// [Snapshot.WriteTo] prints a snapshot as an indented tree, one line per
+// element: the listener, its route configuration, the virtual host chosen,
+// each route with its match and action, the clusters it sends to (an
+// aggregate cluster's leaves below it), their localities and endpoints; a
+// cluster that cannot be used shows its error on its line. fmt.Print
+// prints the same (String). [Snapshot.Tree] gives that tree as
+// [TreeNode]s, kinds and names apart from the text, for programs that show
+// it their own way: JSON for scripts, an HTML page. The resources' value
+// types print in the words of the xDS configuration (for example
+// resources.LBPolicy as "ring_hash{min_ring_size=1024
+// max_ring_size=4096}"), which the tree's lines use.
+//
 // # Concurrency
 //
 // The TreeWatcher is called from the client's callbacks: serialized with

@@ -3,16 +3,19 @@ package xdsserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"time"
 
+	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/tls/certprovider"
 
 	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/internal/spiffe"
 	"github.com/goxds/xds/resources"
 )
 
@@ -119,6 +122,10 @@ func (cs *chainSecurity) tlsConfig(ctx context.Context) (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("xdsserver: roots to verify clients: %w", err)
 		}
+		if r.SPIFFEBundleMap != nil {
+			cs.verifyBySPIFFE(c, r.SPIFFEBundleMap)
+			return c, nil
+		}
 		c.ClientCAs = r.Roots
 		c.ClientAuth = tls.VerifyClientCertIfGiven
 		if cs.requireClientCert {
@@ -126,6 +133,26 @@ func (cs *chainSecurity) tlsConfig(ctx context.Context) (*tls.Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// verifyBySPIFFE makes c verify the client's certificate against the
+// bundle of its SPIFFE ID's trust domain (gRFC A87), with the same
+// requirement as for plain roots: a certificate is verified if given, and
+// must be given when the chain requires one. crypto/tls cannot pick roots
+// by the certificate it is verifying, so it only asks for the certificate
+// and VerifyPeerCertificate does the verification.
+func (cs *chainSecurity) verifyBySPIFFE(c *tls.Config, bundles map[string]*spiffebundle.Bundle) {
+	c.ClientAuth = tls.RequestClientCert
+	if cs.requireClientCert {
+		c.ClientAuth = tls.RequireAnyClientCert
+	}
+	c.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
+		if len(raw) == 0 {
+			return nil // none given, and none required: RequireAnyClientCert would have refused it
+		}
+		_, err := spiffe.VerifyChain(raw, nil, bundles, x509.ExtKeyUsageClientAuth, "client")
+		return err
+	}
 }
 
 // chainConn is an accepted connection and the TLS of the filter chain it

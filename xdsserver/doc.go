@@ -46,7 +46,10 @@
 // for its :authority, the first route that matches; the route's action
 // must be non_forwarding_action, else the RPC fails with UNAVAILABLE. Then
 // the chain's HTTP filters run with the route's or virtual host's
-// overrides: RBAC allows or denies (PERMISSION_DENIED). A filter this
+// overrides: RBAC allows or denies (PERMISSION_DENIED). The filter chain
+// match and the RBAC evaluation are the data plane's (package
+// dataplane/authz, shared with other servers); this package binds them
+// to grpc-go's server, its peer and its metadata. A filter this
 // package has no code for fails the RPC (UNAVAILABLE) rather than being
 // skipped.
 //
@@ -55,7 +58,11 @@
 // A filter chain with a DownstreamTlsContext is served over TLS with the
 // certificate of its identity provider instance; with a validation
 // context, client certificates are verified against its roots, and
-// required with require_client_certificate (mTLS). The instances are the
+// required with require_client_certificate (mTLS). When the roots
+// provider is a file_watcher naming a spiffe_trust_bundle_map_file (gRFC
+// A87), a client certificate must carry one SPIFFE ID and is verified
+// against the bundle of its trust domain; a certificate of a trust domain
+// the map lacks is refused. The instances are the
 // bootstrap's certificate_providers (file_watcher: rotated files are used
 // by new connections). A chain whose providers cannot be built is not
 // served at all, neither in TLS nor in plaintext. Providers are built on a

@@ -223,7 +223,9 @@ func TestNotServingUntilRouteConfigurationArrives(t *testing.T) {
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}, Routes: []*routev3.RouteConfiguration{rc}})
 	for {
 		err := call(e.ctx, conn, sayHello)
-		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "not non_forwarding_action") {
+		// gRPC's words, and the node ID, as gRPC's errors name it.
+		if status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "the incoming RPC matched to a route that was not of action type non forwarding") &&
+			strings.Contains(err.Error(), "[xDS node id: "+nodeID+"]") {
 			break
 		}
 		if err != nil {
@@ -285,8 +287,9 @@ func TestListenerForAnotherAddressIsNotServed(t *testing.T) {
 	lis := e.serverListener(nil, serverRoutes())
 	lis.Address.GetSocketAddress().PortSpecifier = &corev3.SocketAddress_PortValue{PortValue: e.port + 1}
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{lis}})
-	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "but the server listens on") {
-		t.Errorf("not serving because %v, want the address mismatch", got.Err)
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "does not match listening address") ||
+		!strings.Contains(got.Err.Error(), nodeID) {
+		t.Errorf("not serving because %v, want the address mismatch in gRPC's words, with the node ID", got.Err)
 	}
 	refused(t, e.ctx, "Listener for another port", e.dial())
 
@@ -294,8 +297,9 @@ func TestListenerForAnotherAddressIsNotServed(t *testing.T) {
 	// either; the callback is told the new reason, as grpc-go tells it.
 	client := testutils.Listener(e.name, "rc")
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{client}})
-	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "client-side Listener") {
-		t.Errorf("not serving because %v, want the client-side Listener named", got.Err)
+	if got := e.waitMode(xdsserver.ServingModeNotServing); got.Err == nil || !strings.Contains(got.Err.Error(), "received client-side listener resource") ||
+		!strings.Contains(got.Err.Error(), nodeID) {
+		t.Errorf("not serving because %v, want the client-side Listener named in gRPC's words, with the node ID", got.Err)
 	}
 
 	// Port 0 in the Listener stands for any port. (A new message: the

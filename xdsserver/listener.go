@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/resources"
 )
 
@@ -153,7 +154,7 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	fc := g.cfg.FindFilterChain(local, remote)
+	fc := authz.FindFilterChain(g.cfg, local, remote)
 	if fc == nil {
 		conn.Close() // no chain for this peer
 		return
@@ -185,13 +186,13 @@ func addrPort(a net.Addr) (netip.AddrPort, bool) {
 func (l *listener) onListener(res *resources.Listener) {
 	sl := res.Server
 	if sl == nil {
-		l.notServing(fmt.Errorf("xdsserver: Listener %q is a client-side Listener (it has an api_listener)", l.name))
+		l.notServing(l.s.configError("received client-side listener resource %q on server-side (it has an api_listener)", l.name))
 		return
 	}
 	// Port 0 in the Listener matches any port; the address must match.
 	if sl.Address != l.host || (sl.Port != 0 && strconv.Itoa(int(sl.Port)) != l.port) {
-		l.notServing(fmt.Errorf("xdsserver: Listener %q is for %s, but the server listens on %s",
-			l.name, net.JoinHostPort(sl.Address, strconv.Itoa(int(sl.Port))), l.raw.Addr()))
+		l.notServing(l.s.configError("address (%s) in Listener update does not match listening address: (%s): Listener %q",
+			net.JoinHostPort(sl.Address, strconv.Itoa(int(sl.Port))), net.JoinHostPort(l.host, l.port), l.name))
 		return
 	}
 	secure := hasSecurity(sl)

@@ -50,7 +50,7 @@ func TestNotServingIsLoggedWithoutCallback(t *testing.T) {
 		Address: "127.0.0.2", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: e.port},
 	}}}
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{elsewhere}})
-	t.Log(e.waitWarning(notServing, "is for "+net.JoinHostPort("127.0.0.2", strconv.Itoa(int(e.port)))+", but the server listens on "+e.lis.Addr().String()))
+	t.Log(e.waitWarning(notServing, "address ("+net.JoinHostPort("127.0.0.2", strconv.Itoa(int(e.port)))+") in Listener update does not match listening address: ("+e.lis.Addr().String()+")"))
 
 	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, serverRoutes())}})
 	t.Log(e.waitWarning("xdsserver: serving again address=" + e.lis.Addr().String() + listener))

@@ -2,6 +2,7 @@ package xdsserver
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/resources"
 )
 
@@ -47,13 +49,14 @@ func (g *generation) check(ctx context.Context, method string) error {
 	if !lok || !rok {
 		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}
-	fc := g.cfg.FindFilterChain(local, remote)
+	s := g.l.s
+	fc := authz.FindFilterChain(g.cfg, local, remote)
 	if fc == nil {
-		return status.Error(codes.Unavailable, "xdsserver: no filter chain for the connection")
+		return s.rpcError(codes.Unavailable, "no filter chain for the connection from %s to %s", remote, local)
 	}
 	rc, err := g.l.routeConfig(fc)
 	if err != nil {
-		return status.Errorf(codes.Unavailable, "xdsserver: %v", err)
+		return s.rpcError(codes.Unavailable, "error from xDS configuration for matched route configuration: %v", err)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	var authority string
@@ -62,7 +65,7 @@ func (g *generation) check(ctx context.Context, method string) error {
 	}
 	vh := resources.FindVirtualHost(rc.VirtualHosts, authority)
 	if vh == nil {
-		return status.Errorf(codes.Unavailable, "xdsserver: no virtual host for authority %q in route configuration %q", authority, rc.Name)
+		return s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Virtual Host: authority %q, route configuration %q", authority, rc.Name)
 	}
 	var route *resources.Route
 	for _, r := range vh.Routes {
@@ -72,19 +75,19 @@ func (g *generation) check(ctx context.Context, method string) error {
 		}
 	}
 	if route == nil {
-		return status.Errorf(codes.Unavailable, "xdsserver: no route matches %s in virtual host %q", method, vh.Name)
+		return s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Route: %s in virtual host %q", method, vh.Name)
 	}
 	if route.Action != resources.RouteActionNonForwarding {
 		// gRFC A36: a server only serves routes that say so.
-		return status.Errorf(codes.Unavailable, "xdsserver: %s matched a route whose action is %v, not non_forwarding_action", method, route.Action)
+		return s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
-	return runFilters(ctx, fc, vh, route, method, md, local, remote, p)
+	return runFilters(s, fc, vh, route, method, md, local, remote, p)
 }
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). A filter this server has no code
 // for fails the RPC rather than being skipped: it may be a security filter.
-func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+func runFilters(s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
@@ -96,24 +99,25 @@ func runFilters(_ context.Context, fc *resources.FilterChain, vh *resources.Virt
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
 		case *resources.RBACConfig:
-			if c.Engine == nil {
+			if c.Rules == nil {
 				continue
 			}
-			req := &resources.RBACRequest{FullMethod: method, Headers: md, Local: local, Remote: remote}
+			// Every gRPC request is a POST.
+			req := &authz.Request{Method: "POST", Path: method, Headers: md, Local: local, Remote: remote}
 			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 				req.TLS, req.PeerCertificates = true, ti.State.PeerCertificates
 				if ti.SPIFFEID != nil {
 					req.Principal = ti.SPIFFEID.String()
 				}
 			}
-			if ok, policy := c.Engine.Authorize(req); !ok {
+			if ok, policy := authz.Authorize(c.Rules, req); !ok {
 				if policy != "" {
 					return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched deny policy %q", method, policy)
 				}
 				return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched no allow policy", method)
 			}
 		default:
-			return status.Errorf(codes.Unavailable, "xdsserver: HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
+			return s.rpcError(codes.Unavailable, "HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
 		}
 	}
 	return nil
@@ -130,4 +134,18 @@ func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
 		vs := md[name]
 		return strings.Join(vs, ","), len(vs) > 0
 	})
+}
+
+// rpcError is the status an RPC fails with because of the configuration:
+// prefixed, as gRPC's are, with the xDS node ID, the first thing to look
+// up on the management server.
+func (s *GRPCServer) rpcError(c codes.Code, format string, args ...any) error {
+	return status.Error(c, s.configError(format, args...).Error())
+}
+
+// configError is an error the configuration caused, naming the xDS node
+// ID as gRPC's do ("[xDS node id: ...]"), so that what was written against
+// grpc-go's errors matches goxds's.
+func (s *GRPCServer) configError(format string, args ...any) error {
+	return fmt.Errorf("xdsserver: [xDS node id: %s]: %s", s.opts.bootstrap.Node.ID, fmt.Sprintf(format, args...))
 }

@@ -144,18 +144,19 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 	default:
 		cfg, err := bootstrap.FromEnv()
 		if err != nil {
-			return nil, fmt.Errorf("xdsserver: %w", err)
+			// gRPC's words first, for what was written against them.
+			return nil, fmt.Errorf("xdsserver: failed to read xDS bootstrap config from env vars: %w", err)
 		}
 		s.opts.bootstrap = cfg
 	}
 	if s.opts.bootstrap.ServerListenerResourceNameTemplate == "" {
-		return nil, errors.New("xdsserver: the bootstrap has no server_listener_resource_name_template")
+		return nil, errors.New("xdsserver: missing server_listener_resource_name_template in the bootstrap configuration")
 	}
 	s.xc = s.opts.client
 	if s.xc == nil {
 		xc, err := client.New(s.opts.bootstrap, s.opts.clientOpts)
 		if err != nil {
-			return nil, fmt.Errorf("xdsserver: %w", err)
+			return nil, fmt.Errorf("xdsserver: xDS client creation failed: %w", err)
 		}
 		s.xc, s.ownsXC = xc, true
 	}

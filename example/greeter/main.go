@@ -102,6 +102,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer b.Close()
 	conn, err := grpcxds.NewClient("goxds:///"+listenerName, b,
 		grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -46,9 +46,18 @@ func runGoxdsChannel(listener string, files uint64, firstRPC bool) (info func() 
 	}
 	conn, err := grpcxds.NewClient(grpcxds.DefaultScheme+":///"+listener, b, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
+		b.Close()
 		return nil, nil, nil, err
 	}
-	return startChannel(conn, files)
+	info, probe, stop, err = startChannel(conn, files)
+	if err != nil {
+		b.Close()
+		return nil, nil, nil, err
+	}
+	return info, probe, func() {
+		stop()
+		b.Close()
+	}, nil
 }
 
 // runGRPCChannel makes a grpc-go channel to listener through grpc-go's own

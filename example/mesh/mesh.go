@@ -92,6 +92,7 @@ type mesh struct {
 	served chan error
 	lis    net.Listener
 	conn   *grpc.ClientConn
+	b      *grpcxds.Builder
 	modes  chan xdsserver.ServingModeChangeArgs
 	once   sync.Once
 }
@@ -154,6 +155,7 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
+	m.b = b
 	creds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
 	if err != nil {
 		return nil, err
@@ -203,6 +205,9 @@ func (m *mesh) stop() {
 	m.once.Do(func() {
 		if m.conn != nil {
 			m.conn.Close()
+		}
+		if m.b != nil {
+			m.b.Close()
 		}
 		if m.srv != nil {
 			m.srv.Stop()

@@ -197,8 +197,19 @@ func runDemo(ctx context.Context, o options, stdout io.Writer, logger *slog.Logg
 			return fmt.Errorf("%s: %w", step.title, err)
 		}
 	}
+	// The last change shows an error in the tree, which is the point of
+	// it; the demo must not seem to end on a failure.
+	fmt.Fprint(stdout, demoOver)
 	return nil
 }
+
+// demoOver is the demo's last output: the error just above was the last
+// scripted change, not a failure.
+const demoOver = `
+--- demo over: the error above was the last scripted change (a cluster a
+    route still names, deleted); the tree keeps it, in error, as gRPC would.
+    Follow a real server: go run ./example/watch -bootstrap FILE -listener NAME
+`
 
 // waitShown prints events until a snapshot for which shown is true.
 func waitShown(ctx context.Context, q *eventQueue, p *printer, title string, shown func(*watchers.Snapshot) bool) error {

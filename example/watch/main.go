@@ -6,7 +6,7 @@
 // management server (go-control-plane's, from goxds/testutils) with a small
 // service mesh, prints the resolved tree, applies a few changes on the
 // server (an endpoint drained, traffic shifted, a cluster deleted), prints
-// what each changed, and exits:
+// what each changed, says the demo is over, and exits:
 //
 //	go run ./example/watch
 //	go run ./example/watch -delta   # the same over delta ADS

@@ -62,6 +62,12 @@ func TestDemo(t *testing.T) {
 					t.Errorf("output lacks %q; output:\n%s", want, out.String())
 				}
 			}
+			// It ends saying the demo is over, not on the ERROR line of
+			// the last change.
+			last := out.String()[strings.LastIndex(out.String(), "\n---"):]
+			if !strings.HasPrefix(last, "\n--- demo over:") || strings.Contains(last, "ERROR") {
+				t.Errorf("output ends with %q, want the demo's end; output:\n%s", last, out.String())
+			}
 		})
 	}
 }

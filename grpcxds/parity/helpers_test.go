@@ -162,6 +162,7 @@ func newPairWith(t *testing.T, msOpts testutils.ManagementServerOptions) *pair {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close)
 	p.dial("goxds", grpcxds.DefaultScheme, b.DialOptions()...)
 
 	rb, err := xds.NewXDSResolverWithConfigForTesting(testutils.BootstrapJSON(testutils.BootstrapOptions{

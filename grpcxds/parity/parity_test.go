@@ -337,7 +337,10 @@ func block(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 // An RPC to a listener that does not exist fails with UNAVAILABLE through
 // both, and once the does-not-exist timer (15s in both) has fired, the
 // error names the node ID. (Before that, grpc-go fails RPCs that do not
-// wait for ready with "produced zero addresses".)
+// wait for ready with "produced zero addresses".) Wait-for-ready RPCs wait
+// through both until their deadline, or until the listener exists: goxds
+// then sends them by it; grpc-go v1.85 fails them with UNAVAILABLE
+// "unknown cluster selected for RPC" (as seen here), the one difference.
 func TestParityMissingListener(t *testing.T) {
 	t.Parallel()
 	p := newPair(t)
@@ -367,6 +370,32 @@ func TestParityMissingListener(t *testing.T) {
 	for name, ch := range errs {
 		if err := <-ch; status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s: RPC to a missing listener: %v; want UNAVAILABLE naming node ID %q", name, err, name)
+		}
+	}
+	for name, conn := range p.conns {
+		short, cancel := context.WithTimeout(p.ctx, 100*time.Millisecond)
+		err := conn.Invoke(short, sayHello, wrapperspb.String("hi"), new(wrapperspb.StringValue), grpc.WaitForReady(true))
+		cancel()
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Errorf("%s: wait-for-ready RPC with a 100ms deadline to a missing listener: %v; want DEADLINE_EXCEEDED", name, err)
+		}
+	}
+	a := startBackend(t, "a")
+	for name, conn := range p.conns {
+		ch := make(chan error, 1)
+		errs[name] = ch
+		go func() {
+			err := conn.Invoke(p.ctx, sayHello, wrapperspb.String("hi"), new(wrapperspb.StringValue), grpc.WaitForReady(true))
+			ch <- err
+		}()
+	}
+	p.update(tree(vhost(toCluster("A")), nil, clusters("A"), eds("A", a)))
+	for name, ch := range errs {
+		err := <-ch
+		switch {
+		case name == "grpc-go" && status.Code(err) == codes.Unavailable && strings.Contains(err.Error(), "unknown cluster selected"):
+		case err != nil:
+			t.Errorf("%s: wait-for-ready RPC made while the listener was missing: %v; want it served once the listener exists", name, err)
 		}
 	}
 }

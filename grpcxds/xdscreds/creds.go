@@ -9,7 +9,10 @@ import (
 	"net"
 	"strings"
 
+	"github.com/spiffe/go-spiffe/v2/bundle/spiffebundle"
 	"google.golang.org/grpc/credentials"
+
+	"github.com/goxds/xds/internal/spiffe"
 )
 
 // ClientOptions configure NewClientCredentials.
@@ -65,7 +68,7 @@ func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw
 	if hi.autoHost && ai.hostname != "" {
 		cfg.ServerName = ai.hostname
 	}
-	roots, err := hi.rootPool(ctx)
+	roots, bundles, err := hi.rootPool(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -77,7 +80,7 @@ func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw
 		cfg.Certificates = km.Certs
 	}
 	cfg.VerifyPeerCertificate = func(raw [][]byte, _ [][]*x509.Certificate) error {
-		return hi.verify(raw, roots, cfg.ServerName)
+		return hi.verify(raw, roots, bundles, cfg.ServerName)
 	}
 	conn := tls.Client(raw, cfg)
 	if err := conn.HandshakeContext(ctx); err != nil {
@@ -90,46 +93,37 @@ func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw
 	return conn, info, nil
 }
 
-// rootPool returns the roots to verify the server with.
-func (hi *HandshakeInfo) rootPool(ctx context.Context) (*x509.CertPool, error) {
+// rootPool returns the roots to verify the server with: certificates, or
+// a SPIFFE trust bundle map (gRFC A87) when the root provider has one.
+func (hi *HandshakeInfo) rootPool(ctx context.Context) (*x509.CertPool, map[string]*spiffebundle.Bundle, error) {
 	if hi.roots == nil {
 		pool, err := x509.SystemCertPool()
 		if err != nil {
-			return nil, fmt.Errorf("xdscreds: system roots: %w", err)
+			return nil, nil, fmt.Errorf("xdscreds: system roots: %w", err)
 		}
-		return pool, nil
+		return pool, nil, nil
 	}
 	km, err := hi.roots.KeyMaterial(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("xdscreds: no root certificates: %w", err)
+		return nil, nil, fmt.Errorf("xdscreds: no root certificates: %w", err)
+	}
+	if km.SPIFFEBundleMap != nil {
+		return nil, km.SPIFFEBundleMap, nil
 	}
 	if km.Roots == nil {
-		return nil, errors.New("xdscreds: the root certificate provider has no roots")
+		return nil, nil, errors.New("xdscreds: the root certificate provider has no roots")
 	}
-	return km.Roots, nil
+	return km.Roots, nil, nil
 }
 
-// verify checks the server's chain against roots, then its DNS SANs
-// against sni (auto_sni_san_validation) or its SANs against the matchers.
-func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, sni string) error {
-	if len(raw) == 0 {
-		return errors.New("server sent no certificate")
-	}
-	certs := make([]*x509.Certificate, len(raw))
-	for i, der := range raw {
-		c, err := x509.ParseCertificate(der)
-		if err != nil {
-			return fmt.Errorf("server certificate %d: %w", i, err)
-		}
-		certs[i] = c
-	}
-	opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	for _, c := range certs[1:] {
-		opts.Intermediates.AddCert(c)
-	}
-	leaf := certs[0]
-	if _, err := leaf.Verify(opts); err != nil {
-		return fmt.Errorf("server certificate not trusted: %w", err)
+// verify checks the server's chain against roots, or against the bundle
+// of its trust domain when bundles is not nil (gRFC A87), then its DNS SANs
+// against sni (auto_sni_san_validation) or its SANs against the matchers,
+// whichever the roots were.
+func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, bundles map[string]*spiffebundle.Bundle, sni string) error {
+	leaf, err := spiffe.VerifyChain(raw, roots, bundles, x509.ExtKeyUsageServerAuth, "server")
+	if err != nil {
+		return err
 	}
 	// With auto_sni_san_validation and a server name sent, that name is
 	// what the certificate must be for, and the matchers are not used

@@ -51,7 +51,8 @@
 //	  contains, safe_regex                              email and IP SANs
 //	sni, auto_host_sni, auto_sni_san_validation         supported, always on (grpc-go: behind GRPC_EXPERIMENTAL_XDS_SNI)
 //	  (A101, behind an env var)
-//	SPIFFE bundle maps (A87, behind an env var)        not supported
+//	SPIFFE bundle maps (A87, behind                    supported, always on: a file_watcher with spiffe_trust_bundle_map_file
+//	  GRPC_EXPERIMENTAL_XDS_MTLS_SPIFFE)                verifies the server against its SPIFFE ID's trust domain's bundle
 //	certificate providers: certprovider registry       the same registry and plugins (bootstrap.Config.CertificateProviderConfig)
 //	file_watcher reloads rotated files                 the same plugin: new connections use the new files
 //	server side: xds.NewServerCredentials              package xdsserver: each filter chain's DownstreamTlsContext, with the

@@ -20,10 +20,11 @@ var allowed = map[string][]string{
 	"client":    {"bootstrap", "resources", "transport"},
 	"watchers":  {"client", "resources", "bootstrap"},
 	"dataplane": {"watchers", "client", "resources", "bootstrap"}, // transport-neutral: see TestDataPlaneImportsNoTransport
-	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap"},
-	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap"},
+	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
+	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
-	"testutils": nil,        // anything
+	"xdsdebug":  {"client", "watchers", "resources", "bootstrap"},
+	"testutils": nil, // anything
 	"example":   nil,
 	"internal":  nil,
 }
@@ -94,7 +95,7 @@ func contains(list []string, s string) bool {
 // client, the tree watcher or the gRPC half without an adapter links
 // neither OpenTelemetry nor Prometheus.
 func TestCoreLinksNoMetricsSystem(t *testing.T) {
-	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "grpcxds", "xdsserver"}
+	core := []string{"bootstrap", "resources", "transport", "client", "client/csds", "watchers", "dataplane/...", "grpcxds", "xdsserver"}
 	args := []string{"list", "-deps"}
 	for _, p := range core {
 		args = append(args, module+"/"+p)
@@ -107,5 +108,102 @@ func TestCoreLinksNoMetricsSystem(t *testing.T) {
 		if strings.HasPrefix(dep, "go.opentelemetry.io/") || strings.HasPrefix(dep, "github.com/prometheus/") {
 			t.Errorf("the core depends on %s: only the metrics adapters may", dep)
 		}
+	}
+}
+
+// The data plane (routing, clusters, balancing, authorization) is shared
+// by the gRPC and the net/http adapters, so it must link neither: a
+// grpc-go or net/http type in it would tie the HTTP side to gRPC or the
+// gRPC side to net/http. The check follows imports transitively through
+// the data plane and third-party packages, and stops at the core packages
+// it may import (resources, client, ...): those reach grpc-go through
+// go-control-plane's generated service code and the ADS transport, which
+// the rules above govern, and a data plane package that uses them gets
+// no grpc-go or net/http type from them to use.
+func TestDataPlaneImportsNoTransport(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", module+"/dataplane/...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	graph := make(map[string][]string)
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		graph[p.ImportPath] = p.Imports
+	}
+	var roots []string
+	for p := range graph {
+		if top(p) == "dataplane" && strings.HasPrefix(p, module+"/") {
+			roots = append(roots, p)
+		}
+	}
+	if len(roots) == 0 {
+		t.Fatal("no package under dataplane/")
+	}
+	for _, path := range transportPaths(graph, roots) {
+		t.Errorf("the data plane must not depend on grpc-go or net/http (the adapters bind it to them): %s", strings.Join(path, " → "))
+	}
+}
+
+// isTransport reports whether p is grpc-go or net/http.
+func isTransport(p string) bool {
+	for _, t := range []string{"google.golang.org/grpc", "net/http"} {
+		if p == t || strings.HasPrefix(p, t+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// transportPaths returns, for each grpc-go or net/http package that the
+// roots reach without passing through a goxds package outside dataplane/,
+// one import path from a root to it.
+func transportPaths(graph map[string][]string, roots []string) [][]string {
+	from := make(map[string]string) // package → the package that first reached it
+	queue := append([]string(nil), roots...)
+	for _, r := range roots {
+		from[r] = ""
+	}
+	var found [][]string
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if isTransport(p) {
+			var path []string
+			for q := p; q != ""; q = from[q] {
+				path = append([]string{q}, path...)
+			}
+			found = append(found, path)
+			continue
+		}
+		if strings.HasPrefix(p, module+"/") && top(p) != "dataplane" {
+			continue // a core package: its own rules apply
+		}
+		for _, imp := range graph[p] {
+			if _, seen := from[imp]; !seen {
+				from[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return found
+}
+
+// The check finds a transport package reached through a third-party one,
+// and not one reached only through the core.
+func TestTransportPaths(t *testing.T) {
+	graph := map[string][]string{
+		module + "/dataplane/a": {module + "/resources", "example.com/lib", "strings"},
+		module + "/resources":   {"google.golang.org/grpc/codes"},
+		"example.com/lib":       {"net/http"},
+		"net/http":              {"net/http/internal"},
+	}
+	got := transportPaths(graph, []string{module + "/dataplane/a"})
+	want := module + "/dataplane/a → example.com/lib → net/http"
+	if len(got) != 1 || strings.Join(got[0], " → ") != want {
+		t.Errorf("transportPaths = %q, want one path %q", got, want)
 	}
 }

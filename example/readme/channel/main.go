@@ -19,6 +19,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer b.Close()
 	// grpcxds.NewClient installs the resolver and the interceptors that
 	// apply each route's timeout, retries and HTTP filters (fault
 	// injection) to every RPC. Choose the credentials of the connections
