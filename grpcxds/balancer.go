@@ -17,6 +17,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -84,9 +85,10 @@ type xdsBalancer struct {
 	failErr error
 	// clusters are the clusters routes send to, by name.
 	clusters map[string]*clusterLB
-	// conns are the endpoints of those clusters, by address list: one
-	// SubConn each, however many clusters and priorities share it.
-	conns map[string]*endpointConn
+	// pool holds the endpoints of those clusters, by address list and
+	// security: one SubConn each, however many clusters and priorities
+	// share it (conns.go).
+	pool *endpoint.Pool
 	// dns are the LOGICAL_DNS resolutions, by host:port.
 	dns map[string]*dnsWatch
 	// inflight counts the requests in flight per leaf cluster, for its
@@ -120,13 +122,10 @@ type xdsBalancer struct {
 	nReady, nConnecting int
 	nIdle               int
 	// pruneConns: some endpoint may have lost its last cluster, so
-	// finishAndUnlock shuts down the SubConns of orphans, the endpoints
-	// that lost their last cluster since, that no cluster took again.
-	// Looking at every endpoint instead made each update, SubConn state
-	// change and failover cost every endpoint (most of their cost at
-	// 10,000 clusters).
+	// finishAndUnlock has the pool shut down the SubConns of orphans, the
+	// endpoints that lost their last cluster since, that no cluster took
+	// again (and forgets load stores no cluster holds).
 	pruneConns bool
-	orphans    map[*endpointConn]struct{}
 	// bootstrap defines the certificate providers of clusters' TLS (nil:
 	// none); security holds the HandshakeInfos in use, by
 	// xdscreds.Key; warnedPlain the clusters whose TLS a channel without
@@ -327,11 +326,7 @@ func (b *xdsBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConn
 func (b *xdsBalancer) ExitIdle() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, c := range b.conns {
-		if c.wantedBy > 0 && c.sc != nil && c.raw == connectivity.Idle {
-			c.sc.Connect()
-		}
-	}
+	b.pool.ExitIdle()
 }
 
 // Close implements balancer.Balancer: every SubConn is shut down, every
@@ -345,9 +340,7 @@ func (b *xdsBalancer) Close() {
 	}
 	b.stopFailoversLocked()
 	b.stopIdleSweepLocked()
-	for _, c := range b.conns {
-		c.shutdown()
-	}
+	b.pool.Close()
 	for _, e := range b.security {
 		e.hi.Close()
 	}
@@ -364,7 +357,7 @@ func (b *xdsBalancer) Close() {
 			resolvers = append(resolvers, w.r)
 		}
 	}
-	b.clusters, b.conns, b.dns = nil, nil, nil
+	b.clusters, b.dns = nil, nil
 	plugins := b.rls.closeLocked()
 	b.mu.Unlock()
 	for _, p := range plugins {
@@ -416,17 +409,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	var releases []func()
 	if b.pruneConns {
 		b.pruneConns = false
-		for c := range b.orphans {
-			if c.users.len() == 0 && b.conns[c.key] == c {
-				c.shutdown()
-				delete(b.conns, c.key)
-			}
-		}
-		if len(b.orphans) > smallMap {
-			b.orphans = make(map[*endpointConn]struct{}) // as b.dirty above
-		} else {
-			clear(b.orphans)
-		}
+		b.pool.Prune()
 		releases = b.pruneLoadsLocked()
 	}
 	b.pruneSecurityLocked()

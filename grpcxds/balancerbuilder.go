@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
@@ -44,7 +45,7 @@ type balancerBuilder struct{}
 func (balancerBuilder) Name() string { return BalancerName }
 
 func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
-	return &xdsBalancer{
+	b := &xdsBalancer{
 		cc:              cc,
 		bopts:           opts,
 		xdsCreds:        xdscreds.UsesXDS(opts.DialCreds),
@@ -55,17 +56,17 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		clock:           realClock{},
 		logger:          client.DefaultLogger(),
 		clusters:        make(map[string]*clusterLB),
-		conns:           make(map[string]*endpointConn),
 		dns:             make(map[string]*dnsWatch),
 		inflight:        make(map[string]*atomic.Int64),
 		inflightRefs:    make(map[string]int),
 		staleCounters:   make(map[string]struct{}),
-		orphans:         make(map[*endpointConn]struct{}),
 		aggUsers:        make(map[string]map[*clusterLB]struct{}),
 		loads:           make(map[string]*heldStore),
 		dirty:           make(map[*clusterLB]struct{}),
 		changes:         make(map[string]clusterPicker),
 	}
+	b.pool = endpoint.NewPool(b, b.endpointChanged)
+	return b
 }
 
 func (balancerBuilder) ParseConfig(js json.RawMessage) (serviceconfig.LoadBalancingConfig, error) {

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -42,7 +44,7 @@ type clusterLB struct {
 	// Priority selection (pickPriorityLocked).
 	// wanted are the endpoints of every priority tried, up to the one in
 	// use: those the cluster keeps connected.
-	wanted map[*endpointConn]struct{}
+	wanted map[*endpoint.Endpoint]struct{}
 	// timedOut are the priorities whose failover timer fired while they
 	// were connecting; a priority leaves it by becoming ready. Nil until
 	// the first.
@@ -84,44 +86,34 @@ const notChosen = -2
 // endpoints, and what the leaf cluster it comes from says about them.
 type priority struct {
 	leaf        string
-	policy      *resources.LBPolicy // the leaf's, shared: 104 B a priority otherwise
 	drops       []resources.DropOverload
 	maxRequests uint32
 	inflight    *atomic.Int64 // the leaf's circuit breaker count
 	// load records the leaf's RPCs and drops for LRS (load.go), nil if it
 	// reports none; lrsKey is the key of the server it reports to.
-	load       *client.ClusterLoad
-	lrsKey     string
-	metrics    *lrsMetrics // the backend metrics load carries, nil for none
-	localities []locality
+	load    *client.ClusterLoad
+	lrsKey  string
+	metrics *lrsMetrics // the backend metrics load carries, nil for none
+	// lb is the leaf's policy over the priority's localities (lb.Policy
+	// is the leaf's, shared: 104 B a priority otherwise): it picks the
+	// endpoints. Its PickedBefore are the endpoints pick_first had chosen
+	// before this update; its Repick has the cluster's picker built again
+	// for its timers (nil in tests), which run on the balancer's clock.
+	lb lbpolicy.Leaf
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
 	pending bool
-	// groups are what the policy balances (endpointGroups), built on
-	// first use.
-	groups []*group
-	// pickedBefore are the endpoints pick_first had chosen before this
-	// update: one still listed and ready stays chosen, as in gRPC.
-	pickedBefore map[*endpointConn]bool
-	// outlier is the leaf's outlier detection, nil if none; od runs it
-	// (attachOutliersLocked).
+	// outlier is the leaf's outlier detection, nil if none; its
+	// detector (attachOutliersLocked) is lb.Ejected, which od returns.
+	// (One field for both: a pointer more took priority past a Go size
+	// class, 16 B a priority.)
 	outlier *outlierConfig
-	od      *outlierDetector
-	// repick has the cluster's picker built again, for timers (nil in
-	// tests); clock is theirs (nil: the real one).
-	repick func(func())
-	clock  clock
 }
 
-type locality struct {
-	id        resources.LocalityID
-	weight    uint32
-	endpoints []weightedConn
-}
-
-type weightedConn struct {
-	conn   *endpointConn
-	weight uint32
+// od returns p's outlier detector, nil without outlier detection.
+func (p *priority) od() *outlierDetector {
+	d, _ := p.lb.Ejected.(*outlierDetector)
+	return d
 }
 
 func newClusterLB(name string) *clusterLB {
@@ -217,13 +209,13 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		}
 	}
 	for _, p := range cl.prios {
-		p.pickedBefore = picked
-		p.repick = b.repickLocked(cl)
+		p.lb.PickedBefore = picked
+		p.lb.Repick, p.lb.Clock = b.repickLocked(cl), b.clock
 	}
 	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
-		c.users.add(cl)
+		b.pool.AddUser(c, cl)
 	}
 	for c := range old {
 		if _, ok := now[c]; !ok {
@@ -245,11 +237,8 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 
 // dropUserLocked takes cl off c's users; c, left with none, is an orphan
 // for finishAndUnlock to shut down unless some cluster takes it again.
-func (b *xdsBalancer) dropUserLocked(c *endpointConn, cl *clusterLB) {
-	c.users.remove(cl)
-	if c.users.len() == 0 {
-		b.orphans[c] = struct{}{}
-	}
+func (b *xdsBalancer) dropUserLocked(c *endpoint.Endpoint, cl *clusterLB) {
+	b.pool.RemoveUser(c, cl)
 }
 
 // setAggLeavesLocked lists cl in aggUsers under each of leaves, and no
@@ -295,7 +284,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 	}
 	base := priority{
 		leaf:        leaf.Name,
-		policy:      &c.LBPolicy,
+		lb:          lbpolicy.Leaf{Policy: &c.LBPolicy},
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(cl, leaf.Name),
 		outlier:     outlierConfigOf(c.OutlierDetection),
@@ -316,7 +305,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		switch {
 		case len(w.addrs) > 0:
 			conn := b.connLocked(w.addrs, w, sec, "")
-			p.localities = []locality{{weight: 1, endpoints: []weightedConn{{conn, 1}}}}
+			p.lb.Localities = []lbpolicy.Locality{{Weight: 1, Endpoints: []lbpolicy.WeightedEndpoint{{Endpoint: conn, Weight: 1}}}}
 		case w.err != nil:
 			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
 			return
@@ -343,28 +332,28 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cl
 		prios[i] = &p
 	}
 	for _, loc := range eps.Localities {
-		l := locality{id: loc.ID, weight: loc.Weight}
+		l := lbpolicy.Locality{ID: loc.ID, Weight: loc.Weight}
 		for _, ep := range loc.Endpoints {
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.endpoints = append(l.endpoints, weightedConn{b.connLocked(dialAddrs(c, ep), nil, sec, ep.Hostname), ep.Weight})
+			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: b.connLocked(dialAddrs(c, ep), nil, sec, ep.Hostname), Weight: ep.Weight})
 		}
-		if len(l.endpoints) > 0 {
+		if len(l.Endpoints) > 0 {
 			p := prios[loc.Priority]
-			p.localities = append(p.localities, l)
+			p.lb.Localities = append(p.lb.Localities, l)
 		}
 	}
 	cl.prios = append(cl.prios, prios...)
 }
 
 // conns returns every endpoint of cl's priorities.
-func (cl *clusterLB) conns() map[*endpointConn]struct{} {
-	out := make(map[*endpointConn]struct{})
+func (cl *clusterLB) conns() map[*endpoint.Endpoint]struct{} {
+	out := make(map[*endpoint.Endpoint]struct{})
 	for _, p := range cl.prios {
-		for _, l := range p.localities {
-			for _, e := range l.endpoints {
-				out[e.conn] = struct{}{}
+		for _, l := range p.lb.Localities {
+			for _, e := range l.Endpoints {
+				out[e.Endpoint] = struct{}{}
 			}
 		}
 	}
@@ -389,7 +378,7 @@ func (b *xdsBalancer) unbuildLocked(cl *clusterLB) {
 	cl.stopOutliers()
 	cl.outliers = nil
 	for c := range cl.wanted {
-		c.unwant()
+		b.pool.Unwant(c)
 	}
 	cl.wanted = nil
 	for c := range cl.conns() {
@@ -426,7 +415,7 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 		b.idleLocked(cl)
 		return
 	}
-	wanted := make(map[*endpointConn]struct{})
+	wanted := make(map[*endpoint.Endpoint]struct{})
 	chosen, fallback := -1, -1
 	state := connectivity.TransientFailure
 	var lastErr error
@@ -490,24 +479,26 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 // state sums up the endpoints of p, marking each wanted: READY if one is
 // ready, CONNECTING if one may yet be (or the DNS name is not resolved
 // yet), else TRANSIENT_FAILURE with the last error.
-func (p *priority) state(wanted map[*endpointConn]struct{}) (connectivity.State, error) {
+func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.State, error) {
 	if p.pending {
 		return connectivity.Connecting, nil
 	}
 	state := connectivity.TransientFailure
 	err := errors.New("no healthy endpoints")
-	for _, l := range p.localities {
-		for _, e := range l.endpoints {
-			wanted[e.conn] = struct{}{}
+	od := p.od()
+	for _, l := range p.lb.Localities {
+		for _, e := range l.Endpoints {
+			c := e.Endpoint
+			wanted[c] = struct{}{}
 			switch {
-			case p.od.ejected(e.conn):
+			case od.ejected(c):
 				err = errEjected
-			case e.conn.state == connectivity.Ready:
+			case c.State() == endpoint.Ready:
 				state = connectivity.Ready
-			case e.conn.usable() && state != connectivity.Ready:
+			case c.Usable() && state != connectivity.Ready:
 				state = connectivity.Connecting
-			case !e.conn.usable() && e.conn.err != nil:
-				err = e.conn.err
+			case !c.Usable() && c.Err() != nil:
+				err = c.Err()
 			}
 		}
 	}
@@ -518,19 +509,19 @@ func (p *priority) state(wanted map[*endpointConn]struct{}) (connectivity.State,
 }
 
 // setWantedLocked makes wanted the endpoints cl keeps connected.
-func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpointConn]struct{}) {
+func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpoint.Endpoint]struct{}) {
 	for c := range cl.wanted {
 		if _, ok := wanted[c]; !ok {
-			c.unwant()
+			b.pool.Unwant(c)
 		}
 	}
 	for c := range wanted {
 		if _, ok := cl.wanted[c]; !ok {
-			c.want()
+			b.pool.Want(c)
 		}
 	}
 	if wanted == nil {
-		wanted = make(map[*endpointConn]struct{})
+		wanted = make(map[*endpoint.Endpoint]struct{})
 	}
 	cl.wanted = wanted
 }

@@ -1,258 +1,141 @@
 package grpcxds
 
 import (
-	"iter"
-	"maps"
-	"slices"
-	"strings"
-	"sync/atomic"
-
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
-// endpointConn is one endpoint of the balancer: an address list (one
-// address, or an EDS endpoint's additional addresses, or everything a
-// LOGICAL_DNS name resolved to) and the SubConn to it, shared by every
-// cluster and priority that lists the same addresses. An EDS update that
-// keeps an endpoint keeps its endpointConn, and so its connection.
-//
-// Fields are guarded by xdsBalancer.mu, but for inflight.
-type endpointConn struct {
-	b     *xdsBalancer
-	key   string // the addresses joined by ",", then the security; the key in xdsBalancer.conns
-	addrs []resolver.Address
-	// sec is the TLS of the connection (its HandshakeInfo is on addrs),
-	// nil for the channel's own credentials.
-	sec *secEntry
+// The balancer's endpoints are an endpoint.Pool (package dataplane/
+// endpoint): one endpoint per address list and security, shared by every
+// cluster and priority that lists it, so that an EDS update that keeps
+// an endpoint keeps its connection. The pool is guarded by xdsBalancer.mu
+// (its doc says why it has no lock of its own); the balancer is its
+// Dialer, and an endpoint's connection is a SubConn.
+
+// connTag is what the balancer keeps on an endpoint (Endpoint.Tag) besides
+// its addresses; nil for an EDS endpoint with the channel's own
+// credentials, the usual case.
+type connTag struct {
+	// sec is the TLS of the connection, nil for the channel's
+	// credentials; hostname the EDS endpoint's, sent as SNI when the
+	// security says auto_host_sni.
+	sec      *secEntry
+	hostname string
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
 	dns *dnsWatch
-	// users are the clusters whose priorities list the endpoint; none,
-	// and the SubConn is shut down.
-	users clusterSet
-	// wantedBy counts the clusters that want the endpoint connected: it is
-	// in a priority they use or are trying. Created lazily, the SubConn
-	// exists once some cluster wanted it; it is reconnected whenever it
-	// goes idle while wanted.
-	wantedBy int
-	sc       balancer.SubConn
-	removed  bool
-	// raw is the state the SubConn last reported. state is what the
-	// balancer goes by: TRANSIENT_FAILURE sticks until READY, so an
-	// endpoint that keeps failing does not look like one connecting each
-	// time it retries. err is the last connection error.
-	raw   connectivity.State
-	state connectivity.State
-	err   error
-	// inflight counts the RPCs on the endpoint, for least_request.
-	inflight atomic.Int64
+}
+
+// subConn is an endpoint's connection: a SubConn, and what its state
+// listener needs to report to the pool.
+type subConn struct {
+	balancer.SubConn
+	b  *xdsBalancer
+	ep *endpoint.Endpoint
 }
 
 // connLocked returns the endpoint of the given addresses and security,
 // creating it (without a SubConn) if it is new. hostname is the EDS
 // endpoint's, sent as SNI when the security says auto_host_sni.
-func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpointConn {
-	key := strings.Join(addrs, ",")
+func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpoint.Endpoint {
+	var extra string
 	if sec != nil {
 		if !sec.hi.UsesHostname() {
 			hostname = ""
 		}
-		key += "|" + sec.key + "|" + hostname
+		extra = sec.key + "|" + hostname
 	}
-	if c := b.conns[key]; c != nil {
-		return c
-	}
-	c := &endpointConn{
-		b:     b,
-		key:   key,
-		dns:   dns,
-		raw:   connectivity.Idle,
-		state: connectivity.Idle,
-	}
-	c.addrs = make([]resolver.Address, len(addrs))
-	for i, a := range addrs {
-		c.addrs[i] = resolver.Address{Addr: a}
+	ep, isNew := b.pool.Get(addrs, extra)
+	if isNew && (sec != nil || dns != nil) {
+		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns}
 		if sec != nil {
-			c.addrs[i] = xdscreds.SetHandshakeInfo(c.addrs[i], sec.hi, hostname)
+			sec.refs++
 		}
 	}
-	if sec != nil {
-		c.sec = sec
-		sec.refs++
-	}
-	b.conns[key] = c
-	return c
+	return ep
 }
 
-// want marks the endpoint wanted by one more cluster, creating its SubConn
-// if needed and connecting it if idle.
-func (c *endpointConn) want() {
-	c.wantedBy++
-	if c.sc == nil && !c.removed && !c.b.connectDialer {
-		for _, a := range c.addrs {
-			if _, _, proxied := parseConnectAddr(a.Addr); proxied {
+// NewConn implements endpoint.Dialer: a SubConn to ep's addresses, with
+// the HandshakeInfo of its TLS on each.
+func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+	tag, _ := ep.Tag.(*connTag)
+	addrs := make([]resolver.Address, len(ep.Addrs()))
+	for i, a := range ep.Addrs() {
+		if !b.connectDialer {
+			if _, _, proxied := parseConnectAddr(a); proxied {
 				// Never connect around the proxy: fail the endpoint.
-				c.state, c.err = connectivity.TransientFailure, errNoConnectDialer(a.Addr)
-				c.markUsersDirty()
-				return
+				return nil, errNoConnectDialer(a)
 			}
 		}
-	}
-	if c.sc == nil && !c.removed {
-		// The listener is the SubConn's: one released (release) may still
-		// report before its shutdown, and must not be taken for the next.
-		var sc balancer.SubConn
-		var err error
-		sc, err = c.b.cc.NewSubConn(c.addrs, balancer.NewSubConnOptions{StateListener: func(s balancer.SubConnState) { c.onState(sc, s) }})
-		if err != nil {
-			c.state, c.err = connectivity.TransientFailure, err
-			c.markUsersDirty()
-			return
+		addrs[i] = resolver.Address{Addr: a}
+		if tag != nil && tag.sec != nil {
+			addrs[i] = xdscreds.SetHandshakeInfo(addrs[i], tag.sec.hi, tag.hostname)
 		}
-		c.sc = sc
 	}
-	if c.sc != nil && c.raw == connectivity.Idle {
-		c.sc.Connect()
+	// The listener is the SubConn's: one released may still report before
+	// its shutdown, and the pool ignores it (SetState).
+	c := &subConn{b: b, ep: ep}
+	sc, err := b.cc.NewSubConn(addrs, balancer.NewSubConnOptions{StateListener: c.onState})
+	if err != nil {
+		return nil, err
+	}
+	c.SubConn = sc
+	return c, nil
+}
+
+// Dropped implements endpoint.Dialer: the endpoint lets go of its TLS.
+func (b *xdsBalancer) Dropped(ep *endpoint.Endpoint) {
+	if tag, _ := ep.Tag.(*connTag); tag != nil && tag.sec != nil {
+		tag.sec.refs--
+		tag.sec = nil
 	}
 }
 
-// unwant undoes want. The SubConn stays, connected or not, as long as some
-// cluster lists the endpoint: if a higher priority fails again, it is
-// still warm.
-func (c *endpointConn) unwant() { c.wantedBy-- }
-
-// shutdown closes the SubConn. gRPC lets the RPCs on it finish.
-func (c *endpointConn) shutdown() {
-	c.removed = true
-	if c.sc != nil {
-		c.sc.Shutdown()
-	}
-	if c.sec != nil {
-		c.sec.refs--
-		c.sec = nil
-	}
-}
-
-// release shuts the SubConn down and forgets it, keeping the endpoint: a
-// cluster that wants it again makes a new one. For endpoints of clusters
-// gone idle.
-func (c *endpointConn) release() {
-	if c.sc == nil {
-		return
-	}
-	c.sc.Shutdown()
-	c.sc = nil
-	c.raw, c.state, c.err = connectivity.Idle, connectivity.Idle, nil
-	c.markUsersDirty()
-}
-
-// onState is the state listener of the SubConn sc.
-func (c *endpointConn) onState(sc balancer.SubConn, s balancer.SubConnState) {
+// onState is the state listener of c's SubConn.
+func (c *subConn) onState(s balancer.SubConnState) {
 	b := c.b
 	b.mu.Lock()
-	if b.closed || c.removed || c.sc != sc || s.ConnectivityState == connectivity.Shutdown {
+	if b.closed || s.ConnectivityState == connectivity.Shutdown ||
+		!b.pool.SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
 		b.mu.Unlock()
 		return
 	}
-	oldState, oldErr := c.state, c.err
-	c.raw = s.ConnectivityState
-	switch c.raw {
-	case connectivity.Ready:
-		c.state, c.err = connectivity.Ready, nil
-	case connectivity.TransientFailure:
-		c.state, c.err = connectivity.TransientFailure, s.ConnectionError
-		if c.dns != nil && c.dns.r != nil {
-			c.dns.r.ResolveNow(resolver.ResolveNowOptions{})
+	if s.ConnectivityState == connectivity.TransientFailure {
+		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil && tag.dns.r != nil {
+			tag.dns.r.ResolveNow(resolver.ResolveNowOptions{})
 		}
-	case connectivity.Idle:
-		if c.wantedBy > 0 {
-			c.sc.Connect()
-		}
-		if c.state != connectivity.TransientFailure {
-			c.state = connectivity.Idle
-		}
-	case connectivity.Connecting:
-		if c.state != connectivity.TransientFailure {
-			c.state = connectivity.Connecting
-		}
-	}
-	if c.state != oldState || c.err != oldErr {
-		c.markUsersDirty()
 	}
 	b.finishAndUnlock()
 }
 
-func (c *endpointConn) markUsersDirty() {
-	for cl := range c.users.all() {
-		c.b.dirty[cl] = struct{}{}
+// endpointState is the pool's name for a SubConn's state (not Shutdown).
+func endpointState(s connectivity.State) endpoint.State {
+	switch s {
+	case connectivity.Connecting:
+		return endpoint.Connecting
+	case connectivity.Ready:
+		return endpoint.Ready
+	case connectivity.TransientFailure:
+		return endpoint.TransientFailure
 	}
+	return endpoint.Idle
 }
 
-// clusterSet is a set of clusters that nearly always holds one: an
-// endpoint is usually listed by a single cluster, and a Go map for each of
-// tens of thousands of endpoints was a fifth of what the balancer kept
-// (~180 B an endpoint). The zero value is empty; when one is nil, more is
-// empty.
-type clusterSet struct {
-	one  *clusterLB
-	more map[*clusterLB]struct{}
+// endpointChanged is the pool's changed: the cluster (the user, a
+// *clusterLB) chooses its priority and picker again.
+func (b *xdsBalancer) endpointChanged(u endpoint.User, _ *endpoint.Endpoint) {
+	b.dirty[u.(*clusterLB)] = struct{}{}
 }
 
-func (s *clusterSet) add(cl *clusterLB) {
-	switch {
-	case s.one == nil:
-		s.one = cl
-	case s.one != cl:
-		if s.more == nil {
-			s.more = make(map[*clusterLB]struct{})
-		}
-		s.more[cl] = struct{}{}
+// sc is the SubConn of a picked endpoint's connection; nil for none (a
+// ready endpoint always has one).
+func sc(c endpoint.Conn) balancer.SubConn {
+	if s, _ := c.(*subConn); s != nil {
+		return s.SubConn
 	}
+	return nil
 }
-
-func (s *clusterSet) remove(cl *clusterLB) {
-	if s.one != cl {
-		delete(s.more, cl)
-		return
-	}
-	s.one = nil
-	for other := range s.more {
-		s.one = other
-		delete(s.more, other)
-		return
-	}
-}
-
-func (s *clusterSet) len() int {
-	if s.one == nil {
-		return 0
-	}
-	return 1 + len(s.more)
-}
-
-// all yields the clusters of s; s may change while it yields.
-func (s *clusterSet) all() iter.Seq[*clusterLB] {
-	return func(yield func(*clusterLB) bool) {
-		if s.one == nil {
-			return
-		}
-		if len(s.more) == 0 {
-			yield(s.one)
-			return
-		}
-		list := append([]*clusterLB{s.one}, slices.Collect(maps.Keys(s.more))...)
-		for _, cl := range list {
-			if !yield(cl) {
-				return
-			}
-		}
-	}
-}
-
-// usable reports whether the endpoint may yet become ready without a
-// change of configuration: it is not failing.
-func (c *endpointConn) usable() bool { return c.state != connectivity.TransientFailure }

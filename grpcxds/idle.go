@@ -194,8 +194,8 @@ func (b *xdsBalancer) sleepLocked(cl *clusterLB) {
 	was := cl.wanted
 	b.unbuildLocked(cl)
 	for c := range was {
-		if c.wantedBy == 0 && c.users.len() > 0 {
-			c.release()
+		if c.Wanted() == 0 && c.Listed() {
+			b.pool.Release(c)
 		}
 	}
 	cl.idle = true

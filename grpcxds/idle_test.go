@@ -150,7 +150,7 @@ func TestIdleClusterWakesOnFirstPick(t *testing.T) {
 		t.Fatalf("%d SubConns made before any pick, want none: %v", len(made), made)
 	}
 	b.mu.Lock()
-	timers, conns, built := b.failover.h.Len(), len(b.conns), 0
+	timers, conns, built := b.failover.h.Len(), b.pool.Len(), 0
 	for _, cl := range b.clusters {
 		if cl.prios != nil {
 			built++
@@ -374,7 +374,7 @@ func TestIdleClusterSleepsWhenUnused(t *testing.T) {
 		t.Error("c0, in use, had its SubConn shut down")
 	}
 	b.mu.Lock()
-	conns := len(b.conns)
+	conns := b.pool.Len()
 	b.mu.Unlock()
 	if conns != 1 {
 		t.Errorf("the balancer holds %d endpoints with c1 asleep, want c0's alone", conns)
@@ -506,7 +506,7 @@ func TestIdleClusterReleasesSharedEndpoint(t *testing.T) {
 		t.Error("x, in use by c0, lost its SubConn")
 	}
 	b.mu.Lock()
-	_, listed := b.conns[y]
+	listed := b.pool.Lookup(y) != nil
 	b.mu.Unlock()
 	if !listed {
 		t.Error("y, listed by c0, was forgotten")

@@ -67,9 +67,9 @@ func addrsOf(b *xdsBalancer, name string) []string {
 	defer b.mu.Unlock()
 	var out []string
 	for _, p := range b.clusters[name].prios {
-		for _, l := range p.localities {
-			for _, e := range l.endpoints {
-				out = append(out, e.conn.addrs[0].Addr)
+		for _, l := range p.lb.Localities {
+			for _, e := range l.Endpoints {
+				out = append(out, e.Endpoint.Addrs()[0])
 			}
 		}
 	}
@@ -126,7 +126,7 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 		t.Errorf("SubConns after the leaf changed: %q, want %q", got, want)
 	}
 	b.mu.Lock()
-	_, kept := b.conns["10.0.0.1:80"]
+	kept := b.pool.Lookup("10.0.0.1:80") != nil
 	b.mu.Unlock()
 	if kept {
 		t.Error("the endpoint no cluster lists is still among the balancer's")
@@ -154,41 +154,5 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 	apply(snap)
 	if got, want := addrsOf(b, "agg"), []string{"10.0.0.2:80"}; !slices.Equal(got, want) {
 		t.Errorf("aggregate cluster after a former leaf changed: endpoints %q, want %q", got, want)
-	}
-}
-
-// An endpoint's clusters are one pointer until a second cluster lists it;
-// removing the first promotes another, so that the set is empty only when
-// no cluster is left.
-func TestClusterSet(t *testing.T) {
-	a, b, c := newClusterLB("a"), newClusterLB("b"), newClusterLB("c")
-	var s clusterSet
-	names := func() []string {
-		var out []string
-		for cl := range s.all() {
-			out = append(out, cl.name)
-		}
-		slices.Sort(out)
-		return out
-	}
-	s.add(a)
-	s.add(a)
-	if s.len() != 1 || s.more != nil {
-		t.Fatalf("one cluster added twice: len %d, map %v; want 1 and no map", s.len(), s.more)
-	}
-	s.add(b)
-	s.add(c)
-	if got := names(); s.len() != 3 || !slices.Equal(got, []string{"a", "b", "c"}) {
-		t.Fatalf("three clusters: len %d, %q", s.len(), got)
-	}
-	s.remove(a)
-	if got := names(); s.len() != 2 || !slices.Equal(got, []string{"b", "c"}) {
-		t.Fatalf("the first removed: len %d, %q; want b and c", s.len(), got)
-	}
-	s.remove(a) // not there: nothing happens
-	s.remove(b)
-	s.remove(c)
-	if s.len() != 0 || len(names()) != 0 {
-		t.Fatalf("all removed: len %d, %q", s.len(), names())
 	}
 }

@@ -3,7 +3,6 @@ package grpcxds
 import (
 	"context"
 	"errors"
-	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,11 +14,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
 )
 
 // fakeSC stands for a SubConn in picker tests.
@@ -28,30 +31,46 @@ type fakeSC struct {
 	name string
 }
 
+func (fakeSC) Connect()  {}
+func (fakeSC) Shutdown() {}
+
+// fakeDialer makes an endpoint's connection a fakeSC named by its key.
+type fakeDialer struct{}
+
+func (fakeDialer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+	return &subConn{SubConn: fakeSC{name: ep.Key()}, ep: ep}, nil
+}
+func (fakeDialer) Dropped(*endpoint.Endpoint) {}
+
 // prio builds a priority of one locality per weights entry, each with
 // endpoints of the given weights, all in state.
 func prio(state connectivity.State, localities ...[]uint32) *priority {
 	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(atomic.Int64),
-		policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}
+		lb: lbpolicy.Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}}
+	pool := endpoint.NewPool(fakeDialer{}, nil)
 	n := 0
 	for i, eps := range localities {
-		l := locality{weight: uint32(i + 1)}
+		l := lbpolicy.Locality{Weight: uint32(i + 1)}
 		for _, w := range eps {
-			key := string(rune('a' + n))
+			c, _ := pool.Get([]string{string(rune('a' + n))}, "")
 			n++
-			c := &endpointConn{key: key, sc: fakeSC{name: key}, state: state}
-			l.endpoints = append(l.endpoints, weightedConn{c, w})
+			pool.Want(c)
+			pool.SetState(c, c.Conn(), endpointState(state), nil)
+			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: c, Weight: w})
 		}
-		p.localities = append(p.localities, l)
+		p.lb.Localities = append(p.lb.Localities, l)
 	}
 	return p
 }
 
-func picks(t *testing.T, p endpointPicker, n int) map[string]int {
+// picks makes n picks of the priority's picker and counts them by
+// endpoint name. The RPCs are left unfinished, so that outlier detection
+// counts none.
+func picks(t *testing.T, cp clusterPicker, n int) map[string]int {
 	t.Helper()
 	got := make(map[string]int)
 	for range n {
-		res, err := p.pick(0)
+		res, err := cp.pick(balancer.PickInfo{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,205 +82,17 @@ func picks(t *testing.T, p endpointPicker, n int) map[string]int {
 // policy sets p's policy and returns p.
 func (p *priority) with(policy resources.LBPolicy) *priority {
 	policy.MinRingSize, policy.MaxRingSize = 1024, 8<<20
-	p.policy = &policy
+	p.lb.Policy = &policy
 	return p
 }
 
-func readyPicker(t *testing.T, p *priority) endpointPicker {
+func readyPicker(t *testing.T, p *priority) clusterPicker {
 	t.Helper()
 	pp := p.picker(connectivity.Ready).(*priorityPicker)
 	if pp.inner == nil {
 		t.Fatal("no picker for a ready priority")
 	}
-	return pp.inner
-}
-
-func within(got, want, slack int) bool { return got >= want-slack && got <= want+slack }
-
-// Under wrr_locality (or the legacy ROUND_ROBIN) localities share the
-// traffic by weight and round_robin shares each locality's part evenly,
-// endpoint weights aside, as in gRPC: locality 1 (weight 1) holds a:1 and
-// b:3, locality 2 (weight 2) holds c:1, so a and b get 1/6 each, c 2/3.
-func TestPickerWRRLocalityRoundRobin(t *testing.T) {
-	for _, kind := range []resources.LBPolicyKind{resources.LBRoundRobin, resources.LBWeightedRoundRobin} {
-		p := prio(connectivity.Ready, []uint32{1, 3}, []uint32{1}).with(resources.LBPolicy{Kind: kind, WRRLocality: true})
-		const n = 12000
-		got := picks(t, readyPicker(t, p), n)
-		for name, want := range map[string]int{"a": 2000, "b": 2000, "c": 8000} {
-			if !within(got[name], want, 2) {
-				t.Errorf("%v: %s picked %d times of %d, want %d", kind, name, got[name], n, want)
-			}
-		}
-	}
-}
-
-// Without wrr_locality round_robin (and weighted_round_robin without ORCA
-// reports) spreads RPCs evenly over the priority, whatever the weights.
-func TestRoundRobinIgnoresWeights(t *testing.T) {
-	for _, kind := range []resources.LBPolicyKind{resources.LBRoundRobin, resources.LBWeightedRoundRobin} {
-		p := prio(connectivity.Ready, []uint32{1, 3}, []uint32{1}).with(resources.LBPolicy{Kind: kind})
-		got := picks(t, readyPicker(t, p), 300)
-		if got["a"] != 100 || got["b"] != 100 || got["c"] != 100 {
-			t.Errorf("%v over 3 endpoints: %v, want 100 each", kind, got)
-		}
-	}
-}
-
-// Only ready endpoints count, and a locality with none gives up its share.
-func TestOnlyReadyEndpoints(t *testing.T) {
-	for _, pol := range []resources.LBPolicy{
-		{Kind: resources.LBRoundRobin, WRRLocality: true},
-		{Kind: resources.LBLeastRequest, ChoiceCount: 2, WRRLocality: true},
-		{Kind: resources.LBPickFirst, WRRLocality: true},
-		{Kind: resources.LBRingHash, WRRLocality: true},
-		{Kind: resources.LBRoundRobin},
-		{Kind: resources.LBPickFirst},
-	} {
-		p := prio(connectivity.Ready, []uint32{1, 1}, []uint32{1}).with(pol)
-		p.localities[0].endpoints[0].conn.state = connectivity.TransientFailure
-		p.localities[1].endpoints[0].conn.state = connectivity.Connecting
-		if got := picks(t, readyPicker(t, p), 30); got["b"] != 30 {
-			t.Errorf("%+v: %v, want b alone", pol, got)
-		}
-	}
-}
-
-// wrr_locality over least_request: localities by weight, then the less
-// loaded of two within the locality.
-func TestPickerWRRLocalityLeastRequest(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1}, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBLeastRequest, ChoiceCount: 2, WRRLocality: true})
-	got := picks(t, readyPicker(t, p), 3000)
-	if loc1 := got["a"] + got["b"]; !within(loc1, 1000, 2) {
-		t.Errorf("locality 1 (weight 1 of 3) got %d of 3000: %v", loc1, got)
-	}
-}
-
-// pick_first sends everything to the first ready endpoint and stays on it
-// while it is ready; under wrr_locality there is one per locality.
-func TestPickFirst(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1}, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst})
-	if got := picks(t, readyPicker(t, p), 10); got["a"] != 10 {
-		t.Errorf("pick_first: %v, want all to a", got)
-	}
-	a := p.localities[0].endpoints[0].conn
-	a.state = connectivity.TransientFailure
-	if got := picks(t, readyPicker(t, p), 10); got["b"] != 10 {
-		t.Errorf("pick_first with a failing: %v, want all to b", got)
-	}
-	a.state = connectivity.Ready
-	if got := picks(t, readyPicker(t, p), 10); got["b"] != 10 {
-		t.Errorf("pick_first with a back: %v, want it to stay on b", got)
-	}
-	// The endpoints are tried in order: one connecting is waited for,
-	// even if one after it is ready, for 250ms per endpoint (Happy
-	// Eyeballs): a and b connecting, c and d ready, c is chosen after
-	// 500ms.
-	q := prio(connectivity.Ready, []uint32{1, 1, 1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst})
-	clk := &fakeClock{now: time.Unix(1000, 0)}
-	q.clock = clk
-	q.localities[0].endpoints[0].conn.state = connectivity.Connecting
-	q.localities[0].endpoints[1].conn.state = connectivity.Connecting
-	for _, wait := range []time.Duration{0, 249 * time.Millisecond, 250 * time.Millisecond, 499 * time.Millisecond} {
-		clk.now = time.Unix(1000, 0).Add(wait)
-		if pp := q.picker(connectivity.Ready).(*priorityPicker); pp.inner != nil {
-			t.Errorf("pick_first chose an endpoint after %v while a, before it, is connecting", wait)
-		}
-	}
-	clk.now = time.Unix(1000, 0).Add(500 * time.Millisecond)
-	if got := picks(t, readyPicker(t, q), 10); got["c"] != 10 {
-		t.Errorf("pick_first after 500ms with a and b connecting: %v, want c", got)
-	}
-	// A new priority from an update keeps the endpoint chosen before.
-	p2 := prio(connectivity.Ready).with(*p.policy)
-	p2.localities = p.localities
-	p2.pickedBefore = map[*endpointConn]bool{p.localities[0].endpoints[1].conn: true}
-	if got := picks(t, readyPicker(t, p2), 10); got["b"] != 10 {
-		t.Errorf("pick_first after an update: %v, want it to stay on b", got)
-	}
-
-	p = prio(connectivity.Ready, []uint32{1, 1}, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBPickFirst, WRRLocality: true})
-	got := picks(t, readyPicker(t, p), 3000)
-	if got["b"] != 0 || got["d"] != 0 || !within(got["a"], 1000, 2) || !within(got["c"], 2000, 2) {
-		t.Errorf("wrr_locality over pick_first, localities 1:2: %v, want a 1000 and c 2000", got)
-	}
-}
-
-// shuffle_address_list draws the order anew for each priority, an
-// endpoint coming first in proportion to its weight (gRFC A113).
-func TestPickFirstWeightedShuffle(t *testing.T) {
-	const n = 4000
-	first := make(map[string]int)
-	for range n {
-		p := prio(connectivity.Ready, []uint32{1, 3}).with(resources.LBPolicy{Kind: resources.LBPickFirst, ShuffleAddressList: true})
-		res, err := readyPicker(t, p).pick(0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first[res.SubConn.(fakeSC).name]++
-	}
-	// b (weight 3 of 4) comes first 75% of the time: 3000 ± 5 sigma.
-	if !within(first["b"], 3000, 140) {
-		t.Errorf("b first %d times of %d, want about 3000", first["b"], n)
-	}
-}
-
-func TestRing(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 3}).with(resources.LBPolicy{Kind: resources.LBRingHash})
-	ring := buildRing(p.endpointGroups()[0].eps, 1024, 8<<20)
-	if len(ring) != 1024 {
-		t.Errorf("ring of %d entries for weights 1:3 and the default sizes, want 1024", len(ring))
-	}
-	owned := make(map[int]int)
-	for i, e := range ring {
-		owned[e.ep]++
-		if i > 0 && ring[i-1].hash > e.hash {
-			t.Fatal("ring not sorted")
-		}
-	}
-	if math.Abs(float64(owned[1])/float64(len(ring))-0.75) > 0.01 {
-		t.Errorf("b owns %d of %d points, want 75%%", owned[1], len(ring))
-	}
-	for _, tc := range []struct{ min, max, want uint64 }{
-		{4, 10, 4},
-		{1 << 20, 8 << 20, ringSizeCap},
-		{3, 3, 3}, // weights need 4 for a whole point each; max wins
-	} {
-		if got := len(buildRing(p.endpointGroups()[0].eps, tc.min, tc.max)); uint64(got) != tc.want {
-			t.Errorf("ring sized %d..%d for weights 1:3 has %d entries, want %d", tc.min, tc.max, got, tc.want)
-		}
-	}
-	// Without wrr_locality the ring weighs locality shares times endpoint
-	// shares; with it, each locality has its own ring by endpoint weights.
-	p = prio(connectivity.Ready, []uint32{1, 3}, []uint32{1}).with(resources.LBPolicy{Kind: resources.LBRingHash})
-	if eps := p.endpointGroups()[0].eps; len(eps) != 3 || eps[0].weight != 1.0/12 || eps[1].weight != 3.0/12 || eps[2].weight != 2.0/3 {
-		t.Errorf("ring weights %+v, want 1/12, 3/12, 2/3", eps)
-	}
-	p = prio(connectivity.Ready, []uint32{1, 3}, []uint32{1}).with(resources.LBPolicy{Kind: resources.LBRingHash, WRRLocality: true})
-	if gs := p.endpointGroups(); len(gs) != 2 || gs[0].weight != 1 || gs[0].eps[1].weight != 0.75 || gs[1].weight != 2 || gs[1].eps[0].weight != 1 {
-		t.Errorf("wrr_locality ring groups %+v", gs)
-	}
-
-	// The owner of the hash takes the RPC; if it is connecting, the RPC
-	// waits; if it fails, the next ready endpoint takes it.
-	p = prio(connectivity.Ready, []uint32{1, 1}).with(resources.LBPolicy{Kind: resources.LBRingHash})
-	rp := p.endpointGroups()[0].ringPicker(p).(*ringPicker)
-	h := rp.ring[0].hash
-	owner := rp.ring[0].ep
-	if res, err := rp.pick(h); err != nil || res.SubConn != rp.eps[owner].sc {
-		t.Errorf("pick(%x) = %v, %v; want the owner", h, res.SubConn, err)
-	}
-	rp.eps[owner].state = connectivity.Connecting
-	if _, err := rp.pick(h); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
-		t.Errorf("owner connecting: %v; want the RPC queued", err)
-	}
-	rp.eps[owner].state = connectivity.TransientFailure
-	if res, err := rp.pick(h); err != nil || res.SubConn != rp.eps[1-owner].sc {
-		t.Errorf("owner failing: %v, %v; want the other endpoint", res.SubConn, err)
-	}
-	rp.eps[1-owner].state, rp.eps[1-owner].err = connectivity.TransientFailure, errors.New("refused")
-	if _, err := rp.pick(h); err == nil {
-		t.Error("every endpoint failing: the pick succeeded")
-	}
+	return pp
 }
 
 // ring_hash's requestHashHeader hashes the header, not the route's hash.
@@ -421,5 +252,53 @@ func BenchmarkPick(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// pick_first's Happy Eyeballs turns run on the balancer's clock, as its
+// other timers do: with a connecting and b, after it, ready, the cluster
+// queues RPCs until a's 250ms turn ends on that clock, and then a picker
+// choosing b is published at once.
+func TestPickFirstTurnOnBalancerClock(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newStuckBalancer(&cc.stuckCC, clk, time.Minute)
+	b.cc = cc
+	defer b.Close()
+	eps := []resources.Endpoint{{Addresses: []string{"10.0.0.1:80"}, Weight: 1}, {Addresses: []string{"10.0.0.2:80"}, Weight: 1}}
+	snap := &watchers.Snapshot{
+		VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{{Action: resources.RouteActionRoute, Cluster: "c"}}},
+		Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{"c": {
+			Name: "c",
+			Cluster: &resources.Cluster{Name: "c", Kind: resources.ClusterKindEDS, MaxRequests: 1024,
+				LBPolicy: resources.LBPolicy{Kind: resources.LBPickFirst}},
+			Endpoints: &resources.Endpoints{Name: "c", Localities: []resources.Locality{{Weight: 1, Endpoints: eps}}},
+		}}),
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(snap)}}); err != nil {
+		t.Fatal(err)
+	}
+	cc.next(t)
+	cc.mu.Lock()
+	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
+	cc.mu.Unlock()
+	if a == nil || second == nil {
+		t.Fatal("pick_first's endpoints not both made")
+	}
+	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	cc.next(t)
+	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	if _, err := pickCluster(t, cc.next(t), "c"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("pick with a, first, connecting: %v, want the RPC queued", err)
+	}
+	clk.advance(lbpolicy.HappyEyeballsDelay)
+	select {
+	case s := <-cc.states:
+		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
+			t.Errorf("pick after a's turn: %v, %v; want b", res.SubConn, err)
+		}
+	default:
+		t.Fatal("no picker published when a's turn ended on the balancer's clock")
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
-	"google.golang.org/grpc/balancer"
 	// Registers the parser of the ORCA trailer: without it gRPC leaves
 	// DoneInfo.ServerLoad nil, and load reports would carry no metrics.
 	_ "google.golang.org/grpc/orca"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -167,18 +167,18 @@ func (b *xdsBalancer) pruneLoadsLocked() []func() {
 	return out
 }
 
-// localityLoads returns the LocalityLoad of each endpoint of p, by SubConn,
-// for its picker; nil if p reports no load.
-func (p *priority) localityLoads() map[balancer.SubConn]*client.LocalityLoad {
+// localityLoads returns the LocalityLoad of each endpoint of p for its
+// picker; nil if p reports no load.
+func (p *priority) localityLoads() map[*endpoint.Endpoint]*client.LocalityLoad {
 	if p.load == nil {
 		return nil
 	}
-	out := make(map[balancer.SubConn]*client.LocalityLoad)
-	for _, l := range p.localities {
-		ll := p.load.Locality(l.id)
-		for _, e := range l.endpoints {
-			if e.conn.sc != nil {
-				out[e.conn.sc] = ll
+	out := make(map[*endpoint.Endpoint]*client.LocalityLoad)
+	for _, l := range p.lb.Localities {
+		ll := p.load.Locality(l.ID)
+		for _, e := range l.Endpoints {
+			if e.Endpoint.Conn() != nil {
+				out[e.Endpoint] = ll
 			}
 		}
 	}

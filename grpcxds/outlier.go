@@ -1,7 +1,6 @@
 package grpcxds
 
 import (
-	"errors"
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
@@ -9,6 +8,9 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/grpc/balancer"
+
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 )
 
 // Outlier detection (gRFC A50): each priority of a leaf cluster with
@@ -22,8 +24,9 @@ import (
 // minOutlierInterval is the shortest interval outlier detection runs.
 const minOutlierInterval = 10 * time.Millisecond
 
-// errEjected is why an ejected endpoint takes no RPCs.
-var errEjected = errors.New("ejected by outlier detection")
+// errEjected is why an ejected endpoint takes no RPCs: the policies'
+// own reason, so that every layer names it alike.
+var errEjected = lbpolicy.ErrEjected
 
 // outlierConfig is a cluster's outlier_detection with gRFC A50's defaults.
 type outlierConfig struct {
@@ -113,7 +116,7 @@ type odEndpoint struct {
 // xdsBalancer.mu, but for the counters of its endpoints.
 type outlierDetector struct {
 	cfg outlierConfig
-	eps map[*endpointConn]*odEndpoint
+	eps map[*endpoint.Endpoint]*odEndpoint
 	// timerStart is when the running interval started; timer fires at its
 	// end (nil once stopped).
 	timerStart time.Time
@@ -123,14 +126,13 @@ type outlierDetector struct {
 	clock clock
 }
 
-// clock is what outlier detection needs of time, for tests to replace.
-type clock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) stopper
-}
+// clock is what the balancer's timers (outlier detection, failover, idle
+// sweeps, pick_first's turns) need of time, for tests to replace: the
+// policies' own, so that one clock serves them all.
+type clock = lbpolicy.Clock
 
 // stopper is a timer.
-type stopper interface{ Stop() bool }
+type stopper = lbpolicy.Timer
 
 type realClock struct{}
 
@@ -171,7 +173,7 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 			cl.outliers = make(map[odKey]*outlierDetector)
 		}
 		cl.outliers[key] = d
-		p.od = d
+		p.lb.Ejected = d
 		if d.timer == nil {
 			b.startIntervalLocked(cl, d, d.cfg.interval)
 		}
@@ -185,16 +187,16 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 // keeps keep their state; a changed interval counts from the start of the
 // running one, as gRPC's does.
 func (d *outlierDetector) update(cfg outlierConfig, p *priority) {
-	eps := make(map[*endpointConn]*odEndpoint)
-	for _, l := range p.localities {
-		for _, e := range l.endpoints {
-			if ep := d.eps[e.conn]; ep != nil {
-				eps[e.conn] = ep
+	eps := make(map[*endpoint.Endpoint]*odEndpoint)
+	for _, l := range p.lb.Localities {
+		for _, e := range l.Endpoints {
+			if ep := d.eps[e.Endpoint]; ep != nil {
+				eps[e.Endpoint] = ep
 				continue
 			}
 			ep := new(odEndpoint)
 			ep.active.Store(new(callCounts))
-			eps[e.conn] = ep
+			eps[e.Endpoint] = ep
 		}
 	}
 	d.eps = eps
@@ -244,8 +246,11 @@ func (cl *clusterLB) stopOutliers() {
 	}
 }
 
+// Ejected implements lbpolicy.Ejector.
+func (d *outlierDetector) Ejected(c *endpoint.Endpoint) bool { return d.ejected(c) }
+
 // ejected reports whether d has ejected c; false for a nil d.
-func (d *outlierDetector) ejected(c *endpointConn) bool {
+func (d *outlierDetector) ejected(c *endpoint.Endpoint) bool {
 	if d == nil {
 		return false
 	}
@@ -351,16 +356,16 @@ func (d *outlierDetector) eject(ep *odEndpoint, enforcement uint32, now time.Tim
 	return true
 }
 
-// counters returns, for a picker, each endpoint's counter of RPC outcomes
-// by SubConn; nil without outlier detection.
-func (d *outlierDetector) counters() map[balancer.SubConn]*odEndpoint {
+// counters returns, for a picker, each endpoint's counter of RPC
+// outcomes; nil without outlier detection.
+func (d *outlierDetector) counters() map[*endpoint.Endpoint]*odEndpoint {
 	if d == nil {
 		return nil
 	}
-	out := make(map[balancer.SubConn]*odEndpoint, len(d.eps))
+	out := make(map[*endpoint.Endpoint]*odEndpoint, len(d.eps))
 	for c, ep := range d.eps {
-		if c.sc != nil {
-			out[c.sc] = ep
+		if c.Conn() != nil {
+			out[c] = ep
 		}
 	}
 	return out

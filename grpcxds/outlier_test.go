@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/resources"
 )
 
@@ -56,7 +57,7 @@ func detector(p *priority, cfg outlierConfig) (*outlierDetector, *fakeClock) {
 	clk := &fakeClock{now: time.Unix(1000, 0)}
 	d := &outlierDetector{clock: clk}
 	d.update(cfg, p)
-	p.od = d
+	p.lb.Ejected = d
 	return d, clk
 }
 
@@ -64,20 +65,20 @@ func detector(p *priority, cfg outlierConfig) (*outlierDetector, *fakeClock) {
 // by index.
 func calls(d *outlierDetector, p *priority, outcomes ...[2]int) {
 	i := 0
-	for _, l := range p.localities {
-		for _, e := range l.endpoints {
+	for _, l := range p.lb.Localities {
+		for _, e := range l.Endpoints {
 			for range outcomes[i][0] {
-				d.eps[e.conn].record(balancer.DoneInfo{})
+				d.eps[e.Endpoint].record(balancer.DoneInfo{})
 			}
 			for range outcomes[i][1] {
-				d.eps[e.conn].record(balancer.DoneInfo{Err: errors.New("boom")})
+				d.eps[e.Endpoint].record(balancer.DoneInfo{Err: errors.New("boom")})
 			}
 			i++
 		}
 	}
 }
 
-func conn(p *priority, i int) *endpointConn { return p.localities[0].endpoints[i].conn }
+func conn(p *priority, i int) *endpoint.Endpoint { return p.lb.Localities[0].Endpoints[i].Endpoint }
 
 // An endpoint failing every RPC is ejected at the end of the interval,
 // the policy passes it over, and it returns after base_ejection_time ×
@@ -94,7 +95,7 @@ func TestFailurePercentageEjection(t *testing.T) {
 	if got := picks(t, readyPicker(t, p), 20); got["a"] != 0 {
 		t.Errorf("a ejected still picked: %v", got)
 	}
-	if s, err := p.state(map[*endpointConn]struct{}{}); s != connectivity.Ready || err != nil {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.Ready || err != nil {
 		t.Errorf("priority with b and c ready: %v, %v", s, err)
 	}
 	clk.now = clk.now.Add(29 * time.Second)
@@ -145,7 +146,7 @@ func TestMaxEjectionPercent(t *testing.T) {
 	d.cfg.maxEjectionPercent = 100
 	calls(d, p, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5})
 	d.runInterval()
-	if s, err := p.state(map[*endpointConn]struct{}{}); s != connectivity.TransientFailure || !errors.Is(err, errEjected) {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.TransientFailure || !errors.Is(err, errEjected) {
 		t.Errorf("every endpoint ejected: %v, %v; want TRANSIENT_FAILURE", s, err)
 	}
 }

@@ -26,7 +26,7 @@ import (
 type secEntry struct {
 	key  string
 	hi   *xdscreds.HandshakeInfo
-	refs int // endpointConns that hold it
+	refs int // endpoints that hold it (connTag)
 }
 
 // securityLocked returns the security of a leaf's connections: nil for

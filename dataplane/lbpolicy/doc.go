@@ -1,0 +1,51 @@
+// Package lbpolicy holds goxds's leaf load balancing policies: given the
+// endpoints of one priority of a cluster, grouped in localities with
+// their weights, they choose the endpoint of each request, whatever
+// transport carries it. They are the policies of a cluster's
+// load_balancing_policy (gRFC A52) as package resources decodes it:
+//   - round_robin, and weighted_round_robin, which spreads requests evenly
+//     until ORCA weights are read (gRFC A58: gRPC's weights come from load
+//     reports only, never from EDS);
+//   - ring_hash (gRFC A42), its ring built once per priority from the
+//     endpoints' keys and weights, within the cluster's ring sizes and at
+//     most [RingSizeCap] entries, and the request's hash (or the header
+//     of requestHashHeader, gRFC A76: the caller's) choosing the point;
+//   - least_request (gRFC A48), choice_count endpoints drawn at random,
+//     the one with the fewest requests in flight taken;
+//   - pick_first (gRFC A62), its endpoints in order (or shuffled by
+//     weight, gRFC A113), the chosen one kept while ready, and across a
+//     configuration change through [Leaf.PickedBefore];
+//   - wrr_locality over any of them (and the legacy ROUND_ROBIN): a
+//     locality drawn by weight, earliest deadline first, so that each
+//     locality's share is exact over any run of requests, then the
+//     policy within it.
+//
+// # Use
+//
+// The owner (a cluster's priority) fills in a [Leaf]: the policy, the
+// localities with their endpoints from package endpoint, outlier
+// detection's [Ejector], and for pick_first's Happy Eyeballs timer a
+// [Clock] and a Repick callback. Each time an endpoint's state changes it
+// asks [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
+// its turn counters), safe for concurrent use, and never reads the pool.
+// [Picker.Pick] returns a [Picked]: the endpoint, its connection as it
+// was when the picker was built, and whether the pick counted a request
+// in flight on it (least_request), which the caller ends with
+// endpoint.Endpoint.CallFinished. Its errors are [ErrQueue] (hold the
+// request for the next picker: gRPC's balancer.ErrNoSubConnAvailable), or
+// a reason to fail the request. The transport adapter turns a Picked into
+// its own pick (grpcxds: the SubConn, and a Done that ends the count).
+//
+// A Leaf is guarded by its owner's lock, like the pool. Its only timer,
+// pick_first's turn, runs on its Clock and calls Repick, which takes the
+// owner's lock; the timer does nothing else.
+//
+// # Seams for what comes next
+//
+// pick_first connecting one address at a time (gRFC A62) changes which
+// endpoints the owner wants connected: today it wants every endpoint of
+// the priority and pick_first only orders its choice (pickfirst.go). ORCA
+// weights for weighted_round_robin (gRFC A58) go where groupPicker builds
+// the round robin for LBWeightedRoundRobin, with the weights a Leaf keeps
+// per endpoint from the reports its owner hands it.
+package lbpolicy
