@@ -31,7 +31,7 @@
 // names the instance. A failed verification fails the handshake, and the
 // RPCs with UNAVAILABLE, naming the certificate's SANs and the matchers
 // ("received SANs ... do not match any of the accepted SANs ...", grpc-go's
-// words first).
+// words first). Only clusters with no transport_socket use FallbackCreds.
 //
 // # SNI and auto_sni_san_validation (gRFC A101)
 //
@@ -44,7 +44,6 @@
 // against SNI used" says the validation context's SAN matchers apply
 // instead, as without the flag: goxds, grpc-go v1.85 and the gRFC's text
 // agree on this.
-// Only clusters with no transport_socket use FallbackCreds.
 //
 // A channel whose credentials are not xdscreds' (insecure, or
 // credentials.NewTLS) uses them for every cluster, TLS ones included, as
