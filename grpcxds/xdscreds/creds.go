@@ -125,9 +125,15 @@ func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, bundles map[
 	if err != nil {
 		return err
 	}
-	// With auto_sni_san_validation and a server name sent, that name is
-	// what the certificate must be for, and the matchers are not used
-	// (gRFC A101, as grpc-go does).
+	// gRFC A101, "Server SAN validation against SNI used": with
+	// auto_sni_san_validation and a server name sent, that name is what
+	// the certificate must be for (an exact DNS match, wildcards allowed)
+	// and the matchers are not used. With no name sent (no sni, and no
+	// auto_host_sni hostname) the flag changes nothing: the matchers
+	// check the SANs as in gRFC A29. grpc-go v1.85 reads it the same way
+	// (its TestClientSideXDS_FallbackSANMatchers). An endpoint's address,
+	// even a name such as "localhost", is never the SNI: only EDS's
+	// hostname field is, and only with auto_host_sni.
 	if hi.autoSAN && sni != "" {
 		for _, dns := range leaf.DNSNames {
 			if strings.EqualFold(dns, sni) || wildcardCovers(dns, sni) {
@@ -137,7 +143,9 @@ func (hi *HandshakeInfo) verify(raw [][]byte, roots *x509.CertPool, bundles map[
 		return fmt.Errorf("server certificate SANs %v do not match the SNI %q (auto_sni_san_validation)", sanList(leaf), sni)
 	}
 	if len(hi.sans) > 0 && !hi.sanMatches(leaf) {
-		return fmt.Errorf("server certificate SANs %v match none of %s", sanList(leaf), hi.matcherList())
+		// grpc-go's words, which tests and alerts written against it look
+		// for, then the matchers.
+		return fmt.Errorf("server certificate: received SANs %v do not match any of the accepted SANs %s", sanList(leaf), hi.matcherList())
 	}
 	return nil
 }

@@ -38,8 +38,21 @@
 // the bootstrap does not define, or whose plugin is not registered) gets
 // no connection at all: its RPCs fail with UNAVAILABLE and a message that
 // names the instance. A failed verification fails the handshake, and the
-// RPCs with UNAVAILABLE, naming the certificate's SANs and the matchers.
-// Only clusters with no transport_socket use FallbackCreds.
+// RPCs with UNAVAILABLE, naming the certificate's SANs and the matchers
+// ("received SANs ... do not match any of the accepted SANs ...", grpc-go's
+// words first). Only clusters with no transport_socket use FallbackCreds.
+//
+// # SNI and auto_sni_san_validation (gRFC A101)
+//
+// The SNI sent is the endpoint's EDS hostname with auto_host_sni (when it
+// has one), else the cluster's sni, else none; an endpoint's address is
+// never sent, even when it is a name such as "localhost". With
+// auto_sni_san_validation and an SNI sent, the certificate must have a DNS
+// SAN for that name (wildcard SANs cover one label) and the SAN matchers
+// are not used. With no SNI sent, the gRFC's "Server SAN validation
+// against SNI used" says the validation context's SAN matchers apply
+// instead, as without the flag: goxds, grpc-go v1.85 and the gRFC's text
+// agree on this.
 //
 // A channel whose credentials are not xdscreds' (insecure, or
 // credentials.NewTLS) uses them for every cluster, TLS ones included, as

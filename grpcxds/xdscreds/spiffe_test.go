@@ -47,7 +47,7 @@ func TestClientHandshakeSPIFFEBundleMap(t *testing.T) {
 		{name: "SAN matcher on the SPIFFE ID", server: serve(b, "spiffe://b.goxds.test/ns/x/sa/server"),
 			sans: []string{"spiffe://b.goxds.test/ns/x/sa/server"}},
 		{name: "SAN matcher still applies", server: serve(b, "spiffe://b.goxds.test/ns/x/sa/server"),
-			sans: []string{"spiffe://b.goxds.test/ns/x/sa/other"}, wantErr: "match none of"},
+			sans: []string{"spiffe://b.goxds.test/ns/x/sa/other"}, wantErr: "do not match any of the accepted SANs"},
 		{name: "issued by b, claims a", server: serve(b, "spiffe://a.goxds.test/ns/x/sa/server"),
 			wantErr: `server certificate spiffe://a.goxds.test/ns/x/sa/server not trusted by the SPIFFE bundle of "a.goxds.test"`},
 		{name: "trust domain not in the map", server: serve(stranger, "spiffe://c.goxds.test/ns/x/sa/server"),
