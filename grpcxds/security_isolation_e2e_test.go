@@ -51,6 +51,43 @@ func newSecureEnvExpiry(t *testing.T, m *mesh, expiry time.Duration) *env {
 	return &env{t: t, ctx: ctx, ms: ms, builder: b}
 }
 
+// grpc-go's TestClientSideXDS_WithValidAndInvalidSecurityConfiguration, in
+// goxds: three clusters, A with mTLS, P without TLS, C whose TLS names a
+// certificate provider instance the bootstrap does not define and whose
+// endpoints the server never sends. RPCs to A and P are served without
+// waiting for C's endpoints (the does-not-exist timer is an hour here);
+// RPCs to C fail with UNAVAILABLE naming the instance.
+func TestClusterTLSUndefinedInstanceRejectedLeavesOthers(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSecureEnvExpiry(t, m, time.Hour)
+	a := startTLSBackend(t, "a", m, 0)
+	plain := startBackend(t, "plain")
+	header := func(name string) *routev3.RouteMatch {
+		r := prefix("/")
+		r.Headers = []*routev3.HeaderMatcher{{Name: name, HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}}
+		return r
+	}
+	e.update(tree(routes(toCluster(header("x-plain"), "P"), toCluster(header("x-bad"), "C"), toCluster(prefix("/"), "A")),
+		[]*clusterv3.Cluster{
+			secureCluster(t, "A", "id", "roots", exactSAN(serverSPIFFE)),
+			testutils.Cluster("P", ""),
+			secureCluster(t, "C", "undefined-id", "undefined-roots"),
+		},
+		eds("A", a.backend), eds("P", plain))) // no endpoints for C
+	conn := e.dial(xdsCreds(t))
+	if got, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil || got != "a" {
+		t.Fatalf("wait-for-ready RPC to A = %q, %v; want it served by a", got, err)
+	}
+	if got, err := callWithHeader(e.ctx, conn, "x-plain", "1"); err != nil || got != "plain" {
+		t.Fatalf("RPC to P = %q, %v; want it served by plain", got, err)
+	}
+	_, err := callWithHeader(e.ctx, conn, "x-bad", "1")
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"undefined-`) {
+		t.Errorf("RPC to C: %v, want UNAVAILABLE naming the undefined instance", err)
+	}
+}
+
 // nackedCluster is a cluster goxds rejects at decode time today (its TLS
 // asks for tls_params), for TestClusterNACKedDoesNotStallOthers.
 func nackedCluster(t *testing.T, name string) *clusterv3.Cluster {
