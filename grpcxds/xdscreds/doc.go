@@ -64,8 +64,8 @@
 //	grpc-go (credentials/xds, xds internals)          goxds
 //	xds.NewClientCredentials(ClientOptions{Fallback})  xdscreds.NewClientCredentials(ClientOptions{FallbackCreds}); fallback required in both
 //	UpstreamTlsContext validation, NACK                resources.Cluster.Security: same accepted and rejected fields, NACKed with the field named
-//	instance missing from the bootstrap: NACK          the cluster is failed by the balancer (UNAVAILABLE naming it); the resource itself is accepted,
-//	                                                   as resources does not know the bootstrap
+//	instance missing from the bootstrap: NACK          NACK too (gRFC A29), in grpc-go's words: decoders know the bootstrap
+//	                                                   (resources.DecodeContext)
 //	tls_certificate_provider_instance,                 both, and the deprecated *_certificate_provider_instance fields
 //	  ca_certificate_provider_instance
 //	system_root_certs (A82, behind an env var)         supported, always on
