@@ -64,6 +64,7 @@ func TestLoadReportedToTheFallbackThatSentTheCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(b.Close) // after the channel's, before the servers stop
 	e := &env{t: t, ctx: ctx, ms: ms, builder: b}
 	a := startBackend(t, "a")
 	e.update(tree(routes(toCluster(prefix("/"), "main")), []*clusterv3.Cluster{lrsSelf(testutils.Cluster("main", ""))}, eds("main", a)))
