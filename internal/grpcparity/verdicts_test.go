@@ -298,6 +298,13 @@ func grpcGoVerdicts(t *testing.T, lis *listenerv3.Listener, rc *routev3.RouteCon
 // bounded by verdictTimeout, for the exchanges with it.
 func grpcGoClient(t *testing.T) (context.Context, *testutils.FakeServer) {
 	t.Helper()
+	ctx, s, _ := grpcGoChannel(t)
+	return ctx, s
+}
+
+// grpcGoChannel is grpcGoClient, and also returns the channel.
+func grpcGoChannel(t *testing.T) (context.Context, *testutils.FakeServer, *grpc.ClientConn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), verdictTimeout)
 	t.Cleanup(cancel)
 	s, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
@@ -315,7 +322,7 @@ func grpcGoClient(t *testing.T) (context.Context, *testutils.FakeServer) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.Connect()
-	return ctx, s
+	return ctx, s, conn
 }
 
 // grpcGoRoutesToCluster serves grpc-go's client a listener and a route
