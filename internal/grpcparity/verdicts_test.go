@@ -211,6 +211,13 @@ func TestRouteConfigVerdicts(t *testing.T) {
 				"goxds rejects the route configuration, as Envoy does, rather than send RPCs nowhere",
 		},
 		{
+			name: "route to an empty cluster",
+			rc: routeConfig(nil, route("/a/", func(a *routev3.RouteAction) {
+				a.ClusterSpecifier = &routev3.RouteAction_Cluster{Cluster: ""}
+			})),
+			differs: emptyClusterDiffers,
+		},
+		{
 			name: "route with a query parameter matcher and a bad regex",
 			rc: func() *routev3.RouteConfiguration {
 				r := route("/a/", nil)
@@ -237,17 +244,28 @@ func TestRouteConfigVerdicts(t *testing.T) {
 			if ldsNACK != "" {
 				t.Fatalf("grpc-go rejected the listener: %s", ldsNACK)
 			}
+			t.Logf("goxds %v; grpc-go %q", err, rdsNACK)
 			if tt.differs != "" {
 				if (err != nil) == (rdsNACK != "") {
 					t.Errorf("known difference gone: goxds %v, grpc-go %q; drop the note: %s", err, rdsNACK, tt.differs)
 				}
 				return
 			}
-			t.Logf("goxds %v; grpc-go %q", err, rdsNACK)
 			compare(t, err, rdsNACK)
 		})
 	}
 }
+
+// emptyClusterDiffers is why goxds rejects a route to the cluster "",
+// client and server side, where grpc-go v1.85 accepts it (its own test
+// ServerSideXDS_RouteConfiguration serves one, on a route no RPC reaches):
+// RouteAction.cluster has a min_len 1 rule in Envoy's route_components.proto
+// (go-control-plane's Validate says so too), and gRPC C-core's route
+// configuration parser fails such a route action with ".cluster: must be
+// non-empty". No Cluster resource can have that name, so the route could
+// only fail its RPCs; a NACK tells the control plane at once.
+const emptyClusterDiffers = "grpc-go keeps a route to the cluster \"\", which no Cluster resource can have; " +
+	"goxds NACKs it, as Envoy (min_len 1 on RouteAction.cluster) and C-core do"
 
 // compare fails t unless goxds's decode error and grpc-go's NACK agree on
 // whether the resource is valid.
@@ -280,6 +298,13 @@ func grpcGoVerdicts(t *testing.T, lis *listenerv3.Listener, rc *routev3.RouteCon
 // bounded by verdictTimeout, for the exchanges with it.
 func grpcGoClient(t *testing.T) (context.Context, *testutils.FakeServer) {
 	t.Helper()
+	ctx, s, _ := grpcGoChannel(t)
+	return ctx, s
+}
+
+// grpcGoChannel is grpcGoClient, and also returns the channel.
+func grpcGoChannel(t *testing.T) (context.Context, *testutils.FakeServer, *grpc.ClientConn) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), verdictTimeout)
 	t.Cleanup(cancel)
 	s, err := testutils.StartFakeServer(testutils.FakeServerOptions{})
@@ -297,7 +322,7 @@ func grpcGoClient(t *testing.T) (context.Context, *testutils.FakeServer) {
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.Connect()
-	return ctx, s
+	return ctx, s, conn
 }
 
 // grpcGoRoutesToCluster serves grpc-go's client a listener and a route
