@@ -24,14 +24,20 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	defer b.Close()
 	conn, err := grpcxds.NewClient("goxds:///my-service", b, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer conn.Close()
 
-	// A server that serves while the Listener for its address is good.
-	srv, err := xdsserver.NewGRPCServer() // TLS per filter chain, from the Listener: no credentials to pass
+	// A server that serves while the Listener for its address is good, with
+	// the TLS its filter chains say (the fallback for chains without).
+	serverCreds, err := xdscreds.NewServerCredentials(xdscreds.ServerOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv, err := xdsserver.NewGRPCServer(grpc.Creds(serverCreds))
 	if err != nil {
 		log.Fatal(err)
 	}
