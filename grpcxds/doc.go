@@ -269,12 +269,26 @@
 //
 // # RLS
 //
-// Importing the package registers the RLS cluster specifier plugin with
-// package resources: a route configuration with a RouteLookupClusterSpecifier
-// is accepted or rejected as grpc-go's xDS client does, its
-// route_lookup_config checked by grpc-go's RLS policy parser (an invalid
-// one rejects the route configuration, optional plugin or not). For each
-// plugin the routes use, the balancer runs grpc-go's public RLS policy
+// The client a Builder makes has the RLS cluster specifier plugin in its
+// registry (a copy of [Options].ClientOptions.Registry, or of
+// resources.DefaultRegistry(), with the plugin added): a route
+// configuration with a RouteLookupClusterSpecifier is accepted or rejected
+// as grpc-go's xDS client does, its route_lookup_config checked by
+// grpc-go's RLS policy parser (an invalid one rejects the route
+// configuration, optional plugin or not). Importing the package registers
+// the plugin nowhere, so that it never changes how the other clients of
+// the process validate routes. A client given as [Options].Client routes
+// by RLS only if its registry has the plugin, which [RegisterRLS] adds:
+//
+//	reg := resources.DefaultRegistry().Clone()
+//	if err := grpcxds.RegisterRLS(reg); err != nil { ... }
+//	c, err := client.New(cfg, client.Options{Registry: reg})
+//
+// Without it, the client treats the plugin as any it does not know: a
+// route by an optional one is skipped, a route configuration with a
+// required one is NACKed, naming the plugin and its type.
+//
+// For each plugin the routes use, the balancer runs grpc-go's public RLS policy
 // ("rls_experimental"), which builds the lookup keys from the RPC's method
 // and metadata by the config's grpc_keybuilders, asks the lookup service,
 // caches the answers, throttles and backs off, and falls back to the

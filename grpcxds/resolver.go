@@ -39,6 +39,8 @@ type Options struct {
 	// the last one has closed (or gone idle), the client stays open for
 	// ClientLinger, for the next channel to find its configuration at
 	// once, and then closes. Builder.Close closes it without waiting.
+	// A given Client validates with its own registry: it routes by RLS
+	// only if that registry has the plugin (RegisterRLS).
 	Client *client.Client
 	// ClientLinger is how long a client the Builder created stays open
 	// after its last channel released it. A channel going idle (gRPC's
@@ -53,6 +55,9 @@ type Options struct {
 	// ((*client.Client).Bootstrap), or without Client bootstrap.FromEnv.
 	Bootstrap *bootstrap.Config
 	// ClientOptions tune a client the Builder creates; unused with Client.
+	// The Builder gives that client a copy of ClientOptions.Registry (nil:
+	// of resources.DefaultRegistry()) with the RLS cluster specifier
+	// plugin added; the caller's registry is left as it is.
 	ClientOptions client.Options
 	// Logger receives what the resolver and balancer decide, at debug
 	// level: each configuration a channel applies, each failover of a
@@ -149,6 +154,11 @@ func NewBuilder(opts Options) (*Builder, error) {
 		linger: opts.ClientLinger, afterFunc: realClock{}.AfterFunc}
 	if b.linger == 0 {
 		b.linger = DefaultClientLinger
+	}
+	if b.shared == nil {
+		// The client the Builder makes routes by RLS; the caller's
+		// registry, and the default, stay as they are.
+		b.clientOpts.Registry = withRLS(b.clientOpts.Registry)
 	}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme

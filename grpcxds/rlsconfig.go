@@ -35,15 +35,47 @@ const (
 	rlsTargetField      = "cluster"
 )
 
-func init() {
-	err := resources.RegisterClusterSpecifier(resources.ClusterSpecifierType{
-		Name:        "rls",
-		TypeURLs:    []string{rlsPluginTypeURL},
-		ParseConfig: parseRLSPlugin,
-	})
-	if err != nil {
-		panic(err)
+// rlsSpecifier is the RLS plugin as a registry holds it.
+var rlsSpecifier = resources.ClusterSpecifierType{
+	Name:        "rls",
+	TypeURLs:    []string{rlsPluginTypeURL},
+	ParseConfig: parseRLSPlugin,
+}
+
+// RegisterRLS adds the RLS cluster specifier plugin
+// (grpc.lookup.v1.RouteLookupClusterSpecifier) to reg, for a client made
+// outside the Builder and given to it as Options.Client: make reg with
+// resources.DefaultRegistry().Clone(), call RegisterRLS, and pass it as
+// client.Options.Registry. A Builder that makes its own client adds the
+// plugin itself. Importing the package registers it nowhere, so that it
+// never changes how other clients of the process validate routes: a
+// client whose registry lacks it skips the routes of an optional RLS
+// plugin and NACKs a route configuration with a required one, as it does
+// for any plugin it does not know. RegisterRLS fails if reg is nil or
+// already has a plugin for that type URL.
+func RegisterRLS(reg *resources.Registry) error {
+	if reg == nil {
+		return errors.New("grpcxds: RegisterRLS: nil registry")
 	}
+	if err := reg.RegisterClusterSpecifier(rlsSpecifier); err != nil {
+		return fmt.Errorf("grpcxds: RegisterRLS: %w", err)
+	}
+	return nil
+}
+
+// withRLS returns a copy of reg (nil: the default registry) that has the
+// RLS plugin: the registry of a client the Builder makes. A plugin the
+// caller registered for the type URL is kept (RegisterRLS's, or their own).
+func withRLS(reg *resources.Registry) *resources.Registry {
+	if reg == nil {
+		reg = resources.DefaultRegistry()
+	}
+	reg = reg.Clone()
+	if _, ok := reg.LookupClusterSpecifier(rlsPluginTypeURL); !ok {
+		// Cannot fail: the copy is ours and has no plugin for the URL.
+		_ = reg.RegisterClusterSpecifier(rlsSpecifier)
+	}
+	return reg
 }
 
 // rlsPluginConfig is a parsed RLS plugin: the RLS policy's configuration

@@ -73,8 +73,8 @@ func TestRouteSkipping(t *testing.T) {
 			skipped: `cluster specifier plugin "p" is optional and not supported`,
 		},
 		{
-			// RLS is supported once grpcxds registers it; package
-			// resources alone knows no plugin type.
+			// RLS is supported where grpcxds adds it to a client's
+			// registry; package resources alone knows no plugin type.
 			name:    "optional RLS plugin",
 			plugins: []*routev3.ClusterSpecifierPlugin{plugin("rls", rlsPluginURL, true)},
 			route:   routeTo("r", "/a/", viaPlugin("rls")),

@@ -8,7 +8,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	_ "github.com/goxds/xds/grpcxds" // registers the RLS plugin with resources
+	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
@@ -73,10 +73,16 @@ func TestRLSPluginVerdicts(t *testing.T) {
 			return p
 		}()), route("/a/", plugin("rls")))},
 	}
+	// The registry of a client grpcxds's Builder makes: importing grpcxds
+	// registers nothing.
+	reg := resources.DefaultRegistry().Clone()
+	if err := grpcxds.RegisterRLS(reg); err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := resources.RouteConfigType.DecodeTyped(nil, toAny(tt.rc))
+			_, _, err := resources.RouteConfigType.DecodeTyped(&resources.DecodeContext{Registry: reg}, toAny(tt.rc))
 			ldsNACK, rdsNACK := grpcGoVerdicts(t, listener(router()), tt.rc)
 			if ldsNACK != "" {
 				t.Fatalf("grpc-go rejected the listener: %s", ldsNACK)
