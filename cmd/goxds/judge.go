@@ -103,7 +103,7 @@ func judge(ctx context.Context, cfg *bootstrap.Config, typ resources.AnyType, re
 	}
 
 	b := &memBuilder{changed: make(chan struct{}, 1)}
-	c, err := client.New(cfg, client.Options{TransportBuilder: b, Logger: logger})
+	c, err := client.New(cfg, client.Options{TransportBuilder: b, Logger: logger, Registry: grpcRegistry()})
 	if err != nil {
 		return nil, fmt.Errorf("the bootstrap makes no client: %w", err)
 	}

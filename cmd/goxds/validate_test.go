@@ -13,6 +13,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -26,6 +27,7 @@ import (
 const (
 	ldsURL = "type.googleapis.com/envoy.config.listener.v3.Listener"
 	cdsURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	rdsURL = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 )
 
 // The example files: client and server Listeners judged one by one, the
@@ -329,5 +331,33 @@ func clientErrorDetail(t *testing.T, resp *discoveryv3.DiscoveryResponse) string
 			}
 			return req.GetErrorDetail().GetMessage()
 		}
+	}
+}
+
+// A route configuration requiring the RLS cluster specifier plugin is
+// accepted, as a goxds gRPC channel's client accepts it, though the default
+// registry of a client that routes no gRPC lacks the plugin.
+func TestValidateAcceptsRLSRoutes(t *testing.T) {
+	cfg, err := testutils.RouteLookupClusterSpecifier(`{"grpcKeybuilders": [{"names": [{"service": "s"}], "headers": [{"key": "k", "names": ["x-k"]}]}],
+		"lookupService": "127.0.0.1:1", "defaultTarget": "c", "cacheSizeBytes": "1000"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &routev3.RouteConfiguration{
+		Name:                    "rls-routes",
+		ClusterSpecifierPlugins: []*routev3.ClusterSpecifierPlugin{{Extension: &corev3.TypedExtensionConfig{Name: "rls", TypedConfig: cfg}}},
+		VirtualHosts: []*routev3.VirtualHost{{Name: "vh", Domains: []string{"*"}, Routes: []*routev3.Route{{
+			Match:  &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}},
+			Action: &routev3.Route_Route{Route: &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_ClusterSpecifierPlugin{ClusterSpecifierPlugin: "rls"}}},
+		}}}},
+	}
+	resp := &discoveryv3.DiscoveryResponse{VersionInfo: "1", TypeUrl: rdsURL, Resources: anys(rc)}
+	path := filepath.Join(t.TempDir(), "rls.pb")
+	if err := testutils.WriteResponseFile(path, resp); err != nil {
+		t.Fatal(err)
+	}
+	r := goxds(t, runOpts{}, "validate", path)
+	if r.code != 0 || !strings.Contains(r.stdout, `ACCEPTED "rls-routes"`) {
+		t.Errorf("validate of a route configuration requiring RLS: exit %d, output:\n%s%s; want it accepted", r.code, r.stdout, r.stderr)
 	}
 }

@@ -43,7 +43,7 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	c, err := client.New(cfg, client.Options{Logger: logger, DynamicParameters: *params})
+	c, err := client.New(cfg, client.Options{Logger: logger, DynamicParameters: *params, Registry: grpcRegistry()})
 	if err != nil {
 		return badInput(err)
 	}
