@@ -49,25 +49,15 @@ func supportedCallCreds(t string) bool { return t == CallCredsJWTTokenFile }
 // all of them will be used (gRFC A97: a bad config of a supported type
 // makes the bootstrap invalid).
 func decodeCallCredsList(raw json.RawMessage, path string) ([]CallCreds, error) {
-	elems, err := asArray(raw, path)
+	typed, err := decodeTypedList(raw, path)
 	if err != nil {
 		return nil, err
 	}
-	creds := make([]CallCreds, len(elems))
-	for i, e := range elems {
-		p := index(path, i)
-		o, err := asObject(e, p)
-		if err != nil {
-			return nil, err
-		}
-		if creds[i].Type, err = o.str("type", member(p, "type")); err != nil {
-			return nil, err
-		}
-		if cfg, ok := o.get("config"); ok {
-			creds[i].Config = compact(cfg)
-		}
+	creds := make([]CallCreds, len(typed))
+	for i, t := range typed {
+		creds[i].Type, creds[i].Config = t.typ, t.config
 		if creds[i].Type == CallCredsJWTTokenFile {
-			if creds[i].JWT, err = decodeJWTCallCreds(creds[i].Config, member(p, "config")); err != nil {
+			if creds[i].JWT, err = decodeJWTCallCreds(creds[i].Config, member(index(path, i), "config")); err != nil {
 				return nil, err
 			}
 		}

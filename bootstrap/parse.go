@@ -239,27 +239,48 @@ func decodeServer(raw json.RawMessage, path string) (ServerConfig, error) {
 	return s, nil
 }
 
-// decodeCredsList decodes channel_creds. Every entry keeps its type and raw
-// config; only the entry that will be used, if it is "tls", has its config
-// decoded, since gRPC does not look at the others either.
-func decodeCredsList(raw json.RawMessage, path string) ([]ChannelCreds, error) {
+// typedEntry is one {"type", "config"} object of a credentials list
+// (channel_creds, call_creds): its type and its config as written.
+type typedEntry struct {
+	typ    string
+	config json.RawMessage // compacted; nil if absent
+}
+
+// decodeTypedList decodes a list of {"type", "config"} objects at path,
+// each with a string type.
+func decodeTypedList(raw json.RawMessage, path string) ([]typedEntry, error) {
 	elems, err := asArray(raw, path)
 	if err != nil {
 		return nil, err
 	}
-	creds := make([]ChannelCreds, len(elems))
+	out := make([]typedEntry, len(elems))
 	for i, e := range elems {
 		p := index(path, i)
 		o, err := asObject(e, p)
 		if err != nil {
 			return nil, err
 		}
-		if creds[i].Type, err = o.str("type", member(p, "type")); err != nil {
+		if out[i].typ, err = o.str("type", member(p, "type")); err != nil {
 			return nil, err
 		}
 		if cfg, ok := o.get("config"); ok {
-			creds[i].Config = compact(cfg)
+			out[i].config = compact(cfg)
 		}
+	}
+	return out, nil
+}
+
+// decodeCredsList decodes channel_creds. Every entry keeps its type and raw
+// config; only the entry that will be used, if it is "tls", has its config
+// decoded, since gRPC does not look at the others either.
+func decodeCredsList(raw json.RawMessage, path string) ([]ChannelCreds, error) {
+	typed, err := decodeTypedList(raw, path)
+	if err != nil {
+		return nil, err
+	}
+	creds := make([]ChannelCreds, len(typed))
+	for i, t := range typed {
+		creds[i].Type, creds[i].Config = t.typ, t.config
 	}
 	i := selectCreds(creds)
 	if i < 0 {
