@@ -26,7 +26,7 @@ func BenchmarkUnaryInterceptor(b *testing.B) {
 	l := &resources.Listener{HTTPFilters: []resources.HTTPFilter{
 		{Name: "fault", TypeURL: "type.googleapis.com/" + faultConfigName, Parsed: &resources.FaultConfig{Abort: &resources.FaultAbort{
 			FromHeader: true, Percentage: resources.FaultFraction{Numerator: 100, Denominator: 100}}}},
-		{Name: "router", TypeURL: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+		{Name: "router", TypeURL: "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router", Terminal: true},
 	}}
 	cc, err := grpc.NewClient("passthrough:///unused", grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

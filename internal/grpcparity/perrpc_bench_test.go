@@ -238,6 +238,7 @@ func perRPCChannels(b *testing.B) []perRPCChannel {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(builder.Close) // its client would linger past the benchmark
 	grpcGoXDS, err := xds.NewXDSResolverWithConfigForTesting(bootJSON)
 	if err != nil {
 		b.Fatal(err)
