@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/goxds/xds/internal/treeevents"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -23,15 +24,15 @@ type eventJSON struct {
 	Tree *watchers.TreeNode `json:"tree,omitempty"`
 }
 
-func printEventJSON(w io.Writer, ev event) {
-	out := eventJSON{Time: ev.at.UTC().Format(time.RFC3339Nano)}
+func printEventJSON(w io.Writer, ev treeevents.Event) {
+	out := eventJSON{Time: ev.At.UTC().Format(time.RFC3339Nano)}
 	switch {
-	case ev.ambient:
-		out.Event, out.Error = "ambient_error", ev.err.Error()
-	case ev.err != nil:
-		out.Event, out.Error = "resource_error", ev.err.Error()
+	case ev.Ambient:
+		out.Event, out.Error = "ambient_error", ev.Err.Error()
+	case ev.Err != nil:
+		out.Event, out.Error = "resource_error", ev.Err.Error()
 	default:
-		out.Event, out.Tree = "snapshot", ev.snap.Tree()
+		out.Event, out.Tree = "snapshot", ev.Snap.Tree()
 	}
 	b, err := json.Marshal(out)
 	if err != nil {

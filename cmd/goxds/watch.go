@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/treeevents"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -48,20 +48,20 @@ func runWatch(ctx context.Context, args []string, out io.Writer) error {
 		return badInput(err)
 	}
 	defer c.Close()
-	q := newEventQueue()
+	q := treeevents.NewQueue()
 	cancel := watchers.WatchConfigTree(c, *listener, watchers.TreeOptions{Authority: *authority}, q)
 	defer cancel()
 
-	var print func(event)
+	var print func(treeevents.Event)
 	if *asJSON {
-		print = func(ev event) { printEventJSON(out, ev) }
+		print = func(ev treeevents.Event) { printEventJSON(out, ev) }
 	} else {
 		fmt.Fprintf(out, "following listener %q (Ctrl-C to stop)\n", *listener)
-		p := &printer{w: out}
-		print = func(ev event) { p.print(ev, "change at "+ev.at.Format(time.TimeOnly)) }
+		p := &treeevents.Printer{W: out}
+		print = func(ev treeevents.Event) { p.Print(ev, "change at "+ev.At.Format(time.TimeOnly)) }
 	}
 	for {
-		ev, err := q.next(ctx)
+		ev, err := q.Next(ctx)
 		if err != nil {
 			return nil // interrupted: the normal end
 		}
@@ -84,58 +84,4 @@ func paramsFlag(fs *flag.FlagSet) *map[string]string {
 		return nil
 	})
 	return m
-}
-
-// event is one call of the tree to its watcher.
-type event struct {
-	at      time.Time
-	snap    *watchers.Snapshot
-	err     error // with ambient, or alone for a ResourceError
-	ambient bool
-}
-
-// eventQueue is a TreeWatcher that queues what it is told for the main
-// goroutine. It never blocks: the callbacks run on the client's goroutine,
-// which must not wait for the printing (a slow terminal would hold the
-// client's stream).
-type eventQueue struct {
-	mu     sync.Mutex
-	q      []event
-	notify chan struct{} // capacity 1: something was queued
-}
-
-func newEventQueue() *eventQueue { return &eventQueue{notify: make(chan struct{}, 1)} }
-
-func (q *eventQueue) push(ev event) {
-	ev.at = time.Now()
-	q.mu.Lock()
-	q.q = append(q.q, ev)
-	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-func (q *eventQueue) Update(s *watchers.Snapshot) { q.push(event{snap: s}) }
-func (q *eventQueue) ResourceError(err error)     { q.push(event{err: err}) }
-func (q *eventQueue) AmbientError(err error)      { q.push(event{err: err, ambient: true}) }
-
-// next returns the oldest event, waiting for one until ctx is done.
-func (q *eventQueue) next(ctx context.Context) (event, error) {
-	for {
-		q.mu.Lock()
-		if len(q.q) > 0 {
-			ev := q.q[0]
-			q.q = q.q[1:]
-			q.mu.Unlock()
-			return ev, nil
-		}
-		q.mu.Unlock()
-		select {
-		case <-q.notify:
-		case <-ctx.Done():
-			return event{}, ctx.Err()
-		}
-	}
 }

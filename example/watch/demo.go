@@ -18,6 +18,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/treeevents"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/watchers"
@@ -180,11 +181,11 @@ func runDemo(ctx context.Context, o options, stdout io.Writer, logger *slog.Logg
 
 	listener := cmp.Or(o.listener, demoListener)
 	fmt.Fprintf(stdout, "demo: management server on %s (%s), following listener %q\n\n", ms.Address(), apiType, listener)
-	q := newEventQueue()
+	q := treeevents.NewQueue()
 	cancel := watchers.WatchConfigTree(c, listener, watchers.TreeOptions{Authority: o.authority}, q)
 	defer cancel()
 
-	p := &printer{w: stdout}
+	p := &treeevents.Printer{W: stdout, Render: render}
 	if err := waitShown(ctx, q, p, "", func(*watchers.Snapshot) bool { return true }); err != nil {
 		return err
 	}
@@ -212,19 +213,19 @@ const demoOver = `
 `
 
 // waitShown prints events until a snapshot for which shown is true.
-func waitShown(ctx context.Context, q *eventQueue, p *printer, title string, shown func(*watchers.Snapshot) bool) error {
+func waitShown(ctx context.Context, q *treeevents.Queue, p *treeevents.Printer, title string, shown func(*watchers.Snapshot) bool) error {
 	ctx, cancel := context.WithTimeout(ctx, demoStepTimeout)
 	defer cancel()
 	for {
-		ev, err := q.next(ctx)
+		ev, err := q.Next(ctx)
 		if err != nil {
 			return fmt.Errorf("waiting for the tree: %w", err)
 		}
-		p.print(ev, title)
+		p.Print(ev, title)
 		switch {
-		case ev.err != nil && !ev.ambient:
+		case ev.Err != nil && !ev.Ambient:
 			return errors.New("the tree is unusable")
-		case ev.snap != nil && shown(ev.snap):
+		case ev.Snap != nil && shown(ev.Snap):
 			return nil
 		}
 	}

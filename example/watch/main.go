@@ -38,6 +38,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/treeevents"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -131,17 +132,17 @@ func follow(ctx context.Context, cfg *bootstrap.Config, o options, stdout io.Wri
 		return err
 	}
 	defer c.Close()
-	q := newEventQueue()
+	q := treeevents.NewQueue()
 	cancel := watchers.WatchConfigTree(c, o.listener, watchers.TreeOptions{Authority: o.authority}, q)
 	defer cancel()
 	fmt.Fprintf(stdout, "following listener %q (Ctrl-C to stop)\n", o.listener)
 
-	p := &printer{w: stdout}
+	p := &treeevents.Printer{W: stdout, Render: render}
 	for {
-		ev, err := q.next(ctx)
+		ev, err := q.Next(ctx)
 		if err != nil {
 			return nil // interrupted: a normal end
 		}
-		p.print(ev, "change at "+time.Now().Format(time.TimeOnly))
+		p.Print(ev, "change at "+ev.At.Format(time.TimeOnly))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goxds/xds/internal/treeevents"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -20,17 +21,17 @@ func TestPrinterSaysNothingWhenNothingChanged(t *testing.T) {
 		}
 	}
 	var out strings.Builder
-	p := &printer{w: &out}
-	p.print(event{snap: snap("r1")}, "first")
+	p := &treeevents.Printer{W: &out, Render: render}
+	p.Print(treeevents.Event{Snap: snap("r1")}, "first")
 	first := out.String()
 	if first == "" {
 		t.Fatal("the first snapshot printed nothing")
 	}
-	p.print(event{snap: snap("r1")}, "same again")
+	p.Print(treeevents.Event{Snap: snap("r1")}, "same again")
 	if got := strings.TrimPrefix(out.String(), first); got != "" {
 		t.Fatalf("an unchanged snapshot printed %q, want nothing", got)
 	}
-	p.print(event{snap: snap("r2")}, "changed")
+	p.Print(treeevents.Event{Snap: snap("r2")}, "changed")
 	got := strings.TrimPrefix(out.String(), first)
 	if !strings.HasPrefix(got, "--- changed\n") || !strings.Contains(got, `+ listener "svc" → route config "r2"`) {
 		t.Fatalf("a changed snapshot printed %q, want the header and the new line", got)
