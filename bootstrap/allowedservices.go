@@ -102,20 +102,8 @@ func validateAllowedGRPCServices(services map[string]AllowedGRPCService, path st
 
 func (a AllowedGRPCService) validate(path string) error {
 	s := a.asServer(path)
-	credsPath := member(path, "channel_creds")
-	i := s.selectedCreds()
-	if i < 0 {
-		return fieldErrorf(credsPath, "%s", noSupportedCreds(s.ChannelCreds))
-	}
-	if c := s.ChannelCreds[i]; c.Type == CredsTLS {
-		entry := index(credsPath, i)
-		t, err := c.tlsCreds(entry)
-		if err != nil {
-			return err
-		}
-		if err := t.validate(member(entry, "config")); err != nil {
-			return err
-		}
+	if err := s.validateChannelCreds(path); err != nil {
+		return err
 	}
 	return s.validateCallCreds(path)
 }

@@ -146,6 +146,12 @@ func (s ServerConfig) validate(path string) error {
 	if s.APIType == APITypeFilesystem {
 		return nil // files need no credentials; any listed are ignored
 	}
+	return s.validateChannelCreds(path)
+}
+
+// validateChannelCreds checks that channel_creds has an entry goxds
+// supports, and the config of that entry if it is "tls".
+func (s ServerConfig) validateChannelCreds(path string) error {
 	credsPath := member(path, "channel_creds")
 	i := s.selectedCreds()
 	if i < 0 {
