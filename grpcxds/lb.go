@@ -23,10 +23,8 @@ type errorPicker struct{ err error }
 
 func (p errorPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	// The channel's picker while it has no configuration: tests hear of
-	// its picks as of routePicker's (pickObserverKey).
-	if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
-		observe(p.err)
-	}
+	// its picks as of routePicker's.
+	observePick(info, p.err)
 	return balancer.PickResult{}, p.err
 }
 

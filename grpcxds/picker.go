@@ -82,12 +82,18 @@ var pickObservers atomic.Bool
 // Pick implements balancer.Picker.
 func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	res, err := p.pick(info)
+	observePick(info, err)
+	return res, err
+}
+
+// observePick tells the test observing the RPC's picks (pickObserverKey),
+// if any, of this one's outcome.
+func observePick(info balancer.PickInfo, err error) {
 	if pickObservers.Load() {
 		if observe, ok := info.Ctx.Value(pickObserverKey{}).(func(error)); ok {
 			observe(err)
 		}
 	}
-	return res, err
 }
 
 func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) {
