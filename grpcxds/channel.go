@@ -58,9 +58,9 @@ type channelState struct {
 	owner *grpc.ClientConn // the channel of the first RPC; guarded by mu
 	gen   uint64           // generations handed out; guarded by mu
 	cfg   *channelConfig   // the configuration in force, nil before one; guarded by mu
-	ready chan struct{}    // closed when cfg is first set; guarded by mu
-	// changed is closed, and replaced, each time cfg is set: wait-for-ready
-	// RPCs waiting for a usable configuration look again. Guarded by mu.
+	// changed is closed, and replaced, each time cfg is set: RPCs waiting
+	// for the first configuration, or wait-for-ready ones for a usable
+	// one, look again. Guarded by mu.
 	changed chan struct{}
 	// foreign is why owner's RPCs fail at once: its target is not of the
 	// Builder's scheme, so no resolver of this state will ever configure
@@ -103,7 +103,7 @@ func newChannelState(b *Builder) *channelState {
 	if wait == nil {
 		wait = sleepCtx
 	}
-	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, ready: make(chan struct{}), closed: make(chan struct{}), changed: make(chan struct{})}
+	return &channelState{b: b, channelID: rand.Uint64(), wait: wait, closed: make(chan struct{}), changed: make(chan struct{})}
 }
 
 // sleepCtx waits d, or until ctx is done.
@@ -134,11 +134,7 @@ func (cs *channelState) set(cfg *channelConfig) {
 }
 
 func (cs *channelState) setLocked(cfg *channelConfig) {
-	first := cs.cfg == nil
 	cs.cfg = cfg
-	if first {
-		close(cs.ready)
-	}
 	close(cs.changed)
 	cs.changed = make(chan struct{})
 }
@@ -177,10 +173,7 @@ func (cs *channelState) reset() {
 	cs.built = false
 	close(cs.closed)
 	cs.closed = make(chan struct{})
-	if cs.cfg != nil {
-		cs.cfg = nil
-		cs.ready = make(chan struct{})
-	}
+	cs.cfg = nil
 }
 
 // current returns the configuration in force, waiting for the first one,
@@ -202,7 +195,7 @@ func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn, waitFo
 			cs.owner = cc
 			cs.foreign = cs.b.foreignTarget(cc)
 		}
-		cfg, ready, closed, changed, owner, foreign := cs.cfg, cs.ready, cs.closed, cs.changed, cs.owner, cs.foreign
+		cfg, closed, changed, owner, foreign := cs.cfg, cs.closed, cs.changed, cs.owner, cs.foreign
 		cs.mu.Unlock()
 		if owner != cc {
 			return nil, status.Error(codes.FailedPrecondition, errSharedDialOptions)
@@ -231,7 +224,6 @@ func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn, waitFo
 			cc.Connect()
 		}
 		select {
-		case <-ready:
 		case <-changed:
 		case <-closed:
 		case <-ctx.Done():
