@@ -123,8 +123,9 @@
 //	non_forwarding_action, else UNAVAILABLE        the same
 //	RBAC filter (A41), RBACPerRoute                the same rules and NACKs; audit loggers through grpc-go's
 //	                                                 authz/audit registry (stdout logger, custom loggers)
-//	ext_authz filter (A92), A102 GrpcService       the same (grpc-go v1.85 parses it behind an experiment and runs it
-//	                                                 on neither side; its master runs it)
+//	ext_authz filter (A92), A102 GrpcService       goxds runs it; grpc-go v1.85 knows the type only with
+//	                                                 GRPC_EXPERIMENTAL_XDS_EXT_AUTHZ_ON_CLIENT, rejects every config
+//	                                                 (its GrpcService parsing is a stub), and runs it on neither side
 //	grpc.Creds(credentials/xds server creds)       grpc.Creds(xdscreds.NewServerCredentials(ServerOptions{FallbackCreds})):
 //	                                                 per-chain TLS/mTLS from DownstreamTlsContext, fallback without one
 //	other grpc.Creds, or none (insecure)           the same: used for every connection, the Listeners' TLS ignored
