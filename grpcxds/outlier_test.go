@@ -213,3 +213,8 @@ func TestEjectedPassedOver(t *testing.T) {
 		}
 	}
 }
+
+// withOutlierDetection gives p a detector with the default configuration.
+func withOutlierDetection(p *priority) {
+	detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
+}
