@@ -14,6 +14,7 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/authz"
+	"github.com/goxds/xds/internal/servertls"
 	"github.com/goxds/xds/resources"
 )
 
@@ -254,7 +255,7 @@ func routeKey(routes map[string]*routeWatch, w *routeWatch) string {
 // configuration it names has been received (gRFC A36: a server does not
 // use a Listener before its RDS resources). Certificate providers are not
 // waited for: a chain's are built by the first handshake that asks for
-// them (chainTLS). It returns the generation replaced, to drain, and queues the
+// them (servertls.Chain). It returns the generation replaced, to drain, and queues the
 // report if the mode became serving.
 func (l *listener) activateLocked() (old *generation) {
 	v := l.pending
@@ -373,7 +374,7 @@ type generation struct {
 	srv *grpc.Server
 	// sec holds the TLS of each chain that has a DownstreamTlsContext,
 	// built on demand; ended when srv has stopped.
-	sec map[*resources.FilterChain]*chainTLS
+	sec map[*resources.FilterChain]*servertls.Chain
 	// ctx ends when the generation stops, ending the handshakes that wait
 	// for its certificate providers.
 	ctx    context.Context
@@ -381,13 +382,15 @@ type generation struct {
 }
 
 // newGeneration serves cfg. Called with l.mu held: it builds nothing that
-// can block (certificate providers are built on demand, by chainTLS).
+// can block (certificate providers are built on demand, by servertls.Chain).
 func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
-	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*chainTLS)}
+	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*servertls.Chain)}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	for _, fc := range chains(cfg) {
+	for _, fc := range servertls.Chains(cfg) {
 		if fc.Security != nil {
-			g.sec[fc] = newChainTLS(l.s, l.name, fc)
+			g.sec[fc] = servertls.NewChain(l.s.opts.bootstrap, fc, func(err error) {
+				l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
+			})
 		}
 	}
 	g.srv = l.s.newGRPCServer(g)
@@ -441,7 +444,7 @@ func (g *generation) stopped() {
 	delete(s.live, g)
 	s.mu.Unlock()
 	for _, c := range g.sec {
-		c.end()
+		c.End()
 	}
 }
 
