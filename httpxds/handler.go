@@ -2,6 +2,7 @@ package httpxds
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -263,19 +264,15 @@ func (v queryView) Get(name string) (string, bool) {
 	return vs[0], true
 }
 
-// authz is the request as RBAC sees it (the normalized path, headers by
-// lower-case name with the Host as :authority, the connection's
-// addresses, the client's certificate).
+// authz is the request as RBAC sees it: the normalized path, the headers
+// by lower-case name with the Host as :authority, the connection's
+// addresses, the client's certificate. Headers are read where they are,
+// not copied.
 func (q *request) authz() *authz.Request {
 	r := q.r
-	h := make(map[string][]string, len(r.Header)+1)
-	for k, vs := range r.Header {
-		h[strings.ToLower(k)] = vs
-	}
-	h[":authority"] = []string{r.Host}
-	a := &authz.Request{Method: r.Method, Path: q.path, Headers: h}
-	if la, ok := r.Context().Value(http.LocalAddrContextKey).(interface{ String() string }); ok {
-		a.Local, _ = netip.ParseAddrPort(la.String())
+	a := &authz.Request{Method: r.Method, Path: q.path, HeaderValues: q.headerValues}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		a.Local, _ = addrPort(la)
 	}
 	a.Remote, _ = netip.ParseAddrPort(r.RemoteAddr)
 	if r.TLS != nil {
@@ -285,6 +282,15 @@ func (q *request) authz() *authz.Request {
 		}
 	}
 	return a
+}
+
+// headerValues is RBAC's view of the headers: net/http keeps the Host
+// apart from them, and RBAC's matchers name it :authority or host.
+func (q *request) headerValues(name string) []string {
+	if name == ":authority" || name == "host" {
+		return []string{q.r.Host}
+	}
+	return q.r.Header[textproto.CanonicalMIMEHeaderKey(name)]
 }
 
 // spiffeID is the certificate's SPIFFE ID: its one URI SAN when that is a
