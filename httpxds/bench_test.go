@@ -94,7 +94,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			s := &Server{h: h, faults: route.NewFaults(nil)}
 			l := &listener{s: s, name: "bench"}
 			l.rcs.Store(&map[string]routeState{})
-			l.directs.Store(new(sync.Map))
+			l.extras.Store(new(sync.Map))
 			g := &generation{l: l}
 			cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization)}
 			ctx := context.WithValue(context.Background(), chainKey{}, cs)

@@ -63,7 +63,11 @@
 //     x-envoy-fault-* headers) answers "fault filter abort" with the
 //     status. A filter this server has no code for fails the request
 //     (503) rather than being skipped.
-//  5. The route's action: non_forwarding_action serves the handler;
+//  5. The route's action: non_forwarding_action serves the handler, with
+//     the request and response header mutations of the route, its virtual
+//     host and its route configuration (request_headers_to_add/remove,
+//     response_headers_to_add/remove, in Envoy's order and append actions;
+//     values as written, without Envoy's %VARIABLE% substitutions);
 //     direct_response answers its status and body (Content-Type
 //     text/plain with a body, as Envoy). Any other action (a route to a
 //     cluster, a redirect) is answered 503 naming the route: gRFC A36 has a

@@ -74,9 +74,19 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch rt.Action {
 	case resources.RouteActionNonForwarding:
-		l.s.h.ServeHTTP(w, withPath(r, raw, path))
+		r = withPath(r, raw, path)
+		m := l.extrasOf(rt, vh, rc).mut
+		if len(m.request) > 0 {
+			apply(m.request, r.Header)
+		}
+		if len(m.response) > 0 {
+			w = &mutatingWriter{ResponseWriter: w, steps: m.response}
+		}
+		l.s.h.ServeHTTP(w, r)
 	case resources.RouteActionDirectResponse:
-		directResponse(w, l.directOf(rt), rt, rc)
+		x := l.extrasOf(rt, vh, rc)
+		apply(x.mut.response, w.Header())
+		directResponse(w, x.direct, rt, rc)
 	default:
 		// gRFC A36: a server serves only the routes that say so; gRPC
 		// fails the RPC UNAVAILABLE, whose HTTP status is 503. This
@@ -323,16 +333,33 @@ type direct struct {
 	err    error
 }
 
-// directOf returns rt's direct response, worked out on its first request
-// (Route.Raw unmarshals the route anew; a body may come from a file, read
-// once as Envoy reads it with the configuration). The cache is emptied
-// when the route configurations change, so that it keeps no route that is
-// gone.
-func (l *listener) directOf(rt *resources.Route) *direct {
-	directs := l.directs.Load()
-	if d, ok := directs.Load(rt); ok {
-		return d.(*direct)
+// routeExtras is what a route's requests need of its protos: its header
+// mutations and its direct response.
+type routeExtras struct {
+	mut    *mutations
+	direct *direct
+}
+
+// extrasOf returns rt's extras, worked out on its first request (Route.Raw
+// unmarshals the route anew; a direct response body may come from a file,
+// read once as Envoy reads it with the configuration). The cache is
+// emptied when the route configurations change, so that it keeps no route
+// that is gone; a route belongs to one virtual host of one route
+// configuration, so it is the key.
+func (l *listener) extrasOf(rt *resources.Route, vh *resources.VirtualHost, rc *resources.RouteConfig) *routeExtras {
+	cache := l.extras.Load()
+	if x, ok := cache.Load(rt); ok {
+		return x.(*routeExtras)
 	}
+	x := &routeExtras{mut: mutationsOf(rt, vh, rc)}
+	if rt.Action == resources.RouteActionDirectResponse {
+		x.direct = directOf(rt)
+	}
+	v, _ := cache.LoadOrStore(rt, x)
+	return v.(*routeExtras)
+}
+
+func directOf(rt *resources.Route) *direct {
 	d := &direct{}
 	dr := rt.Raw().GetDirectResponse()
 	d.status = int(dr.GetStatus())
@@ -353,6 +380,5 @@ func (l *listener) directOf(rt *resources.Route) *direct {
 			d.body = []byte{}
 		}
 	}
-	v, _ := directs.LoadOrStore(rt, d)
-	return v.(*direct)
+	return d
 }

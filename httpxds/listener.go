@@ -41,9 +41,10 @@ type listener struct {
 	// rcs are the route configurations received, by name, replaced whole
 	// at each change so that a request reads them without a lock.
 	rcs atomic.Pointer[map[string]routeState]
-	// directs caches the direct responses of routes (handler.go), emptied
-	// with each change of route configurations or Listener version.
-	directs atomic.Pointer[sync.Map]
+	// extras caches what routes need of their protos (handler.go),
+	// emptied with each change of route configurations or Listener
+	// version.
+	extras atomic.Pointer[sync.Map]
 
 	mu      sync.Mutex
 	mode    ServingMode
@@ -67,7 +68,7 @@ func newListener(s *Server, raw net.Listener, name string) *listener {
 	l := &listener{s: s, raw: raw, name: name, host: host, port: port,
 		routes: make(map[string]func()), live: make(map[*generation]bool)}
 	l.rcs.Store(&map[string]routeState{})
-	l.directs.Store(new(sync.Map))
+	l.extras.Store(new(sync.Map))
 	return l
 }
 
@@ -236,7 +237,7 @@ func (l *listener) setRoute(n string, st *routeState) {
 		m[n] = *st
 	}
 	l.rcs.Store(&m)
-	l.directs.Store(new(sync.Map))
+	l.extras.Store(new(sync.Map))
 }
 
 func routeNames(sl *resources.ServerListener) []string {
@@ -281,7 +282,7 @@ func (l *listener) activateLocked() (old *generation) {
 	}
 	g := l.newGeneration(v)
 	old, l.cur, l.pending = l.cur, g, nil
-	l.directs.Store(new(sync.Map))
+	l.extras.Store(new(sync.Map))
 	if l.mode != ServingModeServing {
 		l.mode = ServingModeServing
 		l.s.reports.add(modeReport{l: l, mode: ServingModeServing})
