@@ -45,7 +45,7 @@ const (
 // 127.0.0.1, whose serving-mode changes arrive on modes. Its handler
 // answers "served <method> <path> <raw path>".
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	ms    *testutils.ManagementServer
 	srv   *httpxds.Server
@@ -72,7 +72,7 @@ type envOptions struct {
 	handler http.Handler            // nil: echo
 }
 
-func newEnv(t *testing.T, o envOptions) *env {
+func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
