@@ -6,7 +6,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 )
 
@@ -62,42 +61,3 @@ func chainOf(c net.Conn) *chainState {
 	}
 	return nil
 }
-
-// chanListener is the net.Listener of a generation: the accept loop hands
-// it the connections its http.Server serves.
-type chanListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// deliver hands c to the http.Server; false if the listener is closed.
-func (c *chanListener) deliver(conn net.Conn) bool {
-	select {
-	case c.conns <- conn:
-		return true
-	case <-c.done:
-		return false
-	}
-}
-
-func (c *chanListener) Accept() (net.Conn, error) {
-	select {
-	case conn := <-c.conns:
-		return conn, nil
-	case <-c.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (c *chanListener) Close() error {
-	c.once.Do(func() { close(c.done) })
-	return nil
-}
-
-func (c *chanListener) Addr() net.Addr { return c.addr }

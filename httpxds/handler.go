@@ -14,6 +14,7 @@ import (
 	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/dataplane/httppath"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/resources"
 )
 
@@ -282,7 +283,7 @@ func (q *request) authz() *authz.Request {
 	r := q.r
 	a := &authz.Request{Method: r.Method, Path: q.path, HeaderValues: q.headerValues}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
-		a.Local, _ = addrPort(la)
+		a.Local, _ = serverconn.AddrPort(la)
 	}
 	a.Remote, _ = netip.ParseAddrPort(r.RemoteAddr)
 	if r.TLS != nil {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/dataplane/httppath"
+	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/internal/servertls"
 	"github.com/goxds/xds/resources"
 )
@@ -130,8 +130,8 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	local, lok := addrPort(conn.LocalAddr())
-	remote, rok := addrPort(conn.RemoteAddr())
+	local, lok := serverconn.AddrPort(conn.LocalAddr())
+	remote, rok := serverconn.AddrPort(conn.RemoteAddr())
 	if !lok || !rok {
 		conn.Close()
 		return
@@ -151,17 +151,9 @@ func (l *listener) handle(conn net.Conn) {
 			return g.tlsConfig(hello.Context(), cs)
 		}})
 	}
-	if !g.lis.deliver(c) {
+	if !g.lis.Deliver(c) {
 		conn.Close()
 	}
-}
-
-func addrPort(a net.Addr) (netip.AddrPort, bool) {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.AddrPort(), true
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	return ap, err == nil
 }
 
 // onListener handles a new Listener version: it waits for the route
@@ -390,7 +382,7 @@ func (l *listener) closeAll() {
 type generation struct {
 	l      *listener
 	cfg    *resources.ServerListener
-	lis    *chanListener
+	lis    *serverconn.ChanListener
 	srv    *http.Server
 	chains map[*resources.FilterChain]*chainState
 	// ctx ends when the generation stops, ending the handshakes that wait
@@ -412,7 +404,7 @@ type chainState struct {
 // can block (certificate providers are built on demand).
 func (l *listener) newGeneration(cfg *resources.ServerListener) *generation {
 	s := l.s
-	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), chains: make(map[*resources.FilterChain]*chainState)}
+	g := &generation{l: l, cfg: cfg, lis: serverconn.NewChanListener(l.raw.Addr()), chains: make(map[*resources.FilterChain]*chainState)}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, fc := range servertls.Chains(cfg) {
 		cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization)}
