@@ -184,8 +184,10 @@ func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resourc
 // fault applies the fault injection filter (Envoy's HTTPFault, as
 // dataplane/route draws it): a delay, then maybe an abort with the
 // configured or header-given HTTP status and Envoy's body "fault filter
-// abort". An abort that gives a gRPC status only is answered as Envoy
-// answers it: 200 with the grpc-status header.
+// abort". An abort that gives a gRPC status only (grpc_status, or the
+// x-envoy-fault-abort-grpc-request header) is answered as a gRPC error
+// without a body frame would be: 200 with the grpc-status header, the
+// same body.
 func (g *generation) fault(w http.ResponseWriter, req *request, cfg *resources.FaultConfig) bool {
 	a, aborted, err := g.l.s.faults.Inject(req.r.Context(), cfg, req)
 	if err != nil {

@@ -174,6 +174,10 @@ func TestFaultInjection(t *testing.T) {
 	e.want(e.get("/open"), http.StatusOK, "served GET /open")
 	e.want(e.get("/header", "x-envoy-fault-abort-request: 429"), http.StatusTooManyRequests, "fault filter abort")
 	e.want(e.get("/header"), http.StatusOK, "served GET /header")
+	grpcAbort := e.get("/header", "x-envoy-fault-abort-grpc-request: 14")
+	if grpcAbort.status != http.StatusOK || grpcAbort.header.Get("grpc-status") != "14" || grpcAbort.body != "fault filter abort" {
+		t.Errorf("gRPC status abort: %d grpc-status %q %q, want 200 grpc-status 14", grpcAbort.status, grpcAbort.header.Get("grpc-status"), grpcAbort.body)
+	}
 
 	start := time.Now()
 	e.want(e.get("/x", "x-envoy-fault-delay-request: 50"), http.StatusServiceUnavailable, "fault filter abort")
