@@ -218,6 +218,18 @@
 //     counts them).
 //     An abort is not retried; an abort with status OK ends a stream at
 //     once, and a unary RPC with io.EOF, as in grpc-go.
+//   - gRFC A92 external authorization: the ext_authz filter asks the
+//     service its GrpcService names (gRFC A102: a trusted server's target,
+//     credentials and initial metadata; an untrusted one's target, which
+//     the bootstrap's allowed_grpc_services must list, with that entry's
+//     credentials) before the RPC is sent; package dataplane/extauthz
+//     decides. An allowed RPC goes with the outgoing metadata the service
+//     changed; a denied one fails with the service's status; a failed call
+//     fails it with status_on_error unless failure_mode_allow. The
+//     trailers of a denial and the response headers of an allowed RPC are
+//     not delivered on the client side (an xdsserver server applies both).
+//     A channel keeps one connection per service across configuration
+//     updates, closed with the channel.
 //
 // # Connections
 //
