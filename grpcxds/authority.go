@@ -68,7 +68,8 @@ func (p *routePicker) rewriteAuthority(res *balancer.PickResult) {
 	}
 	a := v.(string)
 	if res.Metadata == nil {
-		res.Metadata = metadata.Pairs(":authority", a)
+		// A map and a slice: metadata.Pairs would make more.
+		res.Metadata = metadata.MD{":authority": {a}}
 		return
 	}
 	res.Metadata.Set(":authority", a)
