@@ -10,6 +10,7 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -213,4 +214,24 @@ func TestAuthorityRewritePerAttempt(t *testing.T) {
 	if a.rpcs.Load() == start {
 		t.Error("no attempt reached a: the retry was not tested")
 	}
+}
+
+// A channel without the goxds interceptors (the resolver alone) routes
+// each RPC in the picker, and rewrites the authority all the same.
+func TestAuthorityRewriteWithoutInterceptors(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithFeatures(t, grpcxds.Options{Logger: quietLogger}, bootstrap.FeatureTrustedXDSServer)
+	a, b, c := startBackend(t, "a"), startBackend(t, "b"), startBackend(t, "c")
+	for _, be := range []*backend{a, b, c} {
+		assertAuthority(be)
+	}
+	e.update(authorityTree(a, b, c))
+	conn, err := grpc.NewClient("goxds:///"+listener, grpc.WithResolvers(e.builder), grpc.WithTransportCredentials(insecure.NewCredentials()), fastConnect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	servedAll(t, e.ctx, conn, 4, "", []string{"a", "a.goxds.test", "b", "b.goxds.test"})
+	servedAll(t, e.ctx, conn, 2, "other", []string{"a", "other.goxds.test:8443"})
+	servedAll(t, e.ctx, conn, 2, "plain", []string{"a", channelAuthority, "b", channelAuthority})
 }
