@@ -235,3 +235,28 @@ func TestAuthorityRewriteWithoutInterceptors(t *testing.T) {
 	servedAll(t, e.ctx, conn, 2, "other", []string{"a", "other.goxds.test:8443"})
 	servedAll(t, e.ctx, conn, 2, "plain", []string{"a", channelAuthority, "b", channelAuthority})
 }
+
+// A route whose cluster the RLS plugin names rewrites the authority too:
+// each RPC gets the hostname of the endpoint picked in the cluster the
+// lookup service named.
+func TestAuthorityRewriteThroughRLS(t *testing.T) {
+	t.Parallel()
+	e := newEnvWithFeatures(t, grpcxds.Options{}, bootstrap.FeatureTrustedXDSServer)
+	a, b := startBackend(t, "a"), startBackend(t, "b")
+	assertAuthority(a)
+	assertAuthority(b)
+	rls := startRLS(t)
+	rc := rlsRoutes(t, rlsConfig(rls.Address(), ""), false)
+	rewriting(rc.VirtualHosts[0].Routes[0])
+	e.update(tree(rc, clusters("A", "B"), withHostnames(eds("A", a), "a.goxds.test"), withHostnames(eds("B", b), "b.goxds.test")))
+	conn := e.dial()
+	wants := []string{"a", "a.goxds.test", "b", "b.goxds.test"}
+	for key, want := range map[string]string{"a": "a", "b": "b"} {
+		ctx := metadata.AppendToOutgoingContext(e.ctx, "x-k", key)
+		for range 3 {
+			if got, err := callWanting(ctx, conn, "", wants); err != nil || got != want {
+				t.Fatalf("RPC with x-k %q: served by %q, %v; want %q", key, got, err, want)
+			}
+		}
+	}
+}
