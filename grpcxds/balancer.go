@@ -53,6 +53,11 @@ type xdsBalancer struct {
 	// warnedNoInterceptors: an RPC came without the goxds interceptors,
 	// and the log was told so; pickers set it.
 	warnedNoInterceptors atomic.Bool
+	// authorities holds the authority (gRFC A81) of each SubConn of an
+	// endpoint that has one (balancer.SubConn → string), for pickers:
+	// written as SubConns are made and shut down, read by pickers
+	// (authority.go).
+	authorities sync.Map
 
 	mu              sync.Mutex
 	closed          bool
@@ -470,7 +475,7 @@ func (b *xdsBalancer) publishLocked() {
 			clear(b.changes)
 		}
 	}
-	rp := &routePicker{clusters: b.pickers, channelID: b.channelID,
+	rp := &routePicker{clusters: b.pickers, channelID: b.channelID, authorities: &b.authorities,
 		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors, noInterceptors: b.noInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes

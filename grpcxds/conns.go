@@ -28,6 +28,11 @@ type connTag struct {
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
 	dns *dnsWatch
+	// authority is what an RPC sent here carries as its :authority when
+	// its route says auto_host_rewrite (gRFC A81, authority.go): the EDS
+	// endpoint's hostname, a LOGICAL_DNS cluster's host:port; "" for
+	// none.
+	authority string
 }
 
 // subConn is an endpoint's connection: a SubConn, and what its state
@@ -36,12 +41,22 @@ type subConn struct {
 	balancer.SubConn
 	b  *xdsBalancer
 	ep *endpoint.Endpoint
+	// authority: the SubConn is in b.authorities (authority.go).
+	authority bool
 }
 
 // connLocked returns the endpoint of the given addresses and security,
 // creating it (without a SubConn) if it is new. hostname is the EDS
 // endpoint's, sent as SNI when the security says auto_host_sni.
+//
+// An endpoint with an authority (the EDS hostname, or the DNS name of a
+// LOGICAL_DNS cluster: authorityOf) is an endpoint of its own, apart
+// from the same addresses with another authority or none: an RPC picks
+// an endpoint, and learns its authority from the endpoint's SubConn, so
+// one connection must not stand for two hostnames. Addresses listed
+// under one hostname everywhere, the usual case, are still shared.
 func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpoint.Endpoint {
+	authority := authorityOf(dns, hostname)
 	var extra string
 	if sec != nil {
 		if !sec.hi.UsesHostname() {
@@ -49,9 +64,12 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, h
 		}
 		extra = sec.key + "|" + hostname
 	}
+	if authority != "" {
+		extra = authorityKey(authority, extra)
+	}
 	ep, isNew := b.pool.Get(addrs, extra)
-	if isNew && (sec != nil || dns != nil) {
-		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns}
+	if isNew && (sec != nil || dns != nil || authority != "") {
+		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns, authority: authority}
 		if sec != nil {
 			sec.refs++
 		}
@@ -84,6 +102,10 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		return nil, err
 	}
 	c.SubConn = sc
+	if tag != nil && tag.authority != "" {
+		b.authorities.Store(sc, tag.authority)
+		c.authority = true
+	}
 	return c, nil
 }
 

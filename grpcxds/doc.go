@@ -230,11 +230,25 @@
 //     not delivered on the client side (an xdsserver server applies both).
 //     A channel keeps one connection per service across configuration
 //     updates, closed with the channel.
+//   - gRFC A81 authority rewriting: on a route whose auto_host_rewrite is
+//     set by a server marked trusted_xds_server in the bootstrap (from any
+//     other server it is ignored), each attempt carries as its :authority
+//     the hostname of the endpoint picked for it: an EDS endpoint's
+//     hostname, a LOGICAL_DNS cluster's host:port; an endpoint without one
+//     keeps the channel's authority, and grpc.CallAuthority wins over the
+//     rewrite. The picker hands it to gRPC in the pick's metadata, which
+//     grpc-go sends as the attempt's authority after its credentials
+//     accepted it (TLS checks it against the server's certificate,
+//     xdscreds' too). grpc-go does this only with
+//     GRPC_EXPERIMENTAL_XDS_AUTHORITY_REWRITE=true; goxds always does,
+//     the server's trust being the switch.
 //
 // # Connections
 //
 // There is one SubConn per endpoint (per address list), shared by every
-// cluster and priority that lists it. An EDS update keeps the SubConns of
+// cluster and priority that lists it (under one hostname: an address
+// listed under two hostnames is two endpoints, since an RPC's rewritten
+// authority is its endpoint's). An EDS update keeps the SubConns of
 // the endpoints it keeps, creates SubConns only for new ones and shuts
 // down (gracefully: RPCs in flight finish) those of removed or unhealthy
 // ones. A priority's endpoints are connected when the priority is used or
@@ -327,8 +341,7 @@
 //
 // # Not supported
 //
-// Authority rewriting, and retry throttling (which xDS does not configure
-// either).
+// Retry throttling (which xDS does not configure either).
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries. Of gRFC A52's custom policies only those above: a
 // TypedStruct naming another policy registered with gRPC is skipped (gRPC

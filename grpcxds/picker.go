@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
@@ -36,6 +37,9 @@ type routePicker struct {
 	// needsMD: some route matches headers or hashes them, so the RPC's
 	// metadata must be read.
 	needsMD bool
+	// authorities are the balancer's: the authority of each SubConn that
+	// has one, for routes that rewrite it (authority.go).
+	authorities *sync.Map
 }
 
 // clusterPicker picks an endpoint of one cluster for an RPC whose request
@@ -81,7 +85,10 @@ var pickObservers atomic.Bool
 
 // Pick implements balancer.Picker.
 func (p *routePicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	res, err := p.pick(info)
+	res, r, err := p.pick(info)
+	if err == nil && r != nil && r.AutoHostRewrite {
+		p.rewriteAuthority(&res)
+	}
 	observePick(info, err)
 	return res, err
 }
@@ -96,25 +103,27 @@ func observePick(info balancer.PickInfo, err error) {
 	}
 }
 
-func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) {
+// pick picks for the RPC of info, and returns the route it went by (nil
+// when it failed).
+func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resources.Route, error) {
 	sel := selectionOf(info.Ctx)
 	if sel == nil && p.noInterceptors != "" && p.warned.CompareAndSwap(false, true) {
 		p.logger.Warn(p.noInterceptors, "method", info.FullMethodName)
 	}
 	if sel != nil && sel.route.ClusterSpecifierPlugin != "" {
 		if res, ok, err := p.pluginPick(sel.route, sel, info); ok {
-			return res, err
+			return res, sel.route, err
 		}
 	} else if sel != nil {
 		if cp := p.clusters.get(sel.cluster); cp != nil {
 			res, err := cp.pick(info, sel.hash)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
-			return res, err
+			return res, sel.route, err
 		}
 		if sel.gen > p.gen {
 			// Chosen from a configuration whose picker is on its way.
-			return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+			return balancer.PickResult{}, nil, balancer.ErrNoSubConnAvailable
 		}
 		// The cluster left the configuration after the RPC chose it:
 		// grpc-go keeps such a cluster until its RPCs commit; goxds
@@ -127,22 +136,22 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, error) 
 	}
 	var d route.Decision
 	if err := route.Select(p.routes, &req, &d); err != nil {
-		return balancer.PickResult{}, p.routeStatus(err, info.FullMethodName)
+		return balancer.PickResult{}, nil, p.routeStatus(err, info.FullMethodName)
 	}
 	if d.Plugin != "" {
 		res, _, err := p.pluginPick(d.Route, sel, info)
-		return res, err
+		return res, d.Route, err
 	}
 	cp := p.clusters.get(d.Cluster)
 	if cp == nil { // the snapshot has every cluster a route names
-		return balancer.PickResult{}, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
+		return balancer.PickResult{}, nil, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
 	}
 	res, err := cp.pick(info, d.Hash)
 	if sel != nil {
 		_, isStatus := status.FromError(err)
 		sel.statusPick.Store(err != nil && isStatus)
 	}
-	return res, err
+	return res, d.Route, err
 }
 
 // routeStatus is the status a pick of an RPC to method fails with when

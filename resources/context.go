@@ -87,6 +87,14 @@ func (c *DecodeContext) server() *bootstrap.ServerConfig {
 	return c.Server
 }
 
+// trusted reports whether the sending server is marked trusted_xds_server:
+// fields that affect security (gRFC A81's auto_host_rewrite) are honoured
+// only then. No server known is no trust.
+func (c *DecodeContext) trusted() bool {
+	s := c.server()
+	return s != nil && s.TrustedXDSServer()
+}
+
 // checkCertificateProviders rejects a security configuration that names a
 // certificate provider instance the bootstrap does not define (gRFC A29):
 // such a cluster or filter chain could never make a handshake, and gRPC

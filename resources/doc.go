@@ -21,7 +21,9 @@
 // filters and plugins that client validates with. The built-in types use
 // it: a Cluster with lrs_server "self" names its sender in
 // [Cluster].LRSServer, which after a fallback (gRFC A71) is the fallback
-// server; and a Cluster or server Listener naming a certificate provider
+// server; a route's auto_host_rewrite is honoured only from a server
+// marked trusted_xds_server (gRFC A81, [Route].AutoHostRewrite); and a
+// Cluster or server Listener naming a certificate provider
 // instance the bootstrap does not define is rejected (gRFC A29), in gRPC's
 // words:
 //

@@ -244,12 +244,14 @@ func parseExtAuthzPerRouteAny(a *anypb.Any) (HTTPFilterConfig, error) {
 
 // DependsOnSource implements SourceDependent: a Listener is when one of
 // its HTTP filters' configurations is (an external authorization filter,
-// whose GrpcService is judged by the server that sent it).
+// whose GrpcService is judged by the server that sent it), or a route
+// configuration it carries inline is (auto_host_rewrite, gRFC A81), client
+// or server side.
 func (l *Listener) DependsOnSource() bool {
 	if l == nil {
 		return false
 	}
-	if filtersDependOnSource(l.HTTPFilters) {
+	if filtersDependOnSource(l.HTTPFilters) || l.routesDependOnSource() {
 		return true
 	}
 	if s := l.Server; s != nil {

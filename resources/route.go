@@ -129,6 +129,14 @@ type Route struct {
 	GRPCTimeoutHeaderMax *time.Duration
 	// RetryPolicy is the route action's retry_policy, nil when unset.
 	RetryPolicy *routev3.RetryPolicy
+	// AutoHostRewrite is the route action's auto_host_rewrite, honoured
+	// only from a management server marked trusted_xds_server (gRFC
+	// A81): from any other server, or with no server known, it is false,
+	// whatever the route says. A request it routes carries, as its
+	// authority, the hostname of the endpoint it is sent to (an EDS
+	// endpoint's hostname, a LOGICAL_DNS cluster's host:port), when that
+	// endpoint has one.
+	AutoHostRewrite bool
 
 	// FilterOverrides are the route's typed_per_filter_config, by filter
 	// name, each parsed by its filter type's ParseOverride (or a
@@ -437,6 +445,9 @@ func (r *Route) setRouteAction(ctx *DecodeContext, a *routev3.RouteAction, plugi
 	if err := r.setRouteActionRest(a); err != nil {
 		return "", err
 	}
+	// The authority is security-sensitive (a server may route or
+	// authorize by it): it is rewritten only at a trusted server's word.
+	r.AutoHostRewrite = a.GetAutoHostRewrite().GetValue() && ctx.trusted()
 	return "", nil
 }
 

@@ -30,6 +30,9 @@ type RouteConfig struct {
 	// supported cluster specifier plugins some route uses, by plugin name
 	// (see Route.ClusterSpecifierPlugin); nil when there are none.
 	ClusterSpecifierPlugins map[string]ClusterSpecifierConfig
+	// hostRewrite: some route asks for auto_host_rewrite, which only a
+	// trusted server is followed in (DependsOnSource).
+	hostRewrite bool
 	// raw is the serialized message, unmarshalled again by Raw: kept as
 	// bytes because the decoded message, which few callers read, is
 	// several times larger. Its virtual hosts and routes keep sub-slices.
@@ -61,6 +64,9 @@ type VirtualHost struct {
 	// raw is the virtual host's part of the bytes received (see
 	// RouteConfig.raw).
 	raw []byte
+	// hostRewrite: some route asks for auto_host_rewrite (see
+	// RouteConfig.hostRewrite).
+	hostRewrite bool
 }
 
 // SkippedRoute is a route of a virtual host that gRPC cannot use, left out
@@ -169,6 +175,7 @@ func newRouteConfig(ctx *DecodeContext, m *routev3.RouteConfiguration, raw []byt
 			return nil, at(index("virtual_hosts", i), err)
 		}
 		rc.VirtualHosts[i] = vh
+		rc.hostRewrite = rc.hostRewrite || vh.hostRewrite
 	}
 	rc.ClusterSpecifierPlugins = plugins.used
 	return rc, nil
@@ -217,6 +224,7 @@ func newVirtualHost(ctx *DecodeContext, p *routev3.VirtualHost, raw []byte, plug
 			vh.SkippedRoutes = append(vh.SkippedRoutes, SkippedRoute{Index: i, Name: rp.GetName(), Reason: skip})
 			continue
 		}
+		vh.hostRewrite = vh.hostRewrite || rp.GetRoute().GetAutoHostRewrite().GetValue()
 		vh.Routes = append(vh.Routes, r)
 	}
 	return vh, nil

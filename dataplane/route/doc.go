@@ -30,6 +30,11 @@
 //     and [GRPCTimeout], the deadline gRFC A31 sets for gRPC (HTTP's
 //     route.timeout is another rule, for its adapter).
 //
+// Authority rewriting (gRFC A81) is the route's: [resources.Route]'s
+// AutoHostRewrite, set only from a trusted server. Only the adapter knows
+// the endpoint a request is sent to, so it applies it: the request then
+// carries the endpoint's hostname as its authority.
+//
 // Fault injection (gRFC A33) is decided here too ([Faults]): the delay and
 // the abort, each with its own draw, header-controlled delays, aborts and
 // percentages, and the process's cap on active faults; the adapter turns
