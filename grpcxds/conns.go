@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
@@ -27,7 +28,7 @@ type connTag struct {
 	hostname string
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
-	dns *dnsWatch
+	dns *cluster.Resolution
 }
 
 // subConn is an endpoint's connection: a SubConn, and what its state
@@ -38,10 +39,15 @@ type subConn struct {
 	ep *endpoint.Endpoint
 }
 
-// connLocked returns the endpoint of the given addresses and security,
-// creating it (without a SubConn) if it is new. hostname is the EDS
-// endpoint's, sent as SNI when the security says auto_host_sni.
-func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpoint.Endpoint {
+// Endpoint implements cluster.Host: the endpoint of the given addresses
+// (through their HTTP CONNECT proxy, connect.go) and security, created
+// (without a SubConn) if it is new.
+func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
+	addrs, dns, hostname := spec.Addrs, spec.DNS, spec.Hostname
+	if spec.Proxy != "" {
+		addrs = proxiedAddrs(spec.Proxy, addrs)
+	}
+	sec, _ := spec.Security.(*secEntry)
 	var extra string
 	if sec != nil {
 		if !sec.hi.UsesHostname() {
@@ -49,7 +55,7 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, h
 		}
 		extra = sec.key + "|" + hostname
 	}
-	ep, isNew := b.pool.Get(addrs, extra)
+	ep, isNew := pool.Get(addrs, extra)
 	if isNew && (sec != nil || dns != nil) {
 		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns}
 		if sec != nil {
@@ -100,13 +106,13 @@ func (c *subConn) onState(s balancer.SubConnState) {
 	b := c.b
 	b.mu.Lock()
 	if b.closed || s.ConnectivityState == connectivity.Shutdown ||
-		!b.pool.SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
+		!b.set.Pool().SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
 		b.mu.Unlock()
 		return
 	}
 	if s.ConnectivityState == connectivity.TransientFailure {
-		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil && tag.dns.r != nil {
-			tag.dns.r.ResolveNow(resolver.ResolveNowOptions{})
+		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil {
+			tag.dns.ResolveNow()
 		}
 	}
 	b.finishAndUnlock()
@@ -123,12 +129,6 @@ func endpointState(s connectivity.State) endpoint.State {
 		return endpoint.TransientFailure
 	}
 	return endpoint.Idle
-}
-
-// endpointChanged is the pool's changed: the cluster (the user, a
-// *clusterLB) chooses its priority and picker again.
-func (b *xdsBalancer) endpointChanged(u endpoint.User, _ *endpoint.Endpoint) {
-	b.dirty[u.(*clusterLB)] = struct{}{}
 }
 
 // sc is the SubConn of a picked endpoint's connection; nil for none (a

@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"math"
@@ -7,7 +7,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/grpc/balancer"
 
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
@@ -103,7 +102,7 @@ type odEndpoint struct {
 	// active counts the current interval's RPCs, from pickers' Done
 	// callbacks without a lock; swapped for a new one at each interval.
 	active atomic.Pointer[callCounts]
-	// Guarded by xdsBalancer.mu: the last interval's counts, and the
+	// Guarded by the owner's lock: the last interval's counts, and the
 	// ejection (ejectedAt zero when not ejected; multiplier grows with
 	// each ejection and shrinks at each interval without one).
 	ok, failed int64
@@ -113,31 +112,18 @@ type odEndpoint struct {
 
 // outlierDetector runs outlier detection for one priority of a leaf
 // cluster; it lives across the updates that keep the priority. Guarded by
-// xdsBalancer.mu, but for the counters of its endpoints.
+// the owner's lock, but for the counters of its endpoints.
 type outlierDetector struct {
 	cfg outlierConfig
 	eps map[*endpoint.Endpoint]*odEndpoint
 	// timerStart is when the running interval started; timer fires at its
 	// end (nil once stopped).
 	timerStart time.Time
-	timer      stopper
+	timer      lbpolicy.Timer
 	// clock is time.Now and time.AfterFunc, but in tests, which end the
 	// intervals themselves.
-	clock clock
+	clock lbpolicy.Clock
 }
-
-// clock is what the balancer's timers (outlier detection, failover, idle
-// sweeps, pick_first's turns) need of time, for tests to replace: the
-// policies' own, so that one clock serves them all.
-type clock = lbpolicy.Clock
-
-// stopper is a timer.
-type stopper = lbpolicy.Timer
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                              { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }
 
 // odKey names a detector within a cluster: the leaf and the index of the
 // priority among the leaf's.
@@ -149,7 +135,7 @@ type odKey struct {
 // attachOutliersLocked gives each priority of cl whose leaf has outlier
 // detection its detector, keeping those of the priorities it had, with
 // their counts and ejections, and stops the others.
-func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
+func (s *Set) attachOutliersLocked(cl *Cluster) {
 	old := cl.outliers
 	cl.outliers = nil
 	var leaf string
@@ -175,7 +161,7 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 		cl.outliers[key] = d
 		p.lb.Ejected = d
 		if d.timer == nil {
-			b.startIntervalLocked(cl, d, d.cfg.interval)
+			s.startIntervalLocked(cl, d, d.cfg.interval)
 		}
 	}
 	for _, d := range old {
@@ -208,26 +194,25 @@ func (d *outlierDetector) update(cfg outlierConfig, p *priority) {
 }
 
 // startIntervalLocked arms d's timer to end the interval after wait.
-func (b *xdsBalancer) startIntervalLocked(cl *clusterLB, d *outlierDetector, wait time.Duration) {
+func (s *Set) startIntervalLocked(cl *Cluster, d *outlierDetector, wait time.Duration) {
 	if !d.timerStart.IsZero() {
 		wait = d.cfg.interval - d.clock.Now().Sub(d.timerStart)
 	}
 	// An interval of 0 is valid; run back to back, intervals would keep a
 	// core busy and count next to nothing.
 	wait = max(wait, minOutlierInterval)
-	var t stopper
+	var t lbpolicy.Timer
 	t = d.clock.AfterFunc(wait, func() {
-		b.mu.Lock()
-		if b.closed || d.timer != t {
-			b.mu.Unlock()
-			return
-		}
-		if d.runInterval() {
-			b.dirty[cl] = struct{}{}
-		}
-		d.timer = nil
-		b.startIntervalLocked(cl, d, d.cfg.interval)
-		b.finishAndUnlock()
+		s.host.Do(func() {
+			if s.closed || d.timer != t {
+				return
+			}
+			if d.runInterval() {
+				s.dirty[cl] = struct{}{}
+			}
+			d.timer = nil
+			s.startIntervalLocked(cl, d, d.cfg.interval)
+		})
 	})
 	d.timer = t
 }
@@ -240,7 +225,7 @@ func (d *outlierDetector) stop() {
 }
 
 // stopOutliers stops the timers of cl's detectors.
-func (cl *clusterLB) stopOutliers() {
+func (cl *Cluster) stopOutliers() {
 	for _, d := range cl.outliers {
 		d.stop()
 	}
@@ -371,11 +356,11 @@ func (d *outlierDetector) counters() map[*endpoint.Endpoint]*odEndpoint {
 	return out
 }
 
-// record counts the outcome of one RPC on ep: any error is a failure, as
-// in gRPC.
-func (ep *odEndpoint) record(di balancer.DoneInfo) {
+// record counts the outcome of one request on ep (err, its error): any
+// error is a failure, as in gRPC.
+func (ep *odEndpoint) record(err error) {
 	c := ep.active.Load()
-	if di.Err == nil {
+	if err == nil {
 		c.ok.Add(1)
 	} else {
 		c.failed.Add(1)

@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"errors"
@@ -6,12 +6,11 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/resources"
 )
 
@@ -19,8 +18,8 @@ import (
 // the tests end intervals themselves.
 type fakeClock struct{ now time.Time }
 
-func (c *fakeClock) Now() time.Time                          { return c.now }
-func (c *fakeClock) AfterFunc(time.Duration, func()) stopper { return fakeTimer{} }
+func (c *fakeClock) Now() time.Time                                 { return c.now }
+func (c *fakeClock) AfterFunc(time.Duration, func()) lbpolicy.Timer { return fakeTimer{} }
 
 type fakeTimer struct{}
 
@@ -68,10 +67,10 @@ func calls(d *outlierDetector, p *priority, outcomes ...[2]int) {
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {
 			for range outcomes[i][0] {
-				d.eps[e.Endpoint].record(balancer.DoneInfo{})
+				d.eps[e.Endpoint].record(nil)
 			}
 			for range outcomes[i][1] {
-				d.eps[e.Endpoint].record(balancer.DoneInfo{Err: errors.New("boom")})
+				d.eps[e.Endpoint].record(errors.New("boom"))
 			}
 			i++
 		}
@@ -85,7 +84,7 @@ func conn(p *priority, i int) *endpoint.Endpoint { return p.lb.Localities[0].End
 // the number of its ejections, which shrinks by one per interval without
 // one.
 func TestFailurePercentageEjection(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1})
+	p := prio(endpoint.Ready, []uint32{1, 1, 1})
 	d, clk := detector(p, outlierConfig{interval: time.Second, baseEjection: 30 * time.Second, maxEjection: 300 * time.Second,
 		maxEjectionPercent: 50, failurePercent: &ejectionConfig{threshold: 50, enforcement: 100, minimumHosts: 3, requestVolume: 10}})
 	calls(d, p, [2]int{0, 20}, [2]int{20, 0}, [2]int{20, 0})
@@ -95,7 +94,7 @@ func TestFailurePercentageEjection(t *testing.T) {
 	if got := picks(t, readyPicker(t, p), 20); got["a"] != 0 {
 		t.Errorf("a ejected still picked: %v", got)
 	}
-	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.Ready || err != nil {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != endpoint.Ready || err != nil {
 		t.Errorf("priority with b and c ready: %v, %v", s, err)
 	}
 	clk.now = clk.now.Add(29 * time.Second)
@@ -128,7 +127,7 @@ func TestFailurePercentageEjection(t *testing.T) {
 // max_ejection_percent caps the ejected endpoints: of four failing ones,
 // 50% lets two go.
 func TestMaxEjectionPercent(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1, 1})
+	p := prio(endpoint.Ready, []uint32{1, 1, 1, 1})
 	d, _ := detector(p, outlierConfig{interval: time.Second, baseEjection: time.Minute, maxEjection: time.Minute,
 		maxEjectionPercent: 50, failurePercent: &ejectionConfig{threshold: 50, enforcement: 100, minimumHosts: 1, requestVolume: 1}})
 	calls(d, p, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5})
@@ -146,7 +145,7 @@ func TestMaxEjectionPercent(t *testing.T) {
 	d.cfg.maxEjectionPercent = 100
 	calls(d, p, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5}, [2]int{0, 5})
 	d.runInterval()
-	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.TransientFailure || !errors.Is(err, errEjected) {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != endpoint.TransientFailure || !errors.Is(err, errEjected) {
 		t.Errorf("every endpoint ejected: %v, %v; want TRANSIENT_FAILURE", s, err)
 	}
 }
@@ -155,13 +154,13 @@ func TestMaxEjectionPercent(t *testing.T) {
 // four at 100% and one at 50% give mean 90%, stdev 20%, and with the
 // default factor 1.9 a threshold of 52%.
 func TestSuccessRateEjection(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1, 1, 1})
+	p := prio(endpoint.Ready, []uint32{1, 1, 1, 1, 1})
 	d, _ := detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
 	calls(d, p, [2]int{50, 50}, [2]int{100, 0}, [2]int{100, 0}, [2]int{100, 0}, [2]int{100, 0})
 	if d.runInterval(); !d.ejected(conn(p, 0)) {
 		t.Error("50% success among endpoints at 100% not ejected")
 	}
-	p = prio(connectivity.Ready, []uint32{1, 1, 1, 1, 1})
+	p = prio(endpoint.Ready, []uint32{1, 1, 1, 1, 1})
 	d, _ = detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
 	// 90%, 95% and three at 100%: mean 97%, stdev 4%, threshold 89.4%.
 	calls(d, p, [2]int{90, 10}, [2]int{95, 5}, [2]int{100, 0}, [2]int{100, 0}, [2]int{100, 0})
@@ -173,15 +172,15 @@ func TestSuccessRateEjection(t *testing.T) {
 // The picker of a priority with outlier detection counts each RPC's
 // outcome on its endpoint.
 func TestPickerCountsOutcomes(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1}).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
+	p := prio(endpoint.Ready, []uint32{1}).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
 	d, _ := detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
-	pp := p.picker(connectivity.Ready)
+	pp := p.picker(endpoint.Ready, testHeaderHash)
 	for _, err := range []error{nil, nil, errors.New("boom")} {
-		res, perr := pp.pick(balancer.PickInfo{}, 0)
+		res, perr := pp.Pick(nil, 0)
 		if perr != nil {
 			t.Fatal(perr)
 		}
-		res.Done(balancer.DoneInfo{Err: err})
+		res.Done.Finish(err, nil)
 	}
 	c := d.eps[conn(p, 0)].active.Load()
 	if c.ok.Load() != 2 || c.failed.Load() != 1 {
@@ -198,16 +197,16 @@ func TestEjectedPassedOver(t *testing.T) {
 		{Kind: resources.LBRingHash},
 		{Kind: resources.LBWeightedRoundRobin},
 	} {
-		p := prio(connectivity.Ready, []uint32{1, 1, 1}).with(pol)
+		p := prio(endpoint.Ready, []uint32{1, 1, 1}).with(pol)
 		d, clk := detector(p, *outlierConfigOf(&clusterv3.OutlierDetection{}))
 		d.eps[conn(p, 0)].ejectedAt = clk.now
-		pp := p.picker(connectivity.Ready)
+		pp := p.picker(endpoint.Ready, testHeaderHash)
 		for i := range 100 {
-			res, err := pp.pick(balancer.PickInfo{}, uint64(i)*0x9e3779b97f4a7c15)
+			res, err := pp.Pick(nil, uint64(i)*0x9e3779b97f4a7c15)
 			if err != nil {
 				t.Fatalf("%v: %v", pol.Kind, err)
 			}
-			if res.SubConn.(fakeSC).name == "a" {
+			if res.Endpoint.Key() == "a" {
 				t.Fatalf("%+v: the ejected endpoint was picked", pol)
 			}
 		}
