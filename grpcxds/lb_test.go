@@ -191,3 +191,73 @@ func TestHeaderHashOfRPC(t *testing.T) {
 		t.Error("an RPC without the header got a fixed hash, want a random one")
 	}
 }
+
+// pick_first's Happy Eyeballs turn belongs to its priority: once an update
+// rebuilds the priority, the old turn ending changes nothing, and no
+// picker is published for it (it used to have the cluster's picker built
+// and published again); the new priority's own turn then lets b in.
+func TestPickFirstTurnOfRebuiltPriority(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newStuckBalancer(&cc.stuckCC, clk, time.Minute)
+	b.cc = cc
+	defer b.Close()
+	snapOf := func(addrs ...string) resolver.State {
+		var eps []resources.Endpoint
+		for _, a := range addrs {
+			eps = append(eps, resources.Endpoint{Addresses: []string{a}, Weight: 1})
+		}
+		return resolver.State{Attributes: withSnapshot(&watchers.Snapshot{
+			VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{{Action: resources.RouteActionRoute, Cluster: "c"}}},
+			Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{"c": {
+				Name: "c",
+				Cluster: &resources.Cluster{Name: "c", Kind: resources.ClusterKindEDS, MaxRequests: 1024,
+					LBPolicy: resources.LBPolicy{Kind: resources.LBPickFirst}},
+				Endpoints: &resources.Endpoints{Name: "c", Localities: []resources.Locality{{Weight: 1, Endpoints: eps}}},
+			}}),
+		})}
+	}
+	drain := func() {
+		for {
+			select {
+			case <-cc.states:
+			default:
+				return
+			}
+		}
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80")}); err != nil {
+		t.Fatal(err)
+	}
+	cc.mu.Lock()
+	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
+	cc.mu.Unlock()
+	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	drain() // a waited for: its turn ends in 250ms
+	clk.advance(100 * time.Millisecond)
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	if _, err := pickCluster(t, s, "c"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("pick in the rebuilt priority, a connecting: %v, want the RPC queued", err)
+	}
+	drain()
+	clk.advance(150 * time.Millisecond) // the old priority's turn ends
+	select {
+	case s := <-cc.states:
+		t.Errorf("the turn of a priority rebuilt since ended, and a picker was published (%v)", s.ConnectivityState)
+	default:
+	}
+	clk.advance(100 * time.Millisecond) // the new priority's turn ends
+	select {
+	case s := <-cc.states:
+		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
+			t.Errorf("pick after the rebuilt priority's turn: %v, %v; want b", res.SubConn, err)
+		}
+	default:
+		t.Fatal("no picker published when the rebuilt priority's turn ended")
+	}
+}

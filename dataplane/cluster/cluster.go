@@ -211,7 +211,7 @@ func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
 	}
 	for _, p := range cl.prios {
 		p.lb.PickedBefore = picked
-		p.lb.Repick, p.lb.Clock = s.repickLocked(cl), s.clock
+		p.lb.Repick, p.lb.Clock = s.repickLocked(cl, p), s.clock
 	}
 	s.attachOutliersLocked(cl)
 	now := cl.conns()

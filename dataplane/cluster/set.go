@@ -3,6 +3,7 @@ package cluster
 import (
 	"iter"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -443,13 +444,16 @@ func (s *Set) endpointChanged(u endpoint.User, _ *endpoint.Endpoint) {
 	s.dirty[u.(*Cluster)] = struct{}{}
 }
 
-// repickLocked returns the function that a timer of cl's priorities calls
-// to have cl's picker built again: it runs f, then rebuilds, under the
-// owner's lock.
-func (s *Set) repickLocked(cl *Cluster) func(f func()) {
+// repickLocked returns the function that a timer of cl's priority p
+// calls to have cl's picker built again: it runs f, then rebuilds, under
+// the owner's lock. A timer of a priority rebuilt since (an update, the
+// cluster dropped or put to sleep) does nothing: the leaf cannot stop
+// its timer (pick_first's turn), so its end is ignored here, rather than
+// costing a picker published for nothing.
+func (s *Set) repickLocked(cl *Cluster, p *priority) func(f func()) {
 	return func(f func()) {
 		s.host.Do(func() {
-			if s.closed || s.clusters[cl.name] != cl {
+			if s.closed || s.clusters[cl.name] != cl || !slices.Contains(cl.prios, p) {
 				return
 			}
 			f()
