@@ -56,11 +56,9 @@ type xdsBalancer struct {
 	// and the log was told so; pickers set it.
 	warnedNoInterceptors atomic.Bool
 
-	mu             sync.Mutex
-	closed         bool
-	connectDialer  bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
-	channelID      uint64 // what the channel_id hash policy hashes: the channelState's
-	noInterceptors string // the channelState's: the warning for an RPC without the interceptors
+	mu     sync.Mutex
+	closed bool
+	ch     channelInfo
 	// clock runs the Set's timers and paces warnings: the real one, but in
 	// tests.
 	clock clock
@@ -95,6 +93,14 @@ type xdsBalancer struct {
 	rls rlsState
 }
 
+// channelInfo is what the balancer learns of its channel from the
+// channelState the resolver state carries.
+type channelInfo struct {
+	connectDialer  bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
+	id             uint64 // what the channel_id hash policy hashes: the channelState's
+	noInterceptors string // the channelState's: the warning for an RPC without the interceptors
+}
+
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, ok := SnapshotFromState(s.ResolverState)
@@ -114,9 +120,9 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	b.mu.Lock()
 	b.gen = gen
 	if cs != nil {
-		b.channelID, b.noInterceptors = cs.channelID, cs.noInterceptors
+		b.ch.id, b.ch.noInterceptors = cs.channelID, cs.noInterceptors
 	}
-	b.connectDialer = cs != nil && cs.connectDialer // connect.go
+	b.ch.connectDialer = cs != nil && cs.connectDialer // connect.go
 	if l := loggerFromState(s.ResolverState); l != nil {
 		b.logger = l
 	}
@@ -330,8 +336,8 @@ func (b *xdsBalancer) publishLocked() {
 		})
 		return
 	}
-	rp := &routePicker{clusters: pickers, channelID: b.channelID,
-		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors, noInterceptors: b.noInterceptors}
+	rp := &routePicker{clusters: pickers, channelID: b.ch.id,
+		gen: b.gen, logger: b.logger, warned: &b.warnedNoInterceptors, noInterceptors: b.ch.noInterceptors}
 	if vh := b.snap.VirtualHost; vh != nil { // a snapshot always has one
 		rp.routes = vh.Routes
 	}

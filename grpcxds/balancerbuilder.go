@@ -45,13 +45,13 @@ func (balancerBuilder) Name() string { return BalancerName }
 
 func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &xdsBalancer{
-		cc:        cc,
-		bopts:     opts,
-		xdsCreds:  xdscreds.UsesXDS(opts.DialCreds),
-		tls:       tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
-		channelID: rand.Uint64(),
-		clock:     realClock{},
-		logger:    client.DefaultLogger(),
+		cc:       cc,
+		bopts:    opts,
+		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
+		tls:      tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
+		ch:       channelInfo{id: rand.Uint64()},
+		clock:    realClock{},
+		logger:   client.DefaultLogger(),
 	}
 	b.set = cluster.NewSet(b, b.clock, cluster.Config{FailoverTimeout: DefaultFailoverTimeout})
 	return b

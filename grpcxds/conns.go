@@ -71,7 +71,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	tag, _ := ep.Tag.(*connTag)
 	addrs := make([]resolver.Address, len(ep.Addrs()))
 	for i, a := range ep.Addrs() {
-		if !b.connectDialer {
+		if !b.ch.connectDialer {
 			if _, _, proxied := parseConnectAddr(a); proxied {
 				// Never connect around the proxy: fail the endpoint.
 				return nil, errNoConnectDialer(a)

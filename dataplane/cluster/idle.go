@@ -19,7 +19,7 @@ import (
 // when the endpoint does not answer, a redial every backoff. With the
 // option a route's cluster starts idle: nothing of it is built (no
 // priorities, endpoints, timers or DNS resolutions: at 100,000 clusters
-// that is most of the balancer's memory), and its picker wakes it on the
+// that is most of the Set's memory), and its picker wakes it on the
 // first pick. The cluster is built then, from the snapshot in force, and
 // the RPC waits for the picker that follows, as it would for a cluster
 // still connecting.
@@ -29,7 +29,7 @@ import (
 // not used since the sweep before and with no RPC in flight: idle after one
 // to two timeouts without an RPC. What was built of them is undone: endpoints that no other
 // cluster lists are shut down, and those others list but none wants lose
-// their SubConns.
+// their connections.
 
 // idlePicker is the picker of an idle cluster. Its first pick asks for the
 // cluster to be woken, on a goroutine of the Set's (a pick must not take
