@@ -155,7 +155,8 @@
 // priority's state (all ejected: the next priority takes over), for
 // base_ejection_time times the number of its ejections (at most
 // max(base_ejection_time, max_ejection_time)); that number drops by one
-// at each interval it is not ejected.
+// at each interval it is not ejected. Detection is package
+// dataplane/outlier's; its intervals run on the balancer's clock.
 //
 // A cluster whose lrs_server is self reports its load to the management
 // server it came from over LRS (gRFC A27), as gRPC does: per locality the

@@ -1,14 +1,11 @@
 package grpcxds
 
 import (
-	"time"
-
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/cluster"
-	"github.com/goxds/xds/dataplane/lbpolicy"
 )
 
 // errorPicker fails every RPC with err: a status error ends the RPC with
@@ -37,9 +34,9 @@ func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.Pic
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)
 	}
-	// The closure holds the Done's four pointers, as the cluster's own
-	// closure did before there was a cluster layer: one 48 B allocation
-	// per RPC.
+	// The closure holds the Done (three pointers and a flag), as the
+	// cluster's own closure did before there was a cluster layer: one
+	// 48 B allocation per RPC.
 	done := r.Done
 	return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
 		done.Finish(di.Err, di.ServerLoad)
@@ -63,16 +60,3 @@ func pickError(err error) error {
 	}
 	return err
 }
-
-// clock is what the balancer's timers (the Set's, the client linger's)
-// need of time, for tests to replace: the policies' own, so that one
-// clock serves them all.
-type clock = lbpolicy.Clock
-
-// stopper is a timer.
-type stopper = lbpolicy.Timer
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                              { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) stopper { return time.AfterFunc(d, f) }

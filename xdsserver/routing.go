@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/authz"
+	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/resources"
 )
 
@@ -44,8 +45,8 @@ func (g *generation) check(ctx context.Context, method string) error {
 	if !ok || p.LocalAddr == nil || p.Addr == nil {
 		return status.Error(codes.Internal, "xdsserver: RPC without peer addresses")
 	}
-	local, lok := addrPort(p.LocalAddr)
-	remote, rok := addrPort(p.Addr)
+	local, lok := serverconn.AddrPort(p.LocalAddr)
+	remote, rok := serverconn.AddrPort(p.Addr)
 	if !lok || !rok {
 		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}

@@ -24,21 +24,32 @@ func BenchmarkPick(b *testing.B) {
 			name = "wrr_locality_" + name
 		}
 		b.Run(name, func(b *testing.B) {
-			p := prio(endpoint.Ready, ten, ten, ten).with(pol)
-			pp := p.picker(endpoint.Ready, testHeaderHash)
-			b.RunParallel(func(pb *testing.PB) {
-				var h uint64
-				for pb.Next() {
-					h += 0x9e3779b97f4a7c15
-					res, err := pp.Pick(nil, h)
-					if err != nil {
-						b.Fatal(err)
-					}
-					res.Done.Finish(nil, nil)
-				}
-			})
+			benchPick(b, prio(endpoint.Ready, ten, ten, ten).with(pol))
 		})
 	}
+	// Outlier detection counts each request's outcome, in its Done.
+	b.Run("round_robin_outlier_detection", func(b *testing.B) {
+		p := prio(endpoint.Ready, ten, ten, ten).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
+		withOutlierDetection(p)
+		benchPick(b, p)
+	})
+}
+
+// benchPick makes picks of p's picker from parallel goroutines, ending
+// each request at once.
+func benchPick(b *testing.B, p *priority) {
+	pp := p.picker(endpoint.Ready, testHeaderHash)
+	b.RunParallel(func(pb *testing.PB) {
+		var h uint64
+		for pb.Next() {
+			h += 0x9e3779b97f4a7c15
+			res, err := pp.Pick(nil, h)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res.Done.Finish(nil, nil)
+		}
+	})
 }
 
 // What noting a cluster's use costs a pick (ClusterIdleTimeout): a round

@@ -10,6 +10,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/resources"
 )
 
@@ -43,10 +44,10 @@ type Result struct {
 // allocate no more than it would for its own closure (grpcxds: one
 // balancer.PickResult.Done per RPC, 48 B).
 type Done struct {
-	p      *priorityPicker
-	od     *odEndpoint
-	ll     *client.LocalityLoad
-	finish *endpoint.Endpoint // least_request's count, nil if not counted
+	p       *priorityPicker
+	ll      *client.LocalityLoad
+	ep      *endpoint.Endpoint
+	counted bool // least_request counted the request on ep
 }
 
 // Finish records the end of the request: err is its error (nil: success),
@@ -58,8 +59,8 @@ func (d Done) Finish(err error, serverLoad any) {
 		return
 	}
 	d.p.inflight.Add(-1)
-	if d.od != nil {
-		d.od.record(err)
+	if d.p.od != nil {
+		d.p.od.Record(d.ep, err == nil) // any error is a failure, as in gRPC
 	}
 	if d.ll != nil {
 		d.ll.CallFinished(err != nil)
@@ -67,8 +68,8 @@ func (d Done) Finish(err error, serverLoad any) {
 			d.p.metrics.record(d.ll, r)
 		}
 	}
-	if d.finish != nil {
-		d.finish.CallFinished()
+	if d.counted {
+		d.ep.CallFinished()
 	}
 }
 
@@ -117,10 +118,10 @@ type priorityPicker struct {
 	// headerHash (Host.HeaderHash).
 	hashHeader string
 	headerHash func(req any, name string) uint64
-	// outcomes counts the requests of each endpoint for outlier
-	// detection; nil without it.
-	outcomes map[*endpoint.Endpoint]*odEndpoint
-	inner    lbpolicy.Picker
+	// od counts the requests of each endpoint for outlier detection; nil
+	// without it.
+	od    *outlier.Detector
+	inner lbpolicy.Picker
 	// load, if not nil, records drops; locs then has the LocalityLoad of
 	// each endpoint inner may pick.
 	load    *client.ClusterLoad
@@ -155,12 +156,9 @@ func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
 		p.inflight.Add(-1)
 		return Result{}, err
 	}
-	d := Done{p: p, od: p.outcomes[picked.Endpoint], ll: p.locs[picked.Endpoint]} // ll nil without load reporting
+	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, counted: picked.Counted} // ll nil without load reporting
 	if d.ll != nil {
 		d.ll.CallStarted()
-	}
-	if picked.Counted {
-		d.finish = picked.Endpoint
 	}
 	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d}, nil
 }
@@ -173,7 +171,7 @@ func (p *priority) picker(state endpoint.State, headerHash func(any, string) uin
 	if state != endpoint.Ready {
 		return pp
 	}
-	pp.outcomes = p.od().counters()
+	pp.od = p.od()
 	pp.locs = p.localityLoads()
 	pp.inner = p.lb.Picker()
 	return pp
