@@ -373,7 +373,7 @@ func (t *tree) cancel() {
 	t.stopped = true
 	t.canceled.Store(true)
 	t.extra.detach(t)
-	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+len(t.endpoints))
+	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+2*len(t.endpoints))
 	cancels = append(cancels, t.listener.cancel)
 	if t.nudging != nil {
 		cancels = append(cancels, t.nudging)
@@ -385,7 +385,7 @@ func (t *tree) cancel() {
 		cancels = append(cancels, n.cancel)
 	}
 	for _, e := range t.endpoints {
-		cancels = append(cancels, e.cancel)
+		cancels = append(cancels, e.cancel, e.leds.stop)
 	}
 	t.routes, t.clusters, t.endpoints, t.last = nil, nil, nil, nil
 	t.mu.Unlock()
