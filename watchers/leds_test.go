@@ -211,3 +211,75 @@ func TestTreeEndpointCollectionsNeedA95(t *testing.T) {
 func errorsIsNotFound(err error) bool { return errors.Is(err, client.ErrResourceNotFound) }
 
 func timeAfterTest() <-chan time.Time { return time.After(testTimeout) }
+
+// The case gRFC A95 is for: the assignment comes from an authority that
+// falls back only when a resource is missing (the top-level servers
+// here), its locality's endpoints from a collection of an authority with
+// fallback_on_reachability_only. When the primary, which serves both,
+// dies with everything cached, the tree keeps the primary's assignment
+// and takes the locality's endpoints from the fallback, which keeps them
+// fresh.
+func TestTreeEndpointFallback(t *testing.T) {
+	const (
+		auth = "endpoints.example.com"
+		coll = "xdstp://" + auth + "/envoy.config.endpoint.v3.LbEndpointCollection/C/a"
+	)
+	serve := func(port uint32) *testutils.ManagementServer {
+		ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ms.Stop)
+		rs := simpleTree("L", "R", "C")
+		rs.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.EndpointsFromCollections("C",
+			testutils.CollectionLocality{Locality: testutils.Locality{Region: "a"}, Collection: coll})}
+		rs.EndpointCollections = map[string]*endpointv3.LbEndpointCollection{coll: testutils.EndpointCollection("127.0.0.1", port)}
+		if err := ms.Update(t.Context(), nodeID, rs); err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	primary, fallback := serve(1001), serve(2001)
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{
+		ServerURI: primary.Address(),
+		APIType:   testutils.APITypeDelta,
+		NodeID:    nodeID,
+		Authorities: map[string]testutils.BootstrapAuthority{auth: {
+			Servers: []testutils.BootstrapServer{
+				{URI: primary.Address(), APIType: testutils.APITypeDelta},
+				{URI: fallback.Address(), APIType: testutils.APITypeDelta},
+			},
+			FallbackOnReachabilityOnly: true,
+		}},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.EndpointFallback = true
+	c, err := client.New(cfg, client.Options{WatchExpiry: longExpiry, TransportOptions: fastTransport, Logger: quietLogger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	r := newRecorder(t)
+	t.Cleanup(watchers.WatchConfigTree(c, "L", watchers.TreeOptions{}, r))
+	first := r.nextUpdate()
+	wantLocalities(t, first, map[string][]string{"a": {"127.0.0.1:1001"}})
+
+	primary.Stop()
+	s := r.waitUpdate("the fallback's endpoints", func(s *watchers.Snapshot) bool {
+		return slices.Equal(localityAddrs(t, s)["a"], []string{"127.0.0.1:2001"})
+	})
+	if s.Listener != first.Listener || s.RouteConfig != first.RouteConfig || s.Clusters.Get("C").Cluster != first.Clusters.Get("C").Cluster {
+		t.Error("the listener, route or cluster changed: the top-level servers, with everything cached, must not fall back")
+	}
+	for _, st := range c.Dump() {
+		want := primary.Address()
+		if st.TypeURL == collURL {
+			want = fallback.Address()
+		}
+		if st.Server != want {
+			t.Errorf("%s %q is from %s, want %s", st.TypeURL, st.Name, st.Server, want)
+		}
+	}
+}
