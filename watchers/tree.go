@@ -46,6 +46,10 @@ type tree struct {
 	routes    map[string]*watch[*resources.RouteConfig]
 	clusters  map[string]*clusterNode
 	endpoints map[string]*edsNode
+	// leds holds the state of the edsNodes whose assignment names
+	// LbEndpointCollections (gRFC A95; see leds.go); nil until one does.
+	// Guarded by mu.
+	leds map[*edsNode]*ledsState
 
 	// gen numbers the passes over the tree (see pass.go); a watch whose
 	// neededGen is gen is needed by the latest tree. Guarded by mu.
@@ -373,7 +377,7 @@ func (t *tree) cancel() {
 	t.stopped = true
 	t.canceled.Store(true)
 	t.extra.detach(t)
-	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+2*len(t.endpoints))
+	cancels := make([]func(), 0, 2+len(t.routes)+len(t.clusters)+len(t.endpoints))
 	cancels = append(cancels, t.listener.cancel)
 	if t.nudging != nil {
 		cancels = append(cancels, t.nudging)
@@ -385,9 +389,14 @@ func (t *tree) cancel() {
 		cancels = append(cancels, n.cancel)
 	}
 	for _, e := range t.endpoints {
-		cancels = append(cancels, e.cancel, e.leds.stop)
+		cancels = append(cancels, e.cancel)
 	}
-	t.routes, t.clusters, t.endpoints, t.last = nil, nil, nil, nil
+	for _, st := range t.leds {
+		for _, cw := range st.colls {
+			cancels = append(cancels, cw.cancel)
+		}
+	}
+	t.routes, t.clusters, t.endpoints, t.leds, t.last = nil, nil, nil, nil, nil
 	t.mu.Unlock()
 	// Outside mu: nothing the tree guards is touched any more, and the
 	// client takes its own lock for each.
