@@ -167,7 +167,8 @@ func TestTreeWaitsForEndpointCollections(t *testing.T) {
 			"coll-a": testutils.EndpointCollection("127.0.0.1", 1001),
 		}))
 		// A watch of coll-a of the test's own: once it has the
-		// collection, so has the tree's, whose callbacks come first.
+		// collection, the tree's watch of it was told in the same step,
+		// and the barrier below lets that callback run.
 		got := make(chan struct{}, 1)
 		cancel := client.WatchEndpointCollection(e.c, "coll-a", client.WatcherFuncs[*resources.EndpointCollection]{
 			OnUpdate: func(*resources.EndpointCollection) { got <- struct{}{} },

@@ -86,6 +86,22 @@ func TestFallbackOnReachabilityOnly(t *testing.T) {
 		if st, ok := status(c, edsURL, epName); !ok || st.Server != fallback.Address() {
 			t.Errorf("dump: %+v, want the assignment from the fallback %s", st, fallback.Address())
 		}
+
+		// The primary back (gRFC A71's return, which A95 keeps): its
+		// first response makes it current again.
+		back, err := testutils.StartManagementServer(testutils.ManagementServerOptions{Address: primary.Address()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(back.Stop)
+		rs := testutils.Resources{Endpoints: []*endpointv3.ClusterLoadAssignment{testutils.ClusterLoadAssignment(epName, "127.0.0.1", 1003)}}
+		if err := back.Update(testContext(t), nodeID, rs); err != nil {
+			t.Fatal(err)
+		}
+		wantAddresses(t, w.wantUpdate(t, epName), "127.0.0.1:1003")
+		if st, ok := status(c, edsURL, epName); !ok || st.Server != back.Address() {
+			t.Errorf("dump: %+v, want the assignment from the primary %s again", st, back.Address())
+		}
 	})
 }
 
