@@ -77,8 +77,9 @@
 // Error bodies start with "httpxds:" and name the listener, route
 // configuration, virtual host or route at fault.
 //
-// RBAC sees the normalized path without the query for url_path and :path
-// matchers (Envoy's :path header matcher sees the query too).
+// RBAC's url_path sees the normalized path without the query; a :path
+// header matcher (in RBAC and in routing) sees the normalized path with
+// the query as received, as Envoy's :path holds it.
 //
 // # Security
 //

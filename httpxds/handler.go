@@ -121,6 +121,15 @@ func rawPath(r *http.Request) string {
 	return r.URL.EscapedPath()
 }
 
+// querySuffix is the request target's query with its "?", "" without
+// one: what follows the path in Envoy's :path ("/a?" keeps its "?").
+func querySuffix(r *http.Request) string {
+	if r.URL.RawQuery == "" && !r.URL.ForceQuery {
+		return ""
+	}
+	return "?" + r.URL.RawQuery
+}
+
 // withPath is r with the normalized path, as Envoy forwards the normalized
 // :path upstream: what routing and RBAC judged is what the handler serves.
 func withPath(r *http.Request, raw, path string) *http.Request {
@@ -230,8 +239,8 @@ func (q *request) Get(name string) (string, bool) {
 	case ":authority", "host":
 		return q.r.Host, true
 	case ":path":
-		if q.r.URL.RawQuery != "" {
-			return q.path + "?" + q.r.URL.RawQuery, true
+		if qs := querySuffix(q.r); qs != "" {
+			return q.path + qs, true
 		}
 		return q.path, true
 	case ":scheme":
@@ -283,7 +292,7 @@ func (v queryView) Get(name string) (string, bool) {
 // not copied.
 func (q *request) authz() *authz.Request {
 	r := q.r
-	a := &authz.Request{Method: r.Method, Path: q.path, HeaderValues: q.headerValues}
+	a := &authz.Request{Method: r.Method, Path: q.path, Query: querySuffix(r), HeaderValues: q.headerValues}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		a.Local, _ = serverconn.AddrPort(la)
 	}
