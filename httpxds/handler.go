@@ -37,6 +37,16 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.name, cs.fc.Name, err)
 		return
 	}
+	if cs.strip != resources.HostPortKeep {
+		if h := stripPort(r.Host, cs.strip, cs.port); h != r.Host {
+			// As Envoy, before routing and filters, and the handler
+			// is served the host they saw.
+			r2 := new(http.Request)
+			*r2 = *r
+			r2.Host = h
+			r = r2
+		}
+	}
 	raw := rawPath(r)
 	path, act, err := httppath.Normalize(raw, cs.norm)
 	if err != nil {
@@ -119,6 +129,31 @@ func rawPath(r *http.Request) string {
 		return p
 	}
 	return r.URL.EscapedPath()
+}
+
+// stripPort is host without its port under strip_any_host_port, or under
+// strip_matching_host_port when the port is the listener's. The port is
+// what follows the last ':', or the "]:" of an IPv6 literal; a host
+// without one is kept.
+func stripPort(host string, mode resources.HostPortStrip, listenerPort int) string {
+	var i int
+	if strings.HasPrefix(host, "[") {
+		i = strings.LastIndex(host, "]:")
+		if i >= 0 {
+			i++
+		}
+	} else {
+		i = strings.LastIndexByte(host, ':')
+	}
+	if i < 0 {
+		return host
+	}
+	if mode == resources.HostPortStripMatching {
+		if p, err := strconv.Atoi(host[i+1:]); err != nil || p != listenerPort {
+			return host
+		}
+	}
+	return host[:i]
 }
 
 // querySuffix is the request target's query with its "?", "" without
