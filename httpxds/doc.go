@@ -47,8 +47,8 @@
 //     unescaped path. The handler is served the normalized path (URL.Path
 //     and URL.RawPath), as Envoy forwards it: what was judged is what is
 //     served.
-//  2. The virtual host for the Host header (Envoy's domain matching), else
-//     404. The port is part of the host unless the connection manager
+//  2. The virtual host for the Host header (Envoy's domain matching),
+//     else 404. The port is part of the host unless the connection manager
 //     sets strip_matching_host_port (the port is dropped when it is the
 //     listener's) or strip_any_host_port (any port is dropped); then
 //     routing, RBAC's :authority and the handler (Request.Host) see the
