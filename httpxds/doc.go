@@ -72,10 +72,18 @@
 //     response_headers_to_add/remove, in Envoy's order and append actions;
 //     values as written, without Envoy's %VARIABLE% substitutions);
 //     direct_response answers its status and body (Content-Type
-//     text/plain with a body, as Envoy). Any other action (a route to a
-//     cluster, a redirect) is answered 503 naming the route: gRFC A36 has a
-//     server serve only non-forwarding routes, and gRPC fails such RPCs
-//     UNAVAILABLE, whose HTTP status is 503.
+//     text/plain with a body, as Envoy); a redirect is answered as
+//     Envoy's router answers it (its response_code, 301 by default, and a
+//     Location of the request's URL with the scheme, host, port and path
+//     the action sets: https_redirect or scheme_redirect, host_redirect,
+//     port_redirect, path_redirect, prefix_rewrite or regex_rewrite, and
+//     strip_query; no body). Any other action (a route to a cluster) is
+//     answered 503 naming the route: gRFC A36 has a server serve only
+//     non-forwarding routes, and gRPC fails such RPCs UNAVAILABLE, whose
+//     HTTP status is 503. A direct response or redirect this server
+//     cannot build (a bad status, an invalid regex_rewrite) is answered
+//     500 naming the route, since resources keeps these actions as
+//     received.
 //
 // Error bodies start with "httpxds:" and name the listener, route
 // configuration, virtual host or route at fault.

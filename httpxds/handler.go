@@ -98,12 +98,17 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x := l.extrasOf(rt, vh, rc)
 		apply(x.mut.response, w.Header())
 		directResponse(w, x.direct, rt, rc)
+	case resources.RouteActionRedirect:
+		// Not forwarding: Envoy's router answers it itself.
+		x := l.extrasOf(rt, vh, rc)
+		apply(x.mut.response, w.Header())
+		answerRedirect(w, r, x.redirect, rt, rc, path)
 	default:
 		// gRFC A36: a server serves only the routes that say so; gRPC
 		// fails the RPC UNAVAILABLE, whose HTTP status is 503. This
-		// server forwards nothing, so a route, a redirect or an action
+		// server forwards nothing, so a route to a cluster or an action
 		// it does not know is a configuration it cannot follow.
-		failf(w, http.StatusServiceUnavailable, "route %s of route configuration %q (host %q, path %q) has action %v; this server serves only non_forwarding_action and direct_response routes",
+		failf(w, http.StatusServiceUnavailable, "route %s of route configuration %q (host %q, path %q) has action %v; this server serves only non_forwarding_action, direct_response and redirect routes",
 			route.Describe(rt), rc.Name, r.Host, path, rt.Action)
 	}
 }
@@ -132,28 +137,19 @@ func rawPath(r *http.Request) string {
 }
 
 // stripPort is host without its port under strip_any_host_port, or under
-// strip_matching_host_port when the port is the listener's. The port is
-// what follows the last ':', or the "]:" of an IPv6 literal; a host
+// strip_matching_host_port when the port is the listener's; a host
 // without one is kept.
 func stripPort(host string, mode resources.HostPortStrip, listenerPort int) string {
-	var i int
-	if strings.HasPrefix(host, "[") {
-		i = strings.LastIndex(host, "]:")
-		if i >= 0 {
-			i++
-		}
-	} else {
-		i = strings.LastIndexByte(host, ':')
-	}
-	if i < 0 {
+	h, port, ok := splitPort(host)
+	if !ok {
 		return host
 	}
 	if mode == resources.HostPortStripMatching {
-		if p, err := strconv.Atoi(host[i+1:]); err != nil || p != listenerPort {
+		if p, err := strconv.Atoi(port); err != nil || p != listenerPort {
 			return host
 		}
 	}
-	return host[:i]
+	return h
 }
 
 // querySuffix is the request target's query with its "?", "" without
@@ -381,10 +377,11 @@ type direct struct {
 }
 
 // routeExtras is what a route's requests need of its protos: its header
-// mutations and its direct response.
+// mutations and its direct response or redirect.
 type routeExtras struct {
-	mut    *mutations
-	direct *direct
+	mut      *mutations
+	direct   *direct
+	redirect *redirect
 }
 
 // extrasOf returns rt's extras, worked out on its first request (Route.Raw
@@ -399,8 +396,11 @@ func (l *listener) extrasOf(rt *resources.Route, vh *resources.VirtualHost, rc *
 		return x.(*routeExtras)
 	}
 	x := &routeExtras{mut: mutationsOf(rt, vh, rc)}
-	if rt.Action == resources.RouteActionDirectResponse {
+	switch rt.Action {
+	case resources.RouteActionDirectResponse:
 		x.direct = directOf(rt)
+	case resources.RouteActionRedirect:
+		x.redirect = redirectOf(rt)
 	}
 	v, _ := cache.LoadOrStore(rt, x)
 	return v.(*routeExtras)
