@@ -19,6 +19,8 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -195,7 +197,7 @@ func (k *keepAlive) read() (response, bool) {
 func (k *keepAlive) waitClosed() {
 	k.e.t.Helper()
 	if n, err := k.r.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
-		k.e.t.Errorf("read %d bytes, %v from a connection of a replaced Listener version, want EOF", n, err)
+		k.e.t.Errorf("read %d bytes, %v from a connection the server should have drained, want EOF", n, err)
 	}
 }
 
@@ -260,4 +262,32 @@ func TestListenerUpdateDrainsOldConnections(t *testing.T) {
 		t.Error("the response of the drained connection does not say Connection: close")
 	}
 	busy.waitClosed()
+}
+
+// TestNotServingDrainsOpenConnections: when the Listener is deleted (by a
+// server marked fail_on_data_errors, gRFC A88) the address stops serving
+// and the connections open are drained too, as the package doc says: an
+// idle keep-alive connection is closed, an HTTP/2 one told GOAWAY and
+// closed.
+func TestNotServingDrainsOpenConnections(t *testing.T) {
+	e := newEnv(t, envOptions{edit: func(c *bootstrap.Config) {
+		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureFailOnDataErrors)
+	}})
+	e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil))
+	idle := e.keepAlive()
+	idle.send("/idle")
+	if got, closing := idle.read(); got.status != http.StatusOK || closing {
+		t.Fatalf("got %d %q (close %v), want 200 on a keep-alive connection", got.status, got.body, closing)
+	}
+	h2 := newCountingClient(e, true)
+	e.want(h2.get("/h2"), http.StatusOK, "served GET /h2")
+
+	e.update(testutils.Resources{})
+	e.waitMode(httpxds.ServingModeNotServing)
+	idle.waitClosed()
+	select {
+	case <-h2.ends:
+	case <-e.ctx.Done():
+		t.Fatal("the HTTP/2 connection is still open after the Listener was deleted")
+	}
 }
