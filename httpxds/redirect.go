@@ -133,7 +133,9 @@ func (d *redirect) target(r *http.Request, rt *resources.Route, path string) str
 		// match) is swapped for prefix_rewrite.
 		n := len(path)
 		if rt.PathMatch == resources.PathMatchPrefix {
-			n = len(rt.Prefix)
+			// The match folds ASCII only, so the prefix's length is
+			// the matched part's; min keeps a slip from panicking.
+			n = min(len(rt.Prefix), n)
 		}
 		path = *d.prefix + path[n:]
 	case d.regex != nil:
