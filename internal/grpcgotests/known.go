@@ -40,8 +40,8 @@ var known = map[string]string{
 		"server Listener holding it, as Envoy and C-core do; grpc-go serves it (README's table, internal/grpcparity)",
 	"xds:Server_RouteConfiguration_ResourceNotFound": "grpc-go internals: makes the server's xDS client in grpc-go's client pool with a 500 ms " +
 		"does-not-exist timer (pool.NewClientForTesting, WatchExpiryTimeout), which xds.ClientPoolForTesting hands the server; goxds's " +
-		"client gets the pool's bootstrap only, keeps its 15 s timer and the test's 10 s run out first (goxds then serves and fails the " +
-		"RPCs with the wording the test asserts: xdsserver's routing.go)",
+		"client gets the pool's bootstrap only, keeps its 15 s timer and the test's 10 s run out first (given the same " +
+		"timer by hand, xdsserver.ClientOptions(client.Options{WatchExpiry: 500ms}), it passes)",
 	"test/xds:ServerSideXDSHTTPFilter_InterceptRPC":                                whyFilterRegistry,
 	"test/xds:ServerSideXDSHTTPFilter_InterceptRPCEarlyRejection":                  whyFilterRegistry,
 	"test/xds:ServerSideXDS_InterceptRPCMultiFilterChaining":                       whyFilterRegistry,

@@ -8,7 +8,7 @@
 // name for name; no assertion is touched), builds each package's test binary
 // once and runs every test in a process of its own with a timeout.
 //
-//	go run ./internal/grpcgotests [-run regexp] [-timeout 2m] [-parallel 2] [-work dir] [-out results.md]
+//	go run ./internal/grpcgotests [-run regexp] [-timeout 2m] [-count 1] [-parallel 2] [-race] [-work dir] [-out results.md]
 //
 // It is not part of goxds's tests (it has none): it needs grpc-go's test
 // packages, which only the copy can build. README.md has the latest results.
@@ -80,14 +80,15 @@ func main() {
 	work := flag.String("work", "", "work directory (default: a new temporary one, kept)")
 	out := flag.String("out", "", "also write the results as Markdown here")
 	race := flag.Bool("race", false, "build the test binaries with -race")
+	count := flag.Int("count", 1, "run each test this many times (in its one process); it passes if every run does")
 	flag.Parse()
-	if err := run(*runFlag, *timeout, *parallel, *work, *out, *race); err != nil {
+	if err := run(*runFlag, *timeout, *parallel, *count, *work, *out, *race); err != nil {
 		fmt.Fprintln(os.Stderr, "grpcgotests:", err)
 		os.Exit(1)
 	}
 }
 
-func run(filter string, timeout time.Duration, parallel int, work, out string, race bool) error {
+func run(filter string, timeout time.Duration, parallel, count int, work, out string, race bool) error {
 	var re *regexp.Regexp
 	if filter != "" {
 		var err error
@@ -211,7 +212,7 @@ func run(filter string, timeout time.Duration, parallel int, work, out string, r
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			results[i] = runOne(bins[tc.pkg], filepath.Join(mod, tc.pkg), tc, timeout)
+			results[i] = runOne(bins[tc.pkg], filepath.Join(mod, tc.pkg), tc, timeout, max(count, 1))
 			r := results[i]
 			verdict := "PASS"
 			if !r.pass {
@@ -343,10 +344,11 @@ func listTests(pkg, file string, src []byte) ([]testCase, error) {
 var failLine = regexp.MustCompile(`^\s+\S+_test\.go:\d+: `)
 
 // runOne runs one test in a process of its own.
-func runOne(bin, dir string, tc testCase, timeout time.Duration) result {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+func runOne(bin, dir string, tc testCase, timeout time.Duration, count int) result {
+	total := timeout * time.Duration(count)
+	ctx, cancel := context.WithTimeout(context.Background(), total+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-test.run", tc.pattern, "-test.v", "-test.timeout", timeout.String(), "-test.count", "1")
+	cmd := exec.CommandContext(ctx, bin, "-test.run", tc.pattern, "-test.v", "-test.timeout", total.String(), "-test.count", fmt.Sprint(count))
 	cmd.Dir = dir
 	start := time.Now()
 	outb, err := cmd.CombinedOutput()
