@@ -42,7 +42,7 @@ type outcome struct {
 // outcomes through goxds and through grpc-go's own xds resolver: the
 // status of a fault abort, the attempts a retry policy makes seen at the
 // server, the deadline of a max_stream_duration, a weighted split within
-// 5%, and the route gRPC skips.
+// 5% of the configured one, and the route gRPC skips.
 func TestParityWithGRPCGo(t *testing.T) {
 	t.Parallel()
 	p := newPair(t)
@@ -65,6 +65,9 @@ func TestParityWithGRPCGo(t *testing.T) {
 		// them, and a second backend; run makes the case's RPCs on conn.
 		setup func(ready, other *backend) testutils.Resources
 		run   func(conn *grpc.ClientConn, ready, other *backend) outcome
+		// split is the share of RPCs the route sends to ready, for a case
+		// whose run measures one.
+		split float64
 	}{{
 		name:  "retries: UNAVAILABLE twice, num_retries 3",
 		setup: retrying("unavailable", 3),
@@ -186,7 +189,8 @@ func TestParityWithGRPCGo(t *testing.T) {
 			return outcome{code: status.Code(err)}
 		},
 	}, {
-		name: "weighted 80/20",
+		name:  "weighted 80/20",
+		split: 0.8,
 		setup: func(ready, other *backend) testutils.Resources {
 			r := toCluster("A")
 			r.GetRoute().ClusterSpecifier = &routev3.RouteAction_WeightedClusters{WeightedClusters: &routev3.WeightedCluster{
@@ -269,8 +273,17 @@ func TestParityWithGRPCGo(t *testing.T) {
 		cancel()
 		g, w := got["goxds"], got["grpc-go"]
 		t.Logf("%s: goxds %+v, grpc-go %+v", tc.name, g, w)
-		if g.code != w.code || g.attempts != w.attempts || g.share < w.share-0.05 || g.share > w.share+0.05 {
-			t.Errorf("%s: goxds %+v, grpc-go %+v; want the same outcome (split within 5%%)", tc.name, g, w)
+		if g.code != w.code || g.attempts != w.attempts {
+			t.Errorf("%s: goxds %+v, grpc-go %+v; want the same outcome", tc.name, g, w)
+		}
+		// Each channel's split is a random draw per RPC: over 1,000 RPCs
+		// at 80/20 one standard deviation is 1.3%, so each share is held to
+		// the configured one within 5% (four of them). Held to each other,
+		// two draws differ by more than 5% about once in 300 runs.
+		for name, o := range got {
+			if o.share < tc.split-0.05 || o.share > tc.split+0.05 {
+				t.Errorf("%s: %s sent %.3f of its RPCs to the first cluster; want %.2f within 5%%", tc.name, name, o.share, tc.split)
+			}
 		}
 	}
 }
