@@ -476,20 +476,23 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 	cl.chosen = chosen
 }
 
-// state sums up the endpoints of p, marking each wanted: READY if one is
-// ready, CONNECTING if one may yet be (or the DNS name is not resolved
-// yet), else TRANSIENT_FAILURE with the last error.
+// state sums up the endpoints of p, marking wanted those its policy wants
+// connected: READY if one is ready, CONNECTING if one may yet be (or the
+// DNS name is not resolved yet), else TRANSIENT_FAILURE with the last
+// error.
 func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.State, error) {
 	if p.pending {
 		return connectivity.Connecting, nil
 	}
 	state := connectivity.TransientFailure
 	err := errors.New("no healthy endpoints")
+	for c := range p.lb.Wanted() { // all but under pick_first (gRFC A62)
+		wanted[c] = struct{}{}
+	}
 	od := p.od()
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {
 			c := e.Endpoint
-			wanted[c] = struct{}{}
 			switch {
 			case od.ejected(c):
 				err = errEjected

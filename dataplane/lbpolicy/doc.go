@@ -12,9 +12,11 @@
 //     of requestHashHeader, gRFC A76: the caller's) choosing the point;
 //   - least_request (gRFC A48), choice_count endpoints drawn at random,
 //     the one with the fewest requests in flight taken;
-//   - pick_first (gRFC A62), its endpoints in order (or shuffled by
-//     weight, gRFC A113), the chosen one kept while ready, and across a
-//     configuration change through [Leaf.PickedBefore];
+//   - pick_first (gRFC A62), which connects its endpoints one at a time
+//     in order (or shuffled by weight, gRFC A113): the next when the last
+//     fails, or after its Happy Eyeballs turn ([HappyEyeballsDelay]); the
+//     first ready is chosen, kept while ready, and across a configuration
+//     change through [Leaf.PickedBefore];
 //   - wrr_locality over any of them (and the legacy ROUND_ROBIN): a
 //     locality drawn by weight, earliest deadline first, so that each
 //     locality's share is exact over any run of requests, then the
@@ -26,7 +28,9 @@
 // localities with their endpoints from package endpoint, outlier
 // detection's [Ejector], and for pick_first's Happy Eyeballs timer a
 // [Clock] and a Repick callback. Each time an endpoint's state changes it
-// asks [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
+// wants in the pool the endpoints [Leaf.Wanted] yields (every one, but
+// under pick_first those it is trying or has chosen), and asks
+// [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
 // its turn counters), safe for concurrent use, and never reads the pool.
 // [Picker.Pick] returns a [Picked]: the endpoint, its connection as it
 // was when the picker was built, and whether the pick counted a request
@@ -42,10 +46,7 @@
 //
 // # Seams for what comes next
 //
-// pick_first connecting one address at a time (gRFC A62) changes which
-// endpoints the owner wants connected: today it wants every endpoint of
-// the priority and pick_first only orders its choice (pickfirst.go). ORCA
-// weights for weighted_round_robin (gRFC A58) go where groupPicker builds
-// the round robin for LBWeightedRoundRobin, with the weights a Leaf keeps
-// per endpoint from the reports its owner hands it.
+// ORCA weights for weighted_round_robin (gRFC A58) go where groupPicker
+// builds the round robin for LBWeightedRoundRobin, with the weights a Leaf
+// keeps per endpoint from the reports its owner hands it.
 package lbpolicy

@@ -74,11 +74,15 @@ type group struct {
 	// chosen is pick_first's endpoint: it keeps the requests while it is
 	// ready, even when an endpoint before it in the list becomes ready.
 	chosen *endpoint.Endpoint
-	// waitStart is when pick_first began to wait for an endpoint still
-	// connecting (zero when not waiting); waitTimer lets the next one in
-	// when its turn comes.
-	waitStart time.Time
-	waitTimer Timer
+	// pick_first's pass over eps (pickfirst.go): began once it looked at
+	// PickedBefore; tried is how many endpoints, from the first, it has
+	// started; lastStart when the last one's Happy Eyeballs turn began;
+	// timer ends that turn, set for the turn that began at timerFor.
+	began     bool
+	tried     int
+	lastStart time.Time
+	timer     Timer
+	timerFor  time.Time
 }
 
 // groupEndpoint is an endpoint of a group with its share of the group's
