@@ -182,7 +182,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	b.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
-	picked := cl.pickedFirst()
+	picked, weights, oldPrios := cl.pickedFirst(), cl.weights(), cl.prios
 	oldDNS, oldHeld := cl.dnsUsed, cl.held
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, heldRefs{}
 	root := inputs[0]
@@ -209,9 +209,10 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		}
 	}
 	for _, p := range cl.prios {
-		p.lb.PickedBefore = picked
+		p.lb.PickedBefore, p.lb.WeightsBefore, p.lb.WatchLoad = picked, weights, watchLoad
 		p.lb.Repick, p.lb.Clock = b.repickLocked(cl), b.clock
 	}
+	closeLeaves(oldPrios)
 	b.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
@@ -377,6 +378,7 @@ func (b *xdsBalancer) unbuildLocked(cl *clusterLB) {
 	cl.stopTimer()
 	cl.stopOutliers()
 	cl.outliers = nil
+	closeLeaves(cl.prios)
 	for c := range cl.wanted {
 		b.pool.Unwant(c)
 	}

@@ -99,12 +99,14 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 	if ll != nil {
 		ll.CallStarted()
 	}
-	// The closure keeps one pointer for least_request's count, not the
-	// whole Picked: it is allocated per RPC, and stays in a 48 B class.
+	// The closure keeps one pointer for least_request's count and one for
+	// weighted_round_robin's reports, not the whole Picked: it is
+	// allocated per RPC, and stays in a 48 B class.
 	var finish *endpoint.Endpoint
 	if picked.Counted {
 		finish = picked.Endpoint
 	}
+	load := picked.Load // weighted_round_robin's per-RPC reports
 	res := balancer.PickResult{SubConn: sc(picked.Conn)}
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
@@ -119,6 +121,9 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 		}
 		if finish != nil {
 			finish.CallFinished()
+		}
+		if load != nil {
+			reportLoad(load, di)
 		}
 	}
 	return res, nil

@@ -49,6 +49,13 @@ type Leaf struct {
 	// ready stays chosen, as in gRPC (gRFC A62 keeps the connection it
 	// has).
 	PickedBefore map[*endpoint.Endpoint]bool
+	// WeightsBefore are weighted_round_robin's weights in the cluster's
+	// leaves before this configuration: an endpoint still listed keeps
+	// its weight, as in gRPC (no new blackout period).
+	WeightsBefore map[*endpoint.Endpoint]*EndpointWeight
+	// WatchLoad, if not nil, starts an endpoint's out-of-band load
+	// reports, for weighted_round_robin's enable_oob_load_report.
+	WatchLoad WatchLoad
 	// Ejected, if not nil, is the priority's outlier detection.
 	Ejected Ejector
 	// Repick has the owner, under its lock, run f and build the leaf's
@@ -60,6 +67,9 @@ type Leaf struct {
 
 	// groups are what the policy balances, built on first use.
 	groups []*group
+	// wrr are weighted_round_robin's weights, of the endpoints it has
+	// seen ready (wrr.go).
+	wrr map[*endpoint.Endpoint]*wrrEndpoint
 }
 
 // group is what one instance of the cluster's policy balances, as in
@@ -83,6 +93,9 @@ type group struct {
 	lastStart time.Time
 	timer     Timer
 	timerFor  time.Time
+	// wrr is weighted_round_robin's last picker, whose weight updates stop
+	// when the next is built.
+	wrr *wrrPicker
 }
 
 // groupEndpoint is an endpoint of a group with its share of the group's
@@ -204,12 +217,9 @@ func (l *Leaf) groupPicker(g *group) Picker {
 	if l.Policy.Kind == resources.LBLeastRequest {
 		return &leastRequestPicker{eps: ready, choices: int(l.Policy.ChoiceCount)}
 	}
-	// round_robin, and weighted_round_robin: gRPC's weights come from ORCA
-	// load reports only, never from EDS, and until enough endpoints have
-	// reported it spreads requests evenly. goxds reads no ORCA reports
-	// yet, so that is what it does all along. (The seam for them: a
-	// picker for LBWeightedRoundRobin here, with weights the leaf keeps
-	// per endpoint from the reports.)
+	if l.Policy.Kind == resources.LBWeightedRoundRobin {
+		return l.wrrPicker(g, ready)
+	}
 	rr := &rrPicker{eps: ready}
 	rr.next.Store(rand.Uint32()) // pickers are rebuilt often: start anywhere
 	return rr

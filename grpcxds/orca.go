@@ -1,0 +1,73 @@
+package grpcxds
+
+import (
+	"time"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/orca"
+
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
+)
+
+// The binding of weighted_round_robin's weights (package lbpolicy, gRFC
+// A58) to gRPC's ORCA load reports: per request, the report a response's
+// trailer carries (DoneInfo.ServerLoad, parsed by grpc-go's orca package,
+// which load.go links); out of band, grpc-go's public ORCA producer on the
+// endpoint's SubConn.
+
+// reportLoad hands the ORCA report of a finished RPC, if it carried one,
+// to the weight of the endpoint that served it.
+func reportLoad(w *lbpolicy.EndpointWeight, di balancer.DoneInfo) {
+	if r, ok := di.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil {
+		w.Report(loadOf(r))
+	}
+}
+
+// loadOf is the part of an ORCA report that weights are made of.
+func loadOf(r *v3orcapb.OrcaLoadReport) lbpolicy.LoadReport {
+	return lbpolicy.LoadReport{QPS: r.GetRpsFractional(), EPS: r.GetEps(),
+		ApplicationUtilization: r.GetApplicationUtilization(), CPUUtilization: r.GetCpuUtilization()}
+}
+
+// watchLoad is the leaves' lbpolicy.WatchLoad: out-of-band reports from
+// the SubConn of conn, asked for every period. grpc-go runs one stream per
+// SubConn whatever the number of listeners, at the shortest period asked.
+func watchLoad(conn endpoint.Conn, period time.Duration, w *lbpolicy.EndpointWeight) (stop func()) {
+	s := sc(conn)
+	if s == nil {
+		return func() {}
+	}
+	return orca.RegisterOOBListener(s, oobListener{w}, orca.OOBListenerOptions{ReportInterval: period})
+}
+
+// oobListener hands each out-of-band report to an endpoint's weight. It
+// runs on grpc-go's ORCA stream goroutine and takes only the weight's
+// lock.
+type oobListener struct{ w *lbpolicy.EndpointWeight }
+
+func (l oobListener) OnLoadReport(r *v3orcapb.OrcaLoadReport) { l.w.Report(loadOf(r)) }
+
+// weights returns the weighted_round_robin weights of cl's leaves, for the
+// leaves of its next configuration to keep.
+func (cl *clusterLB) weights() map[*endpoint.Endpoint]*lbpolicy.EndpointWeight {
+	var out map[*endpoint.Endpoint]*lbpolicy.EndpointWeight
+	for _, p := range cl.prios {
+		for ep, w := range p.lb.Weights() {
+			if out == nil {
+				out = make(map[*endpoint.Endpoint]*lbpolicy.EndpointWeight)
+			}
+			out[ep] = w
+		}
+	}
+	return out
+}
+
+// closeLeaves stops what the leaves of prios run (out-of-band load
+// watches, weight updates, pick_first's turns): they are let go.
+func closeLeaves(prios []*priority) {
+	for _, p := range prios {
+		p.lb.Close()
+	}
+}
