@@ -232,6 +232,9 @@ func BenchmarkPick(b *testing.B) {
 		{Kind: resources.LBLeastRequest, ChoiceCount: 2, WRRLocality: true},
 		{Kind: resources.LBPickFirst, WRRLocality: true},
 		{Kind: resources.LBRingHash},
+		// Without reports (a round robin), but with the per-RPC report
+		// hook of its Done.
+		{Kind: resources.LBWeightedRoundRobin, WRR: resources.WRRConfig{WeightExpirationPeriod: time.Hour, WeightUpdatePeriod: time.Hour}},
 	} {
 		name := pol.Kind.String()
 		if pol.WRRLocality {

@@ -141,9 +141,10 @@ func TestRoundRobinWithoutWRRLocality(t *testing.T) {
 }
 
 // client_side_weighted_round_robin takes its weights from ORCA load
-// reports only; with none (goxds reads none) it is an even round robin,
-// endpoint weights 1:3:1:3 notwithstanding, as in gRPC. Under
-// wrr_locality the localities' 1:2 still holds.
+// reports only; with none (these backends send none) it is an even round
+// robin, endpoint weights 1:3:1:3 notwithstanding, as in gRPC. Under
+// wrr_locality the localities' 1:2 still holds. (With reports:
+// TestWeightedRoundRobinParity in internal/grpcparity.)
 func TestWeightedRoundRobinWithoutORCA(t *testing.T) {
 	t.Parallel()
 	_, _, rpcs := twoLocalities(t, wrrLocality(t, &cswrrv3.ClientSideWeightedRoundRobin{}), 1, 3, 1, 3)

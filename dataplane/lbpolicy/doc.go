@@ -3,9 +3,12 @@
 // their weights, they choose the endpoint of each request, whatever
 // transport carries it. They are the policies of a cluster's
 // load_balancing_policy (gRFC A52) as package resources decodes it:
-//   - round_robin, and weighted_round_robin, which spreads requests evenly
-//     until ORCA weights are read (gRFC A58: gRPC's weights come from load
-//     reports only, never from EDS);
+//   - round_robin, and weighted_round_robin (gRFC A58), whose weights
+//     come from the endpoints' load reports only, never from EDS
+//     ([EndpointWeight]: QPS / (utilization + EPS/QPS × the error
+//     utilization penalty), after a blackout period, until they expire;
+//     an endpoint without one takes the mean), in a lock-free stride
+//     schedule made anew every weight_update_period while picks come;
 //   - ring_hash (gRFC A42), its ring built once per priority from the
 //     endpoints' keys and weights, within the cluster's ring sizes and at
 //     most [RingSizeCap] entries, and the request's hash (or the header
@@ -26,8 +29,9 @@
 //
 // The owner (a cluster's priority) fills in a [Leaf]: the policy, the
 // localities with their endpoints from package endpoint, outlier
-// detection's [Ejector], and for pick_first's Happy Eyeballs timer a
-// [Clock] and a Repick callback. Each time an endpoint's state changes it
+// detection's [Ejector], for pick_first's Happy Eyeballs timer a
+// [Clock] and a Repick callback, and for weighted_round_robin's
+// out-of-band reports a WatchLoad. Each time an endpoint's state changes it
 // wants in the pool the endpoints [Leaf.Wanted] yields (every one, but
 // under pick_first those it is trying or has chosen), and asks
 // [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
@@ -40,13 +44,19 @@
 // a reason to fail the request. The transport adapter turns a Picked into
 // its own pick (grpcxds: the SubConn, and a Done that ends the count).
 //
-// A Leaf is guarded by its owner's lock, like the pool. Its only timer,
-// pick_first's turn, runs on its Clock and calls Repick, which takes the
-// owner's lock; the timer does nothing else.
+// weighted_round_robin's reports come from the transport: per request,
+// the owner hands the report a response carried to [Picked.Load] (grpcxds:
+// from balancer.DoneInfo.ServerLoad); out of band, [Leaf.WatchLoad] starts
+// an endpoint's reports when it becomes ready (grpcxds: grpc-go's
+// orca.RegisterOOBListener). A configuration change keeps the weights of
+// the endpoints still listed ([Leaf.Weights], WeightsBefore), and the
+// owner closes a leaf it lets go ([Leaf.Close]: its out-of-band watches
+// and timers stop).
 //
-// # Seams for what comes next
-//
-// ORCA weights for weighted_round_robin (gRFC A58) go where groupPicker
-// builds the round robin for LBWeightedRoundRobin, with the weights a Leaf
-// keeps per endpoint from the reports its owner hands it.
+// A Leaf is guarded by its owner's lock, like the pool. pick_first's
+// turn runs on its Clock and calls Repick, which takes the owner's lock;
+// the timer does nothing else. weighted_round_robin's schedule updates
+// run on the same Clock without the owner's lock: they read only the
+// weights, each under its own lock, and store the picker's schedule
+// atomically.
 package lbpolicy
