@@ -488,9 +488,7 @@ func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.S
 	}
 	state := connectivity.TransientFailure
 	err := errors.New("no healthy endpoints")
-	for c := range p.lb.Wanted() { // all but under pick_first (gRFC A62)
-		wanted[c] = struct{}{}
-	}
+	p.lb.Want(wanted) // all but under pick_first (gRFC A62)
 	od := p.od()
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {

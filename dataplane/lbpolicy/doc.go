@@ -32,8 +32,8 @@
 // detection's [Ejector], for pick_first's Happy Eyeballs timer a
 // [Clock] and a Repick callback, and for weighted_round_robin's
 // out-of-band reports a WatchLoad. Each time an endpoint's state changes it
-// wants in the pool the endpoints [Leaf.Wanted] yields (every one, but
-// under pick_first those it is trying or has chosen), and asks
+// wants in the pool the endpoints [Leaf.Want] adds (every one, but under
+// pick_first those it is trying or has chosen), and asks
 // [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
 // its turn counters), safe for concurrent use, and never reads the pool.
 // [Picker.Pick] returns a [Picked]: the endpoint, its connection as it

@@ -1,7 +1,6 @@
 package lbpolicy
 
 import (
-	"iter"
 	"time"
 
 	"github.com/goxds/xds/dataplane/endpoint"
@@ -36,40 +35,30 @@ func (l *Leaf) clock() Clock {
 	return realClock{}
 }
 
-// Wanted yields the endpoints the leaf wants connected now, for its owner
-// to want in the pool: every endpoint, but under pick_first only those it
-// is trying (gRFC A62: one at a time, in order), or the one it chose. The
-// owner asks each time it asks for a picker, and before it: for
-// pick_first this is where the pass over the list moves on.
-func (l *Leaf) Wanted() iter.Seq[*endpoint.Endpoint] {
+// Want adds to wanted the endpoints the leaf wants connected now, for its
+// owner to want in the pool: every endpoint, but under pick_first only
+// those it is trying (gRFC A62: one at a time, in order), or the one it
+// chose. The owner asks each time it asks for a picker, and before it:
+// for pick_first this is where the pass over the list moves on. (A map
+// to fill, not an iterator: the owner asks for every cluster at each
+// state change, and an iterator's closure is an allocation each time.)
+func (l *Leaf) Want(wanted map[*endpoint.Endpoint]struct{}) {
 	if l.Policy.Kind != resources.LBPickFirst {
-		return func(yield func(*endpoint.Endpoint) bool) {
-			for _, loc := range l.Localities {
-				for _, e := range loc.Endpoints {
-					if !yield(e.Endpoint) {
-						return
-					}
-				}
+		for _, loc := range l.Localities {
+			for _, e := range loc.Endpoints {
+				wanted[e.Endpoint] = struct{}{}
 			}
 		}
+		return
 	}
-	groups := l.endpointGroups()
-	for _, g := range groups {
+	for _, g := range l.endpointGroups() {
 		l.pickFirstStep(g)
-	}
-	return func(yield func(*endpoint.Endpoint) bool) {
-		for _, g := range groups {
-			if g.chosen != nil {
-				if !yield(g.chosen) {
-					return
-				}
-				continue
-			}
-			for _, e := range g.eps[:g.tried] {
-				if !yield(e.ep) {
-					return
-				}
-			}
+		if g.chosen != nil {
+			wanted[g.chosen] = struct{}{}
+			continue
+		}
+		for _, e := range g.eps[:g.tried] {
+			wanted[e.ep] = struct{}{}
 		}
 	}
 }

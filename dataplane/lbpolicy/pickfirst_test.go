@@ -38,19 +38,22 @@ func newPFOwner(n int) *pfOwner {
 
 // update wants what the leaf wants, then builds its picker.
 func (o *pfOwner) update() {
-	now := make(map[*endpoint.Endpoint]bool)
-	for ep := range o.Wanted() {
-		now[ep] = true
+	now := make(map[*endpoint.Endpoint]struct{})
+	o.Want(now)
+	for ep := range now {
 		if !o.wanted[ep] {
 			o.pool.Want(ep)
 		}
 	}
 	for ep := range o.wanted {
-		if !now[ep] {
+		if _, ok := now[ep]; !ok {
 			o.pool.Unwant(ep)
 		}
 	}
-	o.wanted = now
+	o.wanted = make(map[*endpoint.Endpoint]bool)
+	for ep := range now {
+		o.wanted[ep] = true
+	}
 	o.picker = o.Picker()
 }
 
