@@ -258,16 +258,39 @@ func wrrPolicy(oob bool) proto.Message {
 // QPS: weights 1/u, 4:2:1, shares 4/7, 2/7 and 1/7.
 var wrrUtilizations = []float64{0.2, 0.4, 0.8}
 
-// shares sends n RPCs on conn and returns each backend's share, by the
-// index of its port in ports.
+// shares sends n RPCs on conn, eight at a time, and returns each
+// backend's share, by the index of its port in ports.
 func shares(ctx context.Context, conn *grpc.ClientConn, ports []uint32, n int) ([]float64, error) {
+	const workers = 8
+	counts := make([][]int, workers)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		counts[w] = make([]int, len(ports))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += workers {
+				port, err := echoVia(ctx, conn)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				counts[w][slices.Index(ports, port)]++
+			}
+		}()
+	}
+	wg.Wait()
 	out := make([]float64, len(ports))
-	for range n {
-		port, err := echoVia(ctx, conn)
+	for _, c := range counts {
+		for i, k := range c {
+			out[i] += float64(k) / float64(n)
+		}
+	}
+	for _, err := range errs {
 		if err != nil {
 			return out, err
 		}
-		out[slices.Index(ports, port)] += 1 / float64(n)
 	}
 	return out, nil
 }
@@ -310,6 +333,8 @@ func TestWeightedRoundRobinParity(t *testing.T) {
 				conn := lbChannel(t, ch, wrrPolicy(oob), ports)
 				ctx, cancel := context.WithTimeout(context.Background(), lbParityTimeout)
 				defer cancel()
+				// Once the weights are in use (a batch near the shares
+				// they give), a measure with a deadline of its own.
 				var last []float64
 				for {
 					s, err := shares(ctx, conn, ports, 350)
@@ -321,6 +346,8 @@ func TestWeightedRoundRobinParity(t *testing.T) {
 					}
 					last = s
 				}
+				ctx, cancel = context.WithTimeout(context.Background(), lbParityTimeout)
+				defer cancel()
 				s, err := shares(ctx, conn, ports, 3500)
 				if err != nil {
 					t.Fatalf("%s: %v", ch, err)
