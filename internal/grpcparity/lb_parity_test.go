@@ -36,7 +36,7 @@ import (
 // same resources and backends, and compare what each does: which backends
 // they connect to, in which order, and where the RPCs go.
 
-const lbParityTimeout = 30 * time.Second
+const lbParityTimeout = time.Minute
 
 // lbChannels are the two channels under test, by name.
 var lbChannels = []string{"goxds", "grpc-go"}
@@ -337,7 +337,7 @@ func TestWeightedRoundRobinParity(t *testing.T) {
 				// they give), a measure with a deadline of its own.
 				var last []float64
 				for {
-					s, err := shares(ctx, conn, ports, 350)
+					s, err := shares(ctx, conn, ports, 140)
 					if err != nil {
 						t.Fatalf("%s: the shares never came near %.3f: last %.3f (%v)", ch, want, last, err)
 					}
@@ -348,14 +348,14 @@ func TestWeightedRoundRobinParity(t *testing.T) {
 				}
 				ctx, cancel = context.WithTimeout(context.Background(), lbParityTimeout)
 				defer cancel()
-				s, err := shares(ctx, conn, ports, 3500)
+				s, err := shares(ctx, conn, ports, 1400)
 				if err != nil {
 					t.Fatalf("%s: %v", ch, err)
 				}
 				got[ch] = s
 				conn.Close()
 			}
-			t.Logf("shares of 3500 RPCs: goxds %.3f, grpc-go %.3f; by the weights %.3f", got["goxds"], got["grpc-go"], want)
+			t.Logf("shares of 1400 RPCs: goxds %.3f, grpc-go %.3f; by the weights %.3f", got["goxds"], got["grpc-go"], want)
 			if !near(got["goxds"], got["grpc-go"], 0.02) {
 				t.Errorf("goxds's shares %.3f, grpc-go's %.3f: more than 2%% apart", got["goxds"], got["grpc-go"])
 			}
