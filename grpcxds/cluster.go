@@ -96,8 +96,8 @@ type priority struct {
 	metrics *lrsMetrics // the backend metrics load carries, nil for none
 	// lb is the leaf's policy over the priority's localities (lb.Policy
 	// is the leaf's, shared: 104 B a priority otherwise): it picks the
-	// endpoints. Its PickedBefore are the endpoints pick_first had chosen
-	// before this update; its Repick has the cluster's picker built again
+	// endpoints. Its Before has what the leaves had before this update
+	// (pick_first's choice, weighted_round_robin's weights); its Repick has the cluster's picker built again
 	// for its timers (nil in tests), which run on the balancer's clock.
 	lb lbpolicy.Leaf
 	// pending: a DNS name not resolved yet; the priority counts as
@@ -182,7 +182,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	b.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
-	picked, weights, oldPrios := cl.pickedFirst(), cl.weights(), cl.prios
+	before, oldPrios := cl.carried(), cl.prios
 	oldDNS, oldHeld := cl.dnsUsed, cl.held
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, heldRefs{}
 	root := inputs[0]
@@ -209,7 +209,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		}
 	}
 	for _, p := range cl.prios {
-		p.lb.PickedBefore, p.lb.WeightsBefore, p.lb.WatchLoad = picked, weights, watchLoad
+		p.lb.Before = before
 		p.lb.Repick, p.lb.Clock = b.repickLocked(cl), b.clock
 	}
 	closeLeaves(oldPrios)

@@ -157,17 +157,3 @@ func (b *xdsBalancer) repickLocked(cl *clusterLB) func(f func()) {
 		b.finishAndUnlock()
 	}
 }
-
-// pickedFirst returns the endpoints pick_first has chosen in cl.
-func (cl *clusterLB) pickedFirst() map[*endpoint.Endpoint]bool {
-	var out map[*endpoint.Endpoint]bool
-	for _, p := range cl.prios {
-		for ep := range p.lb.Chosen() {
-			if out == nil {
-				out = make(map[*endpoint.Endpoint]bool)
-			}
-			out[ep] = true
-		}
-	}
-	return out
-}

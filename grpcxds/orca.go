@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/orca"
 
-	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 )
 
@@ -31,15 +30,15 @@ func loadOf(r *v3orcapb.OrcaLoadReport) lbpolicy.LoadReport {
 		ApplicationUtilization: r.GetApplicationUtilization(), CPUUtilization: r.GetCpuUtilization()}
 }
 
-// watchLoad is the leaves' lbpolicy.WatchLoad: out-of-band reports from
-// the SubConn of conn, asked for every period. grpc-go runs one stream per
-// SubConn whatever the number of listeners, at the shortest period asked.
-func watchLoad(conn endpoint.Conn, period time.Duration, w *lbpolicy.EndpointWeight) (stop func()) {
-	s := sc(conn)
-	if s == nil {
-		return func() {}
-	}
-	return orca.RegisterOOBListener(s, oobListener{w}, orca.OOBListenerOptions{ReportInterval: period})
+// A subConn carries out-of-band reports: the leaves look for the method.
+var _ lbpolicy.LoadWatcher = (*subConn)(nil)
+
+// WatchLoad makes a SubConn an lbpolicy.LoadWatcher: out-of-band reports
+// from it, asked for every period, for weighted_round_robin's
+// enable_oob_load_report. grpc-go runs one stream per SubConn whatever the
+// number of listeners, at the shortest period asked.
+func (s *subConn) WatchLoad(period time.Duration, w *lbpolicy.EndpointWeight) (stop func()) {
+	return orca.RegisterOOBListener(s.SubConn, oobListener{w}, orca.OOBListenerOptions{ReportInterval: period})
 }
 
 // oobListener hands each out-of-band report to an endpoint's weight. It
@@ -49,19 +48,15 @@ type oobListener struct{ w *lbpolicy.EndpointWeight }
 
 func (l oobListener) OnLoadReport(r *v3orcapb.OrcaLoadReport) { l.w.Report(loadOf(r)) }
 
-// weights returns the weighted_round_robin weights of cl's leaves, for the
-// leaves of its next configuration to keep.
-func (cl *clusterLB) weights() map[*endpoint.Endpoint]*lbpolicy.EndpointWeight {
-	var out map[*endpoint.Endpoint]*lbpolicy.EndpointWeight
+// carried returns what cl's leaves hand the leaves of its next
+// configuration (pick_first's choice, weighted_round_robin's weights),
+// nil if nothing.
+func (cl *clusterLB) carried() *lbpolicy.Carried {
+	var c *lbpolicy.Carried
 	for _, p := range cl.prios {
-		for ep, w := range p.lb.Weights() {
-			if out == nil {
-				out = make(map[*endpoint.Endpoint]*lbpolicy.EndpointWeight)
-			}
-			out[ep] = w
-		}
+		c = p.lb.Carry(c)
 	}
-	return out
+	return c
 }
 
 // closeLeaves stops what the leaves of prios run (out-of-band load

@@ -19,7 +19,7 @@
 //     in order (or shuffled by weight, gRFC A113): the next when the last
 //     fails, or after its Happy Eyeballs turn ([HappyEyeballsDelay]); the
 //     first ready is chosen, kept while ready, and across a configuration
-//     change through [Leaf.PickedBefore];
+//     change through [Leaf.Before];
 //   - wrr_locality over any of them (and the legacy ROUND_ROBIN): a
 //     locality drawn by weight, earliest deadline first, so that each
 //     locality's share is exact over any run of requests, then the
@@ -30,8 +30,8 @@
 // The owner (a cluster's priority) fills in a [Leaf]: the policy, the
 // localities with their endpoints from package endpoint, outlier
 // detection's [Ejector], for pick_first's Happy Eyeballs timer a
-// [Clock] and a Repick callback, and for weighted_round_robin's
-// out-of-band reports a WatchLoad. Each time an endpoint's state changes it
+// [Clock] and a Repick callback, and what the leaves of the configuration
+// before hand it ([Leaf.Carry], Before). Each time an endpoint's state changes it
 // wants in the pool the endpoints [Leaf.Want] adds (every one, but under
 // pick_first those it is trying or has chosen), and asks
 // [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
@@ -46,12 +46,12 @@
 //
 // weighted_round_robin's reports come from the transport: per request,
 // the owner hands the report a response carried to [Picked.Load] (grpcxds:
-// from balancer.DoneInfo.ServerLoad); out of band, [Leaf.WatchLoad] starts
-// an endpoint's reports when it becomes ready (grpcxds: grpc-go's
-// orca.RegisterOOBListener). A configuration change keeps the weights of
-// the endpoints still listed ([Leaf.Weights], WeightsBefore), and the
-// owner closes a leaf it lets go ([Leaf.Close]: its out-of-band watches
-// and timers stop).
+// from balancer.DoneInfo.ServerLoad); out of band, an endpoint's
+// connection that is a [LoadWatcher] starts its reports when it becomes
+// ready (grpcxds's SubConns: grpc-go's orca.RegisterOOBListener). A
+// configuration change keeps the weights of the endpoints still listed
+// ([Leaf.Carry], Before), and the owner closes a leaf it lets go
+// ([Leaf.Close]: its out-of-band watches and timers stop).
 //
 // A Leaf is guarded by its owner's lock, like the pool. pick_first's
 // turn runs on its Clock and calls Repick, which takes the owner's lock;

@@ -78,7 +78,7 @@ func (l *Leaf) pickFirst(g *group) Picker {
 // reports. It is a function of those states and the time, so that the
 // owner may call it as often as it likes:
 //   - the chosen endpoint stays while it is ready (so does one chosen
-//     before this configuration, in PickedBefore, if still ready);
+//     before this configuration, in Before, if still ready);
 //   - otherwise the endpoints are started in order, the first at once,
 //     each next one when the last one started fails (or is ejected), or
 //     when it has been connecting for HappyEyeballsDelay while the ones
@@ -101,7 +101,7 @@ func (l *Leaf) pickFirstStep(g *group) {
 	if !g.began {
 		g.began = true
 		for _, e := range g.eps {
-			if l.PickedBefore[e.ep] && l.ready(e.ep) {
+			if l.Before != nil && l.Before.Picked[e.ep] && l.ready(e.ep) {
 				g.chosen = e.ep
 				return
 			}

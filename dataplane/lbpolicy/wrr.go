@@ -92,11 +92,16 @@ func (w *EndpointWeight) reset() {
 	w.mu.Unlock()
 }
 
-// WatchLoad starts the out-of-band load reports of conn, asked for every
-// period, each handed to w.Report, until stop is called. The owner
-// provides it (grpcxds: grpc-go's orca.RegisterOOBListener on the
-// SubConn); it is called, and stop too, under the owner's lock.
-type WatchLoad func(conn endpoint.Conn, period time.Duration, w *EndpointWeight) (stop func())
+// LoadWatcher is what a transport's connection (endpoint.Conn) offers if
+// it can carry out-of-band load reports (grpcxds: grpc-go's
+// orca.RegisterOOBListener on the SubConn), for weighted_round_robin's
+// enable_oob_load_report: WatchLoad starts the reports, asked for every
+// period, each handed to w.Report, until stop is called. It is called,
+// and stop too, under the owner's lock. (A method of the connection, not
+// a field of the Leaf: the transport that made the one has the other.)
+type LoadWatcher interface {
+	WatchLoad(period time.Duration, w *EndpointWeight) (stop func())
+}
 
 // wrrEndpoint is what a leaf keeps of an endpoint weighted_round_robin
 // has seen ready: its weight, and its out-of-band watch if one runs.
@@ -105,30 +110,17 @@ type wrrEndpoint struct {
 	stop func()
 }
 
-// Weights returns the leaf's weighted_round_robin weights by endpoint,
-// for the next configuration's WeightsBefore.
-func (l *Leaf) Weights() map[*endpoint.Endpoint]*EndpointWeight {
-	if len(l.wrr) == 0 {
-		return nil
-	}
-	out := make(map[*endpoint.Endpoint]*EndpointWeight, len(l.wrr))
-	for ep, e := range l.wrr {
-		out[ep] = e.w
-	}
-	return out
-}
-
 // Close stops what the leaf runs: its out-of-band load watches, its
 // weighted_round_robin pickers' weight updates and pick_first's turn. The
 // owner calls it when it lets the leaf go.
 func (l *Leaf) Close() {
-	for _, e := range l.wrr {
-		if e.stop != nil {
-			e.stop()
-			e.stop = nil
-		}
-	}
 	for _, g := range l.groups {
+		for _, e := range g.weights {
+			if e.stop != nil {
+				e.stop()
+				e.stop = nil
+			}
+		}
 		g.stopTimer()
 		if g.wrr != nil {
 			g.wrr.stopped.Store(true)
@@ -141,15 +133,18 @@ func (l *Leaf) Close() {
 // out-of-band watch of those newly ready if the policy asks for them.
 func (l *Leaf) wrrPicker(g *group, ready []Picked) Picker {
 	cfg := &l.Policy.WRR
-	if l.wrr == nil {
-		l.wrr = make(map[*endpoint.Endpoint]*wrrEndpoint)
+	if g.weights == nil {
+		g.weights = make(map[*endpoint.Endpoint]*wrrEndpoint)
 	}
 	p := &wrrPicker{eps: ready, weights: make([]*EndpointWeight, len(ready)), cfg: cfg, clock: l.clock()}
 	for i := range ready {
 		ep := ready[i].Endpoint
-		e := l.wrr[ep]
+		e := g.weights[ep]
 		if e == nil {
-			w := l.WeightsBefore[ep]
+			var w *EndpointWeight
+			if l.Before != nil {
+				w = l.Before.Weights[ep]
+			}
 			if w == nil {
 				w = &EndpointWeight{}
 			}
@@ -157,22 +152,22 @@ func (l *Leaf) wrrPicker(g *group, ready []Picked) Picker {
 			w.clock, w.penalty = p.clock, cfg.ErrorUtilizationPenalty
 			w.mu.Unlock()
 			e = &wrrEndpoint{w: w}
-			l.wrr[ep] = e
+			g.weights[ep] = e
 		}
 		if !e.w.ready {
 			e.w.ready = true
 			e.w.reset()
 		}
 		if cfg.EnableOOBLoadReport {
-			if e.stop == nil && l.WatchLoad != nil {
-				e.stop = l.WatchLoad(ready[i].Conn, cfg.OOBReportingPeriod, e.w)
+			if lw, ok := ready[i].Conn.(LoadWatcher); ok && e.stop == nil {
+				e.stop = lw.WatchLoad(cfg.OOBReportingPeriod, e.w)
 			}
 		} else {
 			ready[i].Load = e.w
 		}
 		p.weights[i] = e.w
 	}
-	for ep, e := range l.wrr {
+	for ep, e := range g.weights {
 		if e.w.ready && !ep.Ready() {
 			e.w.ready = false
 			if e.stop != nil {

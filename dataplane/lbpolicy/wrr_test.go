@@ -56,11 +56,16 @@ func TestEndpointWeight(t *testing.T) {
 // wrrLeaf is a leaf under weighted_round_robin over n ready endpoints,
 // with cfg and a fake clock.
 func wrrLeaf(n int, cfg resources.WRRConfig) (*testLeaf, *fakeClock) {
+	return wrrLeafWith(fakeDialer{}, n, cfg)
+}
+
+// wrrLeafWith is wrrLeaf with connections made by d.
+func wrrLeafWith(d fakeDialer, n int, cfg resources.WRRConfig) (*testLeaf, *fakeClock) {
 	eps := make([]uint32, n)
 	for i := range eps {
 		eps[i] = 1
 	}
-	l := leaf(endpoint.Ready, eps).with(resources.LBPolicy{Kind: resources.LBWeightedRoundRobin, WRR: cfg})
+	l := leafWith(d, endpoint.Ready, eps).with(resources.LBPolicy{Kind: resources.LBWeightedRoundRobin, WRR: cfg})
 	clk := &fakeClock{now: time.Unix(1000, 0)}
 	l.Clock = clk
 	return l, clk
@@ -154,10 +159,8 @@ func TestWRRUpdatesStop(t *testing.T) {
 func TestWRROutOfBand(t *testing.T) {
 	cfg := wrrConfig(0)
 	cfg.EnableOOBLoadReport, cfg.OOBReportingPeriod = true, 5*time.Second
-	l, clk := wrrLeaf(2, cfg)
 	watching := make(map[string]*EndpointWeight)
-	l.WatchLoad = func(conn endpoint.Conn, period time.Duration, w *EndpointWeight) func() {
-		name := conn.(*fakeConn).name
+	l, clk := wrrLeafWith(fakeDialer{watch: func(name string, period time.Duration, w *EndpointWeight) func() {
 		if period != 5*time.Second {
 			t.Errorf("watch of %s every %v, want 5s", name, period)
 		}
@@ -166,7 +169,7 @@ func TestWRROutOfBand(t *testing.T) {
 		}
 		watching[name] = w
 		return func() { delete(watching, name) }
-	}
+	}}, 2, cfg)
 	p := readyPicker(t, l)
 	if len(watching) != 2 {
 		t.Fatalf("watching %v, want a and b", watching)
@@ -192,7 +195,7 @@ func TestWRROutOfBand(t *testing.T) {
 }
 
 // A leaf of the next configuration keeps the weights of the endpoints it
-// still lists (WeightsBefore): no new blackout; an endpoint that becomes
+// still lists (Before): no new blackout; an endpoint that becomes
 // ready again starts with none.
 func TestWRRWeightsCarryOver(t *testing.T) {
 	l, clk := wrrLeaf(2, wrrConfig(10*time.Second))
@@ -201,7 +204,7 @@ func TestWRRWeightsCarryOver(t *testing.T) {
 	pickAndReport(t, p, 10, loads)
 	clk.now = clk.now.Add(10 * time.Second)
 	pickAndReport(t, p, 10, loads)
-	next := &testLeaf{Leaf: &Leaf{Policy: l.Policy, Localities: l.Localities, Clock: clk, WeightsBefore: l.Weights()}, pool: l.pool}
+	next := &testLeaf{Leaf: &Leaf{Policy: l.Policy, Localities: l.Localities, Clock: clk, Before: l.Carry(nil)}, pool: l.pool}
 	l.Close()
 	if got := picks(t, readyPicker(t, next), 4000); got["b"] != 3000 {
 		t.Errorf("picks of the next configuration: %v, want 1000 and 3000 (weights kept)", got)
