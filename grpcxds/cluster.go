@@ -14,6 +14,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -66,7 +67,7 @@ type clusterLB struct {
 	idle bool
 	used atomic.Bool
 	// outliers are the outlier detectors of its priorities.
-	outliers map[odKey]*outlierDetector
+	outliers map[odKey]*outlier.Detector
 }
 
 // heldRefs are what a cluster's priorities hold of the balancer's
@@ -107,12 +108,12 @@ type priority struct {
 	// detector (attachOutliersLocked) is lb.Ejected, which od returns.
 	// (One field for both: a pointer more took priority past a Go size
 	// class, 16 B a priority.)
-	outlier *outlierConfig
+	outlier *outlier.Config
 }
 
 // od returns p's outlier detector, nil without outlier detection.
-func (p *priority) od() *outlierDetector {
-	d, _ := p.lb.Ejected.(*outlierDetector)
+func (p *priority) od() *outlier.Detector {
+	d, _ := p.lb.Ejected.(*outlier.Detector)
 	return d
 }
 
@@ -288,7 +289,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		lb:          lbpolicy.Leaf{Policy: &c.LBPolicy},
 		maxRequests: c.MaxRequests,
 		inflight:    b.counterLocked(cl, leaf.Name),
-		outlier:     outlierConfigOf(c.OutlierDetection),
+		outlier:     outlier.ConfigOf(c.OutlierDetection),
 	}
 	base.load, base.lrsKey = b.loadLocked(leaf)
 	if base.load != nil {
@@ -494,8 +495,8 @@ func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.S
 		for _, e := range l.Endpoints {
 			c := e.Endpoint
 			switch {
-			case od.ejected(c):
-				err = errEjected
+			case od.Ejected(c):
+				err = lbpolicy.ErrEjected
 			case c.State() == endpoint.Ready:
 				state = connectivity.Ready
 			case c.Usable() && state != connectivity.Ready:

@@ -155,7 +155,8 @@
 // priority's state (all ejected: the next priority takes over), for
 // base_ejection_time times the number of its ejections (at most
 // max(base_ejection_time, max_ejection_time)); that number drops by one
-// at each interval it is not ejected.
+// at each interval it is not ejected. Detection is package
+// dataplane/outlier's; its intervals run on the balancer's clock.
 //
 // A cluster whose lrs_server is self reports its load to the management
 // server it came from over LRS (gRFC A27), as gRPC does: per locality the
@@ -220,6 +221,18 @@
 //     counts them).
 //     An abort is not retried; an abort with status OK ends a stream at
 //     once, and a unary RPC with io.EOF, as in grpc-go.
+//   - gRFC A92 external authorization: the ext_authz filter asks the
+//     service its GrpcService names (gRFC A102: a trusted server's target,
+//     credentials and initial metadata; an untrusted one's target, which
+//     the bootstrap's allowed_grpc_services must list, with that entry's
+//     credentials) before the RPC is sent; package dataplane/extauthz
+//     decides. An allowed RPC goes with the outgoing metadata the service
+//     changed; a denied one fails with the service's status; a failed call
+//     fails it with status_on_error unless failure_mode_allow. The
+//     trailers of a denial and the response headers of an allowed RPC are
+//     not delivered on the client side (an xdsserver server applies both).
+//     A channel keeps one connection per service across configuration
+//     updates, closed with the channel.
 //
 // # Connections
 //

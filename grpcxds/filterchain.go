@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/resources"
 )
 
@@ -31,13 +32,26 @@ type clientFilterRuntime interface {
 }
 
 // clientFilterRuntimes makes the client-side runtime of each HTTP filter
-// kind gRPC clients run, by the full name of its configuration message. A
+// kind gRPC clients run, by the full name of its configuration message,
+// given the listener's filter and what the channel keeps for filters. A
 // runtime is made once per filter per channel configuration; state that
-// must outlive it (the count of active faults) lives elsewhere. The router has none:
-// it is the channel. Server-side runtimes (RBAC) belong to a server
-// package's own registry, keyed the same way.
-var clientFilterRuntimes = map[string]func() clientFilterRuntime{
-	faultConfigName: func() clientFilterRuntime { return faultRuntime{processFaults} },
+// must outlive it (the count of active faults, the channels to
+// authorization services) lives elsewhere. The router has none: it is the
+// channel. Server-side runtimes (RBAC) belong to a server package's own
+// registry, keyed the same way.
+var clientFilterRuntimes = map[string]func(f *resources.HTTPFilter, env filterEnv) clientFilterRuntime{
+	faultConfigName: func(*resources.HTTPFilter, filterEnv) clientFilterRuntime { return faultRuntime{processFaults} },
+	extAuthzConfigName: func(f *resources.HTTPFilter, env filterEnv) clientFilterRuntime {
+		return extAuthzRuntime{top: f.Parsed, channels: env.authz}
+	},
+}
+
+// filterEnv is what a channel keeps for its filters' runtimes, across
+// configurations.
+type filterEnv struct {
+	// authz are the channels to external authorization services (gRFC
+	// A92), closed with the channel's resolver; nil: none can be made.
+	authz *extauthzgrpc.Channels
 }
 
 // processFaults is the fault filter of every channel: gRFC A33's
@@ -80,8 +94,8 @@ type filterChain struct {
 // has already left out the optional filters gRPC clients cannot run and
 // rejected listeners with required ones; a filter type registered there
 // that has no client runtime here makes the chain unusable, unless
-// optional.
-func newFilterChain(l *resources.Listener) *filterChain {
+// optional. env is what the channel keeps for the runtimes.
+func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
 	c := &filterChain{}
 	if l == nil {
 		return c
@@ -101,7 +115,7 @@ func newFilterChain(l *resources.Listener) *filterChain {
 			c.err = fmt.Errorf("HTTP filter %q of type %s cannot run on a gRPC client", f.Name, f.TypeURL)
 			return c
 		}
-		c.runtimes[i] = mk()
+		c.runtimes[i] = mk(f, env)
 	}
 	return c
 }

@@ -35,7 +35,7 @@ func BenchmarkUnaryInterceptor(b *testing.B) {
 	defer cc.Close()
 	cs := newChannelState(&Builder{})
 	cs.owner = cc
-	cs.set(&channelConfig{gen: 1, snap: &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{r}}, Listener: l}, chain: newFilterChain(l)})
+	cs.set(&channelConfig{gen: 1, snap: &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{r}}, Listener: l}, chain: newFilterChain(l, filterEnv{})})
 	invoker := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, opts ...grpc.CallOption) error {
 		if selectionOf(ctx) == nil {
 			b.Fatal("no selection in the RPC's context")

@@ -13,6 +13,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/resources"
 )
 
@@ -52,10 +53,10 @@ type priorityPicker struct {
 	// hashHeader, when set, hashes the RPC instead of the route's hash
 	// policies (ring_hash's requestHashHeader, gRFC A76).
 	hashHeader string
-	// outcomes counts the RPCs of each endpoint for outlier detection;
-	// nil without it.
-	outcomes map[*endpoint.Endpoint]*odEndpoint
-	inner    lbpolicy.Picker
+	// od counts the RPCs of each endpoint for outlier detection; nil
+	// without it.
+	od    *outlier.Detector
+	inner lbpolicy.Picker
 	// load, if not nil, records drops; locs then has the LocalityLoad of
 	// each endpoint inner may pick.
 	load    *client.ClusterLoad
@@ -94,24 +95,20 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 		}
 		return balancer.PickResult{}, err
 	}
-	od := p.outcomes[picked.Endpoint]
 	ll := p.locs[picked.Endpoint] // nil without load reporting
 	if ll != nil {
 		ll.CallStarted()
 	}
-	// The closure keeps one pointer for least_request's count and one for
-	// weighted_round_robin's reports, not the whole Picked: it is
-	// allocated per RPC, and stays in a 48 B class.
-	var finish *endpoint.Endpoint
-	if picked.Counted {
-		finish = picked.Endpoint
-	}
-	load := picked.Load // weighted_round_robin's per-RPC reports
+	// The closure keeps the endpoint, whether least_request counted it
+	// and the weight a per-RPC load report goes to (weighted_round_robin),
+	// not the whole Picked: it is allocated per RPC, and stays in a 48 B
+	// class.
+	ep, counted, load := picked.Endpoint, picked.Counted, picked.Load
 	res := balancer.PickResult{SubConn: sc(picked.Conn)}
 	res.Done = func(di balancer.DoneInfo) {
 		p.inflight.Add(-1)
-		if od != nil {
-			od.record(di)
+		if p.od != nil {
+			p.od.Record(ep, di.Err == nil) // any error is a failure, as in gRPC
 		}
 		if ll != nil {
 			ll.CallFinished(di.Err != nil)
@@ -119,8 +116,8 @@ func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.Pic
 				p.metrics.record(ll, r)
 			}
 		}
-		if finish != nil {
-			finish.CallFinished()
+		if counted {
+			ep.CallFinished()
 		}
 		if load != nil {
 			reportLoad(load, di)
@@ -137,7 +134,7 @@ func (p *priority) picker(state connectivity.State) clusterPicker {
 	if state != connectivity.Ready {
 		return pp
 	}
-	pp.outcomes = p.od().counters()
+	pp.od = p.od()
 	pp.locs = p.localityLoads()
 	pp.inner = p.lb.Picker()
 	return pp

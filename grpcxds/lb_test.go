@@ -241,23 +241,34 @@ func BenchmarkPick(b *testing.B) {
 			name = "wrr_locality_" + name
 		}
 		b.Run(name, func(b *testing.B) {
-			p := prio(connectivity.Ready, ten, ten, ten).with(pol)
-			pp := p.picker(connectivity.Ready)
-			b.RunParallel(func(pb *testing.PB) {
-				var h uint64
-				for pb.Next() {
-					h += 0x9e3779b97f4a7c15
-					res, err := pp.pick(balancer.PickInfo{}, h)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if res.Done != nil {
-						res.Done(balancer.DoneInfo{})
-					}
-				}
-			})
+			benchPick(b, prio(connectivity.Ready, ten, ten, ten).with(pol))
 		})
 	}
+	// Outlier detection counts each RPC's outcome, in the RPC's Done.
+	b.Run("round_robin_outlier_detection", func(b *testing.B) {
+		p := prio(connectivity.Ready, ten, ten, ten).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
+		withOutlierDetection(p)
+		benchPick(b, p)
+	})
+}
+
+// benchPick makes picks of p's picker from parallel goroutines, ending
+// each RPC at once.
+func benchPick(b *testing.B, p *priority) {
+	pp := p.picker(connectivity.Ready)
+	b.RunParallel(func(pb *testing.PB) {
+		var h uint64
+		for pb.Next() {
+			h += 0x9e3779b97f4a7c15
+			res, err := pp.pick(balancer.PickInfo{}, h)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.Done != nil {
+				res.Done(balancer.DoneInfo{})
+			}
+		}
+	})
 }
 
 // pick_first connects one endpoint at a time, in order (gRFC A62), its

@@ -17,6 +17,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -397,6 +398,9 @@ type xdsResolver struct {
 	// epoch identifies this resolver to cs (channelState.setFrom), so
 	// that one closed sets no configuration.
 	epoch chan struct{}
+	// authz are the channels to external authorization services that the
+	// channel's ext_authz filters use (extauthz.go), closed with it.
+	authz extauthzgrpc.Channels
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -406,7 +410,7 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener), nodeID: r.nodeID}
+	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
 	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, cfg)
 	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {
@@ -467,6 +471,7 @@ func (r *xdsResolver) Close() {
 	r.cancel()
 	r.release()
 	r.cs.reset()
+	r.authz.Close()
 }
 
 // ConfigError is what a channel's RPCs fail with while the config tree of

@@ -32,6 +32,7 @@ type selection struct {
 	context.Context // the application's
 
 	gen     uint64 // the configuration's generation
+	method  string // the RPC's full method, as routed
 	route   *resources.Route
 	cluster string // "" for a route whose plugin picks the cluster
 	// hash is the RPC's request hash for ring_hash, computed once, as
@@ -41,15 +42,16 @@ type selection struct {
 	timeout time.Duration // 0: none
 	retry   *route.RetryPolicy
 	filters []route.FilterConfig
-	// statusPick: the last pick failed with a status error (a drop, a
-	// circuit breaker, no route), which gRPC hands the RPC without any
-	// retry.
-	statusPick atomic.Bool
 
 	// md is the RPC's outgoing metadata, read at the first header routing
 	// or a filter asks for (mdRead); only start uses them.
 	md     metadata.MD
 	mdRead bool
+	// statusPick: the last pick failed with a status error (a drop, a
+	// circuit breaker, no route), which gRPC hands the RPC without any
+	// retry. (Beside mdRead, where it fills what alignment would waste:
+	// the struct is allocated per RPC.)
+	statusPick atomic.Bool
 
 	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
 	// header and trailer of the last one, and the call options that get
@@ -185,7 +187,7 @@ func (c *channelConfig) selectInto(sel *selection, method string, channelID uint
 	if c.chain != nil && c.chain.err != nil {
 		return status.Errorf(codes.Unavailable, "goxds: RPC %s, route %s: %v (xDS node ID %q)", method, route.Describe(d.Route), c.chain.err, c.nodeID)
 	}
-	sel.gen, sel.route, sel.cluster, sel.hash = c.gen, d.Route, d.Cluster, d.Hash
+	sel.gen, sel.method, sel.route, sel.cluster, sel.hash = c.gen, method, d.Route, d.Cluster, d.Hash
 	sel.retry, sel.filters = d.Retry, d.Filters
 	if c.snap != nil {
 		sel.timeout = route.GRPCTimeout(d.Route, c.snap.Listener)

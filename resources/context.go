@@ -15,7 +15,9 @@ import (
 // rules need it: a Cluster's lrs_server "self" names the server that sent
 // the Cluster, a certificate provider instance must be one the bootstrap
 // defines (gRFC A29), and fields that affect security may be trusted only
-// from a server marked trusted_xds_server (gRFC A81).
+// from a server marked trusted_xds_server (gRFC A81; a GrpcService, gRFC
+// A102, whose target an untrusted server may only pick from the
+// bootstrap's allowed_grpc_services).
 //
 // A client makes one per server and passes it to every decode of that
 // server's responses; decoders must not modify it or what it points to.
@@ -31,10 +33,11 @@ type DecodeContext struct {
 	// known; a Cluster's lrs_server "self" then names none
 	// (Cluster.LRSServer is nil).
 	Server *bootstrap.ServerConfig
-	// Bootstrap is the decoding client's bootstrap: its node, authorities
-	// and certificate provider instances. Nil: no bootstrap known; the
-	// certificate provider instances that clusters and server listeners
-	// name are then not checked against one.
+	// Bootstrap is the decoding client's bootstrap: its node, authorities,
+	// certificate provider instances and allowed gRPC services. Nil: no
+	// bootstrap known; the certificate provider instances that clusters
+	// and server listeners name, and the targets of GrpcServices from
+	// untrusted servers, are then not checked against one.
 	Bootstrap *bootstrap.Config
 	// Registry holds the HTTP filter and cluster specifier plugin types
 	// listeners and route configurations are validated against. Nil: the

@@ -155,7 +155,17 @@
 // config is a [*FaultConfig] (gRFC A33). The RBAC filter (gRFC A41) runs on
 // servers only; its config and RBACPerRoute overrides are [*RBACConfig],
 // whose [RBACRules] are the validated rules as plain data, evaluated by the
-// data plane's authz package.
+// data plane's authz package. The external authorization filter (gRFC A92)
+// runs on clients and servers; its config is an [*ExtAuthzConfig], and its
+// ExtAuthzPerRoute override an [*ExtAuthzPerRouteConfig] that keeps the
+// top-level config ([ExtAuthzOf]). The [GrpcService] it names is judged by
+// gRFC A102's rule: from a server marked trusted_xds_server it is used as
+// given; from any other its target must be a key of the bootstrap's
+// allowed_grpc_services (else the Listener is invalid, the error naming
+// the target), whose credentials are used, and its initial_metadata is
+// ignored. Such a Listener depends on its source ([SourceDependent]).
+// Filter types whose parsing needs the context set
+// [HTTPFilterType.ParseConfigFrom].
 //
 // # Server Listeners
 //

@@ -67,6 +67,13 @@ type HTTPFilterType struct {
 	// It gets the Any as received: for a config wrapped in a TypedStruct,
 	// the TypedStruct, which it may refuse.
 	ParseConfig func(*anypb.Any) (HTTPFilterConfig, error)
+	// ParseConfigFrom, when set, is used instead of ParseConfig and is
+	// also told where the config came from: a filter whose configuration
+	// names a side-channel service (a GrpcService, gRFC A102) trusts it
+	// according to the server that sent it and the bootstrap. ctx may be
+	// nil (see DecodeContext). A type sets ParseConfig, ParseConfigFrom or
+	// both.
+	ParseConfigFrom func(ctx *DecodeContext, a *anypb.Any) (HTTPFilterConfig, error)
 	// ParseOverride validates a typed_per_filter_config entry, already
 	// taken out of any FilterConfig wrapper. nil: the filter accepts no
 	// overrides, and a route configuration that has one for it is invalid.
@@ -80,11 +87,12 @@ type HTTPFilterType struct {
 }
 
 // RegisterHTTPFilter adds t to r under each of its type URLs. It refuses a
-// type with no type URL or no ParseConfig, and a type URL already
+// type with no type URL or with neither ParseConfig nor ParseConfigFrom,
+// and a type URL already
 // registered, so that two filters cannot silently fight over one config
 // type.
 func (r *Registry) RegisterHTTPFilter(t HTTPFilterType) error {
-	if len(t.TypeURLs) == 0 || t.ParseConfig == nil {
+	if len(t.TypeURLs) == 0 || (t.ParseConfig == nil && t.ParseConfigFrom == nil) {
 		return fmt.Errorf("resources: HTTP filter %q needs TypeURLs and ParseConfig", t.Name)
 	}
 	r.mu.Lock()
@@ -99,6 +107,14 @@ func (r *Registry) RegisterHTTPFilter(t HTTPFilterType) error {
 		r.filters[messageName(u)] = ft
 	}
 	return nil
+}
+
+// parseConfig parses a top-level config with whichever parser t has.
+func (t *HTTPFilterType) parseConfig(ctx *DecodeContext, a *anypb.Any) (HTTPFilterConfig, error) {
+	if t.ParseConfigFrom != nil {
+		return t.ParseConfigFrom(ctx, a)
+	}
+	return t.ParseConfig(a)
 }
 
 // LookupHTTPFilter returns the filter type r has for typeURL (any URL
@@ -205,7 +221,7 @@ func parseHTTPFilters(ctx *DecodeContext, in []*hcmv3.HttpFilter, server bool) (
 			}
 			return nil, fieldErrorf(path, "filter %q of type %s cannot run on a gRPC %s", name, messageName(hf.TypeURL), side)
 		}
-		if hf.Parsed, err = ft.ParseConfig(hf.Config); err != nil {
+		if hf.Parsed, err = ft.parseConfig(ctx, hf.Config); err != nil {
 			return nil, fieldErrorf(path+".typed_config", "filter %q (%s): %v", name, ft.Name, err)
 		}
 		hf.Terminal = ft.Terminal

@@ -94,6 +94,9 @@ type FilterChain struct {
 	Security *SecurityConfig
 	// RequireClientCert is require_client_certificate: mutual TLS.
 	RequireClientCert bool
+	// PathNormalization is the connection manager's path handling, for an
+	// HTTP server; a gRPC server does not use it.
+	PathNormalization PathNormalization
 }
 
 // FilterChainEntry is one point of a filter chain's match.
@@ -361,7 +364,11 @@ func (fc *FilterChain) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManag
 	default:
 		return fmt.Errorf("unsupported route specifier %T", rs)
 	}
-	fc.HTTPFilters = filters
+	pn, err := pathNormalization(hcm)
+	if err != nil {
+		return err
+	}
+	fc.HTTPFilters, fc.PathNormalization = filters, pn
 	return nil
 }
 

@@ -53,6 +53,17 @@
 // package has no code for fails the RPC (UNAVAILABLE) rather than being
 // skipped.
 //
+// The external authorization filter (gRFC A92) asks the service its
+// GrpcService names (gRFC A102: a trusted server's target and
+// credentials, or an untrusted one's target with the credentials of the
+// bootstrap's allowed_grpc_services) whether the RPC may go on; the
+// decision is package dataplane/extauthz's. An allowed RPC reaches its
+// handler with the incoming metadata the service changed, and the
+// service's response headers sent first; a denied one fails with the
+// service's status and trailers; a failed call fails it with
+// status_on_error unless failure_mode_allow. The channels to the services
+// are made at the first RPC that needs them and closed by Stop.
+//
 // # Security
 //
 // The server's grpc.Creds decide, as in grpc-go. With xDS server
@@ -112,6 +123,9 @@
 //	non_forwarding_action, else UNAVAILABLE        the same
 //	RBAC filter (A41), RBACPerRoute                the same rules and NACKs; audit loggers through grpc-go's
 //	                                                 authz/audit registry (stdout logger, custom loggers)
+//	ext_authz filter (A92), A102 GrpcService       goxds runs it; grpc-go v1.85 knows the type only with
+//	                                                 GRPC_EXPERIMENTAL_XDS_EXT_AUTHZ_ON_CLIENT, rejects every config
+//	                                                 (its GrpcService parsing is a stub), and runs it on neither side
 //	grpc.Creds(credentials/xds server creds)       grpc.Creds(xdscreds.NewServerCredentials(ServerOptions{FallbackCreds})):
 //	                                                 per-chain TLS/mTLS from DownstreamTlsContext, fallback without one
 //	other grpc.Creds, or none (insecure)           the same: used for every connection, the Listeners' TLS ignored

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -14,6 +13,8 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/authz"
+	"github.com/goxds/xds/internal/serverconn"
+	"github.com/goxds/xds/internal/servertls"
 	"github.com/goxds/xds/resources"
 )
 
@@ -122,8 +123,8 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close() // not serving
 		return
 	}
-	local, lok := addrPort(conn.LocalAddr())
-	remote, rok := addrPort(conn.RemoteAddr())
+	local, lok := serverconn.AddrPort(conn.LocalAddr())
+	remote, rok := serverconn.AddrPort(conn.RemoteAddr())
 	if !lok || !rok {
 		conn.Close()
 		return
@@ -134,17 +135,9 @@ func (l *listener) handle(conn net.Conn) {
 		return
 	}
 	cc := &chainConn{Conn: conn, tls: g.sec[fc], stopped: g.ctx}
-	if !g.lis.deliver(cc) {
+	if !g.lis.Deliver(cc) {
 		conn.Close() // the generation stopped meanwhile
 	}
-}
-
-func addrPort(a net.Addr) (netip.AddrPort, bool) {
-	if t, ok := a.(*net.TCPAddr); ok {
-		return t.AddrPort(), true
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	return ap, err == nil
 }
 
 // onListener handles a new Listener version: it waits for the route
@@ -254,7 +247,7 @@ func routeKey(routes map[string]*routeWatch, w *routeWatch) string {
 // configuration it names has been received (gRFC A36: a server does not
 // use a Listener before its RDS resources). Certificate providers are not
 // waited for: a chain's are built by the first handshake that asks for
-// them (chainTLS). It returns the generation replaced, to drain, and queues the
+// them (servertls.Chain). It returns the generation replaced, to drain, and queues the
 // report if the mode became serving.
 func (l *listener) activateLocked() (old *generation) {
 	v := l.pending
@@ -369,11 +362,11 @@ func (l *listener) close(graceful bool) {
 type generation struct {
 	l   *listener
 	cfg *resources.ServerListener
-	lis *chanListener
+	lis *serverconn.ChanListener
 	srv *grpc.Server
 	// sec holds the TLS of each chain that has a DownstreamTlsContext,
 	// built on demand; ended when srv has stopped.
-	sec map[*resources.FilterChain]*chainTLS
+	sec map[*resources.FilterChain]*servertls.Chain
 	// ctx ends when the generation stops, ending the handshakes that wait
 	// for its certificate providers.
 	ctx    context.Context
@@ -381,13 +374,15 @@ type generation struct {
 }
 
 // newGeneration serves cfg. Called with l.mu held: it builds nothing that
-// can block (certificate providers are built on demand, by chainTLS).
+// can block (certificate providers are built on demand, by servertls.Chain).
 func newGeneration(l *listener, cfg *resources.ServerListener) *generation {
-	g := &generation{l: l, cfg: cfg, lis: newChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*chainTLS)}
+	g := &generation{l: l, cfg: cfg, lis: serverconn.NewChanListener(l.raw.Addr()), sec: make(map[*resources.FilterChain]*servertls.Chain)}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	for _, fc := range chains(cfg) {
+	for _, fc := range servertls.Chains(cfg) {
 		if fc.Security != nil {
-			g.sec[fc] = newChainTLS(l.s, l.name, fc)
+			g.sec[fc] = servertls.NewChain(l.s.opts.bootstrap, fc, func(err error) {
+				l.s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)
+			})
 		}
 	}
 	g.srv = l.s.newGRPCServer(g)
@@ -441,45 +436,6 @@ func (g *generation) stopped() {
 	delete(s.live, g)
 	s.mu.Unlock()
 	for _, c := range g.sec {
-		c.end()
+		c.End()
 	}
 }
-
-// chanListener is the net.Listener of a generation: the accept loop hands
-// it the connections its grpc.Server serves.
-type chanListener struct {
-	addr  net.Addr
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// deliver hands c to the grpc.Server; false if the listener is closed.
-func (c *chanListener) deliver(conn net.Conn) bool {
-	select {
-	case c.conns <- conn:
-		return true
-	case <-c.done:
-		return false
-	}
-}
-
-func (c *chanListener) Accept() (net.Conn, error) {
-	select {
-	case conn := <-c.conns:
-		return conn, nil
-	case <-c.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (c *chanListener) Close() error {
-	c.once.Do(func() { close(c.done) })
-	return nil
-}
-
-func (c *chanListener) Addr() net.Addr { return c.addr }

@@ -14,12 +14,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/authz"
+	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/resources"
 )
 
 // unary routes and authorizes a unary RPC of the generation.
 func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := g.check(ctx, info.FullMethod); err != nil {
+	if err := g.check(&ctx, info.FullMethod); err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
@@ -27,8 +28,12 @@ func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 
 // stream routes and authorizes a streaming RPC of the generation.
 func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := g.check(ss.Context(), info.FullMethod); err != nil {
+	ctx := ss.Context()
+	if err := g.check(&ctx, info.FullMethod); err != nil {
 		return err
+	}
+	if ctx != ss.Context() {
+		ss = serverStream{ss, ctx} // a filter changed its metadata
 	}
 	return handler(srv, ss)
 }
@@ -38,14 +43,16 @@ func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // must be non-forwarding, then the chain's HTTP filters with the route's
 // and virtual host's overrides. The filter chain is found again from the
 // connection's addresses: a generation's Listener never changes, so it is
-// the one the connection was accepted with.
-func (g *generation) check(ctx context.Context, method string) error {
+// the one the connection was accepted with. *ctxp is the RPC's context,
+// which a filter may replace (ext_authz changing its metadata).
+func (g *generation) check(ctxp *context.Context, method string) error {
+	ctx := *ctxp
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.LocalAddr == nil || p.Addr == nil {
 		return status.Error(codes.Internal, "xdsserver: RPC without peer addresses")
 	}
-	local, lok := addrPort(p.LocalAddr)
-	remote, rok := addrPort(p.Addr)
+	local, lok := serverconn.AddrPort(p.LocalAddr)
+	remote, rok := serverconn.AddrPort(p.Addr)
 	if !lok || !rok {
 		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}
@@ -81,13 +88,14 @@ func (g *generation) check(ctx context.Context, method string) error {
 		// gRFC A36: a server only serves routes that say so.
 		return s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
-	return runFilters(s, fc, vh, route, method, md, local, remote, p)
+	return runFilters(ctxp, s, fc, vh, route, method, md, local, remote, p)
 }
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). A filter this server has no code
 // for fails the RPC rather than being skipped: it may be a security filter.
-func runFilters(s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+// *ctxp is the RPC's context, which ext_authz may replace.
+func runFilters(ctxp *context.Context, s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
@@ -98,6 +106,13 @@ func runFilters(s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualH
 		switch c := cfg.(type) {
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
+		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
+			ctx, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p)
+			if err != nil {
+				return err
+			}
+			*ctxp = ctx
+			md, _ = metadata.FromIncomingContext(ctx)
 		case *resources.RBACConfig:
 			if c.Rules == nil {
 				continue

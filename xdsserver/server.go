@@ -11,6 +11,7 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 )
 
 // serverOption is an option of this package passed among grpc's: it
@@ -104,6 +105,10 @@ type GRPCServer struct {
 
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
+
+	// authzChannels are the channels to external authorization services
+	// (gRFC A92, xdsserver/extauthz.go), closed by Stop.
+	authzChannels extauthzgrpc.Channels
 }
 
 type service struct {
@@ -245,6 +250,7 @@ func (s *GRPCServer) stop(graceful bool) {
 	}
 	s.wg.Wait()
 	if !already {
+		s.authzChannels.Close()
 		s.info.Stop()
 		if s.ownsXC {
 			s.xc.Close()

@@ -21,6 +21,11 @@ type Request struct {
 	// lower case, the authority under ":authority". A header's values
 	// are matched joined with ",".
 	Headers map[string][]string
+	// HeaderValues, if not nil, is used instead of Headers: the values of
+	// header name (lower case, the authority as ":authority"), so that an
+	// adapter whose headers are keyed otherwise (net/http's canonical
+	// keys) need not copy them into a map for every request.
+	HeaderValues func(name string) []string
 	// Local and Remote are the connection's addresses.
 	Local, Remote netip.AddrPort
 	// TLS is whether the connection is TLS; PeerCertificates are the
@@ -137,7 +142,11 @@ func matchHeader(h *resources.HeaderMatcher, r *Request) bool {
 	case ":path":
 		return h.Match(r.Path, true)
 	default:
-		vs = r.Headers[h.Name()]
+		if r.HeaderValues != nil {
+			vs = r.HeaderValues(h.Name())
+		} else {
+			vs = r.Headers[h.Name()]
+		}
 	}
 	return h.Match(strings.Join(vs, ","), len(vs) > 0)
 }

@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"dataplane": {"watchers", "client", "resources", "bootstrap"}, // transport-neutral: see TestDataPlaneImportsNoTransport
 	"grpcxds":   {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"xdsserver": {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
+	"httpxds":   {"dataplane", "watchers", "client", "resources", "bootstrap", "internal"},
 	"metrics":   {"client"}, // the adapters: otelxds, promxds
 	"cmd":       {"*"},
 	"xdsdebug":  {"client", "watchers", "resources", "bootstrap"},

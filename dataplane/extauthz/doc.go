@@ -1,0 +1,60 @@
+// Package extauthz is the data plane's external authorization (gRFC A92):
+// given an external authorization filter's configuration
+// ([resources.ExtAuthzConfig]) and a request described by plain fields
+// ([Request]: path, headers, time, and on a server the connection's
+// addresses and certificates), it decides whether the request goes on,
+// with which header changes, or fails, with which status and trailers.
+// It serves clients and servers of any transport: the call to the
+// authorization service goes through a [Client] that the adapter provides
+// (packages grpcxds and xdsserver use one over a gRPC channel built from
+// the filter's GrpcService, gRFC A102), so the package imports neither
+// grpc-go nor net/http, and describes the service's messages
+// (envoy.service.auth.v3 CheckRequest and CheckResponse) by its own plain
+// types, [CheckRequest] and [CheckResponse].
+//
+// # What a check does
+//
+// [Checker.Check] follows gRFC A92:
+//   - filter_enabled: a request drawn outside the configured share is not
+//     checked; it goes on unchanged, or with deny_at_disable fails with the
+//     status of status_on_error.
+//   - The request sent: the request's headers that disallowed_headers does
+//     not match and allowed_headers (when set) does, each as one entry (its
+//     values joined with ","; a -bin header's values base64-encoded, as on
+//     the wire); the path; the time; method POST, size -1, protocol
+//     HTTP/2 ([RequestMethod], [RequestSize], [RequestProtocol]); and on a
+//     server the source (peer address, principal, and with
+//     include_peer_certificate its certificate, PEM, URL-encoded) and the
+//     destination (local address, and principal when the adapter knows
+//     the local certificate). A principal is a certificate's first URI
+//     SAN, else its first DNS SAN, else its subject.
+//   - The call runs under the GrpcService's timeout. If it fails, or the
+//     response is malformed (a header mutation that is not valid), the
+//     request fails with status_on_error, unless failure_mode_allow lets
+//     it on, then with x-envoy-auth-failure-mode-allowed: true added when
+//     failure_mode_allow_header_add says so.
+//   - A response whose status is OK allows the request, with
+//     ok_response's headers and headers_to_remove applied to its headers
+//     and response_headers_to_add to its response headers. Any other
+//     status denies it, with denied_response's HTTP status (403 when
+//     unset) mapped to a gRPC code, and its headers applied to the
+//     trailers of the failed RPC.
+//   - Header changes: a change to a pseudo-header or to host is ignored;
+//     request header changes are also subject to
+//     decoder_header_mutation_rules, a disallowed one ignored or, with
+//     disallow_is_error, failing the request with UNKNOWN (Envoy's HTTP 500).
+//     append_action's four values are honoured; a change that leaves a
+//     header empty removes it unless keep_empty_value.
+//
+// The per-route overrides are resolved before: a filter turned off by a
+// FilterConfig wrapper does not run, and an ExtAuthzPerRoute override
+// runs the top-level configuration (resources.ExtAuthzOf).
+//
+// # Not done
+//
+// The filter's metrics (gRFC A92's grpc.client_ext_authz.* and
+// grpc.server_ext_authz.*) and trace context propagation to the
+// authorization call are not implemented here. [Decision.Outcome] says
+// which of allowed, denied, disabled or failed a check was, for an adapter
+// that counts them.
+package extauthz

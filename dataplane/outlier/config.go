@@ -1,0 +1,94 @@
+package outlier
+
+import (
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+)
+
+// Config is a cluster's outlier_detection as gRFC A50 reads it, with its
+// defaults filled in. At least one of the two algorithms is on.
+type Config struct {
+	// Interval is how often the detector judges the endpoints; an
+	// ejected endpoint stays out BaseEjectionTime times the number of its
+	// ejections, at most max(BaseEjectionTime, MaxEjectionTime).
+	Interval, BaseEjectionTime, MaxEjectionTime time.Duration
+	// MaxEjectionPercent caps the share of the endpoints ejected at once.
+	MaxEjectionPercent uint32
+	// SuccessRate and FailurePercentage are the two algorithms, nil when
+	// off.
+	SuccessRate       *SuccessRate
+	FailurePercentage *FailurePercentage
+}
+
+// SuccessRate ejects the endpoints whose success rate is below the mean
+// of the candidates' by more than StdevFactor/1000 standard deviations.
+type SuccessRate struct {
+	StdevFactor uint32
+	// Enforcement is the chance, in percent, that an outlier found is
+	// ejected.
+	Enforcement uint32
+	// MinimumHosts is how many endpoints must have RequestVolume requests
+	// in the interval (the candidates) for the algorithm to run.
+	MinimumHosts, RequestVolume uint32
+}
+
+// FailurePercentage ejects the endpoints whose share of failed requests,
+// in percent, is above Threshold. The other fields are as SuccessRate's.
+type FailurePercentage struct {
+	Threshold, Enforcement, MinimumHosts, RequestVolume uint32
+}
+
+// ConfigOf returns the configuration of od, a Cluster's outlier_detection
+// as package resources decoded and validated it (durations valid and not
+// negative, percentages at most 100; so nothing here can fail). It is nil
+// when od ejects nothing: unset, or both algorithms off.
+func ConfigOf(od *clusterv3.OutlierDetection) *Config {
+	if od == nil {
+		return nil
+	}
+	u32 := func(v interface{ GetValue() uint32 }, def uint32, set bool) uint32 {
+		if !set {
+			return def
+		}
+		return v.GetValue()
+	}
+	c := &Config{
+		Interval:           10 * time.Second,
+		BaseEjectionTime:   30 * time.Second,
+		MaxEjectionTime:    300 * time.Second,
+		MaxEjectionPercent: u32(od.GetMaxEjectionPercent(), 10, od.MaxEjectionPercent != nil),
+	}
+	if d := od.GetInterval(); d != nil {
+		c.Interval = d.AsDuration()
+	}
+	if d := od.GetBaseEjectionTime(); d != nil {
+		c.BaseEjectionTime = d.AsDuration()
+	}
+	if d := od.GetMaxEjectionTime(); d != nil {
+		c.MaxEjectionTime = d.AsDuration()
+	}
+	// The success rate is on unless enforcing_success_rate is 0; the
+	// failure percentage only if enforcing_failure_percentage is set and
+	// not 0 (gRFC A50).
+	if e := u32(od.GetEnforcingSuccessRate(), 100, od.EnforcingSuccessRate != nil); e != 0 {
+		c.SuccessRate = &SuccessRate{
+			StdevFactor:   u32(od.GetSuccessRateStdevFactor(), 1900, od.SuccessRateStdevFactor != nil),
+			Enforcement:   e,
+			MinimumHosts:  u32(od.GetSuccessRateMinimumHosts(), 5, od.SuccessRateMinimumHosts != nil),
+			RequestVolume: u32(od.GetSuccessRateRequestVolume(), 100, od.SuccessRateRequestVolume != nil),
+		}
+	}
+	if e := od.GetEnforcingFailurePercentage().GetValue(); e != 0 {
+		c.FailurePercentage = &FailurePercentage{
+			Threshold:     u32(od.GetFailurePercentageThreshold(), 85, od.FailurePercentageThreshold != nil),
+			Enforcement:   e,
+			MinimumHosts:  u32(od.GetFailurePercentageMinimumHosts(), 5, od.FailurePercentageMinimumHosts != nil),
+			RequestVolume: u32(od.GetFailurePercentageRequestVolume(), 50, od.FailurePercentageRequestVolume != nil),
+		}
+	}
+	if c.SuccessRate == nil && c.FailurePercentage == nil {
+		return nil
+	}
+	return c
+}

@@ -1,0 +1,262 @@
+package outlier
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
+)
+
+// MinInterval is the shortest interval a detector runs: an interval of 0
+// is valid, but intervals run back to back would keep a core busy and
+// count next to nothing.
+const MinInterval = 10 * time.Millisecond
+
+// counts are the request outcomes of an endpoint over one interval.
+type counts struct{ ok, failed atomic.Int64 }
+
+// epState is the outlier detection state of one endpoint.
+type epState struct {
+	// active counts the running interval's requests, from any goroutine
+	// without a lock (Record); swapped for a new one at each interval.
+	active atomic.Pointer[counts]
+	// The rest is guarded by the owner's lock: the last interval's
+	// counts, and the ejection (ejectedAt zero when not ejected;
+	// multiplier grows with each ejection and shrinks at each interval
+	// without one).
+	ok, failed int64
+	ejectedAt  time.Time
+	multiplier int64
+}
+
+// Detector runs outlier detection over the endpoints of one priority of
+// a cluster. Record may be called from any goroutine; every other method
+// under the owner's lock, which also guards the detector's state.
+type Detector struct {
+	// eps is replaced, never changed, by Update, so that Record reads it
+	// without the owner's lock.
+	eps atomic.Pointer[map[*endpoint.Endpoint]*epState]
+	cfg Config
+	// clock runs the interval timer; locked runs its work under the
+	// owner's lock.
+	clock  lbpolicy.Clock
+	locked func(f func() bool)
+	// timerStart is when the running interval started (zero before the
+	// first ended); timer fires at its end (nil when none runs).
+	timerStart time.Time
+	timer      lbpolicy.Timer
+	stopped    bool
+}
+
+// New returns a detector whose interval timer runs on clock (nil: the
+// real one). At the end of each interval the timer calls locked, which
+// must run f under the owner's lock (or not at all, once the owner is
+// closed) and, if f returns true, have the priority's pickers built again:
+// an endpoint was ejected or returned. No timer runs before the first
+// Update.
+func New(clock lbpolicy.Clock, locked func(f func() bool)) *Detector {
+	if clock == nil {
+		clock = realClock{}
+	}
+	d := &Detector{clock: clock, locked: locked}
+	d.eps.Store(new(map[*endpoint.Endpoint]*epState))
+	return d
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                                     { return time.Now() }
+func (realClock) AfterFunc(d time.Duration, f func()) lbpolicy.Timer { return time.AfterFunc(d, f) }
+
+// Update applies a configuration and the priority's localities to d, and
+// starts its timer if none runs. Endpoints it keeps keep their counts and
+// ejections; a changed interval counts from the start of the running one,
+// as gRPC's does.
+func (d *Detector) Update(cfg Config, localities []lbpolicy.Locality) {
+	old := *d.eps.Load()
+	eps := make(map[*endpoint.Endpoint]*epState)
+	for _, l := range localities {
+		for _, e := range l.Endpoints {
+			if st := old[e.Endpoint]; st != nil {
+				eps[e.Endpoint] = st
+				continue
+			}
+			st := new(epState)
+			st.active.Store(new(counts))
+			eps[e.Endpoint] = st
+		}
+	}
+	d.eps.Store(&eps)
+	if d.timer != nil && cfg.Interval != d.cfg.Interval {
+		d.timer.Stop()
+		d.timer = nil
+	}
+	d.cfg = cfg
+	if d.timer == nil && !d.stopped {
+		d.startTimer()
+	}
+}
+
+// Stop stops d's timer for good: the owner no longer uses d.
+func (d *Detector) Stop() {
+	d.stopped = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
+	}
+}
+
+// startTimer arms the timer to end the running interval.
+func (d *Detector) startTimer() {
+	wait := d.cfg.Interval
+	if !d.timerStart.IsZero() {
+		wait -= d.clock.Now().Sub(d.timerStart)
+	}
+	var t lbpolicy.Timer
+	t = d.clock.AfterFunc(max(wait, MinInterval), func() {
+		d.locked(func() bool {
+			if d.timer != t { // stopped, or replaced by Update
+				return false
+			}
+			changed := d.runInterval()
+			d.startTimer()
+			return changed
+		})
+	})
+	d.timer = t
+}
+
+// Record counts the outcome of one request on ep, from any goroutine and
+// without a lock: what a failure is is the transport's to say (gRPC: any
+// error). An endpoint d does not balance (removed by an Update since the
+// pick) is not counted. A nil d records nothing.
+func (d *Detector) Record(ep *endpoint.Endpoint, success bool) {
+	if d == nil {
+		return
+	}
+	st := (*d.eps.Load())[ep]
+	if st == nil {
+		return
+	}
+	c := st.active.Load()
+	if success {
+		c.ok.Add(1)
+	} else {
+		c.failed.Add(1)
+	}
+}
+
+// Ejected reports whether d has ejected ep; false for a nil d. It
+// implements lbpolicy.Ejector.
+func (d *Detector) Ejected(ep *endpoint.Endpoint) bool {
+	if d == nil {
+		return false
+	}
+	st := (*d.eps.Load())[ep]
+	return st != nil && !st.ejectedAt.IsZero()
+}
+
+var _ lbpolicy.Ejector = (*Detector)(nil)
+
+// runInterval ends an interval (gRFC A50): the counts of the interval
+// become the ones judged, each algorithm ejects its outliers, the
+// endpoints not ejected earn back some of their ejection time, and those
+// ejected long enough return. It reports whether an ejection changed.
+func (d *Detector) runInterval() bool {
+	now := d.clock.Now()
+	d.timerStart = now
+	eps := *d.eps.Load()
+	for _, st := range eps {
+		c := st.active.Swap(new(counts))
+		st.ok, st.failed = c.ok.Load(), c.failed.Load()
+	}
+	changed := false
+	if sr := d.cfg.SuccessRate; sr != nil {
+		cands := candidates(eps, sr.RequestVolume)
+		if len(cands) >= int(sr.MinimumHosts) && len(cands) > 0 {
+			var sum, sqSum float64
+			for _, st := range cands {
+				r := float64(st.ok) / float64(st.ok+st.failed)
+				sum += r
+				sqSum += r * r
+			}
+			mean := sum / float64(len(cands))
+			stdev := math.Sqrt(max(0, sqSum/float64(len(cands))-mean*mean))
+			required := mean - stdev*float64(sr.StdevFactor)/1000
+			for _, st := range cands {
+				if float64(st.ok)/float64(st.ok+st.failed) < required {
+					changed = d.eject(eps, st, sr.Enforcement, now) || changed
+				}
+			}
+		}
+	}
+	if fp := d.cfg.FailurePercentage; fp != nil {
+		cands := candidates(eps, fp.RequestVolume)
+		if len(cands) >= int(fp.MinimumHosts) {
+			for _, st := range cands {
+				if 100*float64(st.failed)/float64(st.ok+st.failed) > float64(fp.Threshold) {
+					changed = d.eject(eps, st, fp.Enforcement, now) || changed
+				}
+			}
+		}
+	}
+	for _, st := range eps {
+		switch {
+		case st.ejectedAt.IsZero():
+			st.multiplier = max(0, st.multiplier-1)
+		case !now.Before(st.ejectedAt.Add(d.ejectionTime(st))):
+			st.ejectedAt = time.Time{}
+			changed = true
+		}
+	}
+	return changed
+}
+
+// ejectionTime is how long st stays ejected: the base ejection time times
+// its multiplier, at most the larger of the base and the maximum.
+func (d *Detector) ejectionTime(st *epState) time.Duration {
+	limit := max(d.cfg.BaseEjectionTime, d.cfg.MaxEjectionTime)
+	if st.multiplier > 0 && d.cfg.BaseEjectionTime > limit/time.Duration(st.multiplier) {
+		return limit // the product would pass the limit, or overflow
+	}
+	return min(d.cfg.BaseEjectionTime*time.Duration(st.multiplier), limit)
+}
+
+// candidates returns the endpoints with at least volume requests in the
+// last interval (and at least one: a rate needs a denominator).
+func candidates(eps map[*endpoint.Endpoint]*epState, volume uint32) []*epState {
+	var out []*epState
+	for _, st := range eps {
+		if n := st.ok + st.failed; n >= int64(volume) && n > 0 {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// eject ejects st with probability enforcement%, unless
+// max_ejection_percent of the endpoints are ejected already; it reports
+// whether it did.
+func (d *Detector) eject(eps map[*endpoint.Endpoint]*epState, st *epState, enforcement uint32, now time.Time) bool {
+	if !st.ejectedAt.IsZero() {
+		return false
+	}
+	ejected := 0
+	for _, e := range eps {
+		if !e.ejectedAt.IsZero() {
+			ejected++
+		}
+	}
+	if 100*float64(ejected)/float64(len(eps)) >= float64(d.cfg.MaxEjectionPercent) {
+		return false
+	}
+	if rand.Uint32N(100) >= enforcement {
+		return false
+	}
+	st.ejectedAt = now
+	st.multiplier++
+	return true
+}

@@ -1,0 +1,56 @@
+// Package outlier is outlier detection (gRFC A50, Envoy's
+// outlier_detection) for one priority of a cluster, whatever transport
+// carries its requests: it counts each endpoint's request outcomes and,
+// at the end of every interval, ejects the endpoints whose success rate
+// (success_rate_stdev_factor/1000 standard deviations below the mean of
+// the endpoints with success_rate_request_volume requests, when at least
+// success_rate_minimum_hosts have it) or failure percentage (above
+// failure_percentage_threshold, likewise among enough endpoints with
+// enough requests) stands out, each algorithm with its enforcing
+// percentage, never past max_ejection_percent of the endpoints. An
+// ejection lasts base_ejection_time times the number of the endpoint's
+// ejections, at most max(base_ejection_time, max_ejection_time); that
+// number drops by one at each interval the endpoint is not ejected.
+//
+// # Use
+//
+// [ConfigOf] reads a Cluster's outlier_detection as package resources
+// decoded and validated it. The owner of a priority (the cluster layer)
+// makes a [Detector] with [New], giving it its clock and a way to run
+// work under its lock, calls [Detector.Update] with the configuration
+// and the priority's localities at every update (endpoints kept keep
+// their counts and ejections), hands it to the priority's lbpolicy.Leaf
+// as its Ejector, and calls [Detector.Stop] when the priority goes. The
+// transport's pick wrapper calls [Detector.Record] when a request ends;
+// what a success is is the transport's to say: for gRPC any error is a
+// failure (grpcxds), for HTTP the adapter's own rule.
+//
+// # State and locking
+//
+// The detector's state (configuration, each endpoint's last counts,
+// ejection time and multiplier, the timer) is guarded by its owner's
+// lock, like the endpoints and the leaf it serves: Update, Ejected and
+// Stop run under it. Record takes no lock: the running interval's counts
+// are atomic counters, and the endpoint map it reads is replaced, never
+// changed, by Update, so that the per-request path costs a map lookup and
+// an atomic add, as it did inside grpcxds.
+//
+// # The clock
+//
+// The interval timer runs on the lbpolicy.Clock given to New (the
+// cluster layer's, so that a test with a fake clock drives intervals, as
+// it drives failover and pick_first's timers). When it fires it calls the
+// owner's locked callback with the interval's work; that work does
+// nothing if the timer was stopped or replaced meanwhile, and reports
+// whether an ejection changed, for the owner to rebuild its pickers. No
+// callback of the owner runs under the detector's lock: it has none.
+//
+// # Seams
+//
+// Envoy's consecutive_5xx and consecutive_gateway_failure detectors are
+// HTTP's and not implemented: they would count consecutive failures per
+// endpoint in Record (an atomic counter reset on success) and eject at
+// once from the request path through the owner's locked callback, not at
+// the interval. The enforcing chance is drawn from math/rand/v2, not
+// injected: the tests use 100%.
+package outlier

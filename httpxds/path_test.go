@@ -1,0 +1,64 @@
+package httpxds_test
+
+import (
+	"net/http"
+	"testing"
+
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+)
+
+// bypasses are the classic ways to spell "/admin" past a check on
+// "/admin".
+var bypasses = []string{"/admin", "//admin", "/./admin", "/%61dmin", "/public/../admin"}
+
+// TestPathBypassesDeniedByRBAC: an RBAC policy denying "/admin" denies
+// each spelling of it, since paths are normalized before RBAC sees them
+// (Envoy's HttpConnectionManager normalize_path and merge_slashes; goxds
+// turns both on where the Listener is silent, as Envoy's edge guide
+// recommends for RBAC by path:
+// https://www.envoyproxy.io/docs/envoy/latest/configuration/best_practices/edge).
+func TestPathBypassesDeniedByRBAC(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil, rbacDenyingPrefix("/admin")))
+	for _, p := range bypasses {
+		e.want(e.get(p), http.StatusForbidden, `RBAC: access denied: GET /admin matched deny policy "no-admin"`)
+	}
+	// The handler is served the normalized path that RBAC judged.
+	e.want(e.get("/public/./x/../%7Euser"), http.StatusOK, "served GET /public/~user /public/~user")
+}
+
+// TestPathBypassesRoutedAsAdmin: each spelling of "/admin" reaches the
+// route of "/admin" and no other (the route a check on "/admin" would put
+// there: here a direct_response).
+func TestPathBypassesRoutedAsAdmin(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.serve(e.listener(routes("rc", directRoute(prefix("/admin"), 418, "admin route"), serveRoute(prefix("/"))), "", nil))
+	for _, p := range bypasses {
+		e.want(e.get(p), 418, "admin route")
+	}
+}
+
+// TestPathNotNormalizable: a path normalization refuses is answered 400,
+// as Envoy answers it, naming the listener; so is an escaped slash under
+// REJECT_REQUEST, and UNESCAPE_AND_REDIRECT redirects (307) to the
+// unescaped path
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto,
+// path_with_escaped_slashes_action).
+func TestPathNotNormalizable(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	setAction := func(a hcmv3.HttpConnectionManager_PathWithEscapedSlashesAction) func(*hcmv3.HttpConnectionManager) {
+		return func(h *hcmv3.HttpConnectionManager) { h.PathWithEscapedSlashesAction = a }
+	}
+	e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", setAction(hcmv3.HttpConnectionManager_REJECT_REQUEST)))
+	e.want(e.get("/a#frag"), http.StatusBadRequest, `listener "`+e.name+`": path "/a#frag" holds a fragment`)
+	e.want(e.get("/public%2F..%2Fadmin"), http.StatusBadRequest, "REJECT_REQUEST")
+	e.want(e.get("/ok"), http.StatusOK, "served GET /ok")
+
+	e2 := newEnv(t, envOptions{})
+	e2.serve(e2.listener(routes("rc", serveRoute(prefix("/"))), "", setAction(hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT)))
+	got := e2.get("/public%2F..%2Fadmin?x=1")
+	if got.status != http.StatusTemporaryRedirect || got.header.Get("Location") != "/admin?x=1" {
+		t.Errorf("got %d Location %q, want 307 to /admin?x=1", got.status, got.header.Get("Location"))
+	}
+	e2.want(e2.get("/public/../admin?x=1"), http.StatusOK, "served GET /admin /admin")
+}

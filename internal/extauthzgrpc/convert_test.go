@@ -1,0 +1,56 @@
+package extauthzgrpc
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/goxds/xds/dataplane/extauthz"
+)
+
+// A -bin header's value is its raw_value, any other's its value (gRFC
+// A92); a missing header becomes an empty name, which the data plane
+// rejects.
+func TestHeaderOptions(t *testing.T) {
+	got := headerOptions([]*corev3.HeaderValueOption{
+		{Header: &corev3.HeaderValue{Key: "x-a", Value: "v", RawValue: []byte("raw")}, AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT},
+		{Header: &corev3.HeaderValue{Key: "x-b-bin", Value: "v", RawValue: []byte{0, 1}}, KeepEmptyValue: true},
+		{},
+	})
+	want := []extauthz.HeaderOption{
+		{Key: "x-a", Value: "v", Action: extauthz.AddIfAbsent},
+		{Key: "x-b-bin", Value: "\x00\x01", KeepEmptyValue: true},
+		{},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("[%d] = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+// The request's attributes in the proto: peers with IPv4-mapped
+// addresses unmapped, headers as raw values.
+func TestCheckRequestProto(t *testing.T) {
+	m := checkRequest(&extauthz.CheckRequest{
+		Source:  &extauthz.Peer{Address: netip.MustParseAddrPort("[::ffff:10.0.0.2]:5000"), Principal: "spiffe://td/c", Certificate: "pem"},
+		Time:    time.Unix(5, 0),
+		Path:    "/s/m",
+		Headers: []extauthz.HeaderValue{{Key: "x-a", Value: "1"}},
+	})
+	a := m.GetAttributes()
+	if sa := a.GetSource().GetAddress().GetSocketAddress(); sa.GetAddress() != "10.0.0.2" || sa.GetPortValue() != 5000 ||
+		a.GetSource().GetPrincipal() != "spiffe://td/c" || a.GetSource().GetCertificate() != "pem" || a.GetDestination() != nil {
+		t.Errorf("peers %v, %v", a.GetSource(), a.GetDestination())
+	}
+	h := a.GetRequest().GetHttp()
+	if a.GetRequest().GetTime().GetSeconds() != 5 || h.GetPath() != "/s/m" || h.GetMethod() != "POST" || h.GetSize() != -1 ||
+		h.GetProtocol() != "HTTP/2" || len(h.GetHeaderMap().GetHeaders()) != 1 || string(h.GetHeaderMap().GetHeaders()[0].GetRawValue()) != "1" {
+		t.Errorf("request %v", a.GetRequest())
+	}
+}

@@ -1,0 +1,287 @@
+// Package extauthzgrpc binds the data plane's external authorization
+// (dataplane/extauthz) to grpc-go: it makes the channel to the
+// authorization service from the filter's GrpcService (gRFC A102: the
+// target and credentials a trusted server gave, or the bootstrap's
+// allowed_grpc_services entry for an untrusted one), and speaks
+// envoy.service.auth.v3.Authorization on it. Packages grpcxds (client
+// side) and xdsserver (server side) share it.
+package extauthzgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/local"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/dataplane/extauthz"
+	"github.com/goxds/xds/resources"
+)
+
+// Channels keeps the channels to authorization services of one owner (a
+// gRPC channel's resolver, an xDS-enabled server), one per target and
+// credentials, so that a configuration update that keeps them keeps the
+// channel (gRFC A92). Channels are made at the first check that needs
+// them and closed by Close. The zero value is ready to use.
+type Channels struct {
+	mu     sync.Mutex
+	m      map[string]*service
+	closed bool
+}
+
+// service is one channel and its credentials.
+type service struct {
+	conn  *grpc.ClientConn
+	creds *bootstrap.ChannelCredentials // closed after conn; nil if none
+}
+
+// errClosed is the failure of a check after Close.
+var errClosed = errors.New("extauthzgrpc: closed")
+
+// Client returns the client of gs's service, making its channel if none
+// is open.
+func (c *Channels) Client(gs *resources.GrpcService) (extauthz.Client, error) {
+	key := channelKey(gs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errClosed
+	}
+	s, ok := c.m[key]
+	if !ok {
+		var err error
+		if s, err = dial(gs); err != nil {
+			return nil, err
+		}
+		if c.m == nil {
+			c.m = make(map[string]*service)
+		}
+		c.m[key] = s
+	}
+	return &client{ac: authv3.NewAuthorizationClient(s.conn), md: initialMetadata(gs)}, nil
+}
+
+// Close closes every channel; later checks fail.
+func (c *Channels) Close() {
+	c.mu.Lock()
+	m := c.m
+	c.m, c.closed = nil, true
+	c.mu.Unlock()
+	for _, s := range m {
+		s.conn.Close()
+		s.creds.Close()
+	}
+}
+
+// channelKey identifies a channel: its target and credentials, not the
+// timeout or initial metadata, which are per call.
+func channelKey(gs *resources.GrpcService) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%q trusted=%v creds=%s tokens=%q", gs.TargetURI, gs.Trusted, gs.ChannelCredentials, gs.AccessTokens)
+	if a := gs.Allowed; a != nil {
+		for _, cc := range a.ChannelCreds {
+			fmt.Fprintf(&b, " channel=%s:%s", cc.Type, cc.Config)
+		}
+		for _, cc := range a.CallCreds {
+			fmt.Fprintf(&b, " call=%s:%s", cc.Type, cc.Config)
+		}
+	}
+	return b.String()
+}
+
+// dial makes the channel to gs's service with the credentials gRFC A102
+// gives it.
+func dial(gs *resources.GrpcService) (*service, error) {
+	var creds *bootstrap.ChannelCredentials
+	var err error
+	switch {
+	case gs.Trusted:
+		creds, err = trustedCredentials(gs)
+	case gs.Allowed != nil:
+		creds, err = gs.Allowed.ChannelCredentials()
+	default:
+		err = fmt.Errorf("no credentials for %q: it came from an untrusted server and no bootstrap's allowed_grpc_services was known", gs.TargetURI)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("extauthzgrpc: %w", err)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds.Transport)}
+	if creds.PerRPC != nil {
+		opts = append(opts, grpc.WithPerRPCCredentials(creds.PerRPC))
+	}
+	for _, c := range creds.Call {
+		opts = append(opts, grpc.WithPerRPCCredentials(c))
+	}
+	conn, err := grpc.NewClient(gs.TargetURI, opts...)
+	if err != nil {
+		creds.Close()
+		return nil, fmt.Errorf("extauthzgrpc: channel to %q: %w", gs.TargetURI, err)
+	}
+	return &service{conn: conn, creds: creds}, nil
+}
+
+// trustedCredentials builds the credentials a trusted server named.
+func trustedCredentials(gs *resources.GrpcService) (*bootstrap.ChannelCredentials, error) {
+	var creds *bootstrap.ChannelCredentials
+	switch gs.ChannelCredentials {
+	case resources.GrpcChannelLocal:
+		creds = &bootstrap.ChannelCredentials{Transport: local.NewCredentials()}
+	case resources.GrpcChannelInsecure, resources.GrpcChannelGoogleDefault:
+		// The bootstrap builds these two for management servers too.
+		typ := bootstrap.CredsInsecure
+		if gs.ChannelCredentials == resources.GrpcChannelGoogleDefault {
+			typ = bootstrap.CredsGoogleDefault
+		}
+		var err error
+		s := bootstrap.ServerConfig{ServerURI: gs.TargetURI, ChannelCreds: []bootstrap.ChannelCreds{{Type: typ}}}
+		if creds, err = s.ChannelCredentials(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("unsupported channel credentials %q for %q", gs.ChannelCredentials, gs.TargetURI)
+	}
+	for _, tok := range gs.AccessTokens {
+		creds.Call = append(creds.Call, accessToken(tok))
+	}
+	return creds, nil
+}
+
+// accessToken sends "authorization: Bearer <token>", and only on a channel
+// with privacy and integrity (gRFC A102): never in plaintext.
+type accessToken string
+
+func (t accessToken) GetRequestMetadata(ctx context.Context, _ ...string) (map[string]string, error) {
+	ri, _ := credentials.RequestInfoFromContext(ctx)
+	if ri.AuthInfo == nil || credentials.CheckSecurityLevel(ri.AuthInfo, credentials.PrivacyAndIntegrity) != nil {
+		return nil, nil
+	}
+	return map[string]string{"authorization": "Bearer " + string(t)}, nil
+}
+
+func (accessToken) RequireTransportSecurity() bool { return false }
+
+// initialMetadata is what every call to gs's service carries: a trusted
+// server's initial_metadata (an untrusted one's is dropped when decoded).
+func initialMetadata(gs *resources.GrpcService) metadata.MD {
+	if len(gs.InitialMetadata) == 0 {
+		return metadata.MD{}
+	}
+	md := make(metadata.MD, len(gs.InitialMetadata))
+	for _, h := range gs.InitialMetadata {
+		md.Append(h.Key, h.Value)
+	}
+	return md
+}
+
+// client checks over one channel.
+type client struct {
+	ac authv3.AuthorizationClient
+	md metadata.MD
+}
+
+// Check implements extauthz.Client. The call carries the service's
+// initial metadata and nothing of the data-plane RPC's own outgoing
+// metadata, which ctx may hold on a client.
+func (c *client) Check(ctx context.Context, req *extauthz.CheckRequest) (*extauthz.CheckResponse, error) {
+	ctx = metadata.NewOutgoingContext(ctx, c.md)
+	resp, err := c.ac.Check(ctx, checkRequest(req))
+	if err != nil {
+		return nil, err
+	}
+	return checkResponse(resp), nil
+}
+
+// checkRequest is req as envoy.service.auth.v3.CheckRequest.
+func checkRequest(req *extauthz.CheckRequest) *authv3.CheckRequest {
+	headers := make([]*corev3.HeaderValue, len(req.Headers))
+	for i, h := range req.Headers {
+		headers[i] = &corev3.HeaderValue{Key: h.Key, RawValue: []byte(h.Value)}
+	}
+	return &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source:      peer(req.Source),
+		Destination: peer(req.Destination),
+		Request: &authv3.AttributeContext_Request{
+			Time: timestamppb.New(req.Time),
+			Http: &authv3.AttributeContext_HttpRequest{
+				Method:    extauthz.RequestMethod,
+				HeaderMap: &corev3.HeaderMap{Headers: headers},
+				Path:      req.Path,
+				Size:      extauthz.RequestSize,
+				Protocol:  extauthz.RequestProtocol,
+			},
+		},
+	}}
+}
+
+func peer(p *extauthz.Peer) *authv3.AttributeContext_Peer {
+	if p == nil {
+		return nil
+	}
+	out := &authv3.AttributeContext_Peer{Principal: p.Principal, Certificate: p.Certificate}
+	if p.Address.IsValid() {
+		out.Address = &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+			Address:       p.Address.Addr().Unmap().String(),
+			PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p.Address.Port())},
+		}}}
+	}
+	return out
+}
+
+// checkResponse is resp in the data plane's terms.
+func checkResponse(resp *authv3.CheckResponse) *extauthz.CheckResponse {
+	out := &extauthz.CheckResponse{Code: resp.GetStatus().GetCode()}
+	if d := resp.GetDeniedResponse(); d != nil {
+		out.DeniedStatus = int(d.GetStatus().GetCode())
+		out.DeniedHeaders = headerOptions(d.GetHeaders())
+	}
+	if ok := resp.GetOkResponse(); ok != nil {
+		out.Headers = headerOptions(ok.GetHeaders())
+		out.HeadersToRemove = ok.GetHeadersToRemove()
+		out.ResponseHeadersToAdd = headerOptions(ok.GetResponseHeadersToAdd())
+	}
+	return out
+}
+
+// headerOptions converts HeaderValueOptions: a -bin header's value is its
+// raw_value, any other's its value (gRFC A92); the deprecated append is
+// not read. A missing header becomes an empty name, which the data plane
+// rejects as malformed.
+func headerOptions(in []*corev3.HeaderValueOption) []extauthz.HeaderOption {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]extauthz.HeaderOption, len(in))
+	for i, o := range in {
+		h := o.GetHeader()
+		v := h.GetValue()
+		if strings.HasSuffix(h.GetKey(), "-bin") {
+			v = string(h.GetRawValue())
+		}
+		out[i] = extauthz.HeaderOption{
+			Key:            h.GetKey(),
+			Value:          v,
+			Action:         extauthz.AppendAction(o.GetAppendAction()),
+			KeepEmptyValue: o.GetKeepEmptyValue(),
+		}
+	}
+	return out
+}
+
+// Mutations applies ms to a copy of md (nil for none) and returns it.
+func Mutations(md metadata.MD, ms []extauthz.Mutation) metadata.MD {
+	out := md.Copy()
+	if out == nil {
+		out = metadata.MD{}
+	}
+	extauthz.Apply(out, ms)
+	return out
+}

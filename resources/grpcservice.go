@@ -1,0 +1,291 @@
+package resources
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
+	googledefaultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/google_default/v3"
+	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
+	localv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/local/v3"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/bootstrap"
+)
+
+// GrpcService is a validated envoy.config.core.v3.GrpcService: how to reach
+// a side-channel service (an external authorization server) that a
+// filter's configuration names, as gRFC A102 says gRPC reads one.
+//
+// Only google_grpc is supported. Whether the rest of the message is
+// believed depends on the server that sent it: from a server marked
+// trusted_xds_server (bootstrap.FeatureTrustedXDSServer) the target,
+// credentials and initial metadata are used as given; from any other the
+// target must be a key of the bootstrap's allowed_grpc_services (else the
+// resource is invalid), the credentials are that entry's, and
+// initial_metadata is ignored, so that a management server cannot send
+// the client, or its tokens, where the client's owner did not allow.
+type GrpcService struct {
+	// TargetURI is the gRPC target of the service, as given.
+	TargetURI string
+	// Timeout is the deadline of each call to the service; 0 for none.
+	Timeout time.Duration
+	// Trusted: the sending server is marked trusted_xds_server, and
+	// ChannelCredentials, AccessTokens and InitialMetadata come from the
+	// message. Otherwise they are empty and Allowed gives the credentials.
+	Trusted bool
+	// ChannelCredentials is the first supported channel_credentials_plugin
+	// entry (trusted servers only).
+	ChannelCredentials GrpcChannelCredentials
+	// AccessTokens are the tokens of the call_credentials_plugin
+	// AccessTokenCredentials entries, in order (trusted servers only):
+	// each is sent as "authorization: Bearer <token>", and only on a
+	// channel with privacy and integrity.
+	AccessTokens []string
+	// InitialMetadata is added to every call to the service (trusted
+	// servers only).
+	InitialMetadata []HeaderValue
+	// Allowed is the bootstrap's allowed_grpc_services entry for
+	// TargetURI, whose credentials are used (untrusted servers only). Nil
+	// from an untrusted server only when the decoder knew no bootstrap
+	// (DecodeContext.Bootstrap), and then no channel can be made.
+	Allowed *bootstrap.AllowedGRPCService
+	// Raw is the message as received.
+	Raw *corev3.GrpcService
+}
+
+// GrpcChannelCredentials names a supported channel credentials plugin of a
+// GrpcService (gRFC A102).
+type GrpcChannelCredentials string
+
+// The channel credentials plugins goxds supports. TlsCredentials and
+// XdsCredentials are not (yet) among them: a list holding only those is
+// invalid, as one holding no supported type is.
+const (
+	GrpcChannelInsecure      GrpcChannelCredentials = "insecure"
+	GrpcChannelGoogleDefault GrpcChannelCredentials = "google_default"
+	GrpcChannelLocal         GrpcChannelCredentials = "local"
+)
+
+// HeaderValue is one header to add to calls.
+type HeaderValue struct {
+	Key, Value string
+}
+
+// String describes the service for logs and errors, without tokens or
+// header values.
+func (g *GrpcService) String() string {
+	if g == nil {
+		return "<nil>"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "target %q", g.TargetURI)
+	if g.Timeout > 0 {
+		fmt.Fprintf(&b, ", timeout %v", g.Timeout)
+	}
+	if g.Trusted {
+		fmt.Fprintf(&b, ", trusted, channel credentials %s, %d access token(s), %d initial metadata", g.ChannelCredentials, len(g.AccessTokens), len(g.InitialMetadata))
+	} else {
+		b.WriteString(", credentials from allowed_grpc_services")
+	}
+	return b.String()
+}
+
+const (
+	maxHeaderKeyLen   = 16384
+	maxHeaderValueLen = 16384
+)
+
+// parseGrpcService validates a GrpcService under gRFC A102's trust rule
+// for the server in ctx (none known: untrusted). From an untrusted server
+// a target the bootstrap does not allow is an error naming it; the check
+// is left out only when no bootstrap is known (a resource decoded outside
+// a client), as the other bootstrap checks are.
+func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, error) {
+	gg := m.GetGoogleGrpc()
+	if gg == nil {
+		if m.GetEnvoyGrpc() != nil {
+			return nil, fieldErrorf("envoy_grpc", "not supported (gRPC reaches side-channel services by google_grpc target_uri)")
+		}
+		return nil, fieldErrorf("google_grpc", "must be set")
+	}
+	target := gg.GetTargetUri()
+	if err := validateTargetURI(target); err != nil {
+		return nil, at("google_grpc.target_uri", err)
+	}
+	g := &GrpcService{TargetURI: target, Raw: m}
+	if d := m.GetTimeout(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			return nil, fieldErrorf("timeout", "%v", err)
+		}
+		if g.Timeout = d.AsDuration(); g.Timeout <= 0 {
+			return nil, fieldErrorf("timeout", "must be positive, got %v", g.Timeout)
+		}
+	}
+	srv := ctx.server()
+	if srv != nil && srv.TrustedXDSServer() {
+		g.Trusted = true
+		var err error
+		if g.ChannelCredentials, err = channelCredentialsPlugin(gg.GetChannelCredentialsPlugin()); err != nil {
+			return nil, at("google_grpc.channel_credentials_plugin", err)
+		}
+		if g.AccessTokens, err = callCredentialsPlugin(gg.GetCallCredentialsPlugin()); err != nil {
+			return nil, at("google_grpc.call_credentials_plugin", err)
+		}
+		if g.InitialMetadata, err = initialMetadata(m.GetInitialMetadata()); err != nil {
+			return nil, err
+		}
+		return g, nil
+	}
+	if ctx == nil || ctx.Bootstrap == nil {
+		return g, nil
+	}
+	a, ok := ctx.Bootstrap.AllowedGRPCService(target)
+	if !ok {
+		from := "a server"
+		if srv != nil {
+			from = fmt.Sprintf("server %q", srv.ServerURI)
+		}
+		return nil, fieldErrorf("google_grpc.target_uri", "%q is not in the bootstrap's allowed_grpc_services, which %s not marked %s must name (gRFC A102)",
+			target, from, bootstrap.FeatureTrustedXDSServer)
+	}
+	g.Allowed = &a
+	return g, nil
+}
+
+// validateTargetURI checks target as grpc.NewClient would read it: a URI
+// whose scheme has a registered resolver, or else a target for the
+// default scheme.
+func validateTargetURI(target string) error {
+	if target == "" {
+		return errors.New("must not be empty")
+	}
+	if u, err := url.Parse(target); err == nil && u.Scheme != "" && resolver.Get(u.Scheme) != nil {
+		return nil
+	}
+	if _, err := url.Parse("dns:///" + target); err != nil {
+		return fmt.Errorf("%q is not a valid gRPC target: %v", target, err)
+	}
+	return nil
+}
+
+// The full names of the credential plugins goxds reads.
+const (
+	insecureCredsName      = "envoy.extensions.grpc_service.channel_credentials.insecure.v3.InsecureCredentials"
+	googleDefaultCredsName = "envoy.extensions.grpc_service.channel_credentials.google_default.v3.GoogleDefaultCredentials"
+	localCredsName         = "envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"
+	accessTokenCredsName   = "envoy.extensions.grpc_service.call_credentials.access_token.v3.AccessTokenCredentials"
+)
+
+// channelCredentialsPlugin picks the first entry of a supported type; none
+// is an error, as is a supported entry that does not unmarshal.
+func channelCredentialsPlugin(list []*anypb.Any) (GrpcChannelCredentials, error) {
+	for i, a := range list {
+		var kind GrpcChannelCredentials
+		var m proto.Message
+		switch messageName(a.GetTypeUrl()) {
+		case insecureCredsName:
+			kind, m = GrpcChannelInsecure, new(insecurev3.InsecureCredentials)
+		case googleDefaultCredsName:
+			kind, m = GrpcChannelGoogleDefault, new(googledefaultv3.GoogleDefaultCredentials)
+		case localCredsName:
+			kind, m = GrpcChannelLocal, new(localv3.LocalCredentials)
+		default:
+			continue
+		}
+		if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+			return "", fmt.Errorf("[%d]: unmarshal %s: %v", i, messageName(a.GetTypeUrl()), err)
+		}
+		return kind, nil
+	}
+	types := make([]string, len(list))
+	for i, a := range list {
+		types[i] = messageName(a.GetTypeUrl())
+	}
+	return "", fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials)", types)
+}
+
+// callCredentialsPlugin reads every supported entry; unsupported ones are
+// skipped, and none at all is fine: call credentials are optional.
+func callCredentialsPlugin(list []*anypb.Any) ([]string, error) {
+	var tokens []string
+	for i, a := range list {
+		if messageName(a.GetTypeUrl()) != accessTokenCredsName {
+			continue
+		}
+		m := new(accesstokenv3.AccessTokenCredentials)
+		if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+			return nil, fmt.Errorf("[%d]: unmarshal AccessTokenCredentials: %v", i, err)
+		}
+		if m.GetToken() == "" {
+			return nil, fieldErrorf(index("", i)+".token", "must not be empty")
+		}
+		tokens = append(tokens, m.GetToken())
+	}
+	return tokens, nil
+}
+
+// initialMetadata validates the headers to add to calls: names gRPC can
+// send (lower case, not pseudo-headers, not host, not grpc-), values
+// within gRPC's limits; a -bin header takes raw_value when set.
+func initialMetadata(in []*corev3.HeaderValue) ([]HeaderValue, error) {
+	var out []HeaderValue
+	for i, h := range in {
+		path := index("initial_metadata", i)
+		key := h.GetKey()
+		if err := validMetadataKey(key); err != nil {
+			return nil, fieldErrorf(path+".key", "%q: %v", truncate(key), err)
+		}
+		v := h.GetValue()
+		if strings.HasSuffix(key, "-bin") && len(h.GetRawValue()) > 0 {
+			v = string(h.GetRawValue())
+		}
+		if len(v) >= maxHeaderValueLen {
+			return nil, fieldErrorf(path+".value", "longer than %d bytes", maxHeaderValueLen-1)
+		}
+		if !strings.HasSuffix(key, "-bin") {
+			for j := 0; j < len(v); j++ {
+				if v[j] < 0x20 || v[j] > 0x7e {
+					return nil, fieldErrorf(path+".value", "byte %#x at %d is not printable ASCII (key %q)", v[j], j, key)
+				}
+			}
+		}
+		out = append(out, HeaderValue{Key: key, Value: v})
+	}
+	return out, nil
+}
+
+// validMetadataKey is gRPC's rule for a header name it may send.
+func validMetadataKey(key string) error {
+	switch {
+	case key == "":
+		return errors.New("must not be empty")
+	case len(key) >= maxHeaderKeyLen:
+		return fmt.Errorf("longer than %d bytes", maxHeaderKeyLen-1)
+	case key == "host" || strings.HasPrefix(key, ":"):
+		return errors.New("a pseudo-header or host cannot be set")
+	case strings.HasPrefix(key, "grpc-"):
+		return errors.New("grpc- headers are gRPC's own")
+	}
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return fmt.Errorf("byte %#x at %d is not allowed (lower-case letters, digits, '-', '_', '.')", c, i)
+		}
+	}
+	return nil
+}
+
+// truncate shortens s for an error message.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}

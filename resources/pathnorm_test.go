@@ -1,0 +1,54 @@
+package resources
+
+import (
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// TestServerListenerPathNormalization: a server chain keeps its connection
+// manager's normalize_path (unset told from false), merge_slashes and
+// path_with_escaped_slashes_action, which an HTTP server applies before
+// routing and RBAC; an action the proto does not define is NACKed, naming
+// the field.
+func TestServerListenerPathNormalization(t *testing.T) {
+	decode := func(h *hcmv3.HttpConnectionManager) (*FilterChain, error) {
+		_, l, err := decodeMsg(ListenerType, serverListener(hcmChain(h)))
+		if err != nil {
+			return nil, err
+		}
+		return l.Server.FilterChains[0], nil
+	}
+	fc, err := decode(serverHCM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := fc.PathNormalization; p.NormalizePath != nil || p.MergeSlashes || p.EscapedSlashes != EscapedSlashesDefault {
+		t.Errorf("unset fields gave %+v, want the zero value", p)
+	}
+	h := serverHCM()
+	h.NormalizePath = wrapperspb.Bool(false)
+	h.MergeSlashes = true
+	h.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_UNESCAPE_AND_REDIRECT
+	if fc, err = decode(h); err != nil {
+		t.Fatal(err)
+	}
+	p := fc.PathNormalization
+	if p.NormalizePath == nil || *p.NormalizePath || !p.MergeSlashes || p.EscapedSlashes != EscapedSlashesUnescapeAndRedirect {
+		t.Errorf("got %+v (normalize %v), want normalize_path false, merge_slashes, UNESCAPE_AND_REDIRECT", p, p.NormalizePath)
+	}
+	if got := p.EscapedSlashes.String(); got != "UNESCAPE_AND_REDIRECT" {
+		t.Errorf("String() = %q", got)
+	}
+	h.PathWithEscapedSlashesAction = 42
+	_, err = decode(h)
+	checkErr(t, err, "filter_chains[0].filters[0].typed_config.path_with_escaped_slashes_action: unknown value 42")
+}
+
+func hcmChain(h *hcmv3.HttpConnectionManager) *listenerv3.FilterChain {
+	fc := chain("c", nil)
+	fc.Filters[0] = hcmFilter("hcm", h)
+	return fc
+}
