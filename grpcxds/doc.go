@@ -112,10 +112,12 @@
 //     the policy weighs endpoints (ring_hash, pick_first's shuffle);
 //   - round_robin: the ready endpoints in turn; endpoint weights do not
 //     count, as in gRPC;
-//   - client_side_weighted_round_robin (gRFC A58): gRPC weighs endpoints by
-//     their ORCA load reports only, never by EDS weights, and spreads RPCs
-//     evenly until enough endpoints have reported. goxds reads no ORCA
-//     reports, so it is round_robin throughout;
+//   - client_side_weighted_round_robin (gRFC A58): endpoints weighed by
+//     their ORCA load reports only, never by EDS weights (QPS over
+//     utilization, errors penalized), read per RPC from the trailer, or
+//     out of band with enable_oob_load_report (grpc-go's orca package on
+//     the SubConn); RPCs spread evenly until two endpoints have weights,
+//     an endpoint without one taking the mean;
 //   - ring_hash (gRFC A42): the route's hash policies hash the RPC (headers
 //     with xxhash, io.grpc.channel_id; no hash gives a random one), or the
 //     requestHashHeader of a TypedStruct ring_hash_experimental config
@@ -124,13 +126,14 @@
 //     weights), sized by the cluster, at most 4096 entries;
 //   - least_request (gRFC A48): the least loaded of choice_count random
 //     ready endpoints;
-//   - pick_first (gRFC A62): every RPC to the first ready endpoint in
-//     order, for as long as it stays ready (also across updates that keep
-//     it); one still connecting is waited for, 250ms per endpoint, before
-//     the next may be chosen (Happy Eyeballs, gRFC A61);
-//     shuffle_address_list draws the order anew at each update,
-//     weighted by the endpoints' shares (gRFC A113). Unlike gRPC's, which
-//     connects to one endpoint at a time, every endpoint is connected.
+//   - pick_first (gRFC A62): one endpoint connected at a time, in order:
+//     the next when it fails, or after 250ms still connecting (Happy
+//     Eyeballs, gRFC A61); every RPC to the first ready one, for as long
+//     as it stays ready (also across updates that keep it), the others no
+//     longer wanted; shuffle_address_list draws the order anew at each
+//     update, weighted by the endpoints' shares (gRFC A113). Unlike
+//     gRPC's, which goes idle when its connection is lost, it starts
+//     again from the first endpoint at once.
 //
 // The clusters (priorities, failover, aggregate and LOGICAL_DNS leaves,
 // drops, circuit breakers, outlier detection, load reports, idle
@@ -348,6 +351,5 @@
 // grpc.WithDisableRetry and grpc.WithMaxCallAttempts do not reach the
 // interceptors' retries. Of gRFC A52's custom policies only those above: a
 // TypedStruct naming another policy registered with gRPC is skipped (gRPC
-// would use it). ORCA load reports are read only for load reporting
-// (above): client_side_weighted_round_robin never weighs endpoints.
+// would use it).
 package grpcxds

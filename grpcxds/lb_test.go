@@ -3,6 +3,8 @@ package grpcxds
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,18 +106,23 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// pick_first's Happy Eyeballs turns run on the balancer's clock, as its
-// other timers do: with a connecting and b, after it, ready, the cluster
-// queues RPCs until a's 250ms turn ends on that clock, and then a picker
-// choosing b is published at once.
-func TestPickFirstTurnOnBalancerClock(t *testing.T) {
+// pick_first connects one endpoint at a time, in order (gRFC A62), its
+// Happy Eyeballs turns on the balancer's clock as its other timers: only
+// a is made and connected at first; a failing, b is at once; b still
+// connecting after its 250ms turn, c is too, b still trying; c ready,
+// the cluster's RPCs go to c, and a new picker is published at each step.
+func TestPickFirstConnectsInTurn(t *testing.T) {
 	t.Parallel()
 	clk := &manualClock{now: time.Unix(1000, 0)}
 	cc := newLazyCC()
 	b := newStuckBalancer(&cc.stuckCC, clk, time.Minute)
 	b.cc = cc
 	defer b.Close()
-	eps := []resources.Endpoint{{Addresses: []string{"10.0.0.1:80"}, Weight: 1}, {Addresses: []string{"10.0.0.2:80"}, Weight: 1}}
+	addrs := []string{"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"}
+	var eps []resources.Endpoint
+	for _, a := range addrs {
+		eps = append(eps, resources.Endpoint{Addresses: []string{a}, Weight: 1})
+	}
 	snap := &watchers.Snapshot{
 		VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{{Action: resources.RouteActionRoute, Cluster: "c"}}},
 		Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{"c": {
@@ -129,26 +136,36 @@ func TestPickFirstTurnOnBalancerClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc.next(t)
-	cc.mu.Lock()
-	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
-	cc.mu.Unlock()
-	if a == nil || second == nil {
-		t.Fatal("pick_first's endpoints not both made")
-	}
-	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
-	cc.next(t)
-	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-	if _, err := pickCluster(t, cc.next(t), "c"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
-		t.Fatalf("pick with a, first, connecting: %v, want the RPC queued", err)
-	}
-	clk.advance(lbpolicy.HappyEyeballsDelay)
-	select {
-	case s := <-cc.states:
-		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
-			t.Errorf("pick after a's turn: %v, %v; want b", res.SubConn, err)
+	connected := func(want ...string) map[string]*lazySC {
+		t.Helper()
+		made, conn := cc.madeAndConnected()
+		slices.Sort(made)
+		slices.Sort(conn)
+		if !slices.Equal(made, want) || !slices.Equal(conn, want) {
+			t.Fatalf("SubConns made %v, connected %v; want %v", made, conn, want)
 		}
-	default:
-		t.Fatal("no picker published when a's turn ended on the balancer's clock")
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		return maps.Clone(cc.made)
+	}
+	sc := connected(addrs[0])
+	sc[addrs[0]].listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	cc.next(t)
+	sc[addrs[0]].listener(balancer.SubConnState{ConnectivityState: connectivity.TransientFailure, ConnectionError: errors.New("refused")})
+	cc.next(t)
+	sc = connected(addrs[0], addrs[1])
+	sc[addrs[1]].listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	clk.advance(lbpolicy.HappyEyeballsDelay - time.Millisecond)
+	connected(addrs[0], addrs[1])
+	clk.advance(time.Millisecond)
+	sc = connected(addrs...)
+	sc[addrs[2]].listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	var last balancer.State
+	for len(cc.states) > 0 {
+		last = <-cc.states
+	}
+	if res, err := pickCluster(t, last, "c"); err != nil || res.SubConn != sc[addrs[2]] {
+		t.Errorf("pick with c ready, a failing and b connecting: %v, %v; want c", res.SubConn, err)
 	}
 }
 
@@ -230,12 +247,14 @@ func TestPickFirstTurnOfRebuiltPriority(t *testing.T) {
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80")}); err != nil {
 		t.Fatal(err)
 	}
-	cc.mu.Lock()
-	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
-	cc.mu.Unlock()
+	made := func(addr string) *lazySC {
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		return cc.made[addr]
+	}
+	a := made("10.0.0.1:80")
 	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
-	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
-	drain() // a waited for: its turn ends in 250ms
+	drain() // a tried alone (gRFC A62): b's turn comes in 250ms
 	clk.advance(100 * time.Millisecond)
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")}); err != nil {
 		t.Fatal(err)
@@ -245,19 +264,23 @@ func TestPickFirstTurnOfRebuiltPriority(t *testing.T) {
 		t.Fatalf("pick in the rebuilt priority, a connecting: %v, want the RPC queued", err)
 	}
 	drain()
-	clk.advance(150 * time.Millisecond) // the old priority's turn ends
+	clk.advance(150 * time.Millisecond) // the old priority's turn would end
 	select {
 	case s := <-cc.states:
 		t.Errorf("the turn of a priority rebuilt since ended, and a picker was published (%v)", s.ConnectivityState)
 	default:
 	}
+	if made("10.0.0.2:80") != nil {
+		t.Error("the turn of a priority rebuilt since ended, and b was made")
+	}
 	clk.advance(100 * time.Millisecond) // the new priority's turn ends
-	select {
-	case s := <-cc.states:
-		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
-			t.Errorf("pick after the rebuilt priority's turn: %v, %v; want b", res.SubConn, err)
-		}
-	default:
-		t.Fatal("no picker published when the rebuilt priority's turn ended")
+	second := made("10.0.0.2:80")
+	if second == nil {
+		t.Fatal("the rebuilt priority's turn ended, and b was not made")
+	}
+	drain()
+	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	if res, err := pickCluster(t, cc.next(t), "c"); err != nil || res.SubConn != second {
+		t.Errorf("pick with b ready after the rebuilt priority's turn: %v, %v; want b", res.SubConn, err)
 	}
 }

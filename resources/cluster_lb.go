@@ -103,6 +103,7 @@ type WRRConfig struct {
 
 // defaultWRR is WRRConfig's defaults, as gRFC A58 gives them.
 var defaultWRR = WRRConfig{
+	OOBReportingPeriod:      10 * time.Second, // used only with EnableOOBLoadReport
 	BlackoutPeriod:          10 * time.Second,
 	WeightExpirationPeriod:  3 * time.Minute,
 	WeightUpdatePeriod:      time.Second,

@@ -3,6 +3,7 @@ package cluster
 import (
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/resources"
@@ -18,6 +19,9 @@ func BenchmarkPick(b *testing.B) {
 		{Kind: resources.LBLeastRequest, ChoiceCount: 2, WRRLocality: true},
 		{Kind: resources.LBPickFirst, WRRLocality: true},
 		{Kind: resources.LBRingHash},
+		// Without reports (a round robin), but with the per-request
+		// report hook of its Done.
+		{Kind: resources.LBWeightedRoundRobin, WRR: resources.WRRConfig{WeightExpirationPeriod: time.Hour, WeightUpdatePeriod: time.Hour}},
 	} {
 		name := pol.Kind.String()
 		if pol.WRRLocality {

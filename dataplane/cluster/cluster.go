@@ -98,9 +98,10 @@ type priority struct {
 	metrics *lrsMetrics // the backend metrics load carries, nil for none
 	// lb is the leaf's policy over the priority's localities (lb.Policy
 	// is the leaf's, shared: 104 B a priority otherwise): it picks the
-	// endpoints. Its PickedBefore are the endpoints pick_first had chosen
-	// before this update; its Repick has the cluster's picker built again
-	// for its timers (nil in tests), which run on the Set's clock.
+	// endpoints. Its Before has what the leaves had before this update
+	// (pick_first's choice, weighted_round_robin's weights); its Repick
+	// has the cluster's picker built again for its timers (nil in tests),
+	// which run on the Set's clock.
 	lb lbpolicy.Leaf
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
@@ -184,7 +185,7 @@ func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
 	}
 	s.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
-	picked := cl.pickedFirst()
+	before, oldPrios := cl.carried(), cl.prios
 	oldDNS, oldHeld := cl.dnsUsed, cl.held
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, heldRefs{}
 	root := inputs[0]
@@ -211,9 +212,10 @@ func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
 		}
 	}
 	for _, p := range cl.prios {
-		p.lb.PickedBefore = picked
+		p.lb.Before = before
 		p.lb.Repick, p.lb.Clock = s.repickLocked(cl, p), s.clock
 	}
+	closeLeaves(oldPrios)
 	s.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
@@ -388,6 +390,7 @@ func (s *Set) unbuildLocked(cl *Cluster) {
 	cl.stopTimer()
 	cl.stopOutliers()
 	cl.outliers = nil
+	closeLeaves(cl.prios)
 	for c := range cl.wanted {
 		s.pool.Unwant(c)
 	}
@@ -487,20 +490,21 @@ func (s *Set) pickPriorityLocked(cl *Cluster) {
 	cl.chosen = chosen
 }
 
-// state sums up the endpoints of p, marking each wanted: Ready if one is
-// ready, Connecting if one may yet be (or the DNS name is not resolved
-// yet), else TransientFailure with the last error.
+// state sums up the endpoints of p, marking wanted those its policy wants
+// connected: Ready if one is ready, Connecting if one may yet be (or the
+// DNS name is not resolved yet), else TransientFailure with the last
+// error.
 func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (endpoint.State, error) {
 	if p.pending {
 		return endpoint.Connecting, nil
 	}
 	state := endpoint.TransientFailure
 	err := errors.New("no healthy endpoints")
+	p.lb.Want(wanted) // all but under pick_first (gRFC A62)
 	od := p.od()
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {
 			c := e.Endpoint
-			wanted[c] = struct{}{}
 			switch {
 			case od.Ejected(c):
 				err = lbpolicy.ErrEjected

@@ -44,9 +44,12 @@ type Result struct {
 // allocate no more than it would for its own closure (grpcxds: one
 // balancer.PickResult.Done per RPC, 48 B).
 type Done struct {
-	p       *priorityPicker
-	ll      *client.LocalityLoad
-	ep      *endpoint.Endpoint
+	p  *priorityPicker
+	ll *client.LocalityLoad
+	ep *endpoint.Endpoint
+	// load is the weight of ep that a per-request ORCA report goes to
+	// (weighted_round_robin, gRFC A58); nil for the other policies.
+	load    *lbpolicy.EndpointWeight
 	counted bool // least_request counted the request on ep
 }
 
@@ -62,15 +65,27 @@ func (d Done) Finish(err error, serverLoad any) {
 	if d.p.od != nil {
 		d.p.od.Record(d.ep, err == nil) // any error is a failure, as in gRPC
 	}
+	r, _ := serverLoad.(*v3orcapb.OrcaLoadReport)
 	if d.ll != nil {
 		d.ll.CallFinished(err != nil)
-		if r, ok := serverLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil && d.p.metrics != nil {
+		if r != nil && d.p.metrics != nil {
 			d.p.metrics.record(d.ll, r)
 		}
 	}
 	if d.counted {
 		d.ep.CallFinished()
 	}
+	if d.load != nil && r != nil {
+		d.load.Report(ORCALoad(r))
+	}
+}
+
+// ORCALoad is the part of an ORCA load report that weighted_round_robin's
+// weights are made of, for a report a response carried (Done.Finish) or
+// one the transport's out-of-band stream delivered.
+func ORCALoad(r *v3orcapb.OrcaLoadReport) lbpolicy.LoadReport {
+	return lbpolicy.LoadReport{QPS: r.GetRpsFractional(), EPS: r.GetEps(),
+		ApplicationUtilization: r.GetApplicationUtilization(), CPUUtilization: r.GetCpuUtilization()}
 }
 
 // ErrQueue says no endpoint can take the request yet: hold it for the next
@@ -156,7 +171,7 @@ func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
 		p.inflight.Add(-1)
 		return Result{}, err
 	}
-	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, counted: picked.Counted} // ll nil without load reporting
+	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, load: picked.Load, counted: picked.Counted} // ll nil without load reporting
 	if d.ll != nil {
 		d.ll.CallStarted()
 	}

@@ -461,17 +461,3 @@ func (s *Set) repickLocked(cl *Cluster, p *priority) func(f func()) {
 		})
 	}
 }
-
-// pickedFirst returns the endpoints pick_first has chosen in cl.
-func (cl *Cluster) pickedFirst() map[*endpoint.Endpoint]bool {
-	var out map[*endpoint.Endpoint]bool
-	for _, p := range cl.prios {
-		for ep := range p.lb.Chosen() {
-			if out == nil {
-				out = make(map[*endpoint.Endpoint]bool)
-			}
-			out[ep] = true
-		}
-	}
-	return out
-}

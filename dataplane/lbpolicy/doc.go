@@ -3,18 +3,23 @@
 // their weights, they choose the endpoint of each request, whatever
 // transport carries it. They are the policies of a cluster's
 // load_balancing_policy (gRFC A52) as package resources decodes it:
-//   - round_robin, and weighted_round_robin, which spreads requests evenly
-//     until ORCA weights are read (gRFC A58: gRPC's weights come from load
-//     reports only, never from EDS);
+//   - round_robin, and weighted_round_robin (gRFC A58), whose weights
+//     come from the endpoints' load reports only, never from EDS
+//     ([EndpointWeight]: QPS / (utilization + EPS/QPS × the error
+//     utilization penalty), after a blackout period, until they expire;
+//     an endpoint without one takes the mean), in a lock-free stride
+//     schedule made anew every weight_update_period while picks come;
 //   - ring_hash (gRFC A42), its ring built once per priority from the
 //     endpoints' keys and weights, within the cluster's ring sizes and at
 //     most [RingSizeCap] entries, and the request's hash (or the header
 //     of requestHashHeader, gRFC A76: the caller's) choosing the point;
 //   - least_request (gRFC A48), choice_count endpoints drawn at random,
 //     the one with the fewest requests in flight taken;
-//   - pick_first (gRFC A62), its endpoints in order (or shuffled by
-//     weight, gRFC A113), the chosen one kept while ready, and across a
-//     configuration change through [Leaf.PickedBefore];
+//   - pick_first (gRFC A62), which connects its endpoints one at a time
+//     in order (or shuffled by weight, gRFC A113): the next when the last
+//     fails, or after its Happy Eyeballs turn ([HappyEyeballsDelay]); the
+//     first ready is chosen, kept while ready, and across a configuration
+//     change through [Leaf.Before];
 //   - wrr_locality over any of them (and the legacy ROUND_ROBIN): a
 //     locality drawn by weight, earliest deadline first, so that each
 //     locality's share is exact over any run of requests, then the
@@ -24,9 +29,12 @@
 //
 // The owner (a cluster's priority) fills in a [Leaf]: the policy, the
 // localities with their endpoints from package endpoint, outlier
-// detection's [Ejector], and for pick_first's Happy Eyeballs timer a
-// [Clock] and a Repick callback. Each time an endpoint's state changes it
-// asks [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
+// detection's [Ejector], for pick_first's Happy Eyeballs timer a
+// [Clock] and a Repick callback, and what the leaves of the configuration
+// before hand it ([Leaf.Carry], Before). Each time an endpoint's state changes it
+// wants in the pool the endpoints [Leaf.Want] adds (every one, but under
+// pick_first those it is trying or has chosen), and asks
+// [Leaf.Picker] for a new [Picker]; a picker is immutable (but for
 // its turn counters), safe for concurrent use, and never reads the pool.
 // [Picker.Pick] returns a [Picked]: the endpoint, its connection as it
 // was when the picker was built, and whether the pick counted a request
@@ -36,16 +44,19 @@
 // a reason to fail the request. The transport adapter turns a Picked into
 // its own pick (grpcxds: the SubConn, and a Done that ends the count).
 //
-// A Leaf is guarded by its owner's lock, like the pool. Its only timer,
-// pick_first's turn, runs on its Clock and calls Repick, which takes the
-// owner's lock; the timer does nothing else.
+// weighted_round_robin's reports come from the transport: per request,
+// the owner hands the report a response carried to [Picked.Load] (grpcxds:
+// from balancer.DoneInfo.ServerLoad); out of band, an endpoint's
+// connection that is a [LoadWatcher] starts its reports when it becomes
+// ready (grpcxds's SubConns: grpc-go's orca.RegisterOOBListener). A
+// configuration change keeps the weights of the endpoints still listed
+// ([Leaf.Carry], Before), and the owner closes a leaf it lets go
+// ([Leaf.Close]: its out-of-band watches and timers stop).
 //
-// # Seams for what comes next
-//
-// pick_first connecting one address at a time (gRFC A62) changes which
-// endpoints the owner wants connected: today it wants every endpoint of
-// the priority and pick_first only orders its choice (pickfirst.go). ORCA
-// weights for weighted_round_robin (gRFC A58) go where groupPicker builds
-// the round robin for LBWeightedRoundRobin, with the weights a Leaf keeps
-// per endpoint from the reports its owner hands it.
+// A Leaf is guarded by its owner's lock, like the pool. pick_first's
+// turn runs on its Clock and calls Repick, which takes the owner's lock;
+// the timer does nothing else. weighted_round_robin's schedule updates
+// run on the same Clock without the owner's lock: they read only the
+// weights, each under its own lock, and store the picker's schedule
+// atomically.
 package lbpolicy

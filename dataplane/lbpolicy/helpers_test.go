@@ -15,9 +15,26 @@ type fakeConn struct{ name string }
 func (*fakeConn) Connect()  {}
 func (*fakeConn) Shutdown() {}
 
-type fakeDialer struct{}
+// watchingConn is a fakeConn that carries out-of-band load reports: its
+// watches go to watch.
+type watchingConn struct {
+	fakeConn
+	watch func(name string, period time.Duration, w *EndpointWeight) func()
+}
 
-func (fakeDialer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+func (c *watchingConn) WatchLoad(period time.Duration, w *EndpointWeight) func() {
+	return c.watch(c.name, period, w)
+}
+
+// fakeDialer makes fakeConns, or watchingConns if watch is set.
+type fakeDialer struct {
+	watch func(name string, period time.Duration, w *EndpointWeight) func()
+}
+
+func (d fakeDialer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+	if d.watch != nil {
+		return &watchingConn{fakeConn{name: ep.Key()}, d.watch}, nil
+	}
 	return &fakeConn{name: ep.Key()}, nil
 }
 func (fakeDialer) Dropped(*endpoint.Endpoint) {}
@@ -32,8 +49,13 @@ type testLeaf struct {
 // ...), each with endpoints of the given weights named "a", "b", ...,
 // all connected and in state.
 func leaf(state endpoint.State, localities ...[]uint32) *testLeaf {
+	return leafWith(fakeDialer{}, state, localities...)
+}
+
+// leafWith is leaf with connections made by d.
+func leafWith(d fakeDialer, state endpoint.State, localities ...[]uint32) *testLeaf {
 	l := &testLeaf{Leaf: &Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}},
-		pool: endpoint.NewPool(fakeDialer{}, nil)}
+		pool: endpoint.NewPool(d, nil)}
 	n := 0
 	for i, eps := range localities {
 		loc := Locality{Weight: uint32(i + 1)}
@@ -83,8 +105,8 @@ func picks(t *testing.T, p Picker, n int) map[string]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Conn.(*fakeConn).name != res.Endpoint.Key() {
-			t.Fatalf("picked %s with the connection of %s", res.Endpoint.Key(), res.Conn.(*fakeConn).name)
+		if name := connName(res.Conn); name != res.Endpoint.Key() {
+			t.Fatalf("picked %s with the connection of %s", res.Endpoint.Key(), name)
 		}
 		if res.Counted {
 			res.Endpoint.CallFinished()
@@ -145,4 +167,12 @@ func (c *fakeClock) advance(d time.Duration) {
 		t.stopped = true
 		t.f()
 	}
+}
+
+// connName is the name of a fakeConn or watchingConn.
+func connName(c endpoint.Conn) string {
+	if w, ok := c.(*watchingConn); ok {
+		return w.name
+	}
+	return c.(*fakeConn).name
 }

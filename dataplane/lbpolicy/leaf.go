@@ -2,7 +2,6 @@ package lbpolicy
 
 import (
 	"cmp"
-	"iter"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -44,11 +43,13 @@ type Leaf struct {
 	// only the endpoints that may take requests (healthy ones).
 	Policy     *resources.LBPolicy
 	Localities []Locality
-	// PickedBefore are the endpoints pick_first had chosen in the
-	// cluster's leaves before this configuration: one still listed and
-	// ready stays chosen, as in gRPC (gRFC A62 keeps the connection it
-	// has).
-	PickedBefore map[*endpoint.Endpoint]bool
+	// Before is what the cluster's leaves had before this configuration,
+	// for this one to keep (nil: nothing): pick_first's choice, if still
+	// listed and ready (gRFC A62 keeps the connection it has), and
+	// weighted_round_robin's weights (no new blackout period), as gRPC
+	// keeps them. One pointer for both: a priority holds a Leaf, and a
+	// field more takes it past a Go size class.
+	Before *Carried
 	// Ejected, if not nil, is the priority's outlier detection.
 	Ejected Ejector
 	// Repick has the owner, under its lock, run f and build the leaf's
@@ -74,11 +75,20 @@ type group struct {
 	// chosen is pick_first's endpoint: it keeps the requests while it is
 	// ready, even when an endpoint before it in the list becomes ready.
 	chosen *endpoint.Endpoint
-	// waitStart is when pick_first began to wait for an endpoint still
-	// connecting (zero when not waiting); waitTimer lets the next one in
-	// when its turn comes.
-	waitStart time.Time
-	waitTimer Timer
+	// pick_first's pass over eps (pickfirst.go): began once it looked at
+	// Before; tried is how many endpoints, from the first, it has
+	// started; lastStart when the last one's Happy Eyeballs turn began;
+	// timer ends that turn, set for the turn that began at timerFor.
+	began     bool
+	tried     int
+	lastStart time.Time
+	timer     Timer
+	timerFor  time.Time
+	// wrr is weighted_round_robin's last picker, whose weight updates stop
+	// when the next is built; weights its weights, of the endpoints it has
+	// seen ready (wrr.go).
+	wrr     *wrrPicker
+	weights map[*endpoint.Endpoint]*wrrEndpoint
 }
 
 // groupEndpoint is an endpoint of a group with its share of the group's
@@ -115,16 +125,39 @@ func (l *Leaf) Picker() Picker {
 	return newLocalityPicker(children)
 }
 
-// Chosen yields the endpoints pick_first has chosen in the leaf, for the
-// next configuration's PickedBefore.
-func (l *Leaf) Chosen() iter.Seq[*endpoint.Endpoint] {
-	return func(yield func(*endpoint.Endpoint) bool) {
-		for _, g := range l.groups {
-			if g.chosen != nil && !yield(g.chosen) {
-				return
+// Carried is what a cluster's leaves hand the leaves of its next
+// configuration (Leaf.Before).
+type Carried struct {
+	// Picked are the endpoints pick_first had chosen.
+	Picked map[*endpoint.Endpoint]bool
+	// Weights are weighted_round_robin's weights, by endpoint.
+	Weights map[*endpoint.Endpoint]*EndpointWeight
+}
+
+// Carry adds to c what the leaf hands the next configuration's leaves,
+// and returns it; c nil, it is made if the leaf has anything to hand.
+func (l *Leaf) Carry(c *Carried) *Carried {
+	for _, g := range l.groups {
+		if g.chosen != nil {
+			if c == nil {
+				c = &Carried{}
 			}
+			if c.Picked == nil {
+				c.Picked = make(map[*endpoint.Endpoint]bool)
+			}
+			c.Picked[g.chosen] = true
+		}
+		for ep, e := range g.weights {
+			if c == nil {
+				c = &Carried{}
+			}
+			if c.Weights == nil {
+				c.Weights = make(map[*endpoint.Endpoint]*EndpointWeight)
+			}
+			c.Weights[ep] = e.w
 		}
 	}
+	return c
 }
 
 // endpointGroups returns the groups of l, built on first use: one per
@@ -200,12 +233,9 @@ func (l *Leaf) groupPicker(g *group) Picker {
 	if l.Policy.Kind == resources.LBLeastRequest {
 		return &leastRequestPicker{eps: ready, choices: int(l.Policy.ChoiceCount)}
 	}
-	// round_robin, and weighted_round_robin: gRPC's weights come from ORCA
-	// load reports only, never from EDS, and until enough endpoints have
-	// reported it spreads requests evenly. goxds reads no ORCA reports
-	// yet, so that is what it does all along. (The seam for them: a
-	// picker for LBWeightedRoundRobin here, with weights the leaf keeps
-	// per endpoint from the reports.)
+	if l.Policy.Kind == resources.LBWeightedRoundRobin {
+		return l.wrrPicker(g, ready)
+	}
 	rr := &rrPicker{eps: ready}
 	rr.next.Store(rand.Uint32()) // pickers are rebuilt often: start anywhere
 	return rr

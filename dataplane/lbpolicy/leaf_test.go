@@ -155,13 +155,7 @@ func TestPickFirst(t *testing.T) {
 		t.Errorf("pick_first after 500ms with a and b connecting: %v, want c", got)
 	}
 	// A new leaf from an update keeps the endpoint chosen before.
-	l2 := &testLeaf{Leaf: &Leaf{Policy: l.Policy, Localities: l.Localities}, pool: l.pool}
-	for ep := range l.Chosen() {
-		if l2.PickedBefore == nil {
-			l2.PickedBefore = make(map[*endpoint.Endpoint]bool)
-		}
-		l2.PickedBefore[ep] = true
-	}
+	l2 := &testLeaf{Leaf: &Leaf{Policy: l.Policy, Localities: l.Localities, Before: l.Carry(nil)}, pool: l.pool}
 	if got := picks(t, readyPicker(t, l2), 10); got["b"] != 10 {
 		t.Errorf("pick_first after an update: %v, want it to stay on b", got)
 	}

@@ -32,6 +32,10 @@ type Picked struct {
 	// (least_request), and the caller must call Endpoint.CallFinished
 	// when the request ends.
 	Counted bool
+	// Load, if not nil, takes the endpoint's load report from the end of
+	// the request (weighted_round_robin's per-request reports, gRFC A58):
+	// the transport hands it the report the response carried.
+	Load *EndpointWeight
 }
 
 var (

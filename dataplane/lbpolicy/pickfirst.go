@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/resources"
 )
 
 // Clock is what the policies need of time: pick_first's Happy Eyeballs
@@ -21,8 +22,8 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// HappyEyeballsDelay is how long pick_first waits for an endpoint still
-// connecting before it lets the next one in the list be chosen as well
+// HappyEyeballsDelay is how long pick_first waits for the endpoint it is
+// connecting before it starts connecting the next one in the list as well
 // (gRFC A61's Happy Eyeballs, as gRPC's pick_first does).
 const HappyEyeballsDelay = 250 * time.Millisecond
 
@@ -34,63 +35,135 @@ func (l *Leaf) clock() Clock {
 	return realClock{}
 }
 
-// pickFirst returns the picker sending every request to g's chosen
-// endpoint, nil while it waits for one. The chosen one stays while it is
-// ready (so does one chosen before this configuration, in PickedBefore):
-// gRFC A62's pick_first keeps the connection it has. Else the endpoints
-// are tried in order, as gRPC tries them: a failing one is passed over,
-// the first ready one is chosen, and one still connecting is waited for,
-// but each 250ms of waiting lets one more endpoint of the list in (Happy
-// Eyeballs).
-//
-// The owner connects every endpoint at once (it wants them all); this
-// only orders the choice. gRFC A62's one address at a time is the
-// follow-up: the leaf would then say which endpoints to want, the first
-// not failing and one more per turn, where today the cluster wants every
-// endpoint of the priority.
-func (l *Leaf) pickFirst(g *group) Picker {
-	if g.chosen != nil && !l.ready(g.chosen) {
-		g.chosen = nil
+// Want adds to wanted the endpoints the leaf wants connected now, for its
+// owner to want in the pool: every endpoint, but under pick_first only
+// those it is trying (gRFC A62: one at a time, in order), or the one it
+// chose. The owner asks each time it asks for a picker, and before it:
+// for pick_first this is where the pass over the list moves on. (A map
+// to fill, not an iterator: the owner asks for every cluster at each
+// state change, and an iterator's closure is an allocation each time.)
+func (l *Leaf) Want(wanted map[*endpoint.Endpoint]struct{}) {
+	if l.Policy.Kind != resources.LBPickFirst {
+		for _, loc := range l.Localities {
+			for _, e := range loc.Endpoints {
+				wanted[e.Endpoint] = struct{}{}
+			}
+		}
+		return
 	}
-	for _, e := range g.eps {
-		if g.chosen == nil && l.PickedBefore[e.ep] && l.ready(e.ep) {
-			g.chosen = e.ep
+	for _, g := range l.endpointGroups() {
+		l.pickFirstStep(g)
+		if g.chosen != nil {
+			wanted[g.chosen] = struct{}{}
+			continue
+		}
+		for _, e := range g.eps[:g.tried] {
+			wanted[e.ep] = struct{}{}
+		}
+	}
+}
+
+// pickFirst returns the picker sending every request to g's chosen
+// endpoint, nil while there is none.
+func (l *Leaf) pickFirst(g *group) Picker {
+	l.pickFirstStep(g)
+	if g.chosen == nil {
+		return nil
+	}
+	return onePicker{Picked{Endpoint: g.chosen, Conn: g.chosen.Conn()}}
+}
+
+// pickFirstStep moves g's pass over its endpoints on from their states as
+// they are now, as gRFC A62's pick_first moves on from its subchannels'
+// reports. It is a function of those states and the time, so that the
+// owner may call it as often as it likes:
+//   - the chosen endpoint stays while it is ready (so does one chosen
+//     before this configuration, in Before, if still ready);
+//   - otherwise the endpoints are started in order, the first at once,
+//     each next one when the last one started fails (or is ejected), or
+//     when it has been connecting for HappyEyeballsDelay while the ones
+//     before it keep trying;
+//   - the first ready endpoint of those started is chosen, and the others
+//     are no longer wanted;
+//   - once every endpoint is started, all stay wanted, and the pool
+//     connects each again after its backoff, until one is ready (the
+//     owner sees every one failing: TRANSIENT_FAILURE, sticky, A62);
+//   - the chosen endpoint losing its connection starts a new pass from
+//     the first endpoint.
+func (l *Leaf) pickFirstStep(g *group) {
+	if g.chosen != nil {
+		if l.ready(g.chosen) {
+			g.stopTimer()
+			return
+		}
+		g.chosen, g.tried = nil, 0
+	}
+	if !g.began {
+		g.began = true
+		for _, e := range g.eps {
+			if l.Before != nil && l.Before.Picked[e.ep] && l.ready(e.ep) {
+				g.chosen = e.ep
+				return
+			}
 		}
 	}
 	now := l.clock().Now()
-	turns := 1
-	if !g.waitStart.IsZero() {
-		turns += int(now.Sub(g.waitStart) / HappyEyeballsDelay)
-	}
-	waiting, more := false, false
-	for _, e := range g.eps {
-		if g.chosen != nil || e.ep.State() == endpoint.TransientFailure || l.ejected(e.ep) {
-			continue
-		}
-		if turns == 0 {
-			more = true
-			break
+	for i, e := range g.eps {
+		if i == g.tried {
+			switch {
+			case i == 0 || l.failed(g.eps[i-1].ep):
+				g.lastStart = now
+			case now.Sub(g.lastStart) >= HappyEyeballsDelay:
+				// The turn of the one before ended at lastStart+delay:
+				// this one's starts then, whenever the owner asks.
+				g.lastStart = g.lastStart.Add(HappyEyeballsDelay)
+			default:
+				l.armTurn(g, now)
+				return
+			}
+			g.tried++
 		}
 		if l.ready(e.ep) {
 			g.chosen = e.ep
-			break
+			g.stopTimer()
+			return
 		}
-		waiting = true
-		turns--
 	}
-	if g.chosen != nil {
-		g.waitStart = time.Time{}
-		return onePicker{Picked{Endpoint: g.chosen, Conn: g.chosen.Conn()}}
+	g.stopTimer() // every endpoint started: no more turns
+}
+
+// failed reports whether pick_first moves on from ep at once: it failed
+// to connect, or outlier detection ejected it.
+func (l *Leaf) failed(ep *endpoint.Endpoint) bool {
+	return ep.State() == endpoint.TransientFailure || l.ejected(ep)
+}
+
+// armTurn sets g's timer for the end of the turn that began at
+// g.lastStart, unless set for it already: it has the owner ask again
+// (Repick), and the next endpoint is started then.
+func (l *Leaf) armTurn(g *group, now time.Time) {
+	if l.Repick == nil || (g.timer != nil && g.timerFor.Equal(g.lastStart)) {
+		return
 	}
-	if waiting && g.waitStart.IsZero() {
-		g.waitStart = now
+	g.stopTimer()
+	repick := l.Repick
+	var self Timer
+	self = l.clock().AfterFunc(HappyEyeballsDelay-now.Sub(g.lastStart), func() {
+		repick(func() {
+			if g.timer == self { // not stopped and replaced meanwhile
+				g.timer = nil
+			}
+		})
+	})
+	g.timer, g.timerFor = self, g.lastStart
+}
+
+// stopTimer stops g's Happy Eyeballs timer, if it runs.
+func (g *group) stopTimer() {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
 	}
-	if more && g.waitTimer == nil && l.Repick != nil {
-		next := HappyEyeballsDelay - now.Sub(g.waitStart)%HappyEyeballsDelay
-		repick := l.Repick
-		g.waitTimer = l.clock().AfterFunc(next, func() { repick(func() { g.waitTimer = nil }) })
-	}
-	return nil
 }
 
 // onePicker sends every request to one endpoint.
