@@ -225,9 +225,13 @@
 //     credentials) before the RPC is sent; package dataplane/extauthz
 //     decides. An allowed RPC goes with the outgoing metadata the service
 //     changed; a denied one fails with the service's status; a failed call
-//     fails it with status_on_error unless failure_mode_allow. The
-//     trailers of a denial and the response headers of an allowed RPC are
-//     not delivered on the client side (an xdsserver server applies both).
+//     fails it with status_on_error unless failure_mode_allow. A denial's
+//     headers are the failed RPC's trailers (the grpc.Trailer call
+//     options get them, unary and streaming, as from a server's
+//     trailers-only failure); an allowed RPC's response_headers_to_add are
+//     applied to the response headers the server sent (grpc.Header, and a
+//     stream's Header), none where the server sent none (a trailers-only
+//     response).
 //     A channel keeps one connection per service across configuration
 //     updates, closed with the channel.
 //   - gRFC A81 authority rewriting: on a route whose auto_host_rewrite is
