@@ -174,20 +174,25 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 		attemptOpts = append(opts[:len(opts):len(opts)], sel.attemptOpts[:]...)
 	}
 	var rs route.RetryState
+	var delay time.Duration // waited between attempts
 	for {
 		sel.header, sel.trailer = nil, nil
 		rs.Attempts++
 		err := invoker(ctx, method, req, reply, cc, attemptOpts...)
 		if err == nil {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return nil
 		}
 		d, retry := retryNext(sel.retry, &rs, err, sel.header != nil, sel.trailer, sel)
 		if !retry {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return err
 		}
 		if werr := cs.wait(ctx, d); werr != nil {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return status.FromContextError(werr).Err()
 		}
+		delay += d
 	}
 }
 
@@ -244,7 +249,11 @@ type retryStream struct {
 	sent      []any             // what to replay, until committed; guarded by mu
 	sentBytes int               // guarded by mu
 	closed    bool              // CloseSend was called; guarded by mu
-	rs        route.RetryState  // only the receiving goroutine
+	// Only the receiving goroutine: the retry state, the time waited
+	// between attempts, and whether the end was reported (ended).
+	rs    route.RetryState
+	delay time.Duration
+	ended bool
 }
 
 func (s *retryStream) current() grpc.ClientStream {
@@ -319,15 +328,24 @@ func (s *retryStream) RecvMsg(m any) error {
 		if err == nil {
 			s.commit()
 			if !s.desc.ServerStreams {
-				s.finish()
+				s.end()
 			}
 			return nil
 		}
 		if err = s.retry(a, err); err != nil {
 			s.commit()
-			s.finish()
+			s.end()
 			return err
 		}
+	}
+}
+
+// end ends the RPC: what start began, and the report of its retries.
+func (s *retryStream) end() {
+	s.finish()
+	if !s.ended {
+		s.ended = true
+		s.cs.recordRetries(s.cc, s.method, s.rs.Attempts, s.delay)
 	}
 }
 
@@ -349,6 +367,7 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 	if werr := s.cs.wait(s.ctx, d); werr != nil {
 		return status.FromContextError(werr).Err()
 	}
+	s.delay += d
 	s.rs.Attempts++
 	next, nerr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 	if nerr != nil {
