@@ -206,6 +206,14 @@
 //     has sent more than 256 KiB: what it sent is sent again; a unary
 //     request over 256 KiB is not retried. A policy
 //     with num_retries 0 (which grpc-go rejects) retries nothing.
+//   - gRFC A96 retry metrics: with Options.RetryMetrics, each call a
+//     retry policy retried is reported once at its end, with its retries
+//     and the time waited between attempts (grpc.client.call.retries and
+//     grpc.client.call.retry_delay; metrics/otelxds and metrics/promxds
+//     record them). gRPC's stats handlers see each of these attempts as a
+//     call of its own. grpc.client.call.transparent_retries is not
+//     measured: gRPC retries transparently below the interceptors, where
+//     goxds cannot see it.
 //   - gRFC A39 HTTP filters: the listener's filters run in order on each
 //     RPC before it is sent, once per RPC (not per attempt), each with its
 //     effective configuration: the weighted cluster's
