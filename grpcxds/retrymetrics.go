@@ -28,7 +28,10 @@ type RetryMetrics interface {
 	// grpc.client.call.retry_delay. target is the channel's canonical
 	// target and method the call's full method without its leading "/"
 	// ("pkg.Service/Method"): the grpc.target and grpc.method labels of
-	// gRFC A66.
+	// gRFC A66. A stream ends, for this report, when RecvMsg returns its
+	// last error (io.EOF included) or the one response of a stream the
+	// server does not stream; one the application abandons before that
+	// (cancelling its context) is not reported.
 	CallRetried(target, method string, retries int, delay time.Duration)
 }
 
