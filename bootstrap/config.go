@@ -47,6 +47,18 @@ type Config struct {
 	// servers not marked FeatureTrustedXDSServer (gRFC A102); see
 	// AllowedGRPCService. JSON: allowed_grpc_services.
 	AllowedGRPCServices map[string]AllowedGRPCService
+	// EndpointFallback turns on gRFC A95, which gRPC keeps behind the
+	// environment variable GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK (see
+	// EnvEndpointFallback): an authority's FallbackOnReachabilityOnly is
+	// honoured, a ClusterLoadAssignment's localities may take their
+	// endpoints from LbEndpointCollection resources
+	// (leds_cluster_locality_config), and the client advertises the client
+	// feature xds.endpoint.supports_lb_endpoint_collection so that servers
+	// know they may send those. Off, the knob is ignored and
+	// leds_cluster_locality_config too (a locality keeps its lb_endpoints),
+	// as before A95. Parse, Load and FromEnv set it from the environment
+	// variable; not a JSON field.
+	EndpointFallback bool
 	// UnknownFields are the JSON paths of the fields Parse, Load or FromEnv
 	// ignored because goxds does not know them, sorted, e.g.
 	// ["node.user_agent", "xds_servers[0].server_feature"]; for tools to
@@ -68,6 +80,14 @@ type Authority struct {
 	// later ones fallbacks as for Config.Servers. Empty means the top-level
 	// Config.Servers. JSON: xds_servers.
 	Servers []ServerConfig
+	// FallbackOnReachabilityOnly makes the client fall back from a server
+	// of this authority as soon as it cannot be reached, even with every
+	// watched resource cached (gRFC A95); without it the client falls back
+	// only while a watcher waits on a resource the cache lacks (gRFC A71).
+	// For an authority serving endpoints, which go stale while a fallback
+	// has fresher ones. Honoured only with Config.EndpointFallback.
+	// JSON: fallback_on_reachability_only, a boolean.
+	FallbackOnReachabilityOnly bool
 }
 
 // CertificateProvider is one entry of certificate_providers, as written.

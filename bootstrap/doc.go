@@ -41,6 +41,14 @@
 // server_listener_resource_name_template, certificate_providers and
 // allowed_grpc_services; see the fields of [Config].
 //
+// An authority (gRFC A47) may set fallback_on_reachability_only (gRFC A95),
+// a boolean: its servers are then left for the next as soon as they cannot
+// be reached, cached resources or not, which suits an authority serving
+// endpoints, which go stale. Like the rest of A95 it is honoured only when
+// the environment variable GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK is
+// "true" ([EnvEndpointFallback], [Config].EndpointFallback), as the gRFC
+// says; a value that is not a boolean is an error either way.
+//
 // # Credentials and certificates
 //
 // [ServerConfig.ChannelCredentials] builds what a channel to a management

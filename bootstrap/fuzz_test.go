@@ -41,6 +41,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("authority %q listed but not found", name)
 			}
 			_, _ = c.AuthorityListenerResourceName(name, "svc/[::1]:80")
+			_ = c.Authorities[name].FallbackOnReachabilityOnly
 		}
 		_ = c.ListenerResourceName("svc/[::1]:80")
 		_ = c.Node.Proto([]string{"f"})
@@ -51,19 +52,21 @@ func FuzzParse(f *testing.F) {
 // parse, and that the broken ones fail, so the seeds stay what they claim.
 func TestSeedCorpus(t *testing.T) {
 	want := map[string]string{ // file → "" if valid, else part of the error
-		"traffic_director": "",
-		"istio_agent":      "",
-		"mtls_delta":       "",
-		"federation":       "",
-		"per_type_delta":   "",
-		"filesystem":       "",
-		"rest":             "",
-		"bad_per_type":     `xds_servers[0].api_type_per_type["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]: REST cannot be mixed with gRPC`,
-		"wrong_types":      "xds_servers[0].server_uri: must be a string, got number",
-		"typo_top":         `xds_servers: must list at least one server (unknown field at the top level: "xds_server", did you mean "xds_servers"?)`,
-		"typo_server":      `xds_servers[0].server_uri: must not be empty (unknown fields in xds_servers[0]: "channel_cred", did you mean "channel_creds"?; "server_feature", did you mean "server_features"?; "server_url", did you mean "server_uri"?)`,
-		"syntax_error":     "invalid JSON at line 3, column 71: invalid character '}'",
-		"unknown_kept":     "",
+		"traffic_director":       "",
+		"istio_agent":            "",
+		"mtls_delta":             "",
+		"federation":             "",
+		"per_type_delta":         "",
+		"filesystem":             "",
+		"rest":                   "",
+		"bad_per_type":           `xds_servers[0].api_type_per_type["type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment"]: REST cannot be mixed with gRPC`,
+		"wrong_types":            "xds_servers[0].server_uri: must be a string, got number",
+		"typo_top":               `xds_servers: must list at least one server (unknown field at the top level: "xds_server", did you mean "xds_servers"?)`,
+		"typo_server":            `xds_servers[0].server_uri: must not be empty (unknown fields in xds_servers[0]: "channel_cred", did you mean "channel_creds"?; "server_feature", did you mean "server_features"?; "server_url", did you mean "server_uri"?)`,
+		"syntax_error":           "invalid JSON at line 3, column 71: invalid character '}'",
+		"unknown_kept":           "",
+		"endpoint_fallback":      "",
+		"fallback_knob_not_bool": `authorities["a"].fallback_on_reachability_only: must be a boolean, got string`,
 	}
 	for name, wantErr := range want {
 		t.Run(name, func(t *testing.T) {

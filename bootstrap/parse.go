@@ -100,6 +100,7 @@ func parse(data []byte) (*Config, error) {
 		return nil, explainUnknown(err, unknown)
 	}
 	c.UnknownFields = unknown.list()
+	c.EndpointFallback = endpointFallbackFromEnv()
 	return c, nil
 }
 
@@ -453,6 +454,11 @@ func decodeAuthorities(raw json.RawMessage, path string) (map[string]Authority, 
 			if a.Servers, err = decodeServers(raw, member(p, "xds_servers")); err != nil {
 				return nil, err
 			}
+		}
+		// Checked whether or not A95 is on, so that a bootstrap is valid
+		// or not whatever the environment; honoured only when it is.
+		if a.FallbackOnReachabilityOnly, err = ao.boolean(fallbackKnob, member(p, fallbackKnob)); err != nil {
+			return nil, err
 		}
 		out[name] = a
 	}

@@ -35,7 +35,7 @@ var (
 	tlsFields      = []string{"ca_certificate_file", "certificate_file", "private_key_file", "refresh_interval", "spiffe_trust_bundle_map_file"}
 	nodeFields     = []string{"id", "cluster", "locality", "metadata", "user_agent_name", "user_agent_version"}
 	localityFields = []string{"region", "zone", "sub_zone"}
-	authFields     = []string{"client_listener_resource_name_template", "xds_servers"}
+	authFields     = []string{"client_listener_resource_name_template", "xds_servers", fallbackKnob}
 	providerFields = []string{"plugin_name", "config"}
 )
 

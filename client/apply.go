@@ -461,6 +461,12 @@ func decodeInto(tc *typeCache, ctx *resources.DecodeContext, it *received) {
 	switch {
 	case hasNUL(name):
 		name, err = "", fmt.Errorf("resource %q: a resource name cannot contain a NUL byte", name)
+	case it.name == "" && name == "" && err == nil:
+		// A message without a name field of its own (an
+		// LbEndpointCollection), sent bare: nothing to know it by. Without
+		// this error such a resource was neither applied nor reported,
+		// and the NACK was built of a nil error (a panic).
+		err = fmt.Errorf("%s resource has no name: its message carries none, so it must come in a discovery.v3.Resource naming it", tc.typ.TypeName())
 	case it.name == "":
 		it.name = name
 	case name != "" && name != it.name:

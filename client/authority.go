@@ -36,6 +36,10 @@ type authority struct {
 	// known to be down).
 	servers []*server
 	active  int
+	// reachabilityOnly: the authority leaves a server that cannot be
+	// reached whatever the cache holds (gRFC A95's
+	// fallback_on_reachability_only, with A95 on); read-only.
+	reachabilityOnly bool
 }
 
 func (a *authority) current() *server { return a.servers[a.active] }
@@ -86,7 +90,11 @@ func (c *Client) newAuthorityLocked(name string, configs []bootstrap.ServerConfi
 		return nil, err
 	}
 	s.refs++
-	return &authority{name: name, configs: configs, servers: []*server{s}}, nil
+	a := &authority{name: name, configs: configs, servers: []*server{s}}
+	if name != "" && c.cfg.EndpointFallback {
+		a.reachabilityOnly = c.cfg.Authorities[name].FallbackOnReachabilityOnly
+	}
+	return a, nil
 }
 
 // eachAuthorityLocked calls f for every authority in use.
@@ -122,6 +130,15 @@ func (c *Client) unsubscribeAllLocked(a *authority, typeURL, name string) (queue
 		}
 	}
 	return queued
+}
+
+// shouldFallBackLocked tells whether a, whose current server has just
+// been found unreachable, should move to its next server: always with
+// fallback_on_reachability_only (gRFC A95), which keeps endpoints fresh
+// from a fallback rather than stale from the cache; otherwise only while a
+// watcher waits on what the cache lacks (gRFC A71).
+func (c *Client) shouldFallBackLocked(a *authority) bool {
+	return a.reachabilityOnly || c.waitingLocked(a)
 }
 
 // waitingLocked tells whether a watcher of a waits on a resource the cache

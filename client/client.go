@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -24,6 +25,20 @@ var clientFeatures = []string{
 	"xds.config.supports-resource-ttl",
 	"xds.config.supports-resource-in-sotw",
 	"xds.config.resource-in-sotw",
+}
+
+// lbEndpointCollectionFeature tells servers that the client takes a
+// locality's endpoints from an LbEndpointCollection (gRFC A95); advertised
+// only with bootstrap.Config.EndpointFallback, as a server may then send
+// assignments that a client without it would read as empty.
+const lbEndpointCollectionFeature = "xds.endpoint.supports_lb_endpoint_collection"
+
+// clientFeaturesFor returns the client features a client of cfg advertises.
+func clientFeaturesFor(cfg *bootstrap.Config) []string {
+	if !cfg.EndpointFallback {
+		return clientFeatures
+	}
+	return append(slices.Clip(clientFeatures), lbEndpointCollectionFeature)
 }
 
 // Options tune a Client. The zero value is ready to use.
@@ -149,7 +164,7 @@ func New(cfg *bootstrap.Config, opts Options) (*Client, error) {
 		reg:         reg,
 		expiry:      opts.WatchExpiry,
 		builder:     opts.TransportBuilder,
-		node:        cfg.Node.Proto(clientFeatures),
+		node:        cfg.Node.Proto(clientFeaturesFor(cfg)),
 		logger:      opts.Logger,
 		metrics:     opts.Metrics,
 		clock:       opts.Clock,

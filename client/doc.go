@@ -51,7 +51,12 @@
 // while some watcher of that authority waits on a resource the cache lacks
 // (neither received nor known not to exist; for a wildcard watch, no
 // response of its type yet). With everything cached it stays, and watchers
-// keep the primary's data. Watchers are not told of a failure the fallback
+// keep the primary's data; but an authority with
+// fallback_on_reachability_only (gRFC A95, honoured only with
+// [bootstrap.Config].EndpointFallback, that is
+// GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK=true) moves as soon as its
+// server cannot be reached, cached or not: meant for an authority of
+// endpoints, which go stale. Watchers are not told of a failure the fallback
 // covers, only of one no server is left to cover. Resources from the
 // fallback apply to the same cache entries as the primary's: watchers get
 // an update only for what differs, and for a value that depends on the

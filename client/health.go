@@ -118,11 +118,13 @@ func (c *Client) handleStreamEnd(s *server, se *transport.StreamError) {
 		}
 		s.unreachable = cause
 		// gRFC A71: an authority with a watcher waiting on what the cache
-		// lacks moves to its next server. Its entries leave s, so the loop
-		// below neither stops their timers (the move did) nor tells their
-		// watchers: they are told only once no server is left to try.
+		// lacks moves to its next server (with A95's
+		// fallback_on_reachability_only, any authority of s does). Its
+		// entries leave s, so the loop below neither stops their timers
+		// (the move did) nor tells their watchers: they are told only
+		// once no server is left to try.
 		c.eachAuthorityLocked(func(a *authority) {
-			if a.current() == s && c.waitingLocked(a) {
+			if a.current() == s && c.shouldFallBackLocked(a) {
 				c.fallBackLocked(a, cause)
 			}
 		})

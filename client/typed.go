@@ -22,3 +22,9 @@ func WatchCluster(c *Client, name string, w Watcher[*resources.Cluster]) (cancel
 func WatchEndpoints(c *Client, name string, w Watcher[*resources.Endpoints]) (cancel func()) {
 	return Watch(c, resources.EndpointsType, name, w)
 }
+
+// WatchEndpointCollection watches the LbEndpointCollection named name: the
+// endpoints of a locality of an assignment (gRFC A95).
+func WatchEndpointCollection(c *Client, name string, w Watcher[*resources.EndpointCollection]) (cancel func()) {
+	return Watch(c, resources.EndpointCollectionType, name, w)
+}

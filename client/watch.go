@@ -246,7 +246,7 @@ func (c *Client) watchLocked(typeURL, name string, opts WatchOptions, w *watcher
 		c.subscribeAllLocked(a, typeURL, key)
 	}
 	e.watchers.add(w)
-	if s.unreachable != nil && waiting(e) {
+	if s.unreachable != nil && (waiting(e) || a.reachabilityOnly) {
 		// The server is down and this watcher would wait: fall back now
 		// rather than at the next failed reconnection (gRFC A71). The
 		// replay below then finds the new server, not yet failed.

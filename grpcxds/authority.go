@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"strconv"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/metadata"
 )
@@ -29,9 +30,9 @@ import (
 // authorityOf is the authority of an endpoint: a LOGICAL_DNS cluster's
 // host:port (dns), whatever address it resolved to (gRFC A81); else the
 // EDS endpoint's hostname, "" for none.
-func authorityOf(dns *dnsWatch, hostname string) string {
+func authorityOf(dns *cluster.Resolution, hostname string) string {
 	if dns != nil {
-		return dns.target
+		return dns.Target()
 	}
 	return hostname
 }

@@ -64,7 +64,7 @@ func TestAuthoritiesFollowSubConns(t *testing.T) {
 		t.Fatalf("authorities %q, want %q", got, want)
 	}
 	b.mu.Lock()
-	n := b.pool.Len()
+	n := b.set.Pool().Len()
 	b.mu.Unlock()
 	if n != 5 {
 		t.Errorf("%d endpoints in the pool; want 5 (10.0.0.1 twice, 10.0.0.2 twice, 10.0.0.3)", n)

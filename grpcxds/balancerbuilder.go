@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
@@ -25,7 +24,7 @@ type lbConfigJSON struct {
 	// FailoverTimeout is a Go duration ("10s"); "" means the default.
 	FailoverTimeout string `json:"failoverTimeout,omitempty"`
 	// ConnectOnFirstRPC leaves the routes' clusters idle until an RPC
-	// picks them (idle.go).
+	// picks them (package dataplane/cluster, idle.go).
 	ConnectOnFirstRPC bool `json:"connectOnFirstRPC,omitempty"`
 	// ClusterIdleTimeout is a Go duration ("30m"): with ConnectOnFirstRPC,
 	// a cluster unused this long goes idle again; "": never.
@@ -46,26 +45,15 @@ func (balancerBuilder) Name() string { return BalancerName }
 
 func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions) balancer.Balancer {
 	b := &xdsBalancer{
-		cc:              cc,
-		bopts:           opts,
-		xdsCreds:        xdscreds.UsesXDS(opts.DialCreds),
-		security:        make(map[string]*secEntry),
-		warnedPlain:     make(map[string]bool),
-		channelID:       rand.Uint64(),
-		failoverTimeout: DefaultFailoverTimeout,
-		clock:           realClock{},
-		logger:          client.DefaultLogger(),
-		clusters:        make(map[string]*clusterLB),
-		dns:             make(map[string]*dnsWatch),
-		inflight:        make(map[string]*atomic.Int64),
-		inflightRefs:    make(map[string]int),
-		staleCounters:   make(map[string]struct{}),
-		aggUsers:        make(map[string]map[*clusterLB]struct{}),
-		loads:           make(map[string]*heldStore),
-		dirty:           make(map[*clusterLB]struct{}),
-		changes:         make(map[string]clusterPicker),
+		cc:       cc,
+		bopts:    opts,
+		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
+		tls:      tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
+		ch:       channelInfo{id: rand.Uint64()},
+		clock:    realClock{},
+		logger:   client.DefaultLogger(),
 	}
-	b.pool = endpoint.NewPool(b, b.endpointChanged)
+	b.set = cluster.NewSet(b, b.clock, cluster.Config{FailoverTimeout: DefaultFailoverTimeout})
 	return b
 }
 

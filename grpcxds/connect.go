@@ -10,8 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"time"
-
-	"github.com/goxds/xds/resources"
 )
 
 // HTTP CONNECT (gRFC A86). grpc-go tunnels inside its transport, keyed by
@@ -49,17 +47,15 @@ func parseConnectAddr(addr string) (proxy, target string, ok bool) {
 	return proxy, target, true
 }
 
-// dialAddrs returns the addresses the balancer connects to for ep of
-// cluster c: through ep's proxy when c wraps its transport socket in
-// http_11_proxy and the metadata names one, else ep's own (A86: an
-// endpoint without a proxy address is reached directly).
-func dialAddrs(c *resources.Cluster, ep resources.Endpoint) []string {
-	if c == nil || !c.HTTP11Proxy || ep.ProxyAddress == "" {
-		return ep.Addresses
-	}
-	addrs := make([]string, len(ep.Addresses))
-	for i, a := range ep.Addresses {
-		addrs[i] = connectAddr(ep.ProxyAddress, a)
+// proxiedAddrs returns the addresses the balancer connects to for an
+// endpoint's addresses reached through proxy: the cluster wraps its
+// transport socket in http_11_proxy and the endpoint's metadata names the
+// proxy (cluster.EndpointSpec.Proxy; A86: an endpoint without a proxy
+// address is reached directly).
+func proxiedAddrs(proxy string, addresses []string) []string {
+	addrs := make([]string, len(addresses))
+	for i, a := range addresses {
+		addrs[i] = connectAddr(proxy, a)
 	}
 	return addrs
 }

@@ -5,6 +5,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
@@ -27,7 +28,7 @@ type connTag struct {
 	hostname string
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
-	dns *dnsWatch
+	dns *cluster.Resolution
 	// authority is what an RPC sent here carries as its :authority when
 	// its route says auto_host_rewrite (gRFC A81, authority.go): the EDS
 	// endpoint's hostname, a LOGICAL_DNS cluster's host:port; "" for
@@ -45,9 +46,10 @@ type subConn struct {
 	authority bool
 }
 
-// connLocked returns the endpoint of the given addresses and security,
-// creating it (without a SubConn) if it is new. hostname is the EDS
-// endpoint's, sent as SNI when the security says auto_host_sni.
+// Endpoint implements cluster.Host: the endpoint of the given addresses
+// (through their HTTP CONNECT proxy, connect.go) and security, created
+// (without a SubConn) if it is new. The hostname is the EDS endpoint's,
+// sent as SNI when the security says auto_host_sni.
 //
 // An endpoint with an authority (the EDS hostname, or the DNS name of a
 // LOGICAL_DNS cluster: authorityOf) is an endpoint of its own, apart
@@ -55,7 +57,12 @@ type subConn struct {
 // an endpoint, and learns its authority from the endpoint's SubConn, so
 // one connection must not stand for two hostnames. Addresses listed
 // under one hostname everywhere, the usual case, are still shared.
-func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, hostname string) *endpoint.Endpoint {
+func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
+	addrs, dns, hostname := spec.Addrs, spec.DNS, spec.Hostname
+	if spec.Proxy != "" {
+		addrs = proxiedAddrs(spec.Proxy, addrs)
+	}
+	sec, _ := spec.Security.(*secEntry)
 	authority := authorityOf(dns, hostname)
 	var extra string
 	if sec != nil {
@@ -67,7 +74,7 @@ func (b *xdsBalancer) connLocked(addrs []string, dns *dnsWatch, sec *secEntry, h
 	if authority != "" {
 		extra = authorityKey(authority, extra)
 	}
-	ep, isNew := b.pool.Get(addrs, extra)
+	ep, isNew := pool.Get(addrs, extra)
 	if isNew && (sec != nil || dns != nil || authority != "") {
 		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns, authority: authority}
 		if sec != nil {
@@ -83,7 +90,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	tag, _ := ep.Tag.(*connTag)
 	addrs := make([]resolver.Address, len(ep.Addrs()))
 	for i, a := range ep.Addrs() {
-		if !b.connectDialer {
+		if !b.ch.connectDialer {
 			if _, _, proxied := parseConnectAddr(a); proxied {
 				// Never connect around the proxy: fail the endpoint.
 				return nil, errNoConnectDialer(a)
@@ -122,13 +129,13 @@ func (c *subConn) onState(s balancer.SubConnState) {
 	b := c.b
 	b.mu.Lock()
 	if b.closed || s.ConnectivityState == connectivity.Shutdown ||
-		!b.pool.SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
+		!b.set.Pool().SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
 		b.mu.Unlock()
 		return
 	}
 	if s.ConnectivityState == connectivity.TransientFailure {
-		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil && tag.dns.r != nil {
-			tag.dns.r.ResolveNow(resolver.ResolveNowOptions{})
+		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil {
+			tag.dns.ResolveNow()
 		}
 	}
 	b.finishAndUnlock()
@@ -145,12 +152,6 @@ func endpointState(s connectivity.State) endpoint.State {
 		return endpoint.TransientFailure
 	}
 	return endpoint.Idle
-}
-
-// endpointChanged is the pool's changed: the cluster (the user, a
-// *clusterLB) chooses its priority and picker again.
-func (b *xdsBalancer) endpointChanged(u endpoint.User, _ *endpoint.Endpoint) {
-	b.dirty[u.(*clusterLB)] = struct{}{}
 }
 
 // sc is the SubConn of a picked endpoint's connection; nil for none (a

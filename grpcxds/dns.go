@@ -3,17 +3,17 @@ package grpcxds
 import (
 	"errors"
 	"net/url"
-	"slices"
 
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
+
+	"github.com/goxds/xds/dataplane/cluster"
 )
 
-// dnsWatch resolves the host:port of LOGICAL_DNS clusters with gRPC's own
-// "dns" resolver, the one channels use for "dns:///" targets: the same
-// lookups, re-resolution pacing and backoff. It is that resolver's
-// resolver.ClientConn. Everything but r's own calls is guarded by
-// xdsBalancer.mu.
+// dnsWatch resolves the host:port of a cluster.Resolution (LOGICAL_DNS
+// clusters) with gRPC's own "dns" resolver, the one channels use for
+// "dns:///" targets: the same lookups, re-resolution pacing and backoff.
+// It is that resolver's resolver.ClientConn, and reports to the Set.
 type dnsWatch struct {
 	// ClientConn is embedded, nil, as gRPC asks of implementations it does
 	// not make itself: a method gRPC adds to the interface then reaches
@@ -21,96 +21,43 @@ type dnsWatch struct {
 	// build of every program that imports goxds.
 	resolver.ClientConn
 
-	b      *xdsBalancer
-	target string // host:port
-	// users are the clusters with a leaf resolving target; none, and the
-	// resolver is closed.
-	users map[*clusterLB]struct{}
-	// started: startDNS was called. r is the resolver once Build returned;
-	// stopped: dropped from xdsBalancer.dns, so r is to be closed.
-	started, stopped bool
-	r                resolver.Resolver
-	// addrs are the last addresses resolved; err is the last error, kept
-	// beside older addresses, which stay in use.
-	addrs []string
-	err   error
+	b   *xdsBalancer
+	res *cluster.Resolution
 }
 
-// dnsWatchLocked returns the resolution of target, starting one if it is
-// new (the resolver itself starts in finishAndUnlock).
-func (b *xdsBalancer) dnsWatchLocked(target string) *dnsWatch {
-	w := b.dns[target]
-	if w == nil {
-		w = &dnsWatch{b: b, target: target, users: make(map[*clusterLB]struct{})}
-		b.dns[target] = w
-	}
-	return w
-}
+// dnsResolver is a gRPC resolver as the Set's Resolver.
+type dnsResolver struct{ r resolver.Resolver }
 
-// dnsChangesLocked returns the resolutions to start, and the resolvers to
-// close because no cluster uses them any more.
-func (b *xdsBalancer) dnsChangesLocked() (start []*dnsWatch, stop []resolver.Resolver) {
-	for target, w := range b.dns {
-		switch {
-		case len(w.users) == 0:
-			delete(b.dns, target)
-			w.stopped = true
-			if w.r != nil {
-				stop = append(stop, w.r)
-			}
-		case !w.started:
-			w.started = true
-			start = append(start, w)
-		}
-	}
-	return start, stop
-}
+func (r dnsResolver) ResolveNow() { r.r.ResolveNow(resolver.ResolveNowOptions{}) }
+func (r dnsResolver) Close()      { r.r.Close() }
 
-// startDNS builds w's resolver. It is called without mu: the resolver may
-// report an IP address from inside Build.
-func (b *xdsBalancer) startDNS(w *dnsWatch) {
+// StartDNS implements cluster.Host: it builds the resolver of res. It is
+// called without mu: the resolver may report an IP address from inside
+// Build.
+func (b *xdsBalancer) StartDNS(res *cluster.Resolution) {
+	w := &dnsWatch{b: b, res: res}
 	var (
 		r   resolver.Resolver
 		err = errors.New(`no "dns" resolver is registered with gRPC`)
 	)
 	if builder := resolver.Get("dns"); builder != nil {
-		target := resolver.Target{URL: url.URL{Scheme: "dns", Path: "/" + w.target}}
+		target := resolver.Target{URL: url.URL{Scheme: "dns", Path: "/" + res.Target()}}
 		r, err = builder.Build(target, w, resolver.BuildOptions{DisableServiceConfig: true})
 	}
 	b.mu.Lock()
 	if err != nil {
-		if !w.stopped && !b.closed {
-			w.setLocked(nil, err)
+		if !b.closed {
+			b.set.Resolved(res, nil, err)
 		}
 		b.finishAndUnlock()
 		return
 	}
-	if w.stopped || b.closed {
+	if b.closed || !b.set.Attach(res, dnsResolver{r}) {
 		b.mu.Unlock()
 		r.Close()
 		return
 	}
-	w.r = r
 	b.mu.Unlock()
-}
-
-// setLocked records a resolution (addrs) or a failure (err) and rebuilds
-// the clusters using it if what they see changed.
-func (w *dnsWatch) setLocked(addrs []string, err error) {
-	if err != nil {
-		w.err = err
-		if len(w.addrs) > 0 {
-			return // the last addresses stay in use
-		}
-	} else {
-		if w.err == nil && slices.Equal(addrs, w.addrs) {
-			return
-		}
-		w.addrs, w.err = addrs, nil
-	}
-	for cl := range w.users {
-		w.b.refreshClusterLocked(cl, true)
-	}
 }
 
 // UpdateState implements resolver.ClientConn: a new resolution.
@@ -132,11 +79,11 @@ func (w *dnsWatch) UpdateState(s resolver.State) error {
 	}
 	b := w.b
 	b.mu.Lock()
-	if w.stopped || b.closed {
+	if w.res.Stopped() || b.closed {
 		b.mu.Unlock()
 		return nil
 	}
-	w.setLocked(addrs, err)
+	b.set.Resolved(w.res, addrs, err)
 	b.finishAndUnlock()
 	return err
 }
@@ -145,11 +92,11 @@ func (w *dnsWatch) UpdateState(s resolver.State) error {
 func (w *dnsWatch) ReportError(err error) {
 	b := w.b
 	b.mu.Lock()
-	if w.stopped || b.closed {
+	if w.res.Stopped() || b.closed {
 		b.mu.Unlock()
 		return
 	}
-	w.setLocked(nil, err)
+	b.set.Resolved(w.res, nil, err)
 	b.finishAndUnlock()
 }
 

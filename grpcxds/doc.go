@@ -132,10 +132,13 @@
 //     weighted by the endpoints' shares (gRFC A113). Unlike gRPC's, which
 //     connects to one endpoint at a time, every endpoint is connected.
 //
-// These policies are package dataplane/lbpolicy's, over the endpoints of
-// package dataplane/endpoint's pool (one SubConn per address list and
-// security, shared by every cluster and priority naming it); this package
-// binds them to SubConns and gRPC's picks.
+// The clusters (priorities, failover, aggregate and LOGICAL_DNS leaves,
+// drops, circuit breakers, outlier detection, load reports, idle
+// clusters) are package dataplane/cluster's, their policies package
+// dataplane/lbpolicy's, over the endpoints of package dataplane/
+// endpoint's pool (one SubConn per address list and security, shared by
+// every cluster and priority naming it); this package binds them to
+// SubConns, xdscreds, gRPC's "dns" resolver and gRPC's picks.
 //
 // A cluster's drop_overloads drop RPCs with UNAVAILABLE "dropped by load
 // balancing policy: <category>", and its circuit breaker's max_requests

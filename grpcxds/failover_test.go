@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -140,7 +141,7 @@ func newStuckBalancer(cc *stuckCC, clk clock, timeout time.Duration) *xdsBalance
 	b := balancerBuilder{}.Build(cc, balancer.BuildOptions{}).(*xdsBalancer)
 	b.clock = clk
 	b.logger = slog.New(slog.DiscardHandler)
-	b.failoverTimeout = timeout
+	b.set = cluster.NewSet(b, clk, cluster.Config{FailoverTimeout: timeout})
 	return b
 }
 
@@ -166,8 +167,8 @@ func TestFailoverTimersExpireAsOneBatch(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for name, cl := range b.clusters {
-		if !cl.timedOut[0] {
+	for _, name := range b.set.Names() {
+		if info, _ := b.set.Info(name); !slices.Contains(info.TimedOut, 0) {
 			t.Fatalf("cluster %s: priority 0 not given up on after the failover timeout", name)
 		}
 	}
@@ -187,7 +188,7 @@ func BenchmarkFailoverExpiry(b *testing.B) {
 				done := make(chan struct{})
 				var count atomic.Int64
 				// Counts the expiries as they are logged, outside any lock.
-				h := countingHandler{msg: failoverLogMsg, n: &count, want: int64(n), done: done}
+				h := countingHandler{msg: cluster.FailoverLogMsg, n: &count, want: int64(n), done: done}
 				cc := &stuckCC{}
 				bal := newStuckBalancer(cc, realClock{}, timeout)
 				bal.logger = slog.New(h)

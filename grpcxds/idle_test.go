@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -105,17 +106,17 @@ func pickHeld(t *testing.T, s balancer.State, name string) (balancer.PickResult,
 	if !ok {
 		t.Fatalf("published picker %T, want the route picker", s.Picker)
 	}
-	cp := rp.clusters.get(name)
+	cp := rp.clusters.Get(name)
 	if cp == nil {
 		t.Fatalf("the route picker has no cluster %s", name)
 	}
-	return cp.pick(balancer.PickInfo{}, 0)
+	return pickIn(cp, balancer.PickInfo{}, 0)
 }
 
 func newLazyBalancer(cc *lazyCC, clk clock) *xdsBalancer {
 	b := newStuckBalancer(&cc.stuckCC, clk, time.Second)
 	b.cc = cc
-	b.connectOnFirstRPC = true
+	b.set.Configure(cluster.Config{FailoverTimeout: time.Second, ConnectOnFirstRPC: true})
 	return b
 }
 
@@ -125,7 +126,7 @@ func newSleepyBalancer() (*xdsBalancer, *lazyCC, *manualClock) {
 	clk := &manualClock{now: time.Unix(1000, 0)}
 	cc := newLazyCC()
 	b := newLazyBalancer(cc, clk)
-	b.clusterIdleTimeout = time.Minute
+	b.set.Configure(cluster.Config{FailoverTimeout: time.Second, ConnectOnFirstRPC: true, ClusterIdleTimeout: time.Minute})
 	return b, cc, clk
 }
 
@@ -150,12 +151,8 @@ func TestIdleClusterWakesOnFirstPick(t *testing.T) {
 		t.Fatalf("%d SubConns made before any pick, want none: %v", len(made), made)
 	}
 	b.mu.Lock()
-	timers, conns, built := b.failover.h.Len(), b.pool.Len(), 0
-	for _, cl := range b.clusters {
-		if cl.prios != nil {
-			built++
-		}
-	}
+	st := b.set.Stats()
+	timers, conns, built := st.FailoverEntries, b.set.Pool().Len(), st.Built
 	b.mu.Unlock()
 	if timers != 0 || conns != 0 || built != 0 {
 		t.Errorf("idle clusters hold %d failover timers, %d endpoints, %d with priorities; want nothing built", timers, conns, built)
@@ -192,7 +189,7 @@ func TestIdleClusterWakesOnFirstPick(t *testing.T) {
 		}
 	}
 	b.mu.Lock()
-	timers = b.failover.h.Len()
+	timers = b.set.Stats().FailoverEntries
 	b.mu.Unlock()
 	if timers != 1 {
 		t.Errorf("%d failover timers armed once c7 woke, want 1", timers)
@@ -269,7 +266,8 @@ func TestIdleClusterAcrossUpdates(t *testing.T) {
 	}
 	cc.next(t)
 	b.mu.Lock()
-	idle := b.clusters["c2"].idle
+	info, _ := b.set.Info("c2")
+	idle := info.Idle
 	b.mu.Unlock()
 	if !idle {
 		t.Error("c2, dropped and named again, is not idle")
@@ -296,13 +294,13 @@ func TestIdleClusterAcrossUpdates(t *testing.T) {
 	// The same error again leaves c2's picker as it was (a new snapshot
 	// with the virtual host, so every cluster is looked at); the error
 	// gone, c2 is idle.
-	before := s.Picker.(*routePicker).clusters.get("c2")
+	before := s.Picker.(*routePicker).clusters.Get("c2")
 	again := &watchers.Snapshot{VirtualHost: &resources.VirtualHost{Routes: snap.VirtualHost.Routes}, Clusters: errSnap.Clusters}
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: resolver.State{Attributes: withSnapshot(again)}}); err != nil {
 		t.Fatal(err)
 	}
 	s = cc.next(t)
-	if after := s.Picker.(*routePicker).clusters.get("c2"); after != before {
+	if after := s.Picker.(*routePicker).clusters.Get("c2"); after != before {
 		t.Errorf("the same error again gave c2 a new picker: %v, was %v", after, before)
 	}
 	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
@@ -374,7 +372,7 @@ func TestIdleClusterSleepsWhenUnused(t *testing.T) {
 		t.Error("c0, in use, had its SubConn shut down")
 	}
 	b.mu.Lock()
-	conns := b.pool.Len()
+	conns := b.set.Pool().Len()
 	b.mu.Unlock()
 	if conns != 1 {
 		t.Errorf("the balancer holds %d endpoints with c1 asleep, want c0's alone", conns)
@@ -411,38 +409,12 @@ func TestIdleClusterSleepsWhenUnused(t *testing.T) {
 	clk.advance(time.Minute)
 	clk.advance(time.Minute)
 	b.mu.Lock()
-	idle0, idle1, sweeping := b.clusters["c0"].idle, b.clusters["c1"].idle, b.idleSweep != nil
+	i0, _ := b.set.Info("c0")
+	i1, _ := b.set.Info("c1")
+	idle0, idle1, sweeping := i0.Idle, i1.Idle, b.set.Stats().IdleSweep
 	b.mu.Unlock()
 	if !idle0 || !idle1 || sweeping {
 		t.Errorf("after two unused sweeps: c0 idle %v, c1 idle %v, sweep armed %v; want both idle, no sweep", idle0, idle1, sweeping)
-	}
-}
-
-// What noting a cluster's use costs a pick (ClusterIdleTimeout): a round
-// robin pick over 30 endpoints, bare and through usedPicker, RPCs from
-// every core at once.
-func BenchmarkPickUsed(b *testing.B) {
-	ten := []uint32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
-	p := prio(connectivity.Ready, ten, ten, ten).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
-	var used atomic.Bool
-	for _, tc := range []struct {
-		name string
-		cp   clusterPicker
-	}{
-		{"round_robin", p.picker(connectivity.Ready)},
-		{"round_robin_used", usedPicker{clusterPicker: p.picker(connectivity.Ready), used: &used}},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					res, err := tc.cp.pick(balancer.PickInfo{}, 0)
-					if err != nil {
-						b.Fatal(err)
-					}
-					res.Done(balancer.DoneInfo{}) // the circuit breaker's count
-				}
-			})
-		})
 	}
 }
 
@@ -506,7 +478,7 @@ func TestIdleClusterReleasesSharedEndpoint(t *testing.T) {
 		t.Error("x, in use by c0, lost its SubConn")
 	}
 	b.mu.Lock()
-	listed := b.pool.Lookup(y) != nil
+	listed := b.set.Pool().Lookup(y) != nil
 	b.mu.Unlock()
 	if !listed {
 		t.Error("y, listed by c0, was forgotten")
@@ -591,9 +563,10 @@ func TestIdlePickAfterClose(t *testing.T) {
 	if _, err := pickCluster(t, s, "c0"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 		t.Errorf("pick after Close: %v, want queued", err)
 	}
-	b.wakeMu.Lock()
-	waking, queued := b.waking, len(b.wakes)
-	b.wakeMu.Unlock()
+	b.mu.Lock()
+	st := b.set.Stats()
+	b.mu.Unlock()
+	waking, queued := st.Waking, st.WakesQueued
 	if waking || queued != 0 {
 		t.Errorf("a pick after Close started waking (%v) or queued %d clusters", waking, queued)
 	}
@@ -625,7 +598,8 @@ func TestIdleClusterAwakeWhileRPCRuns(t *testing.T) {
 	asleep := func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		return b.clusters["c0"].idle
+		info, _ := b.set.Info("c0")
+		return info.Idle
 	}
 	for range 5 {
 		clk.advance(time.Minute)

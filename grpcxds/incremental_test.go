@@ -66,11 +66,10 @@ func addrsOf(b *xdsBalancer, name string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
-	for _, p := range b.clusters[name].prios {
-		for _, l := range p.lb.Localities {
-			for _, e := range l.Endpoints {
-				out = append(out, e.Endpoint.Addrs()[0])
-			}
+	info, _ := b.set.Info(name)
+	for _, eps := range info.Priorities {
+		for _, e := range eps {
+			out = append(out, e.Addrs()[0])
 		}
 	}
 	return out
@@ -112,7 +111,7 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 		t.Fatalf("SubConns %q, want %q", got, want)
 	}
 	b.mu.Lock()
-	l2Counter := b.inflight["l2"]
+	l2Counter := b.set.Counter("l2")
 	b.mu.Unlock()
 
 	// A leaf's endpoints change: the aggregate above it is rebuilt, and
@@ -126,7 +125,7 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 		t.Errorf("SubConns after the leaf changed: %q, want %q", got, want)
 	}
 	b.mu.Lock()
-	kept := b.pool.Lookup("10.0.0.1:80") != nil
+	kept := b.set.Pool().Lookup("10.0.0.1:80") != nil
 	b.mu.Unlock()
 	if kept {
 		t.Error("the endpoint no cluster lists is still among the balancer's")
@@ -141,7 +140,7 @@ func TestUpdateOfOneClusterCostsItsUsers(t *testing.T) {
 		t.Errorf("aggregate cluster with one leaf: endpoints %q, want %q", got, want)
 	}
 	b.mu.Lock()
-	l1, l2 := b.inflight["l1"], b.inflight["l2"]
+	l1, l2 := b.set.Counter("l1"), b.set.Counter("l2")
 	b.mu.Unlock()
 	if l1 != nil {
 		t.Error("the in-flight counter of a leaf no cluster uses is kept")

@@ -1,20 +1,11 @@
 package grpcxds
 
 import (
-	"math/rand/v2"
-	"sync/atomic"
-
-	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
-	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/dataplane/endpoint"
-	"github.com/goxds/xds/dataplane/lbpolicy"
-	"github.com/goxds/xds/dataplane/outlier"
-	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/dataplane/cluster"
 )
 
 // errorPicker fails every RPC with err: a status error ends the RPC with
@@ -29,138 +20,43 @@ func (p errorPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, p.err
 }
 
-func (p errorPicker) pick(balancer.PickInfo, uint64) (balancer.PickResult, error) {
-	return balancer.PickResult{}, p.err
-}
+// clusterPicker picks an endpoint of one cluster: the cluster layer's.
+type clusterPicker = cluster.Picker
 
-// queuePicker holds RPCs until the next picker.
-type queuePicker struct{}
+// pickerMap is the cluster pickers of a route picker, by cluster name.
+type pickerMap = cluster.PickerMap
 
-func (queuePicker) pick(balancer.PickInfo, uint64) (balancer.PickResult, error) {
-	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
-}
-
-// priorityPicker is the picker of a cluster using one of its priorities:
-// it applies the leaf cluster's drops and circuit breaker, then lets the
-// cluster's policy (package dataplane/lbpolicy) pick an endpoint, and
-// turns the endpoint it picked into the SubConn and Done of a gRPC pick.
-// A nil inner queues RPCs: the priority is connecting.
-type priorityPicker struct {
-	leaf        string
-	drops       []resources.DropOverload
-	maxRequests uint32
-	inflight    *atomic.Int64
-	// hashHeader, when set, hashes the RPC instead of the route's hash
-	// policies (ring_hash's requestHashHeader, gRFC A76).
-	hashHeader string
-	// od counts the RPCs of each endpoint for outlier detection; nil
-	// without it.
-	od    *outlier.Detector
-	inner lbpolicy.Picker
-	// load, if not nil, records drops; locs then has the LocalityLoad of
-	// each endpoint inner may pick.
-	load    *client.ClusterLoad
-	locs    map[*endpoint.Endpoint]*client.LocalityLoad
-	metrics *lrsMetrics
-}
-
-func (p *priorityPicker) pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
-	for _, d := range p.drops {
-		if d.PerMillion > 0 && rand.Uint32N(1_000_000) < d.PerMillion {
-			if p.load != nil {
-				p.load.CallDropped(d.Category)
-			}
-			return balancer.PickResult{}, status.Errorf(codes.Unavailable, "dropped by load balancing policy: %s", d.Category)
-		}
-	}
-	if p.inner == nil {
-		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
-	}
-	if p.inflight.Add(1) > int64(p.maxRequests) {
-		p.inflight.Add(-1)
-		if p.load != nil {
-			p.load.CallDropped("") // counted in the total only, as gRPC does
-		}
-		return balancer.PickResult{}, status.Errorf(codes.Unavailable,
-			"goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", p.leaf, p.maxRequests)
-	}
-	if p.hashHeader != "" {
-		hash = headerHash(info.Ctx, p.hashHeader)
-	}
-	picked, err := p.inner.Pick(hash)
+// pickIn picks in a cluster for an RPC whose request hash (for ring_hash)
+// is hash, in gRPC's terms: the endpoint's SubConn, and a Done that hands
+// the cluster the RPC's outcome.
+func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
+	r, err := cp.Pick(info.Ctx, hash)
 	if err != nil {
-		p.inflight.Add(-1)
-		if err == lbpolicy.ErrQueue {
-			err = balancer.ErrNoSubConnAvailable
-		}
-		return balancer.PickResult{}, err
+		return balancer.PickResult{}, pickError(err)
 	}
-	ll := p.locs[picked.Endpoint] // nil without load reporting
-	if ll != nil {
-		ll.CallStarted()
-	}
-	// The closure keeps the endpoint and whether least_request counted
-	// it, not the whole Picked: it is allocated per RPC, and stays in a
-	// 48 B class.
-	ep, counted := picked.Endpoint, picked.Counted
-	res := balancer.PickResult{SubConn: sc(picked.Conn)}
-	res.Done = func(di balancer.DoneInfo) {
-		p.inflight.Add(-1)
-		if p.od != nil {
-			p.od.Record(ep, di.Err == nil) // any error is a failure, as in gRPC
-		}
-		if ll != nil {
-			ll.CallFinished(di.Err != nil)
-			if r, ok := di.ServerLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil && p.metrics != nil {
-				p.metrics.record(ll, r)
-			}
-		}
-		if counted {
-			ep.CallFinished()
-		}
-	}
-	return res, nil
+	// The closure holds the Done (three pointers and a flag), as the
+	// cluster's own closure did before there was a cluster layer: one
+	// 48 B allocation per RPC.
+	done := r.Done
+	return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
+		done.Finish(di.Err, di.ServerLoad)
+	}}, nil
 }
 
-// picker returns the picker of p for a cluster using it in state (READY or
-// CONNECTING), by the leaf cluster's policy (p.lb).
-func (p *priority) picker(state connectivity.State) clusterPicker {
-	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight,
-		hashHeader: p.lb.Policy.RequestHashHeader, load: p.load, metrics: p.metrics}
-	if state != connectivity.Ready {
-		return pp
+// pickError is gRPC's error for a cluster's: a request to hold is
+// balancer.ErrNoSubConnAvailable, a drop and a circuit breaker's refusal
+// fail the RPC UNAVAILABLE (wait-for-ready or not); any other reason
+// (the cluster's configuration, its endpoints failing) is left as it is,
+// for gRPC to fail the RPC UNAVAILABLE unless it waits for ready.
+func pickError(err error) error {
+	if err == cluster.ErrQueue {
+		return balancer.ErrNoSubConnAvailable
 	}
-	pp.od = p.od()
-	pp.locs = p.localityLoads()
-	pp.inner = p.lb.Picker()
-	return pp
-}
-
-// repickLocked returns the function that a timer of cl's priorities calls
-// to have cl's picker built again: it runs f, then rebuilds, under mu.
-func (b *xdsBalancer) repickLocked(cl *clusterLB) func(f func()) {
-	return func(f func()) {
-		b.mu.Lock()
-		if b.closed || b.clusters[cl.name] != cl {
-			b.mu.Unlock()
-			return
-		}
-		f()
-		b.dirty[cl] = struct{}{}
-		b.finishAndUnlock()
+	switch e := err.(type) {
+	case *cluster.DropError:
+		return status.Error(codes.Unavailable, e.Error())
+	case *cluster.OverloadError:
+		return status.Error(codes.Unavailable, e.Error())
 	}
-}
-
-// pickedFirst returns the endpoints pick_first has chosen in cl.
-func (cl *clusterLB) pickedFirst() map[*endpoint.Endpoint]bool {
-	var out map[*endpoint.Endpoint]bool
-	for _, p := range cl.prios {
-		for ep := range p.lb.Chosen() {
-			if out == nil {
-				out = make(map[*endpoint.Endpoint]bool)
-			}
-			out[ep] = true
-		}
-	}
-	return out
+	return err
 }

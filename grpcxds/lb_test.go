@@ -3,7 +3,6 @@ package grpcxds
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,126 +18,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
-
-// fakeSC stands for a SubConn in picker tests.
-type fakeSC struct {
-	balancer.SubConn
-	name string
-}
-
-func (fakeSC) Connect()  {}
-func (fakeSC) Shutdown() {}
-
-// fakeDialer makes an endpoint's connection a fakeSC named by its key.
-type fakeDialer struct{}
-
-func (fakeDialer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
-	return &subConn{SubConn: fakeSC{name: ep.Key()}, ep: ep}, nil
-}
-func (fakeDialer) Dropped(*endpoint.Endpoint) {}
-
-// prio builds a priority of one locality per weights entry, each with
-// endpoints of the given weights, all in state.
-func prio(state connectivity.State, localities ...[]uint32) *priority {
-	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(atomic.Int64),
-		lb: lbpolicy.Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}}
-	pool := endpoint.NewPool(fakeDialer{}, nil)
-	n := 0
-	for i, eps := range localities {
-		l := lbpolicy.Locality{Weight: uint32(i + 1)}
-		for _, w := range eps {
-			c, _ := pool.Get([]string{string(rune('a' + n))}, "")
-			n++
-			pool.Want(c)
-			pool.SetState(c, c.Conn(), endpointState(state), nil)
-			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: c, Weight: w})
-		}
-		p.lb.Localities = append(p.lb.Localities, l)
-	}
-	return p
-}
-
-// picks makes n picks of the priority's picker and counts them by
-// endpoint name. The RPCs are left unfinished, so that outlier detection
-// counts none.
-func picks(t *testing.T, cp clusterPicker, n int) map[string]int {
-	t.Helper()
-	got := make(map[string]int)
-	for range n {
-		res, err := cp.pick(balancer.PickInfo{}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[res.SubConn.(fakeSC).name]++
-	}
-	return got
-}
-
-// policy sets p's policy and returns p.
-func (p *priority) with(policy resources.LBPolicy) *priority {
-	policy.MinRingSize, policy.MaxRingSize = 1024, 8<<20
-	p.lb.Policy = &policy
-	return p
-}
-
-func readyPicker(t *testing.T, p *priority) clusterPicker {
-	t.Helper()
-	pp := p.picker(connectivity.Ready).(*priorityPicker)
-	if pp.inner == nil {
-		t.Fatal("no picker for a ready priority")
-	}
-	return pp
-}
-
-// ring_hash's requestHashHeader hashes the header, not the route's hash.
-func TestRingRequestHashHeader(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1, 1}).with(resources.LBPolicy{Kind: resources.LBRingHash, RequestHashHeader: "x-user"})
-	pp := p.picker(connectivity.Ready)
-	seen := make(map[string]bool)
-	for i := range 40 {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), "x-user", "alice")
-		res, err := pp.pick(balancer.PickInfo{Ctx: ctx}, uint64(i)*0x9e3779b97f4a7c15)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seen[res.SubConn.(fakeSC).name] = true
-	}
-	if len(seen) != 1 {
-		t.Errorf("one header value and 40 route hashes went to %v, want one endpoint", seen)
-	}
-}
-
-// Drops come first; then the circuit breaker caps RPCs in flight.
-func TestPriorityPicker(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1})
-	p.maxRequests = 2
-	pp := p.picker(connectivity.Ready)
-	var dones []func(balancer.DoneInfo)
-	for range 2 {
-		res, err := pp.pick(balancer.PickInfo{}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dones = append(dones, res.Done)
-	}
-	if _, err := pp.pick(balancer.PickInfo{}, 0); status.Code(err) != codes.Unavailable {
-		t.Errorf("third RPC in flight with max_requests 2: %v; want UNAVAILABLE", err)
-	}
-	dones[0](balancer.DoneInfo{})
-	if _, err := pp.pick(balancer.PickInfo{}, 0); err != nil {
-		t.Errorf("after one RPC finished: %v", err)
-	}
-
-	p.drops = []resources.DropOverload{{Category: "lb", PerMillion: 1_000_000}}
-	if _, err := p.picker(connectivity.Connecting).pick(balancer.PickInfo{}, 0); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "dropped by load balancing policy: lb" {
-		t.Errorf("drop: %v", err)
-	}
-}
 
 // routeOf decodes one route through the resources package.
 func routeOf(t *testing.T, r *routev3.Route) *resources.Route {
@@ -220,52 +104,6 @@ func TestParseConfig(t *testing.T) {
 	}
 }
 
-// BenchmarkPick measures one pick of each policy over three localities of
-// ten ready endpoints, from parallel goroutines.
-func BenchmarkPick(b *testing.B) {
-	ten := []uint32{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}
-	for _, pol := range []resources.LBPolicy{
-		{Kind: resources.LBRoundRobin},
-		{Kind: resources.LBRoundRobin, WRRLocality: true},
-		{Kind: resources.LBLeastRequest, ChoiceCount: 2, WRRLocality: true},
-		{Kind: resources.LBPickFirst, WRRLocality: true},
-		{Kind: resources.LBRingHash},
-	} {
-		name := pol.Kind.String()
-		if pol.WRRLocality {
-			name = "wrr_locality_" + name
-		}
-		b.Run(name, func(b *testing.B) {
-			benchPick(b, prio(connectivity.Ready, ten, ten, ten).with(pol))
-		})
-	}
-	// Outlier detection counts each RPC's outcome, in the RPC's Done.
-	b.Run("round_robin_outlier_detection", func(b *testing.B) {
-		p := prio(connectivity.Ready, ten, ten, ten).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
-		withOutlierDetection(p)
-		benchPick(b, p)
-	})
-}
-
-// benchPick makes picks of p's picker from parallel goroutines, ending
-// each RPC at once.
-func benchPick(b *testing.B, p *priority) {
-	pp := p.picker(connectivity.Ready)
-	b.RunParallel(func(pb *testing.PB) {
-		var h uint64
-		for pb.Next() {
-			h += 0x9e3779b97f4a7c15
-			res, err := pp.pick(balancer.PickInfo{}, h)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if res.Done != nil {
-				res.Done(balancer.DoneInfo{})
-			}
-		}
-	})
-}
-
 // pick_first's Happy Eyeballs turns run on the balancer's clock, as its
 // other timers do: with a connecting and b, after it, ready, the cluster
 // queues RPCs until a's 250ms turn ends on that clock, and then a picker
@@ -311,5 +149,115 @@ func TestPickFirstTurnOnBalancerClock(t *testing.T) {
 		}
 	default:
 		t.Fatal("no picker published when a's turn ended on the balancer's clock")
+	}
+}
+
+// The cluster layer's errors in gRPC's terms: a pick to hold waits for the
+// next picker, a drop and the circuit breaker fail the RPC UNAVAILABLE
+// with their reason, and any other reason is left to gRPC (UNAVAILABLE,
+// or wait-for-ready RPCs wait).
+func TestPickError(t *testing.T) {
+	if err := pickError(cluster.ErrQueue); err != balancer.ErrNoSubConnAvailable {
+		t.Errorf("ErrQueue: %v, want ErrNoSubConnAvailable", err)
+	}
+	if err := pickError(&cluster.DropError{Category: "lb"}); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "dropped by load balancing policy: lb" {
+		t.Errorf("drop: %v", err)
+	}
+	if err := pickError(&cluster.OverloadError{Cluster: "c", MaxRequests: 2}); status.Code(err) != codes.Unavailable ||
+		status.Convert(err).Message() != `goxds: cluster "c": 2 requests in flight, the circuit breaker's max_requests` {
+		t.Errorf("circuit breaker: %v", err)
+	}
+	other := errors.New("cluster unusable")
+	if err := pickError(other); err != other {
+		t.Errorf("another error: %v, want it as it is", err)
+	}
+}
+
+// ring_hash's requestHashHeader (gRFC A76) hashes a header of the RPC's
+// outgoing metadata, which the balancer reads from the context a pick
+// hands the cluster layer: one value, one hash; no context, a random one.
+func TestHeaderHashOfRPC(t *testing.T) {
+	b := &xdsBalancer{}
+	ctx := func(v string) context.Context {
+		return metadata.AppendToOutgoingContext(context.Background(), "x-user", v)
+	}
+	if b.HeaderHash(ctx("alice"), "x-user") != b.HeaderHash(ctx("alice"), "x-user") {
+		t.Error("one header value, two hashes")
+	}
+	if b.HeaderHash(ctx("alice"), "x-user") == b.HeaderHash(ctx("bob"), "x-user") {
+		t.Error("two header values, one hash")
+	}
+	if b.HeaderHash(nil, "x-user") == b.HeaderHash(nil, "x-user") {
+		t.Error("an RPC without the header got a fixed hash, want a random one")
+	}
+}
+
+// pick_first's Happy Eyeballs turn belongs to its priority: once an update
+// rebuilds the priority, the old turn ending changes nothing, and no
+// picker is published for it (it used to have the cluster's picker built
+// and published again); the new priority's own turn then lets b in.
+func TestPickFirstTurnOfRebuiltPriority(t *testing.T) {
+	t.Parallel()
+	clk := &manualClock{now: time.Unix(1000, 0)}
+	cc := newLazyCC()
+	b := newStuckBalancer(&cc.stuckCC, clk, time.Minute)
+	b.cc = cc
+	defer b.Close()
+	snapOf := func(addrs ...string) resolver.State {
+		var eps []resources.Endpoint
+		for _, a := range addrs {
+			eps = append(eps, resources.Endpoint{Addresses: []string{a}, Weight: 1})
+		}
+		return resolver.State{Attributes: withSnapshot(&watchers.Snapshot{
+			VirtualHost: &resources.VirtualHost{Routes: []*resources.Route{{Action: resources.RouteActionRoute, Cluster: "c"}}},
+			Clusters: watchers.NewClusterMap(map[string]*watchers.ClusterConfig{"c": {
+				Name: "c",
+				Cluster: &resources.Cluster{Name: "c", Kind: resources.ClusterKindEDS, MaxRequests: 1024,
+					LBPolicy: resources.LBPolicy{Kind: resources.LBPickFirst}},
+				Endpoints: &resources.Endpoints{Name: "c", Localities: []resources.Locality{{Weight: 1, Endpoints: eps}}},
+			}}),
+		})}
+	}
+	drain := func() {
+		for {
+			select {
+			case <-cc.states:
+			default:
+				return
+			}
+		}
+	}
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80")}); err != nil {
+		t.Fatal(err)
+	}
+	cc.mu.Lock()
+	a, second := cc.made["10.0.0.1:80"], cc.made["10.0.0.2:80"]
+	cc.mu.Unlock()
+	a.listener(balancer.SubConnState{ConnectivityState: connectivity.Connecting})
+	second.listener(balancer.SubConnState{ConnectivityState: connectivity.Ready})
+	drain() // a waited for: its turn ends in 250ms
+	clk.advance(100 * time.Millisecond)
+	if err := b.UpdateClientConnState(balancer.ClientConnState{ResolverState: snapOf("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")}); err != nil {
+		t.Fatal(err)
+	}
+	s := cc.next(t)
+	if _, err := pickCluster(t, s, "c"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+		t.Fatalf("pick in the rebuilt priority, a connecting: %v, want the RPC queued", err)
+	}
+	drain()
+	clk.advance(150 * time.Millisecond) // the old priority's turn ends
+	select {
+	case s := <-cc.states:
+		t.Errorf("the turn of a priority rebuilt since ended, and a picker was published (%v)", s.ConnectivityState)
+	default:
+	}
+	clk.advance(100 * time.Millisecond) // the new priority's turn ends
+	select {
+	case s := <-cc.states:
+		if res, err := pickCluster(t, s, "c"); err != nil || res.SubConn != second {
+			t.Errorf("pick after the rebuilt priority's turn: %v, %v; want b", res.SubConn, err)
+		}
+	default:
+		t.Fatal("no picker published when the rebuilt priority's turn ended")
 	}
 }

@@ -42,12 +42,6 @@ type routePicker struct {
 	authorities *sync.Map
 }
 
-// clusterPicker picks an endpoint of one cluster for an RPC whose request
-// hash (for ring_hash) is hash.
-type clusterPicker interface {
-	pick(info balancer.PickInfo, hash uint64) (balancer.PickResult, error)
-}
-
 // routesNeedMD reports whether some route matches headers or hashes
 // them.
 func routesNeedMD(routes []*resources.Route) bool { return route.NeedsHeaders(routes) }
@@ -115,8 +109,8 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 			return res, sel.route, err
 		}
 	} else if sel != nil {
-		if cp := p.clusters.get(sel.cluster); cp != nil {
-			res, err := cp.pick(info, sel.hash)
+		if cp := p.clusters.Get(sel.cluster); cp != nil {
+			res, err := pickIn(cp, info, sel.hash)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
 			return res, sel.route, err
@@ -142,11 +136,11 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 		res, _, err := p.pluginPick(d.Route, sel, info)
 		return res, d.Route, err
 	}
-	cp := p.clusters.get(d.Cluster)
+	cp := p.clusters.Get(d.Cluster)
 	if cp == nil { // the snapshot has every cluster a route names
 		return balancer.PickResult{}, nil, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
 	}
-	res, err := cp.pick(info, d.Hash)
+	res, err := pickIn(cp, info, d.Hash)
 	if sel != nil {
 		_, isStatus := status.FromError(err)
 		sel.statusPick.Store(err != nil && isStatus)

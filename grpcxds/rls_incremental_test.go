@@ -39,9 +39,9 @@ func TestRLSTargetClustersAcrossUpdates(t *testing.T) {
 	built := func(name string) []string {
 		t.Helper()
 		b.mu.Lock()
-		cl := b.clusters[name]
+		_, ok := b.set.Info(name)
 		b.mu.Unlock()
-		if cl == nil {
+		if !ok {
 			return nil
 		}
 		return addrsOf(b, name)

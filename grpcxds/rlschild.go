@@ -127,7 +127,7 @@ func (p rlsTargetPicker) Pick(info balancer.PickInfo) (balancer.PickResult, erro
 	if rp == nil {
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
-	cp := rp.clusters.get(p.cluster)
+	cp := rp.clusters.Get(p.cluster)
 	if cp == nil {
 		// Not in the configuration yet: the tree subscribes to it, and
 		// the balancer publishes a new picker when it comes.
@@ -139,5 +139,5 @@ func (p rlsTargetPicker) Pick(info balancer.PickInfo) (balancer.PickResult, erro
 	if sel := selectionOf(info.Ctx); sel != nil {
 		hash = sel.hash
 	}
-	return cp.pick(info, hash)
+	return pickIn(cp, info, hash)
 }

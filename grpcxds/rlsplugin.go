@@ -191,13 +191,7 @@ func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
 			b.rls.roots = make(map[string]struct{})
 		}
 		b.rls.roots[cluster] = struct{}{}
-		if cl := b.clusters[cluster]; cl == nil {
-			cl = newClusterLB(cluster)
-			b.clusters[cluster] = cl
-			b.refreshClusterLocked(cl, false)
-		} else {
-			b.wakeLocked(cl) // a route's cluster, idle until now
-		}
+		b.set.Add(cluster) // or wakes it: a route's cluster, idle until now
 	}
 	b.finishAndUnlock()
 	return func() { b.removeTarget(t, cluster) }
@@ -220,9 +214,9 @@ func (b *xdsBalancer) removeTarget(t *rlsTarget, cluster string) {
 			release()
 			delete(b.rls.releases, cluster)
 		}
-		if cl := b.clusters[cluster]; cl != nil && b.snap != nil {
+		if b.snap != nil {
 			if _, routed := routeClusters(b.snap.VirtualHost)[cluster]; !routed {
-				b.dropClusterLocked(cl)
+				b.set.Remove(cluster)
 			}
 		}
 	}
@@ -235,8 +229,8 @@ func (b *xdsBalancer) rlsTellLocked() []*rlsTarget {
 	var out []*rlsTarget
 	for name, ts := range b.rls.targets {
 		state := connectivity.Connecting // until the snapshot brings it
-		if cl := b.clusters[name]; cl != nil {
-			state = cl.state
+		if s, ok := b.set.ClusterState(name); ok {
+			state = connectivityOf(s)
 		}
 		for t := range ts {
 			if t.told != state {

@@ -21,6 +21,17 @@ import (
 // does; a cluster that asks for TLS on such a channel is logged at warning
 // level, once per cluster.
 
+// tlsState is the balancer's part of clusters' TLS. bootstrap defines
+// the certificate providers (nil: none); security holds the
+// HandshakeInfos in use, by xdscreds.Key; warnedPlain the clusters whose
+// TLS a channel without xdscreds was warned of. Guarded by
+// xdsBalancer.mu.
+type tlsState struct {
+	bootstrap   *bootstrap.Config
+	security    map[string]*secEntry
+	warnedPlain map[string]bool
+}
+
 // secEntry is one HandshakeInfo, shared by the endpoints of every cluster
 // with the same security config. Guarded by xdsBalancer.mu.
 type secEntry struct {
@@ -29,45 +40,53 @@ type secEntry struct {
 	refs int // endpoints that hold it (connTag)
 }
 
-// securityLocked returns the security of a leaf's connections: nil for
-// the channel's credentials, or the HandshakeInfo of its TLS. An error
-// means the cluster's TLS cannot be honoured (a certificate provider
-// instance the bootstrap does not define): the leaf gets no endpoints, so
-// that its RPCs fail rather than go out unprotected.
-func (b *xdsBalancer) securityLocked(leaf *watchers.ClusterConfig) (*secEntry, error) {
+// Security implements cluster.Host: the security of a leaf's
+// connections, nil for the channel's credentials, or the *secEntry of its
+// TLS. An error means the cluster's TLS cannot be honoured (a certificate
+// provider instance the bootstrap does not define): the leaf gets no
+// endpoints, so that its RPCs fail rather than go out unprotected.
+func (b *xdsBalancer) Security(leaf *watchers.ClusterConfig) (any, error) {
 	sc := leaf.Cluster.Security
 	if sc == nil {
 		return nil, nil
 	}
 	if !b.xdsCreds {
-		if !b.warnedPlain[leaf.Name] {
-			b.warnedPlain[leaf.Name] = true
+		if !b.tls.warnedPlain[leaf.Name] {
+			b.tls.warnedPlain[leaf.Name] = true
 			b.logLocked(slog.LevelWarn, "the cluster asks for TLS, but the channel's credentials are not xdscreds: the channel's own are used",
 				"cluster", leaf.Name)
 		}
 		return nil, nil
 	}
 	key := xdscreds.Key(sc)
-	if e := b.security[key]; e != nil {
+	if e := b.tls.security[key]; e != nil {
 		return e, nil
 	}
-	hi, err := xdscreds.NewHandshakeInfo(b.bootstrap, sc)
+	hi, err := xdscreds.NewHandshakeInfo(b.tls.bootstrap, sc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: TLS cannot be set up: %w", leaf.Name, err)
 	}
 	e := &secEntry{key: key, hi: hi}
-	b.security[key] = e
+	b.tls.security[key] = e
 	return e, nil
 }
 
 // pruneSecurityLocked closes the HandshakeInfos no endpoint holds.
 func (b *xdsBalancer) pruneSecurityLocked() {
-	for key, e := range b.security {
+	for key, e := range b.tls.security {
 		if e.refs == 0 {
 			e.hi.Close()
-			delete(b.security, key)
+			delete(b.tls.security, key)
 		}
 	}
+}
+
+// closeTLSLocked closes every HandshakeInfo, for Close.
+func (b *xdsBalancer) closeTLSLocked() {
+	for _, e := range b.tls.security {
+		e.hi.Close()
+	}
+	b.tls.security = nil
 }
 
 // setBootstrapLocked takes the bootstrap of a resolver state. HandshakeInfos
@@ -75,6 +94,6 @@ func (b *xdsBalancer) pruneSecurityLocked() {
 // resolver's bootstrap does not change while the channel lives.
 func (b *xdsBalancer) setBootstrapLocked(cfg *bootstrap.Config) {
 	if cfg != nil {
-		b.bootstrap = cfg
+		b.tls.bootstrap = cfg
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	dataplaneroute "github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -18,9 +19,9 @@ import (
 // keeps the RPC waiting.
 type hashRecorder struct{ hashes []uint64 }
 
-func (r *hashRecorder) pick(_ balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
+func (r *hashRecorder) Pick(_ any, hash uint64) (cluster.Result, error) {
 	r.hashes = append(r.hashes, hash)
-	return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	return cluster.Result{}, cluster.ErrQueue
 }
 
 // An RPC's request hash is computed once, when it starts: a ring_hash
@@ -34,7 +35,7 @@ func TestRequestHashOncePerRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &hashRecorder{}
-	p := &routePicker{routes: cfg.snap.VirtualHost.Routes, clusters: pickerMap{}.with(map[string]clusterPicker{"A": rec}), gen: 1, warned: new(atomic.Bool)}
+	p := &routePicker{routes: cfg.snap.VirtualHost.Routes, clusters: cluster.PickerMapOf(map[string]clusterPicker{"A": rec}), gen: 1, warned: new(atomic.Bool)}
 	ctx := context.WithValue(context.Background(), selectionKey{}, rc.sel)
 	for range 3 { // the RPC waits: picked again at each new picker
 		if _, err := p.Pick(balancer.PickInfo{FullMethodName: "/svc/M", Ctx: ctx}); err != balancer.ErrNoSubConnAvailable {

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc/balancer"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -110,7 +111,7 @@ func BenchmarkBalancerHeap(b *testing.B) {
 			for range b.N {
 				before := liveHeap()
 				bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
-				bal.connectOnFirstRPC = c.firstRPC
+				bal.set.Configure(cluster.Config{FailoverTimeout: time.Minute, ConnectOnFirstRPC: c.firstRPC})
 				if err := bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: state}); err != nil {
 					b.Fatal(err)
 				}

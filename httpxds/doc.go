@@ -47,9 +47,12 @@
 //     unescaped path. The handler is served the normalized path (URL.Path
 //     and URL.RawPath), as Envoy forwards it: what was judged is what is
 //     served.
-//  2. The virtual host for the Host header (Envoy's domain matching; the
-//     port is part of the host, as in Envoy without strip_*_host_port),
-//     else 404.
+//  2. The virtual host for the Host header (Envoy's domain matching),
+//     else 404. The port is part of the host unless the connection manager
+//     sets strip_matching_host_port (the port is dropped when it is the
+//     listener's) or strip_any_host_port (any port is dropped); then
+//     routing, RBAC's :authority and the handler (Request.Host) see the
+//     host without it, as Envoy forwards it.
 //  3. The first route whose path, header (Envoy's pseudo-headers :method,
 //     :authority, :path, :scheme included) and query parameter matchers
 //     all match (the first value of a repeated parameter), and whose
@@ -69,16 +72,25 @@
 //     response_headers_to_add/remove, in Envoy's order and append actions;
 //     values as written, without Envoy's %VARIABLE% substitutions);
 //     direct_response answers its status and body (Content-Type
-//     text/plain with a body, as Envoy). Any other action (a route to a
-//     cluster, a redirect) is answered 503 naming the route: gRFC A36 has a
-//     server serve only non-forwarding routes, and gRPC fails such RPCs
-//     UNAVAILABLE, whose HTTP status is 503.
+//     text/plain with a body, as Envoy); a redirect is answered as
+//     Envoy's router answers it (its response_code, 301 by default, and a
+//     Location of the request's URL with the scheme, host, port and path
+//     the action sets: https_redirect or scheme_redirect, host_redirect,
+//     port_redirect, path_redirect, prefix_rewrite or regex_rewrite, and
+//     strip_query; no body). Any other action (a route to a cluster) is
+//     answered 503 naming the route: gRFC A36 has a server serve only
+//     non-forwarding routes, and gRPC fails such RPCs UNAVAILABLE, whose
+//     HTTP status is 503. A direct response or redirect this server
+//     cannot build (a bad status, an invalid regex_rewrite) is answered
+//     500 naming the route, since resources keeps these actions as
+//     received.
 //
 // Error bodies start with "httpxds:" and name the listener, route
 // configuration, virtual host or route at fault.
 //
-// RBAC sees the normalized path without the query for url_path and :path
-// matchers (Envoy's :path header matcher sees the query too).
+// RBAC's url_path sees the normalized path without the query; a :path
+// header matcher (in RBAC and in routing) sees the normalized path with
+// the query as received, as Envoy's :path holds it.
 //
 // # Security
 //

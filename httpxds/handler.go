@@ -37,6 +37,16 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.name, cs.fc.Name, err)
 		return
 	}
+	if cs.strip != resources.HostPortKeep {
+		if h := stripPort(r.Host, cs.strip, cs.port); h != r.Host {
+			// As Envoy, before routing and filters, and the handler
+			// is served the host they saw.
+			r2 := new(http.Request)
+			*r2 = *r
+			r2.Host = h
+			r = r2
+		}
+	}
 	raw := rawPath(r)
 	path, act, err := httppath.Normalize(raw, cs.norm)
 	if err != nil {
@@ -88,12 +98,17 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		x := l.extrasOf(rt, vh, rc)
 		apply(x.mut.response, w.Header())
 		directResponse(w, x.direct, rt, rc)
+	case resources.RouteActionRedirect:
+		// Not forwarding: Envoy's router answers it itself.
+		x := l.extrasOf(rt, vh, rc)
+		apply(x.mut.response, w.Header())
+		answerRedirect(w, r, x.redirect, rt, rc, path)
 	default:
 		// gRFC A36: a server serves only the routes that say so; gRPC
 		// fails the RPC UNAVAILABLE, whose HTTP status is 503. This
-		// server forwards nothing, so a route, a redirect or an action
+		// server forwards nothing, so a route to a cluster or an action
 		// it does not know is a configuration it cannot follow.
-		failf(w, http.StatusServiceUnavailable, "route %s of route configuration %q (host %q, path %q) has action %v; this server serves only non_forwarding_action and direct_response routes",
+		failf(w, http.StatusServiceUnavailable, "route %s of route configuration %q (host %q, path %q) has action %v; this server serves only non_forwarding_action, direct_response and redirect routes",
 			route.Describe(rt), rc.Name, r.Host, path, rt.Action)
 	}
 }
@@ -119,6 +134,31 @@ func rawPath(r *http.Request) string {
 		return p
 	}
 	return r.URL.EscapedPath()
+}
+
+// stripPort is host without its port under strip_any_host_port, or under
+// strip_matching_host_port when the port is the listener's; a host
+// without one is kept.
+func stripPort(host string, mode resources.HostPortStrip, listenerPort int) string {
+	h, port, ok := splitPort(host)
+	if !ok {
+		return host
+	}
+	if mode == resources.HostPortStripMatching {
+		if p, err := strconv.Atoi(port); err != nil || p != listenerPort {
+			return host
+		}
+	}
+	return h
+}
+
+// querySuffix is the request target's query with its "?", "" without
+// one: what follows the path in Envoy's :path ("/a?" keeps its "?").
+func querySuffix(r *http.Request) string {
+	if r.URL.RawQuery == "" && !r.URL.ForceQuery {
+		return ""
+	}
+	return "?" + r.URL.RawQuery
 }
 
 // withPath is r with the normalized path, as Envoy forwards the normalized
@@ -230,8 +270,8 @@ func (q *request) Get(name string) (string, bool) {
 	case ":authority", "host":
 		return q.r.Host, true
 	case ":path":
-		if q.r.URL.RawQuery != "" {
-			return q.path + "?" + q.r.URL.RawQuery, true
+		if qs := querySuffix(q.r); qs != "" {
+			return q.path + qs, true
 		}
 		return q.path, true
 	case ":scheme":
@@ -283,7 +323,7 @@ func (v queryView) Get(name string) (string, bool) {
 // not copied.
 func (q *request) authz() *authz.Request {
 	r := q.r
-	a := &authz.Request{Method: r.Method, Path: q.path, HeaderValues: q.headerValues}
+	a := &authz.Request{Method: r.Method, Path: q.path, Query: querySuffix(r), HeaderValues: q.headerValues}
 	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
 		a.Local, _ = serverconn.AddrPort(la)
 	}
@@ -337,10 +377,11 @@ type direct struct {
 }
 
 // routeExtras is what a route's requests need of its protos: its header
-// mutations and its direct response.
+// mutations and its direct response or redirect.
 type routeExtras struct {
-	mut    *mutations
-	direct *direct
+	mut      *mutations
+	direct   *direct
+	redirect *redirect
 }
 
 // extrasOf returns rt's extras, worked out on its first request (Route.Raw
@@ -355,8 +396,11 @@ func (l *listener) extrasOf(rt *resources.Route, vh *resources.VirtualHost, rc *
 		return x.(*routeExtras)
 	}
 	x := &routeExtras{mut: mutationsOf(rt, vh, rc)}
-	if rt.Action == resources.RouteActionDirectResponse {
+	switch rt.Action {
+	case resources.RouteActionDirectResponse:
 		x.direct = directOf(rt)
+	case resources.RouteActionRedirect:
+		x.redirect = redirectOf(rt)
 	}
 	v, _ := cache.LoadOrStore(rt, x)
 	return v.(*routeExtras)

@@ -398,6 +398,10 @@ type chainState struct {
 	fc   *resources.FilterChain
 	tls  *servertls.Chain
 	norm httppath.Options
+	// strip is the chain's strip_*_host_port; port the listener's port,
+	// which strip_matching_host_port drops.
+	strip resources.HostPortStrip
+	port  int
 }
 
 // newGeneration serves cfg. Called with l.mu held: it builds nothing that
@@ -407,7 +411,8 @@ func (l *listener) newGeneration(cfg *resources.ServerListener) *generation {
 	g := &generation{l: l, cfg: cfg, lis: serverconn.NewChanListener(l.raw.Addr()), chains: make(map[*resources.FilterChain]*chainState)}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	for _, fc := range servertls.Chains(cfg) {
-		cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization)}
+		cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization), strip: fc.StripHostPort}
+		cs.port, _ = strconv.Atoi(l.port)
 		if fc.Security != nil {
 			cs.tls = servertls.NewChain(s.b, fc, func(err error) {
 				s.warn("filter chain refuses its connections", "listener", l.name, "filter_chain", fc.Name, "error", err)

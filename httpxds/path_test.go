@@ -4,7 +4,13 @@ import (
 	"net/http"
 	"testing"
 
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
+
+	"github.com/goxds/xds/testutils"
 )
 
 // bypasses are the classic ways to spell "/admin" past a check on
@@ -61,4 +67,44 @@ func TestPathNotNormalizable(t *testing.T) {
 		t.Errorf("got %d Location %q, want 307 to /admin?x=1", got.status, got.header.Get("Location"))
 	}
 	e2.want(e2.get("/public/../admin?x=1"), http.StatusOK, "served GET /admin /admin")
+}
+
+// rbacDeny is an RBAC filter with one DENY policy of the permission p.
+func rbacDeny(p *rbacv3.Permission) *hcmv3.HttpFilter {
+	cfg := &rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
+		Action: rbacv3.RBAC_DENY,
+		Policies: map[string]*rbacv3.Policy{"deny": {
+			Permissions: []*rbacv3.Permission{p},
+			Principals:  []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+		}},
+	}}
+	return &hcmv3.HttpFilter{Name: "rbac", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: testutils.MarshalAny(cfg)}}
+}
+
+// TestRBACPathHeaderSeesQuery: RBAC's :path header matcher sees the
+// (normalized) path with the query, url_path the path without it, as
+// Envoy's RBAC docs say of Permission.header
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/config/rbac/v3/rbac.proto:
+// the pseudo-header :path includes the query and fragment string, and
+// url_path matches the path without them).
+func TestRBACPathHeaderSeesQuery(t *testing.T) {
+	t.Run(":path", func(t *testing.T) {
+		e := newEnv(t, envOptions{})
+		debug := &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+			Name: ":path", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
+				MatchPattern: &matcherv3.StringMatcher_Suffix{Suffix: "/x?debug=1"}}}}}}
+		e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil, rbacDeny(debug)))
+		e.want(e.get("/x?debug=1"), http.StatusForbidden, "RBAC: access denied")
+		e.want(e.get("//y/../x?debug=1"), http.StatusForbidden, "RBAC: access denied")
+		e.want(e.get("/x?debug=0"), http.StatusOK, "served GET /x")
+		e.want(e.get("/x"), http.StatusOK, "served GET /x")
+	})
+	t.Run("url_path", func(t *testing.T) {
+		e := newEnv(t, envOptions{})
+		e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil, rbacDeny(&rbacv3.Permission{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{
+			Rule: &matcherv3.PathMatcher_Path{Path: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "/admin"}}}}}})))
+		e.want(e.get("/admin?x=1"), http.StatusForbidden, "RBAC: access denied")
+		e.want(e.get("/admin?"), http.StatusForbidden, "RBAC: access denied")
+		e.want(e.get("/admin2?x=1"), http.StatusOK, "served GET /admin2")
+	})
 }

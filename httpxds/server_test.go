@@ -125,7 +125,7 @@ func TestRouting(t *testing.T) {
 	e.want(get("api.test", "/q?debug&v=3&v=2+x"), http.StatusNotFound, `no route`) // the first value counts
 	e.want(get("other.test", "/h1"), http.StatusNotFound, `httpxds: no virtual host for host "other.test" in route configuration "rc"`)
 	e.want(get("api.test", "/fwd/x"), http.StatusServiceUnavailable,
-		`route "to-cluster" of route configuration "rc" (host "api.test", path "/fwd/x") has action route; this server serves only non_forwarding_action and direct_response routes`)
+		`route "to-cluster" of route configuration "rc" (host "api.test", path "/fwd/x") has action route; this server serves only non_forwarding_action, direct_response and redirect routes`)
 	gone := get("api.test", "/gone")
 	if gone.status != http.StatusGone || gone.body != "" {
 		t.Errorf("direct_response 410 without a body: got %d %q", gone.status, gone.body)

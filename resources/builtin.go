@@ -6,6 +6,7 @@ func init() {
 	for _, t := range []AnyType{
 		ListenerType, RouteConfigType, ClusterType, EndpointsType,
 		SecretType, RuntimeType, ScopedRouteConfigType, VirtualHostType,
+		EndpointCollectionType,
 	} {
 		mustRegister(t)
 	}

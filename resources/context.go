@@ -79,6 +79,12 @@ func (c *DecodeContext) registry() *Registry {
 	return c.Registry
 }
 
+// endpointFallback tells whether the decoding client has gRFC A95 on
+// (bootstrap.Config.EndpointFallback): off without a bootstrap.
+func (c *DecodeContext) endpointFallback() bool {
+	return c != nil && c.Bootstrap != nil && c.Bootstrap.EndpointFallback
+}
+
 // server returns the sending server, nil if none is known.
 func (c *DecodeContext) server() *bootstrap.ServerConfig {
 	if c == nil {

@@ -137,6 +137,14 @@
 // inline route configuration follows the RouteConfiguration rules.
 // [VirtualHostType] (VHDS, delta only) decodes a [*VirtualHostResource],
 // whose [*VirtualHost] is validated as in a route configuration.
+// [EndpointCollectionType] decodes an LbEndpointCollection (gRFC A95: LEDS
+// with list collections) into an [*EndpointCollection], the endpoints of
+// one locality; it has no name of its own and must come in a
+// discovery.v3.Resource naming it. A client with A95 on
+// (bootstrap.Config.EndpointFallback) decodes a locality's
+// leds_cluster_locality_config into [Locality].EndpointCollection, and
+// [Endpoints.WithCollections] puts the collections in their localities
+// (the config-tree watcher does it for its snapshots).
 //
 // # HTTP filters
 //

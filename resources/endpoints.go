@@ -60,8 +60,18 @@ type Locality struct {
 	// Weight is the locality's load_balancing_weight, above 0.
 	Weight uint32
 	// Priority is 0 for the highest priority.
-	Priority  uint32
+	Priority uint32
+	// Endpoints are the locality's endpoints. For a locality of an
+	// EndpointCollection they are nil as decoded, and filled from the
+	// collection by Endpoints.WithCollections.
 	Endpoints []Endpoint
+	// EndpointCollection names the LbEndpointCollection resource holding
+	// the locality's endpoints (gRFC A95: leds_cluster_locality_config's
+	// leds_collection_name), "" when they are inline. Set only when the
+	// decoding client has A95 on (bootstrap.Config.EndpointFallback);
+	// otherwise leds_cluster_locality_config is ignored and the locality's
+	// lb_endpoints are its endpoints, as before A95.
+	EndpointCollection string
 	// ProxyAddress is the HTTP CONNECT proxy ("ip:port") the locality's
 	// metadata names under ProxyAddressMetadataKey, "" if none (gRFC A86).
 	// Each Endpoint.ProxyAddress already falls back to it.
@@ -160,16 +170,19 @@ func (e *Endpoints) Proto() proto.Message { return e.Raw() }
 // endpointsMsgs recycles decodeEndpoints's messages (see msgPool).
 var endpointsMsgs msgPool[endpointv3.ClusterLoadAssignment, *endpointv3.ClusterLoadAssignment]
 
-func decodeEndpoints(_ *DecodeContext, body *anypb.Any) (string, *Endpoints, error) {
+func decodeEndpoints(ctx *DecodeContext, body *anypb.Any) (string, *Endpoints, error) {
+	// The wire path declines leds_cluster_locality_config (a field it
+	// does not read), so collections are the message path's alone.
 	if e := decodeEndpointsWire(body.GetValue()); e != nil {
 		return e.Name, e, nil
 	}
-	return decodeEndpointsMessage(body)
+	return decodeEndpointsMessage(body, ctx.endpointFallback())
 }
 
 // decodeEndpointsMessage decodes any assignment, through the generated
-// message; decodeEndpointsWire must agree with it.
-func decodeEndpointsMessage(body *anypb.Any) (string, *Endpoints, error) {
+// message; decodeEndpointsWire must agree with it. leds: gRFC A95 is on,
+// and a locality may name an LbEndpointCollection.
+func decodeEndpointsMessage(body *anypb.Any, leds bool) (string, *Endpoints, error) {
 	m := endpointsMsgs.get()
 	defer endpointsMsgs.put(m)
 	if err := proto.Unmarshal(body.GetValue(), m); err != nil {
@@ -179,7 +192,7 @@ func decodeEndpointsMessage(body *anypb.Any) (string, *Endpoints, error) {
 	if name == "" {
 		return "", nil, fieldErrorf("cluster_name", "must not be empty")
 	}
-	e, err := newEndpoints(m)
+	e, err := newEndpoints(m, leds)
 	if err != nil {
 		return name, nil, err
 	}
@@ -248,8 +261,9 @@ const maxScanned = 16
 // assignment never gets here: decodeEndpointsWire (endpoints_wire.go)
 // applies the same rules to it, read from its bytes. A rule changed here
 // must change there too, or make that path decline what it concerns
-// (TestEndpointsWireMatchesMessage).
-func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
+// (TestEndpointsWireMatchesMessage). leds: a locality may name an
+// LbEndpointCollection (gRFC A95), and its lb_endpoints are then ignored.
+func newEndpoints(m *endpointv3.ClusterLoadAssignment, leds bool) (*Endpoints, error) {
 	e := &Endpoints{Name: m.GetClusterName()}
 	if err := e.setDrops(m.GetPolicy().GetDropOverloads()); err != nil {
 		return nil, err
@@ -261,6 +275,9 @@ func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 			continue
 		}
 		nLoc++
+		if leds && l.GetLedsClusterLocalityConfig() != nil {
+			continue
+		}
 		for _, lbe := range l.GetLbEndpoints() {
 			nEp++
 			nAddr += 1 + len(lbe.GetEndpoint().GetAdditionalAddresses())
@@ -274,7 +291,7 @@ func newEndpoints(m *endpointv3.ClusterLoadAssignment) (*Endpoints, error) {
 		if weight == 0 {
 			continue
 		}
-		if err := b.locality(l, weight, &prio); err != nil {
+		if err := b.locality(l, weight, &prio, leds); err != nil {
 			return nil, at(index("endpoints", i), err)
 		}
 	}
@@ -301,8 +318,8 @@ func (e *Endpoints) setDrops(in []*endpointv3.ClusterLoadAssignment_Policy_DropO
 	return nil
 }
 
-// locality appends the locality l to b.localities.
-func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32, prio *priorities) error {
+// locality appends the locality l to b.localities. leds: see newEndpoints.
+func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight uint32, prio *priorities, leds bool) error {
 	lp := l.GetLocality()
 	if lp == nil {
 		return fieldErrorf("locality", "missing")
@@ -320,6 +337,15 @@ func (b *endpointsBuilder) locality(l *endpointv3.LocalityLbEndpoints, weight ui
 		return err
 	}
 	loc.ProxyAddress = proxy
+	if lc := l.GetLedsClusterLocalityConfig(); leds && lc != nil {
+		name, err := collectionName(lc)
+		if err != nil {
+			return at("leds_cluster_locality_config", err)
+		}
+		loc.EndpointCollection = name
+		b.localities = append(b.localities, loc)
+		return nil
+	}
 	start := len(b.endpoints)
 	var sum uint64
 	for j, lbe := range l.GetLbEndpoints() {

@@ -127,7 +127,7 @@ func TestEndpointsWireMatchesMessage(t *testing.T) {
 			}
 			body := &anypb.Any{TypeUrl: EndpointsTypeURL, Value: b}
 			gotName, got, gotErr := decodeEndpoints(nil, body)
-			wantName, want, wantErr := decodeEndpointsMessage(body)
+			wantName, want, wantErr := decodeEndpointsMessage(body, false)
 			if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || gotName != wantName {
 				t.Fatalf("got %q, %v; the message gives %q, %v", gotName, gotErr, wantName, wantErr)
 			}
@@ -162,7 +162,7 @@ func FuzzEndpointsWireMatchesMessage(f *testing.F) {
 		if e == nil {
 			return
 		}
-		name, want, err := decodeEndpointsMessage(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: b})
+		name, want, err := decodeEndpointsMessage(&anypb.Any{TypeUrl: EndpointsTypeURL, Value: b}, false)
 		if err != nil {
 			t.Fatalf("decoded from the wire, but the message fails: %v", err)
 		}

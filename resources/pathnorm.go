@@ -67,3 +67,48 @@ func pathNormalization(hcm *hcmv3.HttpConnectionManager) (PathNormalization, err
 	p.EscapedSlashes = EscapedSlashesAction(a)
 	return p, nil
 }
+
+// HostPortStrip is an HttpConnectionManager's strip_matching_host_port or
+// strip_any_host_port: whether a server drops the port of the Host header
+// before routing and HTTP filters see it (and the handler then), so that
+// "example:8080" matches a virtual host of "example". gRPC's server does
+// not use it; an HTTP server (package httpxds) does.
+type HostPortStrip int
+
+// The values of HostPortStrip.
+const (
+	// HostPortKeep: neither field is set; the port stays part of the host.
+	HostPortKeep HostPortStrip = iota
+	// HostPortStripMatching is strip_matching_host_port: the port is
+	// dropped when it is the listener's port.
+	HostPortStripMatching
+	// HostPortStripAny is strip_any_host_port: any port is dropped.
+	HostPortStripAny
+)
+
+// String returns the field's name, "keep" for neither.
+func (s HostPortStrip) String() string {
+	switch s {
+	case HostPortKeep:
+		return "keep"
+	case HostPortStripMatching:
+		return "strip_matching_host_port"
+	case HostPortStripAny:
+		return "strip_any_host_port"
+	}
+	return "HostPortStrip(" + strconv.Itoa(int(s)) + ")"
+}
+
+// hostPortStrip reads hcm's port stripping. Both fields set is refused, as
+// Envoy refuses it (the proto: only one of them can be set).
+func hostPortStrip(hcm *hcmv3.HttpConnectionManager) (HostPortStrip, error) {
+	switch m, a := hcm.GetStripMatchingHostPort(), hcm.GetStripAnyHostPort(); {
+	case m && a:
+		return HostPortKeep, fieldErrorf("strip_any_host_port", "must not be set with strip_matching_host_port (only one of them can be)")
+	case m:
+		return HostPortStripMatching, nil
+	case a:
+		return HostPortStripAny, nil
+	}
+	return HostPortKeep, nil
+}

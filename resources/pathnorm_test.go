@@ -52,3 +52,38 @@ func hcmChain(h *hcmv3.HttpConnectionManager) *listenerv3.FilterChain {
 	fc.Filters[0] = hcmFilter("hcm", h)
 	return fc
 }
+
+// TestServerListenerStripHostPort: a server chain keeps its connection
+// manager's strip_matching_host_port or strip_any_host_port; both set is
+// NACKed naming them, as Envoy allows only one
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/network/http_connection_manager/v3/http_connection_manager.proto,
+// strip_matching_host_port: "Only one of strip_matching_host_port or
+// strip_any_host_port can be set").
+func TestServerListenerStripHostPort(t *testing.T) {
+	decode := func(h *hcmv3.HttpConnectionManager) (*FilterChain, error) {
+		_, l, err := decodeMsg(ListenerType, serverListener(hcmChain(h)))
+		if err != nil {
+			return nil, err
+		}
+		return l.Server.FilterChains[0], nil
+	}
+	h := serverHCM()
+	for _, tc := range []struct {
+		matching, any bool
+		want          HostPortStrip
+	}{{false, false, HostPortKeep}, {true, false, HostPortStripMatching}, {false, true, HostPortStripAny}} {
+		h.StripMatchingHostPort = tc.matching
+		h.StripPortMode = &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: tc.any}
+		fc, err := decode(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fc.StripHostPort != tc.want {
+			t.Errorf("matching %v, any %v: got %v, want %v", tc.matching, tc.any, fc.StripHostPort, tc.want)
+		}
+	}
+	h.StripMatchingHostPort = true
+	h.StripPortMode = &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: true}
+	_, err := decode(h)
+	checkErr(t, err, "filter_chains[0].filters[0].typed_config.strip_any_host_port: must not be set with strip_matching_host_port (only one of them can be)")
+}

@@ -97,6 +97,10 @@ type FilterChain struct {
 	// PathNormalization is the connection manager's path handling, for an
 	// HTTP server; a gRPC server does not use it.
 	PathNormalization PathNormalization
+	// StripHostPort is the connection manager's strip_matching_host_port
+	// or strip_any_host_port, for an HTTP server; a gRPC server does not
+	// use it.
+	StripHostPort HostPortStrip
 }
 
 // FilterChainEntry is one point of a filter chain's match.
@@ -368,7 +372,11 @@ func (fc *FilterChain) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManag
 	if err != nil {
 		return err
 	}
-	fc.HTTPFilters, fc.PathNormalization = filters, pn
+	strip, err := hostPortStrip(hcm)
+	if err != nil {
+		return err
+	}
+	fc.HTTPFilters, fc.PathNormalization, fc.StripHostPort = filters, pn, strip
 	return nil
 }
 

@@ -66,6 +66,9 @@ type BootstrapAuthority struct {
 	// Servers is the authority's "xds_servers"; nil omits it, so the
 	// top-level servers apply.
 	Servers []BootstrapServer
+	// FallbackOnReachabilityOnly is the authority's
+	// "fallback_on_reachability_only" (gRFC A95); false omits it.
+	FallbackOnReachabilityOnly bool
 }
 
 // The JSON shapes, field for field as gRFC A27 and A47 spell them.
@@ -94,6 +97,7 @@ type (
 	authorityJSON struct {
 		Template   string       `json:"client_listener_resource_name_template,omitempty"`
 		XDSServers []serverJSON `json:"xds_servers,omitempty"`
+		Knob       bool         `json:"fallback_on_reachability_only,omitempty"`
 	}
 )
 
@@ -125,6 +129,7 @@ func BootstrapJSON(opts BootstrapOptions) []byte {
 			b.Authorities[name] = authorityJSON{
 				Template:   a.ClientListenerResourceNameTemplate,
 				XDSServers: serversJSON(a.Servers),
+				Knob:       a.FallbackOnReachabilityOnly,
 			}
 		}
 	}

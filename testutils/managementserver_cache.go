@@ -54,6 +54,16 @@ func (r Resources) byType() (typedResources, error) {
 			errs = append(errs, add(typeURL, m))
 		}
 	}
+	for name, m := range r.EndpointCollections {
+		switch {
+		case name == "" || m == nil:
+			errs = append(errs, fmt.Errorf("testutils: an LbEndpointCollection needs a name and a message, got %q and %v", name, m))
+			continue
+		case out[EndpointCollectionTypeURL] == nil:
+			out[EndpointCollectionTypeURL] = make(map[string]types.ResourceWithTTL)
+		}
+		out[EndpointCollectionTypeURL][name] = types.ResourceWithTTL{Resource: m}
+	}
 	for key, ttl := range r.TTLs {
 		res, ok := out[key.TypeURL][key.Name]
 		if !ok {

@@ -32,6 +32,13 @@ type Resources struct {
 	// the key into the Any of every resource it sends, whatever the message
 	// is, so a test can serve a message under the wrong type URL on purpose.
 	Others map[string][]proto.Message
+	// EndpointCollections holds LbEndpointCollection resources (gRFC A95)
+	// by name: the message has no name of its own. go-control-plane v0.14
+	// names a resource in a SotW response only by the message's own name,
+	// so a SotW client gets these without a name, and rejects them; serve
+	// them over delta, where the cache's name goes into each
+	// discovery.v3.Resource.
+	EndpointCollections map[string]*endpointv3.LbEndpointCollection
 	// TTLs gives resources a time to live. The server then sends each of them
 	// wrapped in a discovery.v3.Resource with that ttl and, if
 	// ManagementServerOptions.HeartbeatInterval is set, refreshes it with

@@ -25,6 +25,19 @@
 // lists its leaf clusters in priority order, each once, and each leaf has
 // its own entry.
 //
+// With gRFC A95 on (bootstrap Config.EndpointFallback), a locality of an
+// assignment may name an LbEndpointCollection holding its endpoints. The
+// tree watches the collections and puts each in its locality
+// ([resources.Endpoints.WithCollections]) before the assignment reaches a
+// snapshot: consumers see endpoints as if they were inline, and
+// [resources.Locality].EndpointCollection says where they came from. An
+// assignment waits for its collections as a cluster waits for its
+// assignment; a change of a collection is a change of the endpoints. A
+// collection that cannot be had (it does not exist, or was rejected
+// before any version was accepted) leaves its locality without endpoints,
+// as an empty one does (unreachable, the gRFC says), and the tree reports
+// its error as an ambient one.
+//
 // # When a snapshot is delivered
 //
 //   - Only when every part is resolved or known to be in error. A cluster

@@ -35,6 +35,9 @@ type clusterNode struct {
 // fetching under it.
 type edsNode struct {
 	watch[*resources.Endpoints]
+	// The edsNode itself is the client's watcher of the name: it
+	// resolves the assignment's LbEndpointCollections (gRFC A95) before
+	// telling watch (see leds.go), keeping their state in tree.leds.
 	// usersGen is the gen of the pass that listed the users: the clusters
 	// of that pass's tree fetching under this name, user first, then
 	// more. Almost always one, so one needs no slice. The nodes of the
@@ -109,7 +112,7 @@ func (t *tree) endpointsWatchLocked(svc string, user *clusterNode) *edsNode {
 		} else {
 			e = new(edsNode)
 		}
-		startWatch(t, &e.watch, resources.EndpointsType, svc)
+		startEndpointsWatch(t, e, svc)
 		t.endpoints[svc] = e
 	}
 	return e
@@ -173,6 +176,7 @@ func (t *tree) settleLocked(mode keepMode) {
 	}
 	for name, e := range t.endpoints {
 		if settle(&e.watch, t.gen, mode) {
+			e.stopCollectionsLocked()
 			delete(t.endpoints, name)
 		}
 	}

@@ -369,6 +369,9 @@ func locality(loc resources.Locality) *TreeNode {
 		Text: id + " weight=" + strconv.FormatUint(uint64(loc.Weight), 10) +
 			" priority=" + strconv.FormatUint(uint64(loc.Priority), 10),
 	}
+	if loc.EndpointCollection != "" {
+		n.Text += " collection=" + strconv.Quote(loc.EndpointCollection)
+	}
 	for _, ep := range loc.Endpoints {
 		name := ""
 		if len(ep.Addresses) > 0 {

@@ -40,7 +40,8 @@ type ClusterConfig struct {
 	// had (Err says why).
 	Cluster *resources.Cluster
 	// Endpoints are an EDS cluster's endpoints, fetched under
-	// Cluster.EDSServiceName(); nil when they could not be had (Err says
+	// Cluster.EDSServiceName(), each LbEndpointCollection its localities
+	// name (gRFC A95) in place; nil when they could not be had (Err says
 	// why) and for the other kinds.
 	Endpoints *resources.Endpoints
 	// DNSAddress is a LOGICAL_DNS cluster's "host:port", to be resolved by

@@ -46,6 +46,10 @@ type tree struct {
 	routes    map[string]*watch[*resources.RouteConfig]
 	clusters  map[string]*clusterNode
 	endpoints map[string]*edsNode
+	// leds holds the state of the edsNodes whose assignment names
+	// LbEndpointCollections (gRFC A95; see leds.go); nil until one does.
+	// Guarded by mu.
+	leds map[*edsNode]*ledsState
 
 	// gen numbers the passes over the tree (see pass.go); a watch whose
 	// neededGen is gen is needed by the latest tree. Guarded by mu.
@@ -387,7 +391,12 @@ func (t *tree) cancel() {
 	for _, e := range t.endpoints {
 		cancels = append(cancels, e.cancel)
 	}
-	t.routes, t.clusters, t.endpoints, t.last = nil, nil, nil, nil
+	for _, st := range t.leds {
+		for _, cw := range st.colls {
+			cancels = append(cancels, cw.cancel)
+		}
+	}
+	t.routes, t.clusters, t.endpoints, t.leds, t.last = nil, nil, nil, nil, nil
 	t.mu.Unlock()
 	// Outside mu: nothing the tree guards is touched any more, and the
 	// client takes its own lock for each.

@@ -150,6 +150,9 @@ type config struct {
 	certProviders map[string]bootstrap.CertificateProvider
 	// registry, if set, is the client's Options.Registry.
 	registry *resources.Registry
+	// endpointFallback turns gRFC A95 on (bootstrap.Config.EndpointFallback,
+	// as GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK=true would).
+	endpointFallback bool
 }
 
 // newClient returns a client of the server at addr, speaking p, built from
@@ -204,6 +207,9 @@ func bootstrapFor(addr string, p protocol, cfg config) (*bootstrap.Config, error
 		}
 	}
 	b, err := bootstrap.Parse(testutils.BootstrapJSON(opts))
+	if err == nil {
+		b.EndpointFallback = cfg.endpointFallback
+	}
 	if err == nil && cfg.certProviders != nil {
 		b.CertificateProviders = cfg.certProviders
 		err = b.Validate()

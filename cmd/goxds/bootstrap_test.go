@@ -79,6 +79,34 @@ func TestBootstrapReport(t *testing.T) {
 	}
 }
 
+// An authority's fallback_on_reachability_only (gRFC A95) is reported as
+// honoured with GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK=true, ignored
+// without, and the node then advertises LbEndpointCollection support.
+func TestBootstrapReportEndpointFallback(t *testing.T) {
+	boot := `{"xds_servers": [{"server_uri": "xds:443", "channel_creds": [{"type": "insecure"}]}],
+	  "authorities": {"ep.example.com": {"fallback_on_reachability_only": true}}}`
+	path := writeFile(t, "bootstrap.json", []byte(boot))
+	for _, tc := range []struct {
+		env     []string
+		want    string
+		feature bool
+	}{
+		{nil, "    fallback_on_reachability_only: ignored, as GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK is not \"true\" (gRFC A95)\n", false},
+		{[]string{"GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK=true"}, "    fallback_on_reachability_only: falls back as soon as its server cannot be reached, cached or not (gRFC A95)\n", true},
+	} {
+		r := goxds(t, runOpts{env: tc.env}, "bootstrap", path)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d; stderr %s", tc.env, r.code, r.stderr)
+		}
+		if !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%v: report lacks %q; report:\n%s", tc.env, tc.want, r.stdout)
+		}
+		if got := strings.Contains(r.stdout, "xds.endpoint.supports_lb_endpoint_collection"); got != tc.feature {
+			t.Errorf("%v: node advertises LbEndpointCollection: %v, want %v; report:\n%s", tc.env, got, tc.feature, r.stdout)
+		}
+	}
+}
+
 // A bootstrap that does not load is one line naming the field, exit 1;
 // a command line that gives none, exit 2.
 func TestBootstrapErrors(t *testing.T) {

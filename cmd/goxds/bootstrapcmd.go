@@ -32,6 +32,9 @@ type bootstrapReport struct {
 	ClientDefaultListenerResourceNameTemplate string                        `json:"client_default_listener_resource_name_template"`
 	ServerListenerResourceNameTemplate        string                        `json:"server_listener_resource_name_template,omitempty"`
 	CertificateProviders                      map[string]certProviderReport `json:"certificate_providers,omitempty"`
+	// EndpointFallback: gRFC A95 is on (GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK
+	// is "true"), so authorities' fallback_on_reachability_only is honoured.
+	EndpointFallback bool `json:"endpoint_fallback"`
 	// UnknownFields are the JSON paths of fields goxds ignored, as gRPC
 	// does: a misspelt optional field is otherwise silently absent.
 	UnknownFields []string `json:"unknown_fields,omitempty"`
@@ -52,6 +55,9 @@ type authorityReport struct {
 	// Servers are the authority's own, empty when it uses the top-level
 	// ones.
 	Servers []serverReport `json:"xds_servers,omitempty"`
+	// FallbackOnReachabilityOnly is the authority's gRFC A95 knob, as
+	// written; it counts only with bootstrapReport.EndpointFallback.
+	FallbackOnReachabilityOnly bool `json:"fallback_on_reachability_only,omitempty"`
 }
 
 type certProviderReport struct {
@@ -125,6 +131,7 @@ func describeBootstrap(cfg *bootstrap.Config, source string) *bootstrapReport {
 		ClientDefaultListenerResourceNameTemplate: cmp.Or(cfg.ClientDefaultListenerResourceNameTemplate, "%s"),
 		ServerListenerResourceNameTemplate:        cfg.ServerListenerResourceNameTemplate,
 		UnknownFields:                             cfg.UnknownFields,
+		EndpointFallback:                          cfg.EndpointFallback,
 	}
 	for _, s := range cfg.Servers {
 		rep.Servers = append(rep.Servers, describeServer(s))
@@ -136,7 +143,7 @@ func describeBootstrap(cfg *bootstrap.Config, source string) *bootstrapReport {
 		// Empty: the gRFC A47 default, spelt out as the bootstrap
 		// package documents it.
 		tmpl := cmp.Or(a.ClientListenerResourceNameTemplate, "xdstp://"+name+"/envoy.config.listener.v3.Listener/%s")
-		ar := authorityReport{ClientListenerResourceNameTemplate: tmpl}
+		ar := authorityReport{ClientListenerResourceNameTemplate: tmpl, FallbackOnReachabilityOnly: a.FallbackOnReachabilityOnly}
 		for _, s := range a.Servers {
 			ar.Servers = append(ar.Servers, describeServer(s))
 		}
@@ -225,6 +232,12 @@ func printBootstrap(w io.Writer, r *bootstrapReport) {
 		for _, name := range slices.Sorted(maps.Keys(r.Authorities)) {
 			a := r.Authorities[name]
 			fmt.Fprintf(w, "  %q: listener names %q\n", name, a.ClientListenerResourceNameTemplate)
+			switch {
+			case a.FallbackOnReachabilityOnly && r.EndpointFallback:
+				fmt.Fprintln(w, "    fallback_on_reachability_only: falls back as soon as its server cannot be reached, cached or not (gRFC A95)")
+			case a.FallbackOnReachabilityOnly:
+				fmt.Fprintln(w, "    fallback_on_reachability_only: ignored, as GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK is not \"true\" (gRFC A95)")
+			}
 			if len(a.Servers) == 0 {
 				fmt.Fprintln(w, "    servers: the top-level xds_servers")
 				continue

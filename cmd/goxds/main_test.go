@@ -91,7 +91,7 @@ func goxds(t *testing.T, opts runOpts, args ...string) result {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "GRPC_XDS_BOOTSTRAP") {
+		if strings.HasPrefix(kv, "GRPC_XDS_BOOTSTRAP") || strings.HasPrefix(kv, "GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK=") {
 			continue
 		}
 		env = append(env, kv)

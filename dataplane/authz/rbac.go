@@ -14,9 +14,14 @@ type Request struct {
 	// sees; a gRPC server sets "POST", which every RPC is. Empty, the
 	// request has no :method header.
 	Method string
-	// Path is the request's path, what url_path rules and the :path
-	// header see; for gRPC "/service/method".
+	// Path is the request's path without its query, what url_path rules
+	// see; for gRPC "/service/method".
 	Path string
+	// Query is the request's query with its leading "?" ("" when the
+	// target has none): a :path header matcher sees Path+Query, as
+	// Envoy's :path holds the query too (its RBAC docs: use url_path to
+	// match the path without it). gRPC has none.
+	Query string
 	// Headers are the request's headers (for gRPC its metadata), keys in
 	// lower case, the authority under ":authority". A header's values
 	// are matched joined with ",".
@@ -140,6 +145,9 @@ func matchHeader(h *resources.HeaderMatcher, r *Request) bool {
 			return h.Match(r.Method, true)
 		}
 	case ":path":
+		if r.Query != "" {
+			return h.Match(r.Path+r.Query, true)
+		}
 		return h.Match(r.Path, true)
 	default:
 		if r.HeaderValues != nil {

@@ -351,3 +351,39 @@ func FuzzAuthorize(f *testing.F) {
 		}
 	})
 }
+
+// TestPathHeaderSeesQuery: a :path header matcher sees the path with its
+// query, url_path the path without it, as Envoy's RBAC docs say
+// (Permission.header: "The pseudo-header :path includes the query and
+// fragment string. Use the url_path field if you want to match the URL
+// path without the query and fragment string").
+func TestPathHeaderSeesQuery(t *testing.T) {
+	pathHeader := func(sm *matcherv3.StringMatcher) *rbacv3.Permission {
+		return &rbacv3.Permission{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{
+			Name: ":path", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: sm}}}}
+	}
+	rules := compileRBAC(t, rbacRules(rbacv3.RBAC_DENY, map[string]*rbacv3.Policy{
+		"debug-query": {Permissions: []*rbacv3.Permission{pathHeader(&matcherv3.StringMatcher{
+			MatchPattern: &matcherv3.StringMatcher_Contains{Contains: "debug=1"}})}, Principals: []*rbacv3.Principal{anyPrincipal()}},
+		"exact-path": {Permissions: []*rbacv3.Permission{pathHeader(exactSM("/exact"))}, Principals: []*rbacv3.Principal{anyPrincipal()}},
+		"url-path":   {Permissions: []*rbacv3.Permission{pathPerm("/url")}, Principals: []*rbacv3.Principal{anyPrincipal()}},
+	}))
+	for _, tc := range []struct {
+		path, query string
+		allowed     bool
+	}{
+		{"/a", "?debug=1", false},
+		{"/a", "?x=2&debug=1", false},
+		{"/a", "?x=2", true},
+		{"/a", "", true},
+		{"/exact", "", false},
+		{"/exact", "?", true},    // :path is "/exact?"
+		{"/exact", "?x=1", true}, // :path is "/exact?x=1"
+		{"/url", "?x=1", false},  // url_path ignores the query
+		{"/url", "?", false},
+	} {
+		if got, _ := authz.Authorize(rules, &authz.Request{Method: "GET", Path: tc.path, Query: tc.query}); got != tc.allowed {
+			t.Errorf("%s%s: allowed = %v, want %v", tc.path, tc.query, got, tc.allowed)
+		}
+	}
+}

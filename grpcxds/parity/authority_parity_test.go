@@ -167,6 +167,11 @@ func testParityAuthorityRewrite(t *testing.T, trusted bool) {
 		hostnamesOf(testutils.Endpoints("A", []testutils.EndpointSpec{{Host: "127.0.0.1", Port: a.port}, {Host: "127.0.0.1", Port: b.port}}), "a.parity.test", "b.parity.test"),
 		hostnamesOf(eds("B", a), "other.parity.test:8443"),
 		eds("C", c)))
+	// Round robin spreads RPCs over the endpoints that are ready, so the
+	// comparison waits until each channel has both of cluster A's.
+	for name, conn := range p.conns {
+		awaitBackends(t, p.ctx, name, conn, "a", "b")
+	}
 
 	cases := []struct {
 		name, target string
@@ -272,6 +277,20 @@ func authoritiesSeen(ctx context.Context, conn *grpc.ClientConn, target string, 
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// awaitBackends sends RPCs on conn's default route until each of the
+// named backends has answered one, and fails the test if ctx ends first.
+func awaitBackends(t *testing.T, ctx context.Context, name string, conn *grpc.ClientConn, backends ...string) {
+	t.Helper()
+	missing := slices.Clone(backends)
+	for len(missing) > 0 {
+		reply := new(wrapperspb.StringValue)
+		if err := conn.Invoke(ctx, sayHello, wrapperspb.String("hi"), reply, grpc.WaitForReady(true)); err != nil {
+			t.Fatalf("%s: waiting for backends %q to answer: %v", name, missing, err)
+		}
+		missing = slices.DeleteFunc(missing, func(b string) bool { return b == reply.GetValue() })
+	}
 }
 
 // rewritingRoute is toCluster with auto_host_rewrite.

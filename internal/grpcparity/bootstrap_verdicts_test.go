@@ -84,6 +84,9 @@ func TestBootstrapVerdicts(t *testing.T) {
 			differs: "grpc-go does not look at the key; goxds wants the fully-qualified target URI the gRFC asks for"},
 		{name: "A102 jwt on insecure", json: withAllowed(`{"dns:///a.example:443": {"channel_creds": [{"type": "insecure"}], "call_creds": [` + jwt + `]}}`),
 			differs: "as for a server's call_creds: grpc-go would fail the side channel's calls, goxds refuses the bootstrap"},
+		{name: "A95 knob", json: server(insecure, "") + `, "authorities": {"ep.example.com": {"fallback_on_reachability_only": true}}}`},
+		{name: "A95 knob not a boolean", json: server(insecure, "") + `, "authorities": {"ep.example.com": {"fallback_on_reachability_only": "yes"}}}`,
+			differs: "grpc-go v1.85 has no A95 and ignores the field; goxds checks it whether or not GRPC_EXPERIMENTAL_XDS_ENDPOINT_FALLBACK is set, so that a bootstrap is valid or not whatever the environment"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

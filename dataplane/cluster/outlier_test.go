@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"errors"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
@@ -16,18 +14,18 @@ import (
 )
 
 // The algorithms are dataplane/outlier's, tested there; these tests are
-// about what the balancer does with a detector.
+// about what a cluster does with a detector.
 
 // ejectFailing is outlier detection ejecting, at the end of each 1s
-// interval, every endpoint that failed more than half of its RPCs, up to
+// interval, every endpoint that failed more than half of its requests, up to
 // all of them, for a minute.
 var ejectFailing = outlier.Config{Interval: time.Second, BaseEjectionTime: time.Minute, MaxEjectionTime: time.Minute,
 	MaxEjectionPercent: 100, FailurePercentage: &outlier.FailurePercentage{Threshold: 50, Enforcement: 100, MinimumHosts: 1, RequestVolume: 1}}
 
 // attachDetector gives p a detector with cfg on a manual clock, whose
 // intervals end on the test's goroutine when it advances the clock.
-func attachDetector(p *priority, cfg outlier.Config) (*outlier.Detector, *manualClock) {
-	clk := &manualClock{now: time.Unix(1000, 0)}
+func attachDetector(p *priority, cfg outlier.Config) (*outlier.Detector, *testClock) {
+	clk := &testClock{now: time.Unix(1000, 0)}
 	d := outlier.New(clk, func(f func() bool) { f() })
 	d.Update(cfg, p.lb.Localities)
 	p.lb.Ejected = d
@@ -44,7 +42,7 @@ func conn(p *priority, i int) *endpoint.Endpoint { return p.lb.Localities[0].End
 // eject has p's detector (ejectFailing's) eject the endpoints of the
 // given indexes: each fails an RPC, the others succeed one, and the
 // interval ends.
-func eject(t *testing.T, p *priority, d *outlier.Detector, clk *manualClock, failing ...int) {
+func eject(t *testing.T, p *priority, d *outlier.Detector, clk *testClock, failing ...int) {
 	t.Helper()
 	for i, e := range p.lb.Localities[0].Endpoints {
 		ok := true
@@ -66,45 +64,45 @@ func eject(t *testing.T, p *priority, d *outlier.Detector, clk *manualClock, fai
 // TRANSIENT_FAILURE because of the ejection, and the next priority takes
 // over.
 func TestEjectedPriorityState(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1})
+	p := prio(endpoint.Ready, []uint32{1, 1, 1})
 	d, clk := attachDetector(p, ejectFailing)
 	eject(t, p, d, clk, 0)
 	if got := picks(t, readyPicker(t, p), 20); got["a"] != 0 {
 		t.Errorf("a ejected still picked: %v", got)
 	}
-	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.Ready || err != nil {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != endpoint.Ready || err != nil {
 		t.Errorf("priority with b and c ready: %v, %v", s, err)
 	}
 	eject(t, p, d, clk, 1, 2)
-	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != connectivity.TransientFailure || !errors.Is(err, lbpolicy.ErrEjected) {
+	if s, err := p.state(map[*endpoint.Endpoint]struct{}{}); s != endpoint.TransientFailure || !errors.Is(err, lbpolicy.ErrEjected) {
 		t.Errorf("every endpoint ejected: %v, %v; want TRANSIENT_FAILURE", s, err)
 	}
 }
 
-// The picker of a priority with outlier detection reports each RPC's
+// The picker of a priority with outlier detection reports each request's
 // outcome to its detector: any error is a failure, so an endpoint whose
-// RPCs fail is ejected at the end of the interval, and one whose RPCs
+// requests fail is ejected at the end of the interval, and one whose requests
 // succeed is not.
 func TestPickerCountsOutcomes(t *testing.T) {
-	p := prio(connectivity.Ready, []uint32{1, 1, 1}).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
+	p := prio(endpoint.Ready, []uint32{1, 1, 1}).with(resources.LBPolicy{Kind: resources.LBRoundRobin})
 	cfg := ejectFailing
 	cfg.MaxEjectionPercent = 50
 	d, clk := attachDetector(p, cfg)
-	pp := p.picker(connectivity.Ready)
+	pp := p.picker(endpoint.Ready, testHeaderHash)
 	for range 30 {
-		res, err := pp.pick(balancer.PickInfo{}, 0)
+		res, err := pp.Pick(nil, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var di balancer.DoneInfo
-		if res.SubConn.(fakeSC).name == "a" {
-			di.Err = errors.New("boom")
+		var rpcErr error
+		if res.Endpoint.Key() == "a" {
+			rpcErr = errors.New("boom")
 		}
-		res.Done(di)
+		res.Done.Finish(rpcErr, nil)
 	}
 	clk.advance(time.Second)
 	if !d.Ejected(conn(p, 0)) || d.Ejected(conn(p, 1)) || d.Ejected(conn(p, 2)) {
-		t.Errorf("ejected a, b, c: %v, %v, %v; want only a, whose RPCs failed",
+		t.Errorf("ejected a, b, c: %v, %v, %v; want only a, whose requests failed",
 			d.Ejected(conn(p, 0)), d.Ejected(conn(p, 1)), d.Ejected(conn(p, 2)))
 	}
 }
@@ -118,16 +116,16 @@ func TestEjectedPassedOver(t *testing.T) {
 		{Kind: resources.LBRingHash},
 		{Kind: resources.LBWeightedRoundRobin},
 	} {
-		p := prio(connectivity.Ready, []uint32{1, 1, 1}).with(pol)
+		p := prio(endpoint.Ready, []uint32{1, 1, 1}).with(pol)
 		d, clk := attachDetector(p, ejectFailing)
 		eject(t, p, d, clk, 0)
-		pp := p.picker(connectivity.Ready)
+		pp := p.picker(endpoint.Ready, testHeaderHash)
 		for i := range 100 {
-			res, err := pp.pick(balancer.PickInfo{}, uint64(i)*0x9e3779b97f4a7c15)
+			res, err := pp.Pick(nil, uint64(i)*0x9e3779b97f4a7c15)
 			if err != nil {
 				t.Fatalf("%v: %v", pol.Kind, err)
 			}
-			if res.SubConn.(fakeSC).name == "a" {
+			if res.Endpoint.Key() == "a" {
 				t.Fatalf("%+v: the ejected endpoint was picked", pol)
 			}
 		}

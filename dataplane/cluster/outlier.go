@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"github.com/goxds/xds/dataplane/outlier"
@@ -9,8 +9,8 @@ import (
 // is the priority's lbpolicy.Ejector (an ejected endpoint is failing to
 // the cluster's policy and to the priority's state, as gRPC's child
 // policies see the subchannels its outlier detection reports failing),
-// and to which priorityPicker reports each RPC's outcome: any error is a
-// failure, as in gRPC. Here is only its place in a cluster.
+// and to which priorityPicker's Done reports each request's outcome: any
+// error is a failure, as in gRPC. Here is only its place in a cluster.
 
 // odKey names a detector within a cluster: the leaf and the index of the
 // priority among the leaf's.
@@ -22,8 +22,8 @@ type odKey struct {
 // attachOutliersLocked gives each priority of cl whose leaf has outlier
 // detection its detector, keeping those of the priorities it had, with
 // their counts and ejections, and stops the others. Detectors run on the
-// balancer's clock.
-func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
+// Set's clock.
+func (s *Set) attachOutliersLocked(cl *Cluster) {
 	old := cl.outliers
 	cl.outliers = nil
 	var leaf string
@@ -40,7 +40,7 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 		d := old[key]
 		delete(old, key)
 		if d == nil {
-			d = outlier.New(b.clock, b.outlierIntervalLocked(cl))
+			d = outlier.New(s.clock, s.outlierIntervalLocked(cl))
 		}
 		d.Update(*p.outlier, p.lb.Localities)
 		if cl.outliers == nil {
@@ -55,23 +55,23 @@ func (b *xdsBalancer) attachOutliersLocked(cl *clusterLB) {
 }
 
 // outlierIntervalLocked returns how cl's detectors end an interval: under
-// mu, rebuilding cl's picker when an ejection changed.
-func (b *xdsBalancer) outlierIntervalLocked(cl *clusterLB) func(f func() bool) {
+// the owner's lock (Host.Do), rebuilding cl's picker when an ejection
+// changed.
+func (s *Set) outlierIntervalLocked(cl *Cluster) func(f func() bool) {
 	return func(f func() bool) {
-		b.mu.Lock()
-		if b.closed {
-			b.mu.Unlock()
-			return
-		}
-		if f() {
-			b.dirty[cl] = struct{}{}
-		}
-		b.finishAndUnlock()
+		s.host.Do(func() {
+			if s.closed {
+				return
+			}
+			if f() {
+				s.dirty[cl] = struct{}{}
+			}
+		})
 	}
 }
 
 // stopOutliers stops the timers of cl's detectors.
-func (cl *clusterLB) stopOutliers() {
+func (cl *Cluster) stopOutliers() {
 	for _, d := range cl.outliers {
 		d.Stop()
 	}

@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"testing"

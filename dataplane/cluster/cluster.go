@@ -1,4 +1,4 @@
-package grpcxds
+package cluster
 
 import (
 	"errors"
@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"google.golang.org/grpc/connectivity"
-
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
@@ -19,21 +17,21 @@ import (
 	"github.com/goxds/xds/watchers"
 )
 
-// clusterLB balances one cluster that routes send to. Its priorities are
+// Cluster balances one cluster that routes send to. Its priorities are
 // those of its endpoints, or for an aggregate cluster those of each leaf in
 // turn (gRFC A37): the first leaf's priorities, then the second's, and so
-// on. A LOGICAL_DNS leaf is one priority of one endpoint. Guarded by
-// xdsBalancer.mu.
-type clusterLB struct {
+// on. A LOGICAL_DNS leaf is one priority of one endpoint. Guarded by the
+// owner's lock.
+type Cluster struct {
 	name string
 	// inputs are the ClusterConfigs the priorities were built from: the
 	// cluster's, then each leaf's. The snapshot keeps the pointer of an
 	// unchanged ClusterConfig, so equal inputs mean nothing to rebuild.
 	inputs []*watchers.ClusterConfig
 	// dnsUsed are the DNS resolutions of its LOGICAL_DNS leaves.
-	dnsUsed []*dnsWatch
+	dnsUsed []*Resolution
 	// held are the counters and load stores its priorities hold; aggLeaves
-	// the leaves it is listed under in xdsBalancer.aggUsers.
+	// the leaves it is listed under in Set.aggUsers.
 	held      heldRefs
 	aggLeaves []string
 	// prios are the priorities, highest first. err says why there are
@@ -50,15 +48,15 @@ type clusterLB struct {
 	// were connecting; a priority leaves it by becoming ready. Nil until
 	// the first.
 	timedOut map[int]bool
-	// failSeq names cl's entry in the balancer's failoverQueue: the
+	// failSeq names cl's entry in the Set's failoverQueue: the
 	// failover timer of priority timerPrio; 0 if none runs.
 	failSeq   uint64
 	timerPrio int
 	// state and picker are the outcome, for the route picker. counted is
-	// the state the balancer counts cl in (countLocked), Shutdown for none.
-	state   connectivity.State
-	picker  clusterPicker
-	counted connectivity.State
+	// the state the Set counts cl in (countLocked), notCounted for none.
+	state   endpoint.State
+	picker  Picker
+	counted endpoint.State
 	// chosen is the priority in use, -1 for none usable, and notChosen
 	// before the first choice: a change is logged.
 	chosen int
@@ -70,7 +68,7 @@ type clusterLB struct {
 	outliers map[odKey]*outlier.Detector
 }
 
-// heldRefs are what a cluster's priorities hold of the balancer's
+// heldRefs are what a cluster's priorities hold of the Set's
 // shared state, released when they are rebuilt: the in-flight counters of
 // its leaves, by leaf name, and the load stores they report to, by server
 // key. Counted, so that an update need not look at every cluster to know
@@ -80,8 +78,11 @@ type heldRefs struct {
 	loads    []string
 }
 
-// notChosen is clusterLB.chosen before the first choice of a priority.
+// notChosen is Cluster.chosen before the first choice of a priority.
 const notChosen = -2
+
+// notCounted is Cluster.counted while the Set counts it in no state.
+const notCounted endpoint.State = 255
 
 // priority is one priority of a cluster: localities with their healthy
 // endpoints, and what the leaf cluster it comes from says about them.
@@ -99,7 +100,7 @@ type priority struct {
 	// is the leaf's, shared: 104 B a priority otherwise): it picks the
 	// endpoints. Its PickedBefore are the endpoints pick_first had chosen
 	// before this update; its Repick has the cluster's picker built again
-	// for its timers (nil in tests), which run on the balancer's clock.
+	// for its timers (nil in tests), which run on the Set's clock.
 	lb lbpolicy.Leaf
 	// pending: a DNS name not resolved yet; the priority counts as
 	// connecting.
@@ -117,12 +118,12 @@ func (p *priority) od() *outlier.Detector {
 	return d
 }
 
-func newClusterLB(name string) *clusterLB {
-	return &clusterLB{
+func newCluster(name string) *Cluster {
+	return &Cluster{
 		name:    name,
-		state:   connectivity.Connecting,
+		state:   endpoint.Connecting,
 		picker:  queuePicker{},
-		counted: connectivity.Shutdown,
+		counted: notCounted,
 		chosen:  notChosen,
 	}
 }
@@ -141,8 +142,8 @@ func inputsOf(snap *watchers.Snapshot, name string) []*watchers.ClusterConfig {
 
 // refreshClusterLocked rebuilds cl's priorities if its part of the
 // snapshot changed, or always with force (a DNS resolution changed).
-func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
-	if b.snap == nil {
+func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
+	if s.snap == nil {
 		return
 	}
 	if cl.idle {
@@ -150,7 +151,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		// force: an idle cluster holds its picker, and the error of its
 		// ClusterConfig for its RPCs to fail with at once.
 		var err error
-		switch root := b.snap.Clusters.Get(cl.name); {
+		switch root := s.snap.Clusters.Get(cl.name); {
 		case root == nil:
 			err = fmt.Errorf("cluster %q is not in the xDS configuration", cl.name)
 		case root.Err != nil:
@@ -160,19 +161,19 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 		// picker is not an idle one yet (a new cluster, or one put to
 		// sleep): an update that changes neither costs nothing.
 		if _, idlePicked := cl.picker.(idlePicker); errText(err) != errText(cl.err) || (err == nil && !idlePicked) {
-			b.dirty[cl] = struct{}{}
+			s.dirty[cl] = struct{}{}
 		}
 		cl.err = err
 		return
 	}
-	if !force && len(cl.inputs) == 1 && cl.inputs[0] != nil && cl.inputs[0] == b.snap.Clusters.Get(cl.name) &&
+	if !force && len(cl.inputs) == 1 && cl.inputs[0] != nil && cl.inputs[0] == s.snap.Clusters.Get(cl.name) &&
 		(cl.inputs[0].Cluster == nil || cl.inputs[0].Cluster.Kind != resources.ClusterKindAggregate) {
 		// The usual case, without the allocation of inputsOf: a cluster
 		// that is no aggregate, unchanged. Each update looks at every
 		// cluster, so this is paid per cluster per update.
 		return
 	}
-	inputs := inputsOf(b.snap, cl.name)
+	inputs := inputsOf(s.snap, cl.name)
 	if !force && slices.Equal(inputs, cl.inputs) {
 		return
 	}
@@ -181,7 +182,7 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	if len(inputs) > 1 {
 		leaves = inputs[0].Leaves
 	}
-	b.setAggLeavesLocked(cl, leaves)
+	s.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
 	picked := cl.pickedFirst()
 	oldDNS, oldHeld := cl.dnsUsed, cl.held
@@ -193,14 +194,14 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	case root.Err != nil:
 		cl.err = about(cl.name, root.Err)
 	case len(inputs) == 1:
-		b.addLeafLocked(cl, root)
+		s.addLeafLocked(cl, root)
 	default:
 		for i, leaf := range inputs[1:] {
 			if leaf == nil {
 				cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q is not in the xDS configuration", root.Leaves[i]))
 				continue
 			}
-			b.addLeafLocked(cl, leaf)
+			s.addLeafLocked(cl, leaf)
 		}
 	}
 	if cl.err == nil && len(cl.prios) == 0 {
@@ -211,16 +212,16 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 	}
 	for _, p := range cl.prios {
 		p.lb.PickedBefore = picked
-		p.lb.Repick, p.lb.Clock = b.repickLocked(cl), b.clock
+		p.lb.Repick, p.lb.Clock = s.repickLocked(cl, p), s.clock
 	}
-	b.attachOutliersLocked(cl)
+	s.attachOutliersLocked(cl)
 	now := cl.conns()
 	for c := range now {
-		b.pool.AddUser(c, cl)
+		s.pool.AddUser(c, cl)
 	}
 	for c := range old {
 		if _, ok := now[c]; !ok {
-			b.dropUserLocked(c, cl)
+			s.dropUserLocked(c, cl)
 		}
 	}
 	for _, w := range cl.dnsUsed {
@@ -231,36 +232,36 @@ func (b *xdsBalancer) refreshClusterLocked(cl *clusterLB, force bool) {
 			delete(w.users, cl)
 		}
 	}
-	b.releaseLocked(oldHeld)
-	b.dirty[cl] = struct{}{}
-	b.pruneConns = true
+	s.releaseLocked(oldHeld)
+	s.dirty[cl] = struct{}{}
+	s.pruneConns = true
 }
 
 // dropUserLocked takes cl off c's users; c, left with none, is an orphan
-// for finishAndUnlock to shut down unless some cluster takes it again.
-func (b *xdsBalancer) dropUserLocked(c *endpoint.Endpoint, cl *clusterLB) {
-	b.pool.RemoveUser(c, cl)
+// for Finish to shut down unless some cluster takes it again.
+func (s *Set) dropUserLocked(c *endpoint.Endpoint, cl *Cluster) {
+	s.pool.RemoveUser(c, cl)
 }
 
 // setAggLeavesLocked lists cl in aggUsers under each of leaves, and no
 // longer under the leaves it had.
-func (b *xdsBalancer) setAggLeavesLocked(cl *clusterLB, leaves []string) {
+func (s *Set) setAggLeavesLocked(cl *Cluster, leaves []string) {
 	if slices.Equal(cl.aggLeaves, leaves) {
 		return
 	}
 	for _, leaf := range cl.aggLeaves {
-		if users := b.aggUsers[leaf]; users != nil {
+		if users := s.aggUsers[leaf]; users != nil {
 			delete(users, cl)
 			if len(users) == 0 {
-				delete(b.aggUsers, leaf)
+				delete(s.aggUsers, leaf)
 			}
 		}
 	}
 	for _, leaf := range leaves {
-		users := b.aggUsers[leaf]
+		users := s.aggUsers[leaf]
 		if users == nil {
-			users = make(map[*clusterLB]struct{})
-			b.aggUsers[leaf] = users
+			users = make(map[*Cluster]struct{})
+			s.aggUsers[leaf] = users
 		}
 		users[cl] = struct{}{}
 	}
@@ -268,7 +269,7 @@ func (b *xdsBalancer) setAggLeavesLocked(cl *clusterLB, leaves []string) {
 }
 
 // addLeafLocked appends the priorities of one leaf cluster.
-func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig) {
+func (s *Set) addLeafLocked(cl *Cluster, leaf *watchers.ClusterConfig) {
 	if leaf.Err != nil {
 		cl.leafErrs = append(cl.leafErrs, about(leaf.Name, leaf.Err).Error())
 		return
@@ -278,7 +279,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q is incomplete in the xDS configuration", leaf.Name))
 		return
 	}
-	sec, err := b.securityLocked(leaf)
+	sec, err := s.host.Security(leaf)
 	if err != nil {
 		cl.leafErrs = append(cl.leafErrs, err.Error())
 		return
@@ -287,25 +288,25 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 		leaf:        leaf.Name,
 		lb:          lbpolicy.Leaf{Policy: &c.LBPolicy},
 		maxRequests: c.MaxRequests,
-		inflight:    b.counterLocked(cl, leaf.Name),
+		inflight:    s.counterLocked(cl, leaf.Name),
 		outlier:     outlier.ConfigOf(c.OutlierDetection),
 	}
-	base.load, base.lrsKey = b.loadLocked(leaf)
+	base.load, base.lrsKey = s.loadLocked(leaf)
 	if base.load != nil {
-		b.loads[base.lrsKey].refs++
+		s.loads[base.lrsKey].refs++
 		cl.held.loads = append(cl.held.loads, base.lrsKey)
 		base.metrics = lrsMetricsOf(c)
 	}
 	switch c.Kind {
 	case resources.ClusterKindEDS:
-		b.addEDSLocked(cl, base, c, leaf.Endpoints, sec)
+		s.addEDSLocked(cl, base, c, leaf.Endpoints, sec)
 	case resources.ClusterKindLogicalDNS:
-		w := b.dnsWatchLocked(leaf.DNSAddress)
+		w := s.resolutionLocked(leaf.DNSAddress)
 		cl.dnsUsed = append(cl.dnsUsed, w)
 		p := base
 		switch {
 		case len(w.addrs) > 0:
-			conn := b.connLocked(w.addrs, w, sec, "")
+			conn := s.host.Endpoint(s.pool, EndpointSpec{Addrs: w.addrs, Security: sec, DNS: w})
 			p.lb.Localities = []lbpolicy.Locality{{Weight: 1, Endpoints: []lbpolicy.WeightedEndpoint{{Endpoint: conn, Weight: 1}}}}
 		case w.err != nil:
 			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
@@ -321,7 +322,7 @@ func (b *xdsBalancer) addLeafLocked(cl *clusterLB, leaf *watchers.ClusterConfig)
 
 // addEDSLocked appends the priorities of an EDS leaf: its localities by
 // priority, with only the HEALTHY and UNKNOWN endpoints, and its drops.
-func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cluster, eps *resources.Endpoints, sec *secEntry) {
+func (s *Set) addEDSLocked(cl *Cluster, base priority, c *resources.Cluster, eps *resources.Endpoints, sec any) {
 	var n int
 	for _, loc := range eps.Localities {
 		n = max(n, int(loc.Priority)+1)
@@ -338,7 +339,7 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cl
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: b.connLocked(dialAddrs(c, ep), nil, sec, ep.Hostname), Weight: ep.Weight})
+			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: s.host.Endpoint(s.pool, edsSpec(c, ep, sec)), Weight: ep.Weight})
 		}
 		if len(l.Endpoints) > 0 {
 			p := prios[loc.Priority]
@@ -348,8 +349,17 @@ func (b *xdsBalancer) addEDSLocked(cl *clusterLB, base priority, c *resources.Cl
 	cl.prios = append(cl.prios, prios...)
 }
 
+// edsSpec describes an EDS endpoint of leaf cluster c for Host.Endpoint.
+func edsSpec(c *resources.Cluster, ep resources.Endpoint, sec any) EndpointSpec {
+	spec := EndpointSpec{Addrs: ep.Addresses, Hostname: ep.Hostname, Security: sec}
+	if c.HTTP11Proxy {
+		spec.Proxy = ep.ProxyAddress
+	}
+	return spec
+}
+
 // conns returns every endpoint of cl's priorities.
-func (cl *clusterLB) conns() map[*endpoint.Endpoint]struct{} {
+func (cl *Cluster) conns() map[*endpoint.Endpoint]struct{} {
 	out := make(map[*endpoint.Endpoint]struct{})
 	for _, p := range cl.prios {
 		for _, l := range p.lb.Localities {
@@ -362,37 +372,37 @@ func (cl *clusterLB) conns() map[*endpoint.Endpoint]struct{} {
 }
 
 // dropClusterLocked forgets a cluster the routes no longer name.
-func (b *xdsBalancer) dropClusterLocked(cl *clusterLB) {
-	b.unbuildLocked(cl)
-	delete(b.clusters, cl.name)
-	delete(b.dirty, cl)
-	b.uncountLocked(cl)
-	b.changes[cl.name] = nil
+func (s *Set) dropClusterLocked(cl *Cluster) {
+	s.unbuildLocked(cl)
+	delete(s.clusters, cl.name)
+	delete(s.dirty, cl)
+	s.uncountLocked(cl)
+	s.out.changes[cl.name] = nil
 }
 
 // unbuildLocked undoes what refreshClusterLocked built of cl: its
 // priorities, the endpoints it lists and wants, its timers, DNS names,
 // counters and load stores. Endpoints left with no cluster are orphans
-// for finishAndUnlock to shut down.
-func (b *xdsBalancer) unbuildLocked(cl *clusterLB) {
+// for Finish to shut down.
+func (s *Set) unbuildLocked(cl *Cluster) {
 	cl.stopTimer()
 	cl.stopOutliers()
 	cl.outliers = nil
 	for c := range cl.wanted {
-		b.pool.Unwant(c)
+		s.pool.Unwant(c)
 	}
 	cl.wanted = nil
 	for c := range cl.conns() {
-		b.dropUserLocked(c, cl)
+		s.dropUserLocked(c, cl)
 	}
 	for _, w := range cl.dnsUsed {
 		delete(w.users, cl)
 	}
-	b.releaseLocked(cl.held)
-	b.setAggLeavesLocked(cl, nil)
+	s.releaseLocked(cl.held)
+	s.setAggLeavesLocked(cl, nil)
 	cl.inputs, cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, nil, heldRefs{}
 	cl.timedOut, cl.chosen = nil, notChosen
-	b.pruneConns = true
+	s.pruneConns = true
 }
 
 // pickPriorityLocked chooses the priority cl uses and builds its picker.
@@ -401,36 +411,36 @@ func (b *xdsBalancer) unbuildLocked(cl *clusterLB) {
 // fires; one whose endpoints all fail, or that has none, is passed over.
 // Every priority tried is kept connected, so that traffic moves back up as
 // soon as a higher priority has a ready endpoint again.
-func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
+func (s *Set) pickPriorityLocked(cl *Cluster) {
 	if cl.err != nil {
-		b.setWantedLocked(cl, nil)
+		s.setWantedLocked(cl, nil)
 		cl.stopTimer()
-		cl.state, cl.picker = connectivity.TransientFailure, errorPicker{cl.err}
+		cl.state, cl.picker = endpoint.TransientFailure, errPicker{cl.err}
 		if cl.chosen != -1 {
-			b.logLocked(slog.LevelWarn, "cluster unusable", "cluster", cl.name, "err", cl.err)
+			s.host.Log(slog.LevelWarn, "cluster unusable", "cluster", cl.name, "err", cl.err)
 		}
 		cl.chosen = -1
 		return
 	}
 	if cl.idle {
-		b.idleLocked(cl)
+		s.idleLocked(cl)
 		return
 	}
 	wanted := make(map[*endpoint.Endpoint]struct{})
 	chosen, fallback := -1, -1
-	state := connectivity.TransientFailure
+	state := endpoint.TransientFailure
 	var lastErr error
 	for i, p := range cl.prios {
 		ps, err := p.state(wanted)
 		if err != nil {
 			lastErr = err
 		}
-		if ps == connectivity.Ready {
+		if ps == endpoint.Ready {
 			chosen, state = i, ps
 			delete(cl.timedOut, i)
 			break
 		}
-		if ps == connectivity.Connecting {
+		if ps == endpoint.Connecting {
 			if !cl.timedOut[i] {
 				chosen, state = i, ps
 				break
@@ -443,11 +453,11 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 	if chosen < 0 && fallback >= 0 {
 		// Every priority failed or timed out, some still connecting: wait
 		// for the highest of those.
-		chosen, state = fallback, connectivity.Connecting
+		chosen, state = fallback, endpoint.Connecting
 	}
-	b.setWantedLocked(cl, wanted)
-	if state == connectivity.Connecting && !cl.timedOut[chosen] {
-		b.armFailoverLocked(cl, chosen)
+	s.setWantedLocked(cl, wanted)
+	if state == endpoint.Connecting && !cl.timedOut[chosen] {
+		s.armFailoverLocked(cl, chosen)
 	} else {
 		cl.stopTimer()
 	}
@@ -461,30 +471,30 @@ func (b *xdsBalancer) pickPriorityLocked(cl *clusterLB) {
 		if len(cl.leafErrs) > 0 {
 			msg += "; " + strings.Join(cl.leafErrs, "; ")
 		}
-		cl.picker = errorPicker{errors.New(msg)}
+		cl.picker = errPicker{errors.New(msg)}
 		if cl.chosen != -1 {
-			b.logLocked(slog.LevelWarn, "cluster has no usable endpoint; its RPCs fail", "cluster", cl.name, "err", msg)
+			s.host.Log(slog.LevelWarn, "cluster has no usable endpoint; its RPCs fail", "cluster", cl.name, "err", msg)
 		}
 	default:
-		cl.picker = cl.prios[chosen].picker(state)
+		cl.picker = cl.prios[chosen].picker(state, s.headerHash)
 		// The first choice is part of applying the configuration, logged
 		// by the resolver; a change after it is a decision of its own.
 		if cl.chosen != notChosen && cl.chosen != chosen {
-			b.logLocked(slog.LevelDebug, "cluster priority switch", "cluster", cl.name,
+			s.host.Log(slog.LevelDebug, "cluster priority switch", "cluster", cl.name,
 				"from", cl.chosen, "to", chosen, "leaf", cl.prios[chosen].leaf, "state", state.String())
 		}
 	}
 	cl.chosen = chosen
 }
 
-// state sums up the endpoints of p, marking each wanted: READY if one is
-// ready, CONNECTING if one may yet be (or the DNS name is not resolved
-// yet), else TRANSIENT_FAILURE with the last error.
-func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.State, error) {
+// state sums up the endpoints of p, marking each wanted: Ready if one is
+// ready, Connecting if one may yet be (or the DNS name is not resolved
+// yet), else TransientFailure with the last error.
+func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (endpoint.State, error) {
 	if p.pending {
-		return connectivity.Connecting, nil
+		return endpoint.Connecting, nil
 	}
-	state := connectivity.TransientFailure
+	state := endpoint.TransientFailure
 	err := errors.New("no healthy endpoints")
 	od := p.od()
 	for _, l := range p.lb.Localities {
@@ -495,30 +505,30 @@ func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (connectivity.S
 			case od.Ejected(c):
 				err = lbpolicy.ErrEjected
 			case c.State() == endpoint.Ready:
-				state = connectivity.Ready
-			case c.Usable() && state != connectivity.Ready:
-				state = connectivity.Connecting
+				state = endpoint.Ready
+			case c.Usable() && state != endpoint.Ready:
+				state = endpoint.Connecting
 			case !c.Usable() && c.Err() != nil:
 				err = c.Err()
 			}
 		}
 	}
-	if state != connectivity.TransientFailure {
+	if state != endpoint.TransientFailure {
 		err = nil
 	}
 	return state, err
 }
 
 // setWantedLocked makes wanted the endpoints cl keeps connected.
-func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpoint.Endpoint]struct{}) {
+func (s *Set) setWantedLocked(cl *Cluster, wanted map[*endpoint.Endpoint]struct{}) {
 	for c := range cl.wanted {
 		if _, ok := wanted[c]; !ok {
-			b.pool.Unwant(c)
+			s.pool.Unwant(c)
 		}
 	}
 	for c := range wanted {
 		if _, ok := cl.wanted[c]; !ok {
-			b.pool.Want(c)
+			s.pool.Want(c)
 		}
 	}
 	if wanted == nil {
@@ -527,9 +537,9 @@ func (b *xdsBalancer) setWantedLocked(cl *clusterLB, wanted map[*endpoint.Endpoi
 	cl.wanted = wanted
 }
 
-// failoverLogMsg is logged when a cluster gives up on a priority still
-// connecting.
-const failoverLogMsg = "cluster failover: priority still connecting after the failover timeout"
+// FailoverLogMsg is logged (at debug level) when a cluster gives up on a
+// priority still connecting.
+const FailoverLogMsg = "cluster failover: priority still connecting after the failover timeout"
 
 // errText is err's message, "" for nil.
 func errText(err error) string {

@@ -1,14 +1,16 @@
-package grpcxds
+package cluster
 
 import (
 	"container/heap"
 	"log/slog"
 	"time"
+
+	"github.com/goxds/xds/dataplane/lbpolicy"
 )
 
 // failoverQueue holds the failover deadlines of every cluster waiting for
 // a priority to connect, earliest first, behind a single timer of the
-// balancer.
+// Set.
 //
 // A timer per cluster made expiries that come together (the endpoints of
 // a zone that went down, all armed by one configuration) each take the
@@ -20,11 +22,11 @@ import (
 //
 // A cluster's entry is the one whose seq is the cluster's failSeq; a
 // stopped or replaced timer leaves its entry behind, dropped when it comes
-// up or when the queue is compacted. Guarded by xdsBalancer.mu.
+// up or when the queue is compacted. Guarded by the owner's lock.
 type failoverQueue struct {
 	h     failoverHeap
-	seq   uint64  // the last seq handed out; 0 is none
-	timer stopper // fires at timerAt; nil if none runs
+	seq   uint64         // the last seq handed out; 0 is none
+	timer lbpolicy.Timer // fires at timerAt; nil if none runs
 	// timerAt is when timer fires.
 	timerAt time.Time
 }
@@ -32,7 +34,7 @@ type failoverQueue struct {
 // failoverEntry is the deadline of priority prio of cluster cl.
 type failoverEntry struct {
 	at   time.Time
-	cl   *clusterLB
+	cl   *Cluster
 	prio int
 	seq  uint64
 }
@@ -65,23 +67,23 @@ func failoverSlack(timeout time.Duration) time.Duration {
 // armFailoverLocked starts the failover timer of priority prio unless it
 // runs already: if the priority is still connecting when it fires, the
 // next one is tried.
-func (b *xdsBalancer) armFailoverLocked(cl *clusterLB, prio int) {
+func (s *Set) armFailoverLocked(cl *Cluster, prio int) {
 	if cl.failSeq != 0 && cl.timerPrio == prio {
 		return
 	}
-	q := &b.failover
+	q := &s.failover
 	q.seq++
 	cl.failSeq, cl.timerPrio = q.seq, prio
-	if len(q.h) > 2*len(b.clusters)+64 {
+	if len(q.h) > 2*len(s.clusters)+64 {
 		q.compact()
 	}
-	heap.Push(&q.h, failoverEntry{at: b.clock.Now().Add(b.failoverTimeout), cl: cl, prio: prio, seq: q.seq})
-	b.scheduleFailoverLocked()
+	heap.Push(&q.h, failoverEntry{at: s.clock.Now().Add(s.cfg.FailoverTimeout), cl: cl, prio: prio, seq: q.seq})
+	s.scheduleFailoverLocked()
 }
 
 // stopTimer stops cl's failover timer: its entry in the queue is left
 // behind, dead.
-func (cl *clusterLB) stopTimer() { cl.failSeq = 0 }
+func (cl *Cluster) stopTimer() { cl.failSeq = 0 }
 
 // compact drops the dead entries, so that clusters that keep re-arming
 // (or are gone) do not grow the queue.
@@ -97,10 +99,10 @@ func (q *failoverQueue) compact() {
 	heap.Init(&q.h)
 }
 
-// scheduleFailoverLocked makes the balancer's timer fire failoverSlack
+// scheduleFailoverLocked makes the Set's timer fire failoverSlack
 // after the earliest live deadline, or stops it if there is none.
-func (b *xdsBalancer) scheduleFailoverLocked() {
-	q := &b.failover
+func (s *Set) scheduleFailoverLocked() {
+	q := &s.failover
 	for len(q.h) > 0 && !q.h[0].live() {
 		heap.Pop(&q.h)
 	}
@@ -111,33 +113,32 @@ func (b *xdsBalancer) scheduleFailoverLocked() {
 		}
 		return
 	}
-	fire := q.h[0].at.Add(failoverSlack(b.failoverTimeout))
+	fire := q.h[0].at.Add(failoverSlack(s.cfg.FailoverTimeout))
 	if q.timer != nil && !q.timerAt.After(fire) {
 		return // it fires in time; then it schedules the next
 	}
 	if q.timer != nil {
 		q.timer.Stop()
 	}
-	var t stopper
-	t = b.clock.AfterFunc(fire.Sub(b.clock.Now()), func() {
-		b.mu.Lock()
-		if b.closed || q.timer != t {
-			b.mu.Unlock()
-			return
-		}
-		q.timer = nil
-		b.expireFailoversLocked(b.clock.Now())
-		b.scheduleFailoverLocked()
-		b.finishAndUnlock()
+	var t lbpolicy.Timer
+	t = s.clock.AfterFunc(fire.Sub(s.clock.Now()), func() {
+		s.host.Do(func() {
+			if s.closed || q.timer != t {
+				return
+			}
+			q.timer = nil
+			s.expireFailoversLocked(s.clock.Now())
+			s.scheduleFailoverLocked()
+		})
 	})
 	q.timer, q.timerAt = t, fire
 }
 
 // expireFailoversLocked gives up on every priority whose deadline is past,
-// marking its cluster dirty: finishAndUnlock then chooses again, and
+// marking its cluster dirty: Settle then chooses again, and the owner
 // publishes once.
-func (b *xdsBalancer) expireFailoversLocked(now time.Time) {
-	q := &b.failover
+func (s *Set) expireFailoversLocked(now time.Time) {
+	q := &s.failover
 	for len(q.h) > 0 && !q.h[0].at.After(now) {
 		e := heap.Pop(&q.h).(failoverEntry)
 		if !e.live() {
@@ -149,16 +150,16 @@ func (b *xdsBalancer) expireFailoversLocked(now time.Time) {
 			cl.timedOut = make(map[int]bool)
 		}
 		cl.timedOut[e.prio] = true
-		b.logLocked(slog.LevelDebug, failoverLogMsg, "cluster", cl.name, "priority", e.prio, "timeout", b.failoverTimeout)
-		b.dirty[cl] = struct{}{}
+		s.host.Log(slog.LevelDebug, FailoverLogMsg, "cluster", cl.name, "priority", e.prio, "timeout", s.cfg.FailoverTimeout)
+		s.dirty[cl] = struct{}{}
 	}
 }
 
-// stopFailoversLocked stops the balancer's failover timer, for Close.
-func (b *xdsBalancer) stopFailoversLocked() {
-	if b.failover.timer != nil {
-		b.failover.timer.Stop()
-		b.failover.timer = nil
+// stopFailoversLocked stops the Set's failover timer, for Close.
+func (s *Set) stopFailoversLocked() {
+	if s.failover.timer != nil {
+		s.failover.timer.Stop()
+		s.failover.timer = nil
 	}
-	b.failover.h = nil
+	s.failover.h = nil
 }

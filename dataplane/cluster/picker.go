@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+
+	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
+
+	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
+	"github.com/goxds/xds/resources"
+)
+
+// Picker picks an endpoint of one cluster for a request. Pickers are
+// immutable (but for counters), safe for concurrent use, and never take
+// the owner's lock.
+type Picker interface {
+	// Pick picks for a request whose hash (for ring_hash) is hash. req is
+	// the transport's request, handed as it is to Host.HeaderHash when the
+	// cluster's ring_hash hashes a header of its own (gRFC A76): grpcxds
+	// passes the RPC's context, which is an interface already, so that the
+	// call allocates nothing. Its errors are ErrQueue (hold the request
+	// for the next picker), a *DropError or an *OverloadError (fail it, as
+	// the transport says: gRPC's UNAVAILABLE), or any other reason the
+	// cluster cannot take it (which gRPC fails UNAVAILABLE, but holds a
+	// wait-for-ready RPC).
+	Pick(req any, hash uint64) (Result, error)
+}
+
+// Result is a pick: the endpoint and its connection as the picker saw it,
+// and the Done the transport calls when the request ends.
+type Result struct {
+	Endpoint *endpoint.Endpoint
+	Conn     endpoint.Conn
+	Done     Done
+}
+
+// Done ends a picked request: it gives back its place under the circuit
+// breaker and records its outcome, for outlier detection and load reports.
+// A value, not a func, so that a transport's own callback can hold it and
+// allocate no more than it would for its own closure (grpcxds: one
+// balancer.PickResult.Done per RPC, 48 B).
+type Done struct {
+	p       *priorityPicker
+	ll      *client.LocalityLoad
+	ep      *endpoint.Endpoint
+	counted bool // least_request counted the request on ep
+}
+
+// Finish records the end of the request: err is its error (nil: success),
+// serverLoad the backend's ORCA report at its end, if any (a
+// *v3orcapb.OrcaLoadReport; anything else is ignored). It must be called
+// once per picked request.
+func (d Done) Finish(err error, serverLoad any) {
+	if d.p == nil {
+		return
+	}
+	d.p.inflight.Add(-1)
+	if d.p.od != nil {
+		d.p.od.Record(d.ep, err == nil) // any error is a failure, as in gRPC
+	}
+	if d.ll != nil {
+		d.ll.CallFinished(err != nil)
+		if r, ok := serverLoad.(*v3orcapb.OrcaLoadReport); ok && r != nil && d.p.metrics != nil {
+			d.p.metrics.record(d.ll, r)
+		}
+	}
+	if d.counted {
+		d.ep.CallFinished()
+	}
+}
+
+// ErrQueue says no endpoint can take the request yet: hold it for the next
+// picker (gRPC: balancer.ErrNoSubConnAvailable). The leaf policies' own.
+var ErrQueue = lbpolicy.ErrQueue
+
+// DropError fails a request an EDS drop_overload category dropped.
+type DropError struct{ Category string }
+
+func (e *DropError) Error() string { return "dropped by load balancing policy: " + e.Category }
+
+// OverloadError fails a request the leaf cluster's circuit breaker
+// refused: max_requests are in flight.
+type OverloadError struct {
+	Cluster     string
+	MaxRequests uint32
+}
+
+func (e *OverloadError) Error() string {
+	return fmt.Sprintf("goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", e.Cluster, e.MaxRequests)
+}
+
+// errPicker fails every request with err.
+type errPicker struct{ err error }
+
+func (p errPicker) Pick(any, uint64) (Result, error) { return Result{}, p.err }
+
+// queuePicker holds requests until the next picker.
+type queuePicker struct{}
+
+func (queuePicker) Pick(any, uint64) (Result, error) { return Result{}, ErrQueue }
+
+// priorityPicker is the picker of a cluster using one of its priorities:
+// it applies the leaf cluster's drops and circuit breaker, then lets the
+// cluster's policy (package dataplane/lbpolicy) pick an endpoint, and
+// hands the transport the endpoint with the Done that records the
+// request's end. A nil inner queues requests: the priority is connecting.
+type priorityPicker struct {
+	leaf        string
+	drops       []resources.DropOverload
+	maxRequests uint32
+	inflight    *atomic.Int64
+	// hashHeader, when set, hashes the request instead of the route's
+	// hash policies (ring_hash's requestHashHeader, gRFC A76), by
+	// headerHash (Host.HeaderHash).
+	hashHeader string
+	headerHash func(req any, name string) uint64
+	// od counts the requests of each endpoint for outlier detection; nil
+	// without it.
+	od    *outlier.Detector
+	inner lbpolicy.Picker
+	// load, if not nil, records drops; locs then has the LocalityLoad of
+	// each endpoint inner may pick.
+	load    *client.ClusterLoad
+	locs    map[*endpoint.Endpoint]*client.LocalityLoad
+	metrics *lrsMetrics
+}
+
+func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
+	for _, d := range p.drops {
+		if d.PerMillion > 0 && rand.Uint32N(1_000_000) < d.PerMillion {
+			if p.load != nil {
+				p.load.CallDropped(d.Category)
+			}
+			return Result{}, &DropError{Category: d.Category}
+		}
+	}
+	if p.inner == nil {
+		return Result{}, ErrQueue
+	}
+	if p.inflight.Add(1) > int64(p.maxRequests) {
+		p.inflight.Add(-1)
+		if p.load != nil {
+			p.load.CallDropped("") // counted in the total only, as gRPC does
+		}
+		return Result{}, &OverloadError{Cluster: p.leaf, MaxRequests: p.maxRequests}
+	}
+	if p.hashHeader != "" && p.headerHash != nil {
+		hash = p.headerHash(req, p.hashHeader)
+	}
+	picked, err := p.inner.Pick(hash)
+	if err != nil {
+		p.inflight.Add(-1)
+		return Result{}, err
+	}
+	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, counted: picked.Counted} // ll nil without load reporting
+	if d.ll != nil {
+		d.ll.CallStarted()
+	}
+	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d}, nil
+}
+
+// picker returns the picker of p for a cluster using it in state (Ready or
+// Connecting), by the leaf cluster's policy (p.lb).
+func (p *priority) picker(state endpoint.State, headerHash func(any, string) uint64) Picker {
+	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight,
+		hashHeader: p.lb.Policy.RequestHashHeader, headerHash: headerHash, load: p.load, metrics: p.metrics}
+	if state != endpoint.Ready {
+		return pp
+	}
+	pp.od = p.od()
+	pp.locs = p.localityLoads()
+	pp.inner = p.lb.Picker()
+	return pp
+}
