@@ -212,6 +212,14 @@
 //     has sent more than 256 KiB: what it sent is sent again; a unary
 //     request over 256 KiB is not retried. A policy
 //     with num_retries 0 (which grpc-go rejects) retries nothing.
+//   - gRFC A96 retry metrics: with Options.RetryMetrics, each call a
+//     retry policy retried is reported once at its end, with its retries
+//     and the time waited between attempts (grpc.client.call.retries and
+//     grpc.client.call.retry_delay; metrics/otelxds and metrics/promxds
+//     record them). gRPC's stats handlers see each of these attempts as a
+//     call of its own. grpc.client.call.transparent_retries is not
+//     measured: gRPC retries transparently below the interceptors, where
+//     goxds cannot see it.
 //   - gRFC A39 HTTP filters: the listener's filters run in order on each
 //     RPC before it is sent, once per RPC (not per attempt), each with its
 //     effective configuration: the weighted cluster's
@@ -231,9 +239,13 @@
 //     credentials) before the RPC is sent; package dataplane/extauthz
 //     decides. An allowed RPC goes with the outgoing metadata the service
 //     changed; a denied one fails with the service's status; a failed call
-//     fails it with status_on_error unless failure_mode_allow. The
-//     trailers of a denial and the response headers of an allowed RPC are
-//     not delivered on the client side (an xdsserver server applies both).
+//     fails it with status_on_error unless failure_mode_allow. A denial's
+//     headers are the failed RPC's trailers (the grpc.Trailer call
+//     options get them, unary and streaming, as from a server's
+//     trailers-only failure); an allowed RPC's response_headers_to_add are
+//     applied to the response headers the server sent (grpc.Header, and a
+//     stream's Header), none where the server sent none (a trailers-only
+//     response).
 //     A channel keeps one connection per service across configuration
 //     updates, closed with the channel.
 //   - gRFC A81 authority rewriting: on a route whose auto_host_rewrite is

@@ -2,6 +2,7 @@ package grpcxds_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -232,5 +234,89 @@ func TestExtAuthzClientUntrustedDisallowedTargetNACKed(t *testing.T) {
 	_, err := call(e.ctx, e.dial())
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"dns:///evil.example.com:443" is not in the bootstrap's allowed_grpc_services`) {
 		t.Fatalf("RPC: %v, want UNAVAILABLE naming the disallowed target", err)
+	}
+}
+
+// authzWithHeaders denies an RPC whose x-want header is "deny" with
+// x-deny-reason: over-quota among its headers, and allows the others with
+// x-authz-note: checked among the response headers to add.
+func authzWithHeaders(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	for _, h := range req.GetAttributes().GetRequest().GetHttp().GetHeaderMap().GetHeaders() {
+		if h.GetKey() == "x-want" && string(h.GetRawValue()) == "deny" {
+			return &authv3.CheckResponse{
+				Status: &rpcstatus.Status{Code: int32(codes.PermissionDenied)},
+				HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+					Status:  &typev3.HttpStatus{Code: typev3.StatusCode_Forbidden},
+					Headers: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-deny-reason", Value: "over-quota"}}},
+				}},
+			}, nil
+		}
+	}
+	return &authv3.CheckResponse{Status: &rpcstatus.Status{}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
+		ResponseHeadersToAdd: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-authz-note", Value: "checked"}}},
+	}}}, nil
+}
+
+// A denial's headers reach the application as the RPC's trailers, and an
+// allowed RPC's response headers to add as part of its response headers,
+// through grpc.Header and grpc.Trailer on unary RPCs and streams and
+// through a stream's Header, beside the server's own.
+func TestExtAuthzClientResponseHeadersAndDenialTrailers(t *testing.T) {
+	a, err := testutils.StartAuthzServer(authzWithHeaders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	e := authzEnv(t, allowedAuthz(a.Target()))
+	b := startBackend(t, "a")
+	e.update(authzTree(t, b, authzFilter(a.Target(), nil)))
+	conn := e.dial()
+
+	var header, trailer metadata.MD
+	if _, err := call(e.ctx, conn, grpc.WaitForReady(true), grpc.Header(&header), grpc.Trailer(&trailer)); err != nil {
+		t.Fatalf("allowed RPC: %v", err)
+	}
+	if got := header.Get("x-authz-note"); len(got) != 1 || got[0] != "checked" || len(header.Get("content-type")) != 1 {
+		t.Errorf("allowed unary RPC's header %v, want the server's with x-authz-note: checked", header)
+	}
+
+	header, trailer = nil, nil
+	_, err = call(metadata.AppendToOutgoingContext(e.ctx, "x-want", "deny"), conn, grpc.Header(&header), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("denied RPC: %v, want PERMISSION_DENIED (HTTP 403)", err)
+	}
+	if got := trailer.Get("x-deny-reason"); len(got) != 1 || got[0] != "over-quota" {
+		t.Errorf("denied unary RPC's trailer %v, want x-deny-reason: over-quota", trailer)
+	}
+
+	chat := &grpc.StreamDesc{StreamName: "Chat", ServerStreams: true, ClientStreams: true}
+	header, trailer = nil, nil
+	s, err := conn.NewStream(e.ctx, chat, "/goxds.test.Greeter/Chat", grpc.Header(&header), grpc.Trailer(&trailer))
+	if err != nil {
+		t.Fatalf("allowed stream: %v", err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	md, err := s.Header()
+	if err != nil || strings.Join(md.Get("x-authz-note"), ",") != "checked" {
+		t.Errorf("allowed stream's Header() = %v, %v; want x-authz-note: checked", md, err)
+	}
+	for err = s.RecvMsg(new(wrapperspb.StringValue)); err == nil; err = s.RecvMsg(new(wrapperspb.StringValue)) {
+	}
+	if err != io.EOF {
+		t.Fatalf("allowed stream ended with %v", err)
+	}
+	if got := header.Get("x-authz-note"); len(got) != 1 || got[0] != "checked" {
+		t.Errorf("allowed stream's grpc.Header %v, want x-authz-note: checked once", header)
+	}
+
+	header, trailer = nil, nil
+	_, err = conn.NewStream(metadata.AppendToOutgoingContext(e.ctx, "x-want", "deny"), chat, "/goxds.test.Greeter/Chat", grpc.Header(&header), grpc.Trailer(&trailer))
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("denied stream: %v, want PERMISSION_DENIED", err)
+	}
+	if got := trailer.Get("x-deny-reason"); len(got) != 1 || got[0] != "over-quota" {
+		t.Errorf("denied stream's trailer %v, want x-deny-reason: over-quota", trailer)
 	}
 }

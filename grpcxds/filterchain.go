@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/resources"
@@ -26,9 +27,10 @@ type clientFilterRuntime interface {
 	// the filter's effective configuration as its resources.HTTPFilterType
 	// parsed it. A non-nil error fails the RPC with it (a status error
 	// keeps its code); otherwise release, if not nil, is called once when
-	// the RPC ends. start may block (a delay), but returns when ctx is
-	// done.
-	start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (release func(), err error)
+	// the RPC ends, and respHeaders, if any, change the response headers
+	// the application sees (ext_authz's response_headers_to_add). start
+	// may block (a delay), but returns when ctx is done.
+	start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (release func(), respHeaders []extauthz.Mutation, err error)
 }
 
 // clientFilterRuntimes makes the client-side runtime of each HTTP filter
@@ -66,12 +68,12 @@ const faultConfigName = "envoy.extensions.filters.http.fault.v3.HTTPFault"
 // starts nothing that lasts the RPC: its release is nil.
 type faultRuntime struct{ f *faultFilter }
 
-func (r faultRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (func(), error) {
+func (r faultRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (func(), []extauthz.Mutation, error) {
 	cfg, ok := config.(*resources.FaultConfig)
 	if !ok {
-		return nil, fmt.Errorf("fault filter: config is a %T", config)
+		return nil, nil, fmt.Errorf("fault filter: config is a %T", config)
 	}
-	return nil, r.f.injectHeaders(ctx, cfg, h)
+	return nil, nil, r.f.injectHeaders(ctx, cfg, h)
 }
 
 // messageName is the message name of a type URL: what follows the last '/'.

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/route"
 )
 
@@ -23,20 +24,21 @@ const maxReplayBytes = 256 << 10
 
 // start prepares one RPC: the configuration in force, the route and
 // cluster (selectInto), the deadline, and the HTTP filters run. It returns
-// the RPC's context and selection, and finish, to call once the RPC is
-// over. A nil selection means the RPC goes to gRPC as it is, to fail there
-// (a closed channel).
-func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, func(), error) {
+// the RPC's context and selection, finish, to call once the RPC is over,
+// and the changes the filters make to the response headers (nil for most
+// RPCs). A nil selection means the RPC goes to gRPC as it is, to fail
+// there (a closed channel).
+func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, func(), []extauthz.Mutation, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
-		return ctx, nil, noFinish, err
+		return ctx, nil, noFinish, nil, err
 	}
 	if cfg.snap == nil {
-		return ctx, nil, nil, cfg.err
+		return ctx, nil, nil, nil, cfg.err
 	}
 	sel := &selection{Context: ctx}
 	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
-		return ctx, nil, nil, err
+		return ctx, nil, nil, nil, err
 	}
 	ctx = sel
 	// The usual RPC starts nothing in its filters: its finish is the
@@ -49,15 +51,15 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 			ctx, finish = context.WithTimeout(ctx, sel.timeout)
 		}
 	}
-	release, err := runFilters(ctx, cfg.chain, sel)
+	release, respHeaders, err := runFilters(ctx, cfg.chain, sel)
 	if err != nil {
 		finish()
-		return ctx, nil, nil, err
+		return ctx, nil, nil, nil, err
 	}
 	if release != nil {
 		finish = (&rpcEnd{release: release, cancel: finish}).finish
 	}
-	return ctx, sel, finish, nil
+	return ctx, sel, finish, respHeaders, nil
 }
 
 // waitForReady reports whether an RPC's call options (the channel's
@@ -97,30 +99,35 @@ func (e *rpcEnd) finish() {
 // fail the RPC ends the run; what the filters started is released by the
 // returned func when the RPC ends, or at once on failure. It returns nil
 // when no filter started anything (a fault that did not fire), as for most
-// RPCs: they allocate nothing here.
-func runFilters(ctx context.Context, chain *filterChain, sel *selection) (func(), error) {
+// RPCs: they allocate nothing here. The filters' changes to the response
+// headers are returned in the filters' order.
+func runFilters(ctx context.Context, chain *filterChain, sel *selection) (func(), []extauthz.Mutation, error) {
 	var releases []func()
+	var respHeaders []extauthz.Mutation
 	for _, f := range sel.filters {
 		rt := chain.runtime(f)
 		if rt == nil {
 			continue
 		}
-		release, err := rt.start(ctx, f.Config, sel)
+		release, rh, err := rt.start(ctx, f.Config, sel)
 		if err != nil {
 			releaseInReverse(releases)
-			return nil, err
+			return nil, nil, err
 		}
 		if release != nil {
 			releases = append(releases, release)
 		}
+		if len(rh) > 0 {
+			respHeaders = append(respHeaders, rh...)
+		}
 	}
 	switch len(releases) {
 	case 0:
-		return nil, nil
+		return nil, respHeaders, nil
 	case 1:
-		return releases[0], nil
+		return releases[0], respHeaders, nil
 	}
-	return func() { releaseInReverse(releases) }, nil
+	return func() { releaseInReverse(releases) }, respHeaders, nil
 }
 
 // releaseInReverse releases what filters started, the last first.
@@ -140,16 +147,21 @@ func replayable(req any) bool {
 
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, sel, finish, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, finish, respHeaders, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
 		return io.EOF
 	}
 	if err != nil {
-		return err
+		return deliverDenial(err, opts)
 	}
 	defer finish()
+	if respHeaders != nil {
+		// Deferred after finish, so run before it: once gRPC has filled
+		// the call options, whichever way the RPC ended.
+		defer addResponseHeaders(opts, respHeaders)
+	}
 	if sel == nil || sel.retry == nil || !replayable(req) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
@@ -162,31 +174,36 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 		attemptOpts = append(opts[:len(opts):len(opts)], sel.attemptOpts[:]...)
 	}
 	var rs route.RetryState
+	var delay time.Duration // waited between attempts
 	for {
 		sel.header, sel.trailer = nil, nil
 		rs.Attempts++
 		err := invoker(ctx, method, req, reply, cc, attemptOpts...)
 		if err == nil {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return nil
 		}
 		d, retry := retryNext(sel.retry, &rs, err, sel.header != nil, sel.trailer, sel)
 		if !retry {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return err
 		}
 		if werr := cs.wait(ctx, d); werr != nil {
+			cs.recordRetries(cc, method, rs.Attempts, delay)
 			return status.FromContextError(werr).Err()
 		}
+		delay += d
 	}
 }
 
 // stream is the channel's stream interceptor.
 func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, sel, finish, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, finish, respHeaders, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, deliverDenial(err, opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
@@ -199,6 +216,9 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 		s.policy, s.sel = sel.retry, sel
 	}
 	s.committed = s.policy == nil
+	if respHeaders != nil {
+		return &authzHeaderStream{retryStream: s, ms: respHeaders}, nil
+	}
 	return s, nil
 }
 
@@ -226,10 +246,17 @@ type retryStream struct {
 	mu        sync.Mutex
 	attempt   grpc.ClientStream // the current attempt; guarded by mu
 	committed bool              // guarded by mu
-	sent      []any             // what to replay, until committed; guarded by mu
-	sentBytes int               // guarded by mu
 	closed    bool              // CloseSend was called; guarded by mu
-	rs        route.RetryState  // only the receiving goroutine
+	// ended: the RPC's end was reported; only the receiving goroutine.
+	// (The three bools side by side keep the struct, allocated per
+	// stream, at 200 bytes with delay added.)
+	ended     bool
+	sent      []any // what to replay, until committed; guarded by mu
+	sentBytes int   // guarded by mu
+	// Only the receiving goroutine: the retry state and the time waited
+	// between attempts.
+	rs    route.RetryState
+	delay time.Duration
 }
 
 func (s *retryStream) current() grpc.ClientStream {
@@ -304,15 +331,24 @@ func (s *retryStream) RecvMsg(m any) error {
 		if err == nil {
 			s.commit()
 			if !s.desc.ServerStreams {
-				s.finish()
+				s.end()
 			}
 			return nil
 		}
 		if err = s.retry(a, err); err != nil {
 			s.commit()
-			s.finish()
+			s.end()
 			return err
 		}
+	}
+}
+
+// end ends the RPC: what start began, and the report of its retries.
+func (s *retryStream) end() {
+	s.finish()
+	if !s.ended {
+		s.ended = true
+		s.cs.recordRetries(s.cc, s.method, s.rs.Attempts, s.delay)
 	}
 }
 
@@ -334,6 +370,7 @@ func (s *retryStream) retry(a grpc.ClientStream, err error) error {
 	if werr := s.cs.wait(s.ctx, d); werr != nil {
 		return status.FromContextError(werr).Err()
 	}
+	s.delay += d
 	s.rs.Attempts++
 	next, nerr := s.streamer(s.ctx, s.desc, s.cc, s.method, s.opts...)
 	if nerr != nil {

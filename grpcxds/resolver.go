@@ -103,6 +103,12 @@ type Options struct {
 	// and its next RPC connects it again, as the first did. Zero: a
 	// cluster once used stays connected while the routes name it.
 	ClusterIdleTimeout time.Duration
+
+	// RetryMetrics, if set, hears of every call the channels' retry
+	// policies retried (gRFC A96's grpc.client.call.retries and
+	// grpc.client.call.retry_delay); metrics/otelxds and metrics/promxds
+	// implement it. Nil: nothing is measured, at no cost per RPC.
+	RetryMetrics RetryMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -126,6 +132,8 @@ type Builder struct {
 	// retryWait replaces the timer retries wait on, in tests; nil: the
 	// real one. Set before the first channel.
 	retryWait func(ctx context.Context, d time.Duration) error
+	// retryMetrics is Options.RetryMetrics.
+	retryMetrics RetryMetrics
 
 	// linger is Options.ClientLinger, resolved; afterFunc runs the linger
 	// timer (time.AfterFunc, but in tests).
@@ -152,7 +160,7 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions,
-		linger: opts.ClientLinger, afterFunc: realClock{}.AfterFunc}
+		linger: opts.ClientLinger, afterFunc: realClock{}.AfterFunc, retryMetrics: opts.RetryMetrics}
 	if b.linger == 0 {
 		b.linger = DefaultClientLinger
 	}

@@ -39,6 +39,18 @@
 // The meter is named [ScopeName]. The gauges are read when the reader
 // collects, and cost nothing in between.
 //
+// # Retries (gRFC A96)
+//
+// [NewRetryMetrics] makes grpc.client.call.retries (histogram, {retry},
+// buckets 1 to 5) and grpc.client.call.retry_delay (histogram, s, gRFC
+// A66's latency buckets), attributes grpc.method and grpc.target: give the
+// [RetryMetrics] to grpcxds.Options.RetryMetrics. A call is measured once,
+// at its end, if its xDS retry policy retried it. goxds retries in its
+// interceptors, so grpc-go's own plugin sees each attempt as a call and
+// counts no retries there; grpc.client.call.transparent_retries cannot be
+// measured from an interceptor (transparent retries are gRPC's own,
+// below it), and xDS configures no hedging.
+//
 // # With grpcxds
 //
 // A grpcxds.Builder given only ClientOptions makes its client itself, when

@@ -40,6 +40,16 @@
 // A label value Prometheus cannot carry (not valid UTF-8) drops that
 // sample rather than failing the scrape.
 //
+// # Retries (gRFC A96)
+//
+// [NewRetryCollector] makes the histograms grpc_client_call_retries
+// (buckets 1 to 5) and grpc_client_call_retry_delay_seconds (gRFC A66's
+// latency buckets), labelled grpc_method and grpc_target: register the
+// [RetryCollector] and give it to grpcxds.Options.RetryMetrics. A call is
+// observed once, at its end, if its xDS retry policy retried it.
+// grpc.client.call.transparent_retries is not collected: transparent
+// retries are gRPC's own, below the interceptors where goxds retries.
+//
 // # With grpcxds
 //
 // A grpcxds.Builder given only ClientOptions makes its client itself, when
