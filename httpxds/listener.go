@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type listener struct {
 	live    map[*generation]bool      // generations not yet stopped, draining ones too
 	cancel  func()                    // the Listener watch; nil once closed
 	closed  bool
+	// testHookHandoff, when set (in tests only), runs in handle between
+	// its look at the generation in force and the handing over.
+	testHookHandoff func(*generation)
 }
 
 // routeState is one RouteConfiguration a filter chain names, once
@@ -121,25 +125,42 @@ func (l *listener) serve() error {
 
 // handle gives conn to the generation in force, over TLS if its filter
 // chain says so; a connection no chain matches is closed, as is every
-// connection while not serving.
+// connection while not serving. A generation replaced between the look
+// and the handing over no longer accepts: the connection goes to the one
+// in force then, since a client whose fresh connection closes before its
+// first request cannot tell why and does not retry it.
 func (l *listener) handle(conn net.Conn) {
-	l.mu.Lock()
-	g := l.cur
-	l.mu.Unlock()
-	if g == nil {
-		conn.Close()
-		return
-	}
 	local, lok := serverconn.AddrPort(conn.LocalAddr())
 	remote, rok := serverconn.AddrPort(conn.RemoteAddr())
 	if !lok || !rok {
 		conn.Close()
 		return
 	}
+	var tried *generation
+	for {
+		l.mu.Lock()
+		g := l.cur
+		l.mu.Unlock()
+		if g == nil || g == tried {
+			conn.Close()
+			return
+		}
+		if l.testHookHandoff != nil {
+			l.testHookHandoff(g)
+		}
+		if g.deliver(conn, local, remote) {
+			return
+		}
+		tried = g
+	}
+}
+
+// deliver hands conn to g's server through the filter chain it matches;
+// false if none matches or g's server no longer accepts.
+func (g *generation) deliver(conn net.Conn, local, remote netip.AddrPort) bool {
 	fc := authz.FindFilterChain(g.cfg, local, remote)
 	if fc == nil {
-		conn.Close()
-		return
+		return false
 	}
 	cs := g.chains[fc]
 	var c net.Conn = &chainConn{Conn: conn, cs: cs}
@@ -151,9 +172,7 @@ func (l *listener) handle(conn net.Conn) {
 			return g.tlsConfig(hello.Context(), cs)
 		}})
 	}
-	if !g.lis.Deliver(c) {
-		conn.Close()
-	}
+	return g.lis.Deliver(c)
 }
 
 // onListener handles a new Listener version: it waits for the route
