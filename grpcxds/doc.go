@@ -270,7 +270,8 @@
 // the endpoints it keeps, creates SubConns only for new ones and shuts
 // down (gracefully: RPCs in flight finish) those of removed or unhealthy
 // ones. A priority's endpoints are connected when the priority is used or
-// tried, and stay connected while they are listed.
+// tried, and stay connected while they are listed; under pick_first only
+// those its pass has reached until one is ready, then that one.
 //
 // As in gRPC, every cluster the routes name is connected as soon as the
 // configuration arrives. With [Options].ConnectOnFirstRPC a cluster waits

@@ -42,8 +42,10 @@
 // addresses, HTTP CONNECT proxy, hostname and security), its security per
 // leaf (Host.Security, opaque here), its DNS resolver (Host.StartDNS,
 // reporting with Set.Resolved), its log (queued by the host, written with
-// no lock held) and its view of a request's headers (Host.HeaderHash, for
-// ring_hash's request_hash_header).
+// no lock held), its view of a request's headers (Host.HeaderHash, for
+// ring_hash's request_hash_header) and the clusters it keeps awake
+// (Host.Pinned: never idle, spared by the idle sweep; grpcxds: the RLS
+// targets).
 //
 // # Picking
 //

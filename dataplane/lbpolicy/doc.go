@@ -41,8 +41,10 @@
 // in flight on it (least_request), which the caller ends with
 // endpoint.Endpoint.CallFinished. Its errors are [ErrQueue] (hold the
 // request for the next picker: gRPC's balancer.ErrNoSubConnAvailable), or
-// a reason to fail the request. The transport adapter turns a Picked into
-// its own pick (grpcxds: the SubConn, and a Done that ends the count).
+// a reason to fail the request. The cluster layer (package
+// dataplane/cluster) wraps a Picked in its own result with a Done that
+// ends the count, which the transport adapter turns into its pick
+// (grpcxds: the SubConn).
 //
 // weighted_round_robin's reports come from the transport: per request,
 // the owner hands the report a response carried to [Picked.Load] (grpcxds:

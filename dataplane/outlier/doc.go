@@ -21,9 +21,10 @@
 // and the priority's localities at every update (endpoints kept keep
 // their counts and ejections), hands it to the priority's lbpolicy.Leaf
 // as its Ejector, and calls [Detector.Stop] when the priority goes. The
-// transport's pick wrapper calls [Detector.Record] when a request ends;
-// what a success is is the transport's to say: for gRPC any error is a
-// failure (grpcxds), for HTTP the adapter's own rule.
+// cluster layer's pick result calls [Detector.Record] when the transport
+// finishes it (cluster.Done.Finish): a request that ended with any error
+// is a failure, so what a success is is the transport's to say by the
+// error it passes (grpcxds: the RPC's; an HTTP adapter: by its own rule).
 //
 // # State and locking
 //
