@@ -95,6 +95,10 @@ var ErrQueue = lbpolicy.ErrQueue
 // DropError fails a request an EDS drop_overload category dropped.
 type DropError struct{ Category string }
 
+// Error says the request was dropped and by which category, in gRPC's
+// words.
+// Error says the request was dropped and by which category, in gRPC's
+// words.
 func (e *DropError) Error() string { return "dropped by load balancing policy: " + e.Category }
 
 // OverloadError fails a request the leaf cluster's circuit breaker
@@ -104,6 +108,7 @@ type OverloadError struct {
 	MaxRequests uint32
 }
 
+// Error names the cluster and its max_requests.
 func (e *OverloadError) Error() string {
 	return fmt.Sprintf("goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", e.Cluster, e.MaxRequests)
 }
