@@ -13,7 +13,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
@@ -62,16 +61,6 @@ func authzEnv(t *testing.T, edit func(*bootstrap.Config)) *env {
 	return &env{t: t, ctx: ctx, ms: ms, builder: b}
 }
 
-// allowedAuthz lists target in allowed_grpc_services (insecure); the
-// management server stays untrusted.
-func allowedAuthz(target string) func(*bootstrap.Config) {
-	return func(c *bootstrap.Config) {
-		c.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{
-			target: {ChannelCreds: []bootstrap.ChannelCreds{{Type: bootstrap.CredsInsecure}}},
-		}
-	}
-}
-
 // authzAllowUnlessDeny allows an RPC unless its x-want header is "deny",
 // which it denies with HTTP 401; an allowed RPC gets x-authz: yes.
 func authzAllowUnlessDeny(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
@@ -88,22 +77,6 @@ func authzAllowUnlessDeny(_ context.Context, req *authv3.CheckRequest) (*authv3.
 	return &authv3.CheckResponse{Status: &rpcstatus.Status{}, HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: &authv3.OkHttpResponse{
 		Headers: []*corev3.HeaderValueOption{{Header: &corev3.HeaderValue{Key: "x-authz", Value: "yes"}}},
 	}}}, nil
-}
-
-// authzFilter is the ext_authz filter naming target with insecure channel
-// credentials and initial metadata x-tenant: blue, changed by change.
-func authzFilter(target string, change func(*extauthzv3.ExtAuthz)) *hcmv3.HttpFilter {
-	m := &extauthzv3.ExtAuthz{Services: &extauthzv3.ExtAuthz_GrpcService{GrpcService: &corev3.GrpcService{
-		TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{
-			TargetUri:                target,
-			ChannelCredentialsPlugin: []*anypb.Any{testutils.MarshalAny(&insecurev3.InsecureCredentials{})},
-		}},
-		InitialMetadata: []*corev3.HeaderValue{{Key: "x-tenant", Value: "blue"}},
-	}}}
-	if change != nil {
-		change(m)
-	}
-	return &hcmv3.HttpFilter{Name: "authz", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: testutils.MarshalAny(m)}}
 }
 
 // authzTree routes every RPC to cluster A, served by b; RPCs with header
@@ -140,9 +113,9 @@ func TestExtAuthzClientAllowDenyRouteDisable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	e := authzEnv(t, allowedAuthz(a.Target()))
+	e := authzEnv(t, testutils.AllowGRPCService(a.Target()))
 	b := startBackend(t, "a")
-	e.update(authzTree(t, b, authzFilter(a.Target(), nil)))
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter(a.Target(), nil)))
 	conn := e.dial()
 	seenHeader(b, "x-authz", "yes")
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-want", "allow"), conn, grpc.WaitForReady(true)); err != nil {
@@ -181,10 +154,10 @@ func TestExtAuthzClientServiceDown(t *testing.T) {
 	down := "passthrough:///" + lis.Addr().String()
 	lis.Close()
 	for _, allow := range []bool{false, true} {
-		e := authzEnv(t, allowedAuthz(down))
+		e := authzEnv(t, testutils.AllowGRPCService(down))
 		b := startBackend(t, "a")
 		seenHeader(b, "x-envoy-auth-failure-mode-allowed", "true")
-		e.update(authzTree(t, b, authzFilter(down, func(m *extauthzv3.ExtAuthz) {
+		e.update(authzTree(t, b, testutils.ExtAuthzFilter(down, func(m *extauthzv3.ExtAuthz) {
 			m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}
 			m.FailureModeAllow, m.FailureModeAllowHeaderAdd = allow, true
 		})))
@@ -214,7 +187,7 @@ func TestExtAuthzClientTrustedServer(t *testing.T) {
 		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
 	})
 	b := startBackend(t, "a")
-	e.update(authzTree(t, b, authzFilter(a.Target(), nil)))
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter(a.Target(), nil)))
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-app", "1"), e.dial(), grpc.WaitForReady(true)); err != nil {
 		t.Fatal(err)
 	}
@@ -228,9 +201,9 @@ func TestExtAuthzClientTrustedServer(t *testing.T) {
 // does not allow has its Listener NACKed; the channel's RPCs fail with
 // the error, which names the target.
 func TestExtAuthzClientUntrustedDisallowedTargetNACKed(t *testing.T) {
-	e := authzEnv(t, allowedAuthz("dns:///allowed.example.com:443"))
+	e := authzEnv(t, testutils.AllowGRPCService("dns:///allowed.example.com:443"))
 	b := startBackend(t, "a")
-	e.update(authzTree(t, b, authzFilter("dns:///evil.example.com:443", nil)))
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter("dns:///evil.example.com:443", nil)))
 	_, err := call(e.ctx, e.dial())
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), `"dns:///evil.example.com:443" is not in the bootstrap's allowed_grpc_services`) {
 		t.Fatalf("RPC: %v, want UNAVAILABLE naming the disallowed target", err)
@@ -267,9 +240,9 @@ func TestExtAuthzClientResponseHeadersAndDenialTrailers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	e := authzEnv(t, allowedAuthz(a.Target()))
+	e := authzEnv(t, testutils.AllowGRPCService(a.Target()))
 	b := startBackend(t, "a")
-	e.update(authzTree(t, b, authzFilter(a.Target(), nil)))
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter(a.Target(), nil)))
 	conn := e.dial()
 
 	var header, trailer metadata.MD

@@ -5,9 +5,16 @@ import (
 	"net"
 	"sync"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/goxds/xds/bootstrap"
 )
 
 // AuthzCheck is one check an AuthzServer received: the request, and the
@@ -65,3 +72,33 @@ func (s *AuthzServer) Checks() []AuthzCheck {
 
 // Stop stops the server at once; checks in progress fail.
 func (s *AuthzServer) Stop() { s.srv.Stop() }
+
+// ExtAuthzFilter is an HTTP filter named "authz" of the external
+// authorization filter (gRFC A92) calling target through a GrpcService with
+// insecure channel credentials and the initial metadata x-tenant: blue
+// (which only a trusted_xds_server's configuration gets used, gRFC A102),
+// changed by change when it is not nil.
+func ExtAuthzFilter(target string, change func(*extauthzv3.ExtAuthz)) *hcmv3.HttpFilter {
+	m := &extauthzv3.ExtAuthz{Services: &extauthzv3.ExtAuthz_GrpcService{GrpcService: &corev3.GrpcService{
+		TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{
+			TargetUri:                target,
+			ChannelCredentialsPlugin: []*anypb.Any{MarshalAny(&insecurev3.InsecureCredentials{})},
+		}},
+		InitialMetadata: []*corev3.HeaderValue{{Key: "x-tenant", Value: "blue"}},
+	}}}
+	if change != nil {
+		change(m)
+	}
+	return &hcmv3.HttpFilter{Name: "authz", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: MarshalAny(m)}}
+}
+
+// AllowGRPCService is a bootstrap edit listing target in
+// allowed_grpc_services with insecure channel credentials (gRFC A102), so
+// that an untrusted management server may name it.
+func AllowGRPCService(target string) func(*bootstrap.Config) {
+	return func(c *bootstrap.Config) {
+		c.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{
+			target: {ChannelCreds: []bootstrap.ChannelCreds{{Type: bootstrap.CredsInsecure}}},
+		}
+	}
+}

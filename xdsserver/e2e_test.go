@@ -2,12 +2,13 @@ package xdsserver_test
 
 import (
 	"context"
-	"github.com/goxds/xds/bootstrap"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goxds/xds/bootstrap"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"

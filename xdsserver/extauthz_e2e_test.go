@@ -11,7 +11,6 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
@@ -95,23 +94,6 @@ func startAuthz(t *testing.T) *testutils.AuthzServer {
 	return a
 }
 
-// extAuthzFilter is the ext_authz filter naming target, with insecure
-// channel credentials and an initial metadata entry (used only from a
-// trusted server), changed by change (nil: none).
-func extAuthzFilter(target string, change func(*extauthzv3.ExtAuthz)) *hcmv3.HttpFilter {
-	m := &extauthzv3.ExtAuthz{Services: &extauthzv3.ExtAuthz_GrpcService{GrpcService: &corev3.GrpcService{
-		TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{
-			TargetUri:                target,
-			ChannelCredentialsPlugin: []*anypb.Any{testutils.MarshalAny(&insecurev3.InsecureCredentials{})},
-		}},
-		InitialMetadata: []*corev3.HeaderValue{{Key: "x-tenant", Value: "blue"}},
-	}}}
-	if change != nil {
-		change(m)
-	}
-	return &hcmv3.HttpFilter{Name: "authz", ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: testutils.MarshalAny(m)}}
-}
-
 // authzRoutes serves every method (non-forwarding), with the filter
 // disabled on SayBye's route.
 func authzRoutes() *routev3.RouteConfiguration {
@@ -127,16 +109,6 @@ func authzRoutes() *routev3.RouteConfiguration {
 			{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: nf},
 		},
 	}}}
-}
-
-// allowing is a bootstrap edit that lists target in allowed_grpc_services
-// with insecure credentials; the management server stays untrusted.
-func allowing(target string) func(*bootstrap.Config) {
-	return func(c *bootstrap.Config) {
-		c.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{
-			target: {ChannelCreds: []bootstrap.ChannelCreds{{Type: bootstrap.CredsInsecure}}},
-		}
-	}
 }
 
 func authzEnv(t *testing.T, edit func(*bootstrap.Config), filter *hcmv3.HttpFilter) *env {
@@ -157,7 +129,7 @@ func withWant(ctx context.Context, v string) context.Context {
 // management server none of the GrpcService's initial metadata.
 func TestExtAuthzAllowDenyAndRouteDisable(t *testing.T) {
 	a := startAuthz(t)
-	e := authzEnv(t, allowing(a.Target()), extAuthzFilter(a.Target(), nil))
+	e := authzEnv(t, testutils.AllowGRPCService(a.Target()), testutils.ExtAuthzFilter(a.Target(), nil))
 	e.waitMode(xdsserver.ServingModeServing)
 	conn := e.dial()
 
@@ -205,7 +177,7 @@ func TestExtAuthzServiceDown(t *testing.T) {
 	down := "passthrough:///" + lis.Addr().String()
 	lis.Close()
 	for _, allow := range []bool{false, true} {
-		e := authzEnv(t, allowing(down), extAuthzFilter(down, func(m *extauthzv3.ExtAuthz) {
+		e := authzEnv(t, testutils.AllowGRPCService(down), testutils.ExtAuthzFilter(down, func(m *extauthzv3.ExtAuthz) {
 			m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}
 			m.FailureModeAllow, m.FailureModeAllowHeaderAdd = allow, true
 		}))
@@ -231,7 +203,7 @@ func TestExtAuthzTrustedServer(t *testing.T) {
 	trusted := func(c *bootstrap.Config) {
 		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
 	}
-	e := authzEnv(t, trusted, extAuthzFilter(a.Target(), nil))
+	e := authzEnv(t, trusted, testutils.ExtAuthzFilter(a.Target(), nil))
 	e.waitMode(xdsserver.ServingModeServing)
 	if err := call(e.ctx, e.dial(), sayHello); err != nil {
 		t.Fatal(err)
@@ -245,7 +217,7 @@ func TestExtAuthzTrustedServer(t *testing.T) {
 // does not allow has its Listener NACKed, and the server does not serve;
 // the error names the target.
 func TestExtAuthzUntrustedDisallowedTargetNACKed(t *testing.T) {
-	e := authzEnv(t, allowing("dns:///allowed.example.com:443"), extAuthzFilter("dns:///evil.example.com:443", nil))
+	e := authzEnv(t, testutils.AllowGRPCService("dns:///allowed.example.com:443"), testutils.ExtAuthzFilter("dns:///evil.example.com:443", nil))
 	args := e.waitMode(xdsserver.ServingModeNotServing)
 	if args.Err == nil || !strings.Contains(args.Err.Error(), `"dns:///evil.example.com:443" is not in the bootstrap's allowed_grpc_services`) {
 		t.Fatalf("not serving because of %v, want the disallowed target named", args.Err)
