@@ -55,9 +55,6 @@ type listener struct {
 	live    map[*generation]bool      // generations not yet stopped, draining ones too
 	cancel  func()                    // the Listener watch; nil once closed
 	closed  bool
-	// testHookHandoff, when set (in tests only), runs in handle between
-	// its look at the generation in force and the handing over.
-	testHookHandoff func(*generation)
 }
 
 // routeState is one RouteConfiguration a filter chain names, once
@@ -124,11 +121,9 @@ func (l *listener) serve() error {
 }
 
 // handle gives conn to the generation in force, over TLS if its filter
-// chain says so; a connection no chain matches is closed, as is every
-// connection while not serving. A generation replaced between the look
-// and the handing over no longer accepts: the connection goes to the one
-// in force then, since a client whose fresh connection closes before its
-// first request cannot tell why and does not retry it.
+// chain says so (serverconn.Handoff: one replaced meanwhile passes it on);
+// a connection no chain matches is closed, as is every connection while
+// not serving.
 func (l *listener) handle(conn net.Conn) {
 	local, lok := serverconn.AddrPort(conn.LocalAddr())
 	remote, rok := serverconn.AddrPort(conn.RemoteAddr())
@@ -136,23 +131,14 @@ func (l *listener) handle(conn net.Conn) {
 		conn.Close()
 		return
 	}
-	var tried *generation
-	for {
-		l.mu.Lock()
-		g := l.cur
-		l.mu.Unlock()
-		if g == nil || g == tried {
-			conn.Close()
-			return
-		}
-		if l.testHookHandoff != nil {
-			l.testHookHandoff(g)
-		}
-		if g.deliver(conn, local, remote) {
-			return
-		}
-		tried = g
-	}
+	serverconn.Handoff(conn, l.current, func(g *generation) bool { return g.deliver(conn, local, remote) })
+}
+
+// current is the generation in force, nil when not serving.
+func (l *listener) current() *generation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
 }
 
 // deliver hands conn to g's server through the filter chain it matches;

@@ -114,30 +114,29 @@ func (l *listener) serve() error {
 }
 
 // handle gives conn to the generation in force, if its filter chain
-// matches it; otherwise it closes it.
+// matches it (serverconn.Handoff: one replaced meanwhile passes it on);
+// otherwise it closes it.
 func (l *listener) handle(conn net.Conn) {
-	l.mu.Lock()
-	g := l.cur
-	l.mu.Unlock()
-	if g == nil {
-		conn.Close() // not serving
-		return
-	}
 	local, lok := serverconn.AddrPort(conn.LocalAddr())
 	remote, rok := serverconn.AddrPort(conn.RemoteAddr())
 	if !lok || !rok {
 		conn.Close()
 		return
 	}
-	fc := authz.FindFilterChain(g.cfg, local, remote)
-	if fc == nil {
-		conn.Close() // no chain for this peer
-		return
-	}
-	cc := &chainConn{Conn: conn, tls: g.sec[fc], stopped: g.ctx}
-	if !g.lis.Deliver(cc) {
-		conn.Close() // the generation stopped meanwhile
-	}
+	serverconn.Handoff(conn, l.current, func(g *generation) bool {
+		fc := authz.FindFilterChain(g.cfg, local, remote)
+		if fc == nil {
+			return false // no chain for this peer
+		}
+		return g.lis.Deliver(&chainConn{Conn: conn, tls: g.sec[fc], stopped: g.ctx})
+	})
+}
+
+// current is the generation in force, nil when not serving.
+func (l *listener) current() *generation {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
 }
 
 // onListener handles a new Listener version: it waits for the route

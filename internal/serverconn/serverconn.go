@@ -54,6 +54,30 @@ func (c *ChanListener) Close() error {
 // Addr implements net.Listener.
 func (c *ChanListener) Addr() net.Addr { return c.addr }
 
+// Handoff gives conn to the server of the Listener version in force, as
+// current reads it (the zero G: not serving). deliver hands conn to one
+// version's server, reporting whether it took it: false when no filter
+// chain matched, or when that version's server no longer accepts because
+// it was replaced between the look and the handing over. Then the version
+// in force by then gets it: closing a fresh connection before its first
+// request leaves the client nothing to go on (an HTTP client does not
+// retry it; a gRPC one backs off). conn is closed when no version takes
+// it.
+func Handoff[G comparable](conn net.Conn, current func() G, deliver func(G) bool) {
+	var zero, tried G
+	for {
+		g := current()
+		if g == zero || g == tried {
+			conn.Close()
+			return
+		}
+		if deliver(g) {
+			return
+		}
+		tried = g
+	}
+}
+
 // AddrPort is a connection's address as filter chain matching and RBAC
 // take it; false when it is not an IP address and port.
 func AddrPort(a net.Addr) (netip.AddrPort, bool) {
