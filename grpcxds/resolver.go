@@ -272,8 +272,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release,
-		logger: b.logger.With("listener", name), epoch: cs.epochNow()}
+	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
+		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
@@ -386,26 +386,16 @@ func (b *Builder) Close() {
 // callback goroutine, one event at a time.
 type xdsResolver struct {
 	// Read-only after Build.
+	source   // what its configurations carry to the balancer
 	cc       resolver.ClientConn
-	cs       *channelState
 	listener string
 	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
-	logger   *slog.Logger // the Builder's, with the listener
-	cancel   func()       // of the tree watch; set right after the watch starts
+	cancel   func() // of the tree watch; set right after the watch starts
 	release  func()
-	// bootstrap defines the certificate providers clusters' TLS names:
-	// the Builder's, or its shared Client's.
-	bootstrap *bootstrap.Config
-	// client is the goxds client watching; the balancer reports load
-	// through it.
-	client *client.Client
 	// clusters are those the balancer's RLS policies route to besides the
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
-	// epoch identifies this resolver to cs (channelState.setFrom), so
-	// that one closed sets no configuration.
-	epoch chan struct{}
 	// authz are the channels to external authorization services that the
 	// channel's ext_authz filters use (extauthz.go), closed with it.
 	authz extauthzgrpc.Channels
@@ -418,9 +408,9 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, cfg)
-	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
+	st := configState(r.sc, cfg)
+	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {
 		r.notTaken(cfg.gen, err)
 		return
@@ -441,8 +431,8 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), transient: true, nodeID: r.nodeID}
-	if err := r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, cfg)); err != nil {
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, err: status.Error(codes.Unavailable, cerr.Error()), cerr: cerr, nodeID: r.nodeID}
+	if err := r.cc.UpdateState(configState(r.sc, cfg)); err != nil {
 		r.notTaken(cfg.gen, err)
 	}
 }
@@ -458,7 +448,7 @@ func (r *xdsResolver) notTaken(gen uint64, err error) {
 	ignored := errNotOurBalancer(r.listener)
 	// A resolver closed since (its Update ran on as Close returned) sets
 	// nothing, and has nothing to say: no balancer hears a closed one.
-	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, epoch: r.epoch, err: ignored, nodeID: r.nodeID}) {
+	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, src: &r.source, err: ignored, nodeID: r.nodeID}) {
 		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored, "policy_err", err)
 	}
 }
