@@ -179,7 +179,7 @@ func (cs *channelState) reset() {
 
 // current returns the configuration in force, waiting for the first one,
 // and with waitForReady for one that is usable (or at least not
-// transient: see channelConfig.transient) until ctx is done.
+// transient: see channelConfig.cerr) until ctx is done.
 //
 // An idle channel is woken: its resolver is built only when an RPC reaches
 // gRPC, and the RPC waits here first. gRPC does not count an RPC waiting
