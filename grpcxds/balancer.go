@@ -172,7 +172,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		// not every cluster.
 		b.set.Update(snap, nil)
 	} else {
-		roots := routeClusters(snap.VirtualHost)
+		roots := cluster.RouteClusters(snap.VirtualHost)
 		b.rlsRootsLocked(roots)
 		b.set.Update(snap, roots)
 	}
@@ -181,24 +181,14 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	return nil
 }
 
-// routeClusters returns the clusters the routes of vh can send to.
-func routeClusters(vh *resources.VirtualHost) map[string]struct{} {
-	out := make(map[string]struct{})
-	if vh == nil {
-		return out
+// routesToLocked reports whether the routes of the snapshot in force send
+// to the cluster name.
+func (b *xdsBalancer) routesToLocked(name string) bool {
+	if b.snap == nil {
+		return false
 	}
-	for _, r := range vh.Routes {
-		if r.Action != resources.RouteActionRoute {
-			continue
-		}
-		if r.Cluster != "" {
-			out[r.Cluster] = struct{}{}
-		}
-		for _, wc := range r.WeightedClusters {
-			out[wc.Name] = struct{}{}
-		}
-	}
-	return out
+	_, ok := cluster.RouteClusters(b.snap.VirtualHost)[name]
+	return ok
 }
 
 // ResolverError implements balancer.Balancer. The goxds resolver hands

@@ -9,9 +9,9 @@
 // # What it owns
 //
 // A [Set] holds every cluster of one channel: the clusters the routes of
-// the snapshot send to (Set.Update), and those the host adds besides them
-// (Set.Add: grpcxds's RLS targets). A cluster ([Cluster]) is built from
-// its watchers.ClusterConfig:
+// the snapshot send to (Set.Update, with [RouteClusters] as its roots),
+// and those the host adds besides them (Set.Add: grpcxds's RLS targets).
+// A cluster ([Cluster]) is built from its watchers.ClusterConfig:
 //   - its priorities (gRFC A56): an EDS leaf's localities by priority,
 //     with their weights and only the HEALTHY and UNKNOWN endpoints; a
 //     LOGICAL_DNS leaf's one endpoint, whose resolution ([Resolution]) is
