@@ -58,6 +58,13 @@ type RetryPolicy struct {
 // RetriesOn reports whether the policy retries the condition of bit.
 func (p *RetryPolicy) RetriesOn(bit uint) bool { return bit < 64 && p.On&(1<<bit) != 0 }
 
+// ParseRetryPolicy is the policy of in for an adapter of opts, as a Table
+// works it out; nil for none. It parses: an adapter that routes without a
+// Table calls it once per configuration, not per request.
+func ParseRetryPolicy(in *routev3.RetryPolicy, opts Options) *RetryPolicy {
+	return parseRetryPolicy(in, opts)
+}
+
 // parseRetryPolicy is the policy of in for an adapter of opts: nil if in
 // is nil, if it names none of the conditions the adapter knows, or if it
 // allows a single attempt (for HTTP: and bounds no attempt's time).
