@@ -428,7 +428,7 @@ func (b *tryBody) Close() error {
 type retryHeaderView http.Header
 
 func (h retryHeaderView) Get(name string) (string, bool) {
-	vs := http.Header(h)[textproto.CanonicalMIMEHeaderKey(name)]
+	vs := http.Header(h)[canonicalKey(name)]
 	switch len(vs) {
 	case 0:
 		return "", false
@@ -439,11 +439,24 @@ func (h retryHeaderView) Get(name string) (string, bool) {
 }
 
 func (h retryHeaderView) Last(name string) (string, bool) {
-	vs := http.Header(h)[textproto.CanonicalMIMEHeaderKey(name)]
+	vs := http.Header(h)[canonicalKey(name)]
 	if len(vs) == 0 {
 		return "", false
 	}
 	return vs[len(vs)-1], true
+}
+
+// canonicalKey is net/http's key of header name (lower case), without
+// the allocation of canonicalizing the names every response is checked
+// for.
+func canonicalKey(name string) string {
+	switch name {
+	case "x-envoy-overloaded":
+		return "X-Envoy-Overloaded"
+	case "x-envoy-ratelimited":
+		return "X-Envoy-Ratelimited"
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
 }
 
 // retryRequestView is a request's headers, with Envoy's pseudo-headers, as

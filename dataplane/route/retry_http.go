@@ -195,7 +195,10 @@ func (p *RetryPolicy) RetriesHTTP(a *HTTPAttempt) bool {
 		}
 		return false
 	}
-	if a.Headers != nil {
+	retry := p.retriesResponse(a)
+	if a.Headers != nil && (retry || on(retryEnvoyRateLimited)) {
+		// Only a response that would be retried, or may be as rate
+		// limited, has its headers looked at: a 200 costs nothing.
 		if _, ok := a.Headers.Get("x-envoy-overloaded"); ok {
 			return false // "If this header is set by upstream, Envoy will not retry."
 		}
@@ -203,6 +206,13 @@ func (p *RetryPolicy) RetriesHTTP(a *HTTPAttempt) bool {
 			return on(retryEnvoyRateLimited)
 		}
 	}
+	return retry
+}
+
+// retriesResponse reports whether p retries a response by its status or
+// its headers (retriable-headers).
+func (p *RetryPolicy) retriesResponse(a *HTTPAttempt) bool {
+	on := func(bit uint) bool { return p.On&(1<<bit) != 0 }
 	s := a.Status
 	switch {
 	case on(retry5xx) && s >= 500 && s <= 599,
