@@ -552,6 +552,27 @@ func TestPerTryIdleTimeout(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("a stalled body was not ended by per_try_idle_timeout")
 	}
+
+	// Before the response, the idle timeout ends the attempt as
+	// per_try_timeout does: it is retried.
+	silent := newBackend(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	ok := newBackend(t, status(200))
+	done := sendAsync(ctx, &retrier{clock: clock, rand: func() float64 { return 0 }}, newRequest(t, ctx, nil), httpPolicy(t, in), attemptTo(host(silent), host(ok)))
+	waitHits(t, ctx, &silent.hits, 1)
+	if err := clock.WaitForTimerAt(ctx, clock.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	res := recv(t, ctx, done)
+	if res.err != nil || res.resp.StatusCode != 200 {
+		t.Fatalf("after an idle attempt: %v, %v; want the retry's 200", res.resp, res.err)
+	}
+	readAll(t, res.resp)
 }
 
 // waitHits waits until n requests reached a backend.
