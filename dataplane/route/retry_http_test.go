@@ -248,3 +248,25 @@ func TestNextHTTP(t *testing.T) {
 		t.Error("retried past num_retries 3")
 	}
 }
+
+// RetryPolicyOf gives a route's policy, parsed once, to an adapter that
+// matched the route itself.
+func TestRetryPolicyOf(t *testing.T) {
+	own, inherits := prefixRoute("/own"), prefixRoute("/")
+	own.RetryPolicy = &routev3.RetryPolicy{RetryOn: "5xx", NumRetries: wrapperspb.UInt32(4)}
+	vh := &resources.VirtualHost{Routes: []*resources.Route{own, inherits}, RetryPolicy: &routev3.RetryPolicy{RetryOn: "reset"}}
+	tbl := NewTable(vh, nil, httpOpts)
+	p := tbl.RetryPolicyOf(own)
+	if p == nil || p.MaxAttempts != 5 || tbl.RetryPolicyOf(own) != p {
+		t.Errorf("route's own: %+v, not the same twice", p)
+	}
+	if p := tbl.RetryPolicyOf(inherits); p == nil || !p.RetriesHTTP(&HTTPAttempt{Failure: Reset}) || p.RetriesHTTP(&HTTPAttempt{Status: 500}) {
+		t.Errorf("virtual host's: %+v", p)
+	}
+	if p := tbl.RetryPolicyOf(prefixRoute("/")); p != nil {
+		t.Errorf("a route not of the table: %+v", p)
+	}
+	if n := testing.AllocsPerRun(100, func() { tbl.RetryPolicyOf(inherits) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

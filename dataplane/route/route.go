@@ -236,6 +236,25 @@ func (t *Table) Route(req *Request, d *Decision) error {
 	return nil
 }
 
+// RetryPolicyOf returns the retry policy of r, a route of the table (its
+// own, else its virtual host's), worked out once as Route does: for an
+// adapter that matches routes itself (MatchHTTP). nil for none, or for a
+// route not of the table.
+func (t *Table) RetryPolicyOf(r *resources.Route) *RetryPolicy {
+	for i, x := range t.routes {
+		if x != r {
+			continue
+		}
+		p := t.policies[i].Load()
+		if p == nil {
+			p = t.policyOf(r)
+			t.policies[i].Store(p)
+		}
+		return p.retry
+	}
+	return nil
+}
+
 // Select is Table.Route without the policy: the route of req among routes,
 // its cluster and the request's hash, written to d (its Retry and Filters
 // left nil). An error is an *Error.
