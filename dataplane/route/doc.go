@@ -36,7 +36,8 @@
 // carries the endpoint's hostname as its authority.
 //
 // An HTTP client's retries are decided here too, with Envoy's semantics
-// (a Table of Options.HTTP): the conditions of x-envoy-retry-on for HTTP
+// (a Table of Options.HTTP, whose [Table.RetryPolicyOf] gives the policy
+// of a route matched by [MatchHTTP]): the conditions of x-envoy-retry-on for HTTP
 // (5xx, gateway-error, reset, connect-failure, retriable-4xx,
 // refused-stream, retriable-status-codes, retriable-headers,
 // envoy-ratelimited; other names ignored, as Envoy ignores them) against
