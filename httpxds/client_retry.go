@@ -65,6 +65,16 @@ func sendWithRetries(ctx context.Context, req *http.Request, policy *route.Retry
 // in it; cluster's DropError and OverloadError count too.
 var errNotSent = errors.New("not sent")
 
+// localBody is the body of a response the client made itself (Envoy's
+// local replies: no healthy upstream, a drop, an overflowing circuit
+// breaker), which is not retried: Envoy's router retries what an upstream
+// answered, or its failure to. An attemptFunc gives its local responses
+// such a body.
+type localBody struct{ io.Reader }
+
+// Close does nothing: there is no connection behind the body.
+func (localBody) Close() error { return nil }
+
 // retryClock is the time source of the retries' timers: back-off waits
 // and per-attempt timeouts. testutils.FakeClock is one.
 type retryClock interface {
@@ -163,7 +173,7 @@ func (r *retrier) send(ctx context.Context, req *http.Request, p *route.RetryPol
 		if timers != nil {
 			timers.gotHeaders(err)
 		}
-		if err == nil && ctx.Err() == nil && retries {
+		if err == nil && ctx.Err() == nil && retries && !isLocal(resp) {
 			if d, ok := rs.NextHTTP(p, &route.HTTPAttempt{Status: resp.StatusCode, Headers: retryHeaderView(resp.Header)}, r.now(), r.jitter()); ok {
 				if next, ok = r.replayable(req, body); ok {
 					drainRetried(resp)
@@ -231,6 +241,12 @@ func (r *retrier) wait(ctx context.Context, d time.Duration) error {
 		t.Stop()
 		return context.Cause(ctx)
 	}
+}
+
+// isLocal reports whether resp is a local reply (localBody).
+func isLocal(resp *http.Response) bool {
+	_, local := resp.Body.(localBody)
+	return local
 }
 
 // refusedLocally reports whether err is the client's refusal to send an attempt.

@@ -226,9 +226,10 @@ func TestRetryOnRefusedStream(t *testing.T) {
 	}
 }
 
-// A request the client refused to send (a drop, the circuit breaker) is
-// not retried, as Envoy's router answers it locally; nor is one under a
-// policy of retriable_request_headers it does not match.
+// A request the client refused to send (a drop, the circuit breaker: an
+// error, or a local reply) is not retried, as Envoy's router answers it
+// locally; nor is one under a policy of retriable_request_headers it does
+// not match.
 func TestRetryNotForLocalRefusalsOrUnmatchedRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), retryTestTimeout)
 	defer cancel()
@@ -243,9 +244,17 @@ func TestRetryNotForLocalRefusalsOrUnmatchedRequests(t *testing.T) {
 			t.Errorf("%v: %d attempts, error %v; want 1 and it", refusal, n, err)
 		}
 	}
+	var n int
+	resp, err := (&retrier{}).send(ctx, newRequest(t, ctx, nil), p, false, func(_ context.Context, req *http.Request, _ int) (*http.Response, error) {
+		n++
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: localBody{strings.NewReader("no healthy upstream")}, Request: req}, nil
+	})
+	if err != nil || n != 1 || resp.StatusCode != 503 {
+		t.Errorf("a local 503: %v, %v after %d attempts; want it after 1", resp, err, n)
+	}
 	bad := newBackend(t, status(503))
 	in := &routev3.RetryPolicy{RetryOn: "5xx", RetriableRequestHeaders: []*routev3.HeaderMatcher{{Name: ":method", HeaderMatchSpecifier: &routev3.HeaderMatcher_ExactMatch{ExactMatch: "GET"}}}}
-	resp, err := (&retrier{}).send(ctx, newRequest(t, ctx, strings.NewReader("x")), httpPolicy(t, in), false, attemptTo(host(bad)))
+	resp, err = (&retrier{}).send(ctx, newRequest(t, ctx, strings.NewReader("x")), httpPolicy(t, in), false, attemptTo(host(bad)))
 	if err != nil || resp.StatusCode != 503 || bad.hits.Load() != 1 {
 		t.Errorf("a POST under retriable_request_headers :method GET: %v, %v, %d attempts; want one 503", resp, err, bad.hits.Load())
 	}
