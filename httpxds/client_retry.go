@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/route"
 )
@@ -75,19 +76,12 @@ type localBody struct{ io.Reader }
 // Close does nothing: there is no connection behind the body.
 func (localBody) Close() error { return nil }
 
-// retryClock is the time source of the retries' timers: back-off waits
-// and per-attempt timeouts. testutils.FakeClock is one.
-type retryClock interface {
-	Now() time.Time
-	AfterFunc(d time.Duration, f func()) interface{ Stop() bool }
-}
-
 // retrier runs the attempts of requests. Its zero value is ready: the
 // real clock, math/rand's jitter and DefaultRetryBufferLimit.
 type retrier struct {
 	// clock runs back-off waits and per-attempt timeouts; nil: the real
 	// clock.
-	clock retryClock
+	clock client.Clock
 	// rand draws jitter, uniform in [0, 1); nil: math/rand/v2.
 	rand func() float64
 	// bufferLimit is the most bytes of a body kept for replay; 0:
@@ -103,7 +97,7 @@ func (r *retrier) now() time.Time {
 	return r.clock.Now()
 }
 
-func (r *retrier) afterFunc(d time.Duration, f func()) interface{ Stop() bool } {
+func (r *retrier) afterFunc(d time.Duration, f func()) client.Timer {
 	if r.clock == nil {
 		return time.AfterFunc(d, f)
 	}
