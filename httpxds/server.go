@@ -12,6 +12,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/resources"
 )
 
@@ -59,7 +60,8 @@ type Server struct {
 	logger *slog.Logger
 	faults *route.Faults
 
-	reports reporter
+	// reports tells the serving-mode changes of every address.
+	reports *serverlds.Reporter
 
 	mu        sync.Mutex
 	listeners map[*listener]bool
@@ -80,7 +82,7 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 		return nil, errors.New("httpxds: NewServer: nil handler")
 	}
 	s := &Server{h: h, opts: opts, listeners: make(map[*listener]bool), faults: route.NewFaults(nil)}
-	s.reports.s = s
+	s.reports = serverlds.NewReporter(s.tell)
 	s.logger = opts.Logger
 	if s.logger == nil {
 		s.logger = client.DefaultLogger()
@@ -156,7 +158,10 @@ func (s *Server) Serve(lis net.Listener) error {
 		delete(s.listeners, l)
 		s.mu.Unlock()
 	}()
-	return l.serve()
+	if err := l.core.Serve(); err != nil {
+		return err
+	}
+	return ErrServerClosed
 }
 
 // Close closes every listener and connection at once, and the xDS client
@@ -185,7 +190,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	}
 	s.mu.Unlock()
 	for _, l := range ls {
-		l.close()
+		l.core.Close(true)
 	}
 	var err error
 	if graceful {
@@ -199,7 +204,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	}
 	// Generations still serving or draining: at once now.
 	for _, l := range ls {
-		l.closeAll()
+		l.core.CloseAll()
 	}
 	s.wg.Wait()
 	if !already && s.ownsXC {
