@@ -63,9 +63,8 @@ type Server struct {
 	// reports tells the serving-mode changes of every address.
 	reports *serverlds.Reporter
 
-	mu        sync.Mutex
-	listeners map[*listener]bool
-	stopped   bool
+	// listeners are the addresses served, for Close and Shutdown.
+	listeners serverlds.Set[*generation]
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
 }
@@ -81,7 +80,7 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 	if h == nil {
 		return nil, errors.New("httpxds: NewServer: nil handler")
 	}
-	s := &Server{h: h, opts: opts, listeners: make(map[*listener]bool), faults: route.NewFaults(nil)}
+	s := &Server{h: h, opts: opts, faults: route.NewFaults(nil)}
 	s.reports = serverlds.NewReporter(s.tell)
 	s.logger = opts.Logger
 	if s.logger == nil {
@@ -144,21 +143,7 @@ func RegisterServerFilters(reg *resources.Registry) error {
 func (s *Server) Serve(lis net.Listener) error {
 	// NewServer checked that the bootstrap has a template.
 	name, _ := s.b.ServerListenerResourceName(lis.Addr().String())
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		lis.Close()
-		return ErrServerClosed
-	}
-	l := newListener(s, lis, name)
-	s.listeners[l] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-	if err := l.core.Serve(); err != nil {
+	if err := s.listeners.Serve(newListener(s, lis, name).core); err != nil && err != serverlds.ErrStopped {
 		return err
 	}
 	return ErrServerClosed
@@ -181,16 +166,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) stop(ctx context.Context, graceful bool) error {
-	s.mu.Lock()
-	already := s.stopped
-	s.stopped = true
-	ls := make([]*listener, 0, len(s.listeners))
-	for l := range s.listeners {
-		ls = append(ls, l)
-	}
-	s.mu.Unlock()
+	ls, already := s.listeners.Stop()
 	for _, l := range ls {
-		l.core.Close(true)
+		l.Close(true)
 	}
 	var err error
 	if graceful {
@@ -204,7 +182,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	}
 	// Generations still serving or draining: at once now.
 	for _, l := range ls {
-		l.core.CloseAll()
+		l.CloseAll()
 	}
 	s.wg.Wait()
 	if !already && s.ownsXC {

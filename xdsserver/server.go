@@ -93,10 +93,12 @@ type GRPCServer struct {
 	// reports tells the serving-mode changes of every address.
 	reports *serverlds.Reporter
 
-	mu        sync.Mutex
-	services  []service
-	listeners map[*listener]bool
-	stopped   bool
+	// mu guards services, registered before Serve.
+	mu       sync.Mutex
+	services []service
+
+	// listeners are the addresses served, for Stop.
+	listeners serverlds.Set[*generation]
 
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
@@ -126,7 +128,7 @@ type service struct {
 // grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor, ahead of the
 // caller's chained ones) that route and authorize each RPC.
 func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
-	s := &GRPCServer{listeners: make(map[*listener]bool)}
+	s := &GRPCServer{}
 	s.reports = serverlds.NewReporter(s.tell)
 	for _, o := range opts {
 		if so, ok := o.(serverOption); ok {
@@ -189,21 +191,11 @@ func (s *GRPCServer) GetServiceInfo() map[string]grpc.ServiceInfo { return s.inf
 // then closes lis. After Stop or GracefulStop it returns nil.
 func (s *GRPCServer) Serve(lis net.Listener) error {
 	name, _ := s.opts.bootstrap.ServerListenerResourceName(lis.Addr().String())
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		lis.Close()
+	err := s.listeners.Serve(newListener(s, lis, name).core)
+	if err == serverlds.ErrStopped {
 		return grpc.ErrServerStopped
 	}
-	l := newListener(s, lis, name)
-	s.listeners[l] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-	return l.core.Serve()
+	return err
 }
 
 // Stop closes every listener and connection at once, and the xDS client
@@ -221,21 +213,14 @@ func (s *GRPCServer) Stop() { s.stop(false) }
 func (s *GRPCServer) GracefulStop() { s.stop(true) }
 
 func (s *GRPCServer) stop(graceful bool) {
-	s.mu.Lock()
-	already := s.stopped
-	s.stopped = true
-	ls := make([]*listener, 0, len(s.listeners))
-	for l := range s.listeners {
-		ls = append(ls, l)
-	}
-	s.mu.Unlock()
+	ls, already := s.listeners.Stop()
 	for _, l := range ls {
-		l.core.Close(graceful)
+		l.Close(graceful)
 	}
 	if !graceful {
 		// Generations still draining from earlier Listener changes.
 		for _, l := range ls {
-			l.core.CloseAll()
+			l.CloseAll()
 		}
 	}
 	s.wg.Wait()
