@@ -48,7 +48,8 @@ type Report struct {
 	// Err says why the address is not serving; nil when serving.
 	Err error
 
-	// said is what the log was last told of this address (Log).
+	// said is what the log was last told of this address (Log); nil in
+	// a Report not made by a Listener, which Log then tells in full.
 	said *said
 }
 
@@ -65,6 +66,9 @@ type said struct {
 // is serving again after it, so that a log showing the warnings shows the
 // end too. prefix names the server's package ("httpxds: ").
 func (r Report) Log(logger *slog.Logger, prefix string) {
+	if r.said == nil {
+		r.said = new(said)
+	}
 	args := []any{"address", r.Addr.String(), "listener", r.Name}
 	switch r.Mode {
 	case NotServing:
