@@ -33,7 +33,7 @@ type Options struct {
 	ClientOptions client.Options
 	// ServingModeCallback, if set, is told each change of an address's
 	// serving mode; without it the changes are logged (not serving and
-	// why, as a warning).
+	// why, as a warning, and serving again after it, as a warning too).
 	ServingModeCallback func(addr net.Addr, args ServingModeChangeArgs)
 	// Logger gets the server's warnings; nil: client.DefaultLogger().
 	Logger *slog.Logger
