@@ -104,7 +104,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			l.core = serverlds.New(serverlds.Config[*generation]{Raw: raw, Name: "bench", Server: l})
 			g := &generation{l: l}
 			cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization)}
-			ctx := context.WithValue(context.Background(), chainKey{}, cs)
+			ctx := context.WithValue(context.Background(), chainKey{}, &chainConn{cs: cs})
 			r := newReq(ctx)
 			r.RemoteAddr = "127.0.0.1:40000"
 			run(b, g, r)

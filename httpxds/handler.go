@@ -27,12 +27,14 @@ import (
 // non_forwarding_action, the configured answer for direct_response.
 func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l := g.l
-	cs, _ := r.Context().Value(chainKey{}).(*chainState)
-	if cs == nil {
-		// Every connection comes through handle, which sets it.
+	cc, _ := r.Context().Value(chainKey{}).(*chainConn)
+	if cc == nil {
+		// Every connection comes through Deliver, which sets it.
 		http.Error(w, "httpxds: request on a connection without a filter chain", http.StatusInternalServerError)
 		return
 	}
+	cc.served()
+	cs := cc.cs
 	routes := l.core.Routes()
 	rc, err := routes.Config(cs.fc)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"sync"
 
 	"github.com/goxds/xds/dataplane/authz"
 	"github.com/goxds/xds/dataplane/httppath"
@@ -46,6 +47,13 @@ type generation struct {
 	gen    *serverlds.Generation
 	srv    *http.Server
 	chains map[*resources.FilterChain]*chainState
+	// fresh are its connections that have had no request yet, which a
+	// drain waits for.
+	fresh *freshConns
+	// closed is closed when the generation is stopped at once, ending a
+	// drain's wait.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 // chainState is what a generation keeps of one filter chain: whether its
@@ -66,7 +74,8 @@ type chainState struct {
 // block.
 func (l *listener) Start(gen *serverlds.Generation) *generation {
 	s := l.s
-	g := &generation{l: l, gen: gen, chains: make(map[*resources.FilterChain]*chainState)}
+	g := &generation{l: l, gen: gen, chains: make(map[*resources.FilterChain]*chainState),
+		fresh: newFreshConns(), closed: make(chan struct{})}
 	for _, fc := range servertls.Chains(gen.Config) {
 		g.chains[fc] = &chainState{fc: fc, tls: gen.HasTLS(fc), norm: httppath.Resolve(fc.PathNormalization),
 			strip: fc.StripHostPort, port: l.port}
@@ -81,10 +90,14 @@ func (l *listener) Start(gen *serverlds.Generation) *generation {
 }
 
 // Stop implements serverlds.Server: gracefully, the generation's listener
-// closes, idle connections close, requests in progress finish
-// (http.Server.Shutdown); otherwise (or to end that) at once.
+// closes, idle connections close, the others after their next response
+// (Connection: close), and once every connection has had its first
+// request (or freshWait has passed) the server is shut down
+// (http.Server.Shutdown: HTTP/2 connections are told GOAWAY, requests in
+// progress finish); otherwise (or to end that) at once.
 func (l *listener) Stop(g *generation, graceful bool) {
 	if !graceful {
+		g.closeOnce.Do(func() { close(g.closed) })
 		g.srv.Close()
 		l.core.Stopped(g)
 		return
@@ -93,6 +106,11 @@ func (l *listener) Stop(g *generation, graceful bool) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		// No new connection: Handoff gives the next to the version in
+		// force.
+		g.gen.Lis.Close()
+		g.srv.SetKeepAlivesEnabled(false)
+		g.fresh.wait(g.closed)
 		g.srv.Shutdown(context.Background())
 		l.core.Stopped(g)
 	}()
@@ -106,7 +124,9 @@ func (l *listener) Deliver(g *generation, conn net.Conn, local, remote netip.Add
 		return false
 	}
 	cs := g.chains[fc]
-	var c net.Conn = &chainConn{Conn: conn, cs: cs}
+	cc := &chainConn{Conn: conn, cs: cs, fresh: g.fresh}
+	g.fresh.add()
+	var c net.Conn = cc
 	if cs.tls {
 		// The handshake runs on the connection's own goroutine (net/http
 		// starts it), reading the chain's providers then: never a
@@ -115,7 +135,11 @@ func (l *listener) Deliver(g *generation, conn net.Conn, local, remote netip.Add
 			return g.gen.TLSConfig(hello.Context(), fc, []string{"h2", "http/1.1"})
 		}})
 	}
-	return g.gen.Lis.Deliver(c)
+	if !g.gen.Lis.Deliver(c) {
+		cc.served() // not this generation's to wait for
+		return false
+	}
+	return true
 }
 
 // NotServerListener implements serverlds.Server.
