@@ -10,6 +10,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -76,6 +77,10 @@ type Config struct {
 	// (idle.go).
 	ConnectOnFirstRPC  bool
 	ClusterIdleTimeout time.Duration
+	// OutlierMetrics, if not nil, hears of the outliers the clusters'
+	// outlier detection finds (gRFC A91), each as an outlier of its leaf
+	// cluster. Detectors made before a Configure keep what they had.
+	OutlierMetrics outlier.Metrics
 }
 
 // Set holds the clusters of one channel (or client): every cluster its
