@@ -96,6 +96,11 @@ type xdsBalancer struct {
 	// rls is the state of the routes whose cluster an RLS policy names
 	// (rlsplugin.go).
 	rls rlsState
+	// connSink is where the SubConns' metrics go, nil when the channel
+	// does not measure them; connEvents the measurements to report once
+	// mu is released (subchannelmetrics.go).
+	connSink   *connSink
+	connEvents []connEvent
 }
 
 // channelInfo is what the balancer learns of its channel from the
@@ -135,9 +140,11 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	if c := clientFromState(s.ResolverState); c != nil {
 		b.set.SetClient(c)
 	}
+	b.setConnSinkLocked(cs)
 	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.set.Configure(cluster.Config{FailoverTimeout: cfg.failoverTimeout,
-			ConnectOnFirstRPC: cfg.connectOnFirstRPC, ClusterIdleTimeout: cfg.clusterIdleTimeout})
+			ConnectOnFirstRPC: cfg.connectOnFirstRPC, ClusterIdleTimeout: cfg.clusterIdleTimeout,
+			OutlierMetrics: b.outlierMetricsLocked(cs)})
 	}
 	if !ok {
 		var err error = configErrorFromState(s.ResolverState)
@@ -247,7 +254,9 @@ func (b *xdsBalancer) Close() {
 	after := b.set.Close()
 	b.closeTLSLocked()
 	plugins := b.rls.closeLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	for _, p := range plugins {
 		p.Close()
 	}
@@ -262,7 +271,9 @@ func (b *xdsBalancer) Close() {
 func (b *xdsBalancer) finishAndUnlock() {
 	if b.closed {
 		b.logs = nil
+		conns := b.takeConnEventsLocked()
 		b.mu.Unlock()
+		reportConns(conns)
 		return
 	}
 	if b.set.Settle() {
@@ -278,7 +289,9 @@ func (b *xdsBalancer) finishAndUnlock() {
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	told := b.rlsTellLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	for _, t := range told {
 		t.tell()
 	}
