@@ -220,6 +220,19 @@
 //     call of its own. grpc.client.call.transparent_retries is not
 //     measured: gRPC retries transparently below the interceptors, where
 //     goxds cannot see it.
+//   - gRFC A91 outlier detection metrics: with Options.OutlierMetrics,
+//     each outlier found at an interval's end, ejected or left in (by
+//     max_ejection_percent or the enforcing percentage), by detection
+//     method, with the channel's target and the leaf cluster (gRFC A89's
+//     grpc.lb.backend_service).
+//   - gRFC A94 subchannel metrics: with Options.SubchannelMetrics, each
+//     SubConn's connection attempts (succeeded, failed), disconnections
+//     ("subchannel shutdown" when the balancer closed it, "unknown"
+//     otherwise: gRPC tells a balancer no more) and the open connections,
+//     labelled with the leaf cluster and the locality of the first
+//     cluster to list the endpoint; a connection shared by clusters is
+//     counted once. grpc-go measures the same of every channel, but only
+//     its own xDS balancers can give it these labels.
 //   - gRFC A39 HTTP filters: the listener's filters run in order on each
 //     RPC before it is sent, once per RPC (not per attempt), each with its
 //     effective configuration: the weighted cluster's
