@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -77,8 +78,9 @@ func (r *lbRecorder) OpenConnections(target, backendService, locality string, de
 // measures with rec, as the goxds resolver makes it.
 func measuredState(snap *watchers.Snapshot, rec *lbRecorder) balancer.ClientConnState {
 	cs := newChannelState(&Builder{outlierMetrics: rec, subchannelMetrics: rec})
+	cfg := &channelConfig{snap: snap, src: &source{cs: cs, epoch: cs.epochNow()}}
 	return balancer.ClientConnState{
-		ResolverState:  resolver.State{Attributes: withSnapshot(snap).WithValue(channelKey{}, cs)},
+		ResolverState:  resolver.State{Attributes: attributes.New(configKey{}, cfg)},
 		BalancerConfig: &lbConfig{failoverTimeout: time.Minute},
 	}
 }
