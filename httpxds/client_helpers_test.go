@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -144,10 +145,17 @@ type backend struct {
 	handler http.HandlerFunc
 }
 
-func newBackend(t testing.TB, name string) *backend {
+func newBackend(t testing.TB, name string) *backend { return newBackendWith(t, name, nil) }
+
+// newBackendWith is newBackend with edit, if set, editing the server
+// before it starts.
+func newBackendWith(t testing.TB, name string, edit func(*http.Server)) *backend {
 	t.Helper()
 	b := &backend{name: name}
 	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	if edit != nil {
+		edit(b.srv.Config)
+	}
 	b.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -246,3 +254,22 @@ func circuitBreaker(n uint32) *clusterv3.CircuitBreakers {
 
 // typeFractionalPercent100 is 100%.
 var typeFractionalPercent100 = typev3.FractionalPercent{Numerator: 100, Denominator: typev3.FractionalPercent_HUNDRED}
+
+// waitAllClosed waits until every connection the backend accepted (at
+// least one) is closed.
+func (b *backend) waitAllClosed(t testing.TB, ctx context.Context) {
+	t.Helper()
+	for {
+		b.mu.Lock()
+		open, closed := b.open, b.closed
+		b.mu.Unlock()
+		if open > 0 && open == closed {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("backend %s: %d connections opened, %d closed; want all closed", b.name, open, closed)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
