@@ -45,13 +45,14 @@ type cenvOptions struct {
 	apiType string // the bootstrap's api_type ("": SotW ADS)
 	edit    func(*bootstrap.Config)
 	opts    func(*httpxds.TransportOptions)
+	ms      testutils.ManagementServerOptions
 }
 
 func newCEnv(t testing.TB, o cenvOptions) *cenv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	ms, err := testutils.StartManagementServer(o.ms)
 	if err != nil {
 		t.Fatal(err)
 	}
