@@ -24,7 +24,10 @@ import (
 func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Response, error) {
 	s := cfg.snap
 	vh, rc := s.VirtualHost, s.RouteConfig
-	view := &reqView{r: req, path: req.URL.EscapedPath()}
+	// One allocation holds the request's routing view, its attempt state
+	// and the URL it is sent to.
+	a := &attempt{t: t, view: reqView{r: req, path: req.URL.EscapedPath()}}
+	view := &a.view
 	rt := route.MatchHTTP(vh.Routes, view.path, view, view.query())
 	if rt == nil {
 		// Envoy's router answers 404 when no route matches
@@ -83,10 +86,10 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	out := req.WithContext(ctx)
-	u := *req.URL
-	out.URL = &u
+	a.u = *req.URL
+	out.URL = &a.u
 	if path := cr.rewritePath(rt, view.path); path != view.path {
-		setPath(&u, path)
+		setPath(&a.u, path)
 	}
 	if out.Host == "" {
 		out.Host = req.URL.Host
@@ -101,7 +104,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		}
 		apply(cr.mut.request, out.Header)
 	}
-	a := &attempt{t: t, cluster: clusterName, hash: cr.requestHash(view), autoHost: rt.AutoHostRewrite}
+	a.cluster, a.hash, a.autoHost = clusterName, cr.requestHash(view), rt.AutoHostRewrite
 	var idle *idleTimer
 	if cr.idle > 0 {
 		if cancel == nil {
@@ -111,6 +114,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		idle = newIdleTimer(t.clock, cr.idle, cancel)
 		a.idle = idle
 	}
+	a.out, a.host = out, out.Host
 	resp, err := sendWithRetries(ctx, out, cr.retry, a.do)
 	if err != nil {
 		var timedOut bool
@@ -143,7 +147,11 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		// included, as Envoy's does ("the time until the upstream
 		// response has been completely processed"): it ends when the
 		// body is read or closed.
-		resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel, idle: idle}
+		if db, ours := resp.Body.(*doneBody); ours {
+			db.cancel = cancel // ends with the pick's
+		} else {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel, idle: idle}
+		}
 	}
 	return resp, nil
 }
@@ -169,10 +177,17 @@ type attemptFunc func(ctx context.Context, req *http.Request, try int) (*http.Re
 // attempt sends attempts of one request to the cluster of its route.
 type attempt struct {
 	t        *Transport
+	view     reqView
 	cluster  string
 	hash     uint64
 	autoHost bool
 	idle     *idleTimer
+	// out is the request as roundTrip made it, with its URL u and Host
+	// host: an attempt of it (with its context) is sent as it is, its URL
+	// pointed at the endpoint, rather than copied again.
+	out  *http.Request
+	u    url.URL
+	host string
 }
 
 // do is the attemptFunc of the request: it picks an endpoint of the
@@ -224,12 +239,19 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		res.Done.Finish(errNoConn, nil)
 		return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: no healthy upstream in cluster %q\n", a.cluster), nil), nil
 	}
-	out := req.WithContext(ctx)
-	u := *req.URL
-	u.Scheme, u.Host = c.scheme, c.host
-	out.URL = &u
-	if out.Host == "" {
-		out.Host = req.URL.Host
+	out := req
+	if req == a.out && ctx == req.Context() {
+		// Ours, and the attempts of a request run one at a time.
+		a.u.Scheme, a.u.Host = c.scheme, c.host
+		out.Host = a.host
+	} else {
+		out = req.WithContext(ctx)
+		u := *req.URL
+		u.Scheme, u.Host = c.scheme, c.host
+		out.URL = &u
+		if out.Host == "" {
+			out.Host = req.URL.Host
+		}
 	}
 	if a.autoHost {
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.hostname != "" {
@@ -282,7 +304,10 @@ type doneBody struct {
 	outcome error
 	conn    *httpConn
 	idle    *idleTimer
-	once    sync.Once
+	// cancel, if set, ends the request's timeout context: the response
+	// that roundTrip returns is this one's.
+	cancel context.CancelFunc
+	once   sync.Once
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
@@ -310,6 +335,12 @@ func (b *doneBody) finish(outcome error) {
 	b.once.Do(func() {
 		b.done.Finish(outcome, nil)
 		b.conn.afterUse()
+		if b.cancel != nil {
+			b.cancel()
+			if b.idle != nil {
+				b.idle.stop()
+			}
+		}
 	})
 }
 
