@@ -1,9 +1,11 @@
 package httpxds
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -204,6 +206,16 @@ func (t *Transport) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	}
 	tr.Protocols.SetHTTP1(true)
 	dial := t.dial
+	if tag != nil && tag.proxy != "" {
+		// gRFC A86's http_11_proxy: every connection is a CONNECT tunnel
+		// through the proxy, plaintext HTTP included (net/http's own
+		// proxying would send plaintext requests to the proxy in absolute
+		// form instead).
+		proxy, direct := tag.proxy, t.dial
+		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return connectDial(ctx, direct, network, proxy, addr)
+		}
+	}
 	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		// Every address of the endpoint, in order (gRFC A61's endpoints
 		// with several addresses).
@@ -225,9 +237,6 @@ func (t *Transport) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	var lc *leafConn
 	if tag != nil {
 		lc = tag.lc
-		if tag.proxy != "" {
-			tr.Proxy = http.ProxyURL(&url.URL{Scheme: "http", Host: tag.proxy})
-		}
 	}
 	proto := protoHTTP1
 	if lc != nil {
@@ -415,3 +424,44 @@ func (r *dnsLookup) lookup() {
 
 // Close implements cluster.Resolver.
 func (r *dnsLookup) Close() { r.cancel() }
+
+// connectDial opens a CONNECT tunnel to addr through the HTTP proxy at
+// proxy.
+func connectDial(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), network, proxy, addr string) (net.Conn, error) {
+	c, err := dial(ctx, network, proxy)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		c.SetDeadline(d)
+	}
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: make(http.Header)}
+	if err := req.Write(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
+	}
+	// One byte at a time, so that nothing the tunnel carries after the
+	// proxy's answer is read into a buffer and lost.
+	resp, err := http.ReadResponse(bufio.NewReaderSize(oneByteReader{c}, 16), req)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.Close()
+		return nil, fmt.Errorf("HTTP CONNECT proxy %s refused the tunnel to %s: %s", proxy, addr, resp.Status)
+	}
+	c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// oneByteReader reads at most one byte per call.
+type oneByteReader struct{ r io.Reader }
+
+func (o oneByteReader) Read(p []byte) (int, error) {
+	if len(p) > 1 {
+		p = p[:1]
+	}
+	return o.r.Read(p)
+}
