@@ -262,8 +262,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
+	// The watch counts as used until the request is sent: the idle sweep
+	// spares it.
+	defer t.releaseHost(h)
 	cfg, err := h.wait(req.Context())
-	t.releaseHost(h)
 	if err != nil {
 		closeBody(req)
 		return nil, err

@@ -240,8 +240,10 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: no healthy upstream in cluster %q\n", a.cluster), nil), nil
 	}
 	out := req
-	if req == a.out && ctx == req.Context() {
-		// Ours, and the attempts of a request run one at a time.
+	if try == 0 && req == a.out && ctx == req.Context() {
+		// Ours, and not yet sent: net/http may still read a request it
+		// failed or answered early (writing its body), so later attempts
+		// get copies.
 		a.u.Scheme, a.u.Host = c.scheme, c.host
 		out.Host = a.host
 	} else {
