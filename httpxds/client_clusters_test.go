@@ -257,3 +257,31 @@ func TestClientHTTPConnectProxy(t *testing.T) {
 		t.Errorf("the proxy made %d tunnels, want one kept alive", n)
 	}
 }
+
+// Priorities: requests go to the first priority with a healthy endpoint
+// (EDS health status; Envoy's priority levels,
+// https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/priority),
+// and back up when it has one again.
+func TestClientPriorities(t *testing.T) {
+	e := newCEnv(t, cenvOptions{})
+	p0, p1 := newBackend(t, "p0"), newBackend(t, "p1")
+	eds := func(p0Health corev3.HealthStatus) testutils.Resources {
+		res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+		res.Clusters = []*clusterv3.Cluster{testutils.Cluster("c", "c")}
+		res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
+			{Host: "127.0.0.1", Port: p0.port, Priority: 0, Health: p0Health},
+			{Host: "127.0.0.1", Port: p1.port, Priority: 1},
+		})}
+		return res
+	}
+	e.update(eds(corev3.HealthStatus_UNHEALTHY))
+	e.want(e.get("/x"), 200, "p1 GET")
+	e.update(eds(corev3.HealthStatus_HEALTHY))
+	deadline := time.Now().Add(testTimeout)
+	for got := e.get("/x"); !strings.HasPrefix(got.body, "p0 "); got = e.get("/x") {
+		if time.Now().After(deadline) {
+			t.Fatalf("priority 0 healthy again, and requests still got %q", got.body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

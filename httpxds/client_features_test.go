@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	faultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/fault/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -34,9 +37,16 @@ func TestClientFaultInjection(t *testing.T) {
 	a := newBackend(t, "a")
 	open := toCluster(prefix("/open"), "c", nil)
 	open.TypedPerFilterConfig = map[string]*anypb.Any{"fault": testutils.MarshalAny(&routev3.FilterConfig{Disabled: true})}
-	e.update(world(routes("rc", open, toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}}, faultFilter(503)))
+	byHeader := toCluster(prefix("/header"), "c", nil)
+	byHeader.TypedPerFilterConfig = map[string]*anypb.Any{"fault": testutils.MarshalAny(&faultv3.HTTPFault{Abort: &faultv3.FaultAbort{
+		ErrorType:  &faultv3.FaultAbort_HeaderAbort_{HeaderAbort: &faultv3.FaultAbort_HeaderAbort{}},
+		Percentage: &typev3.FractionalPercent{Numerator: 100},
+	}})}
+	e.update(world(routes("rc", open, byHeader, toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}}, faultFilter(503)))
 	e.want(e.get("/x"), 503, "fault filter abort")
 	e.want(e.get("/open"), 200, "a GET /open")
+	// x-envoy-fault-abort-request chooses the status of a header_abort.
+	e.want(e.get("/header", "x-envoy-fault-abort-request: 429"), 429, "fault filter abort")
 	if n := a.count(); n != 1 {
 		t.Errorf("the backend got %d requests, want only the one the fault spared", n)
 	}
@@ -123,6 +133,7 @@ func newTLSWorld(t *testing.T) *tlsWorld {
 	b := &backend{name: "tls"}
 	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
 	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{server.TLS}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: p.Roots}
+	b.srv.EnableHTTP2 = true
 	b.srv.StartTLS()
 	t.Cleanup(b.srv.Close)
 	b.port = uint32(b.srv.Listener.Addr().(*net.TCPAddr).Port)
@@ -173,12 +184,21 @@ func secure(c *clusterv3.Cluster, identity, roots string, sans ...string) {
 func TestClientUpstreamMTLS(t *testing.T) {
 	w := newTLSWorld(t)
 	e := newCEnv(t, cenvOptions{edit: w.providers(t)})
-	rc := routes("rc", toCluster(prefix("/good"), "good", nil), toCluster(prefix("/badsan"), "badsan", nil), toCluster(prefix("/noinst"), "noinst", nil))
-	res := world(rc, map[string][]*backend{"good": {w.b}, "badsan": {w.b}, "noinst": {w.b}})
+	rc := routes("rc", toCluster(prefix("/good"), "good", nil), toCluster(prefix("/h2"), "h2", nil), toCluster(prefix("/badsan"), "badsan", nil), toCluster(prefix("/noinst"), "noinst", nil))
+	res := world(rc, map[string][]*backend{"good": {w.b}, "h2": {w.b}, "badsan": {w.b}, "noinst": {w.b}})
 	for _, c := range res.Clusters {
 		switch c.Name {
 		case "good":
 			secure(c, "id", "roots", upstreamDNS)
+		case "h2":
+			secure(c, "id", "roots", upstreamDNS)
+			c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
+				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
+					UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+						ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+					}},
+				}),
+			}
 		case "badsan":
 			secure(c, "id", "roots", "someone.else")
 		case "noinst":
@@ -187,7 +207,9 @@ func TestClientUpstreamMTLS(t *testing.T) {
 	}
 	e.update(res)
 	got := e.get("/good")
-	e.want(got, 200, "tls GET /good")
+	e.want(got, 200, "tls GET /good  host=svc.test proto=HTTP/1.1")
+	// HTTP/2 by ALPN where the cluster's HttpProtocolOptions say so.
+	e.want(e.get("/h2"), 200, "tls GET /h2  host=svc.test proto=HTTP/2.0")
 	if r := w.b.last(); r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		t.Errorf("the backend saw no client certificate")
 	}
@@ -196,8 +218,8 @@ func TestClientUpstreamMTLS(t *testing.T) {
 		t.Errorf("SAN mismatch: got %v, want the SAN check's error", err)
 	}
 	e.want(e.get("/noinst"), 503, `cluster "noinst"`)
-	if n := w.b.count(); n != 1 {
-		t.Errorf("the backend served %d requests, want 1", n)
+	if n := w.b.count(); n != 2 {
+		t.Errorf("the backend served %d requests, want 2", n)
 	}
 }
 
