@@ -217,6 +217,11 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		case errors.Is(err, cluster.ErrQueue):
 			select {
 			case <-pub.next:
+				if a.t.isClosed() {
+					// Close closes the last publication's channel
+					// and publishes no other.
+					return nil, ErrTransportClosed
+				}
 				continue
 			case <-ctx.Done():
 				return nil, fmt.Errorf("httpxds: cluster %q: waiting for an endpoint: %w", a.cluster, ctx.Err())

@@ -297,3 +297,40 @@ func TestClientClosesDroppedEndpoints(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A Transport on a shared client routes through it, and its Close leaves
+// the client open for its other users.
+func TestClientSharedClient(t *testing.T) {
+	e := newCEnv(t, cenvOptions{})
+	a := newBackend(t, "a")
+	e.update(world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}}))
+	xc, err := client.New(e.cfg, quietClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer xc.Close()
+	hc, tr, err := httpxds.NewClient(httpxds.TransportOptions{Client: xc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(hc *http.Client) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(e.ctx, http.MethodGet, "http://"+svcHost+"/x", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	get(hc)
+	tr.Close()
+	hc2, tr2, err := httpxds.NewClient(httpxds.TransportOptions{Client: xc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	get(hc2) // the client still serves its cache and its stream
+}
