@@ -66,8 +66,7 @@ func TestClientOutlierDetection(t *testing.T) {
 }
 
 // Clusters whose lrs_server is self report their load to the management
-// server: each request by locality, 5xx responses as errors, drops by
-// category.
+// server: each request by locality, 5xx responses as errors.
 func TestClientLoadReporting(t *testing.T) {
 	lrs := testutils.NewLRSServer()
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})

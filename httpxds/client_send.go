@@ -188,6 +188,8 @@ type attempt struct {
 	out  *http.Request
 	u    url.URL
 	host string
+	// body0 is the first attempt's response body.
+	body0 doneBody
 }
 
 // do is the attemptFunc of the request: it picks an endpoint of the
@@ -287,7 +289,14 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		// consecutive_5xx and success rate count them).
 		outcome = errStatus5xx
 	}
-	resp.Body = &doneBody{ReadCloser: resp.Body, done: res.Done, outcome: outcome, conn: c, idle: a.idle}
+	var body *doneBody
+	if try == 0 {
+		body = &a.body0 // part of the request's one allocation
+	} else {
+		body = new(doneBody)
+	}
+	body.ReadCloser, body.done, body.outcome, body.conn, body.idle = resp.Body, res.Done, outcome, c, a.idle
+	resp.Body = body
 	return resp, nil
 }
 
