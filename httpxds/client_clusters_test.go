@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	leastrequestv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/least_request/v3"
+	pickfirstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/pick_first/v3"
+	roundrobinv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/round_robin/v3"
+	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
+	"google.golang.org/protobuf/proto"
+
 	http11proxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/http_11_proxy/v3"
 	"github.com/goxds/xds/resources"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -282,5 +288,64 @@ func TestClientPriorities(t *testing.T) {
 			t.Fatalf("priority 0 healthy again, and requests still got %q", got.body)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The leaf policies run as for gRPC, over HTTP endpoints: wrr_locality
+// shares requests between localities by weight (1:3), round_robin and
+// least_request spread them within one, pick_first sends them all to the
+// first endpoint
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/locality_weight).
+func TestClientLeafPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		policy proto.Message
+		check  func(t *testing.T, near1, near2, far int)
+	}{
+		{"round_robin", &roundrobinv3.RoundRobin{}, func(t *testing.T, n1, n2, f int) {
+			// far has weight 3 of 4: about 300 of 400, and near's split evenly.
+			if f < 240 || f > 360 || n1 == 0 || n2 == 0 {
+				t.Errorf("near %d+%d, far %d of 400; want about 100:300, both near endpoints used", n1, n2, f)
+			}
+		}},
+		{"least_request", &leastrequestv3.LeastRequest{}, func(t *testing.T, n1, n2, f int) {
+			if f < 240 || f > 360 || n1 == 0 || n2 == 0 {
+				t.Errorf("near %d+%d, far %d of 400; want about 100:300, both near endpoints used", n1, n2, f)
+			}
+		}},
+		{"pick_first", &pickfirstv3.PickFirst{}, func(t *testing.T, n1, n2, f int) {
+			if n2 != 0 || n1 == 0 || f < 240 || f > 360 {
+				t.Errorf("near %d+%d, far %d of 400; want near's all on its first endpoint, far about 300", n1, n2, f)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newCEnv(t, cenvOptions{})
+			n1, n2, f := newBackend(t, "n1"), newBackend(t, "n2"), newBackend(t, "far")
+			res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+			c := testutils.Cluster("c", "c")
+			child, err := anypb.New(tc.policy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wrr := testutils.MarshalAny(&wrrlocalityv3.WrrLocality{EndpointPickingPolicy: &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+				TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: "child", TypedConfig: child}}}}})
+			c.LoadBalancingPolicy = &clusterv3.LoadBalancingPolicy{Policies: []*clusterv3.LoadBalancingPolicy_Policy{{
+				TypedExtensionConfig: &corev3.TypedExtensionConfig{Name: "wrr_locality", TypedConfig: wrr}}}}
+			res.Clusters = []*clusterv3.Cluster{c}
+			near, far := testutils.Locality{Zone: "near"}, testutils.Locality{Zone: "far"}
+			res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
+				{Host: "127.0.0.1", Port: n1.port, Locality: near, LocalityWeight: 1},
+				{Host: "127.0.0.1", Port: n2.port, Locality: near, LocalityWeight: 1},
+				{Host: "127.0.0.1", Port: f.port, Locality: far, LocalityWeight: 3},
+			})}
+			e.update(res)
+			for range 400 {
+				if got := e.get("/x"); got.status != 200 {
+					t.Fatalf("got %d %q", got.status, got.body)
+				}
+			}
+			tc.check(t, n1.count(), n2.count(), f.count())
+		})
 	}
 }
