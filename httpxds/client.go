@@ -183,7 +183,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 		t.xc, t.ownsXC = xc, true
 	}
-	t.set = cluster.NewSet(t, t.lbClock, cluster.Config{FailoverTimeout: failover})
+	t.set = cluster.NewSet((*setHost)(t), t.lbClock, cluster.Config{FailoverTimeout: failover})
 	t.set.SetClient(t.xc)
 	t.pickers.Store(&published{next: make(chan struct{})})
 	return t, nil

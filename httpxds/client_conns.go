@@ -23,7 +23,8 @@ import (
 	"github.com/goxds/xds/watchers"
 )
 
-// The Transport is the cluster.Set's Host. An endpoint's "connection" is
+// The Transport is the cluster.Set's Host, through setHost (so that the
+// Host's methods are not the Transport's API). An endpoint's "connection" is
 // an *http.Transport of its own, dialling the endpoint's addresses in
 // turn, with the TLS and HTTP version of the leaf cluster that lists it:
 // net/http keeps its connections alive and multiplexes HTTP/2 streams, and
@@ -34,6 +35,9 @@ import (
 // (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/load_balancing/overview):
 // its connections are made by requests, and its failures reach outlier
 // detection through each request's outcome.
+
+// setHost is the Transport as the cluster.Set's Host.
+type setHost Transport
 
 // upstreamProto is the HTTP version a leaf cluster's endpoints are
 // spoken to in, from its
@@ -107,7 +111,8 @@ type epTag struct {
 // Security implements cluster.Host: the leaf's TLS and HTTP version. A
 // TLS context that cannot be honoured is an error, so that the leaf gets
 // no endpoints and its requests fail rather than go out in plaintext.
-func (t *Transport) Security(leaf *watchers.ClusterConfig) (any, error) {
+func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
+	t := (*Transport)(h)
 	proto, err := protoOf(leaf.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: %w", leaf.Name, err)
@@ -133,7 +138,7 @@ func (t *Transport) Security(leaf *watchers.ClusterConfig) (any, error) {
 
 // Endpoint implements cluster.Host: the pool's endpoint of spec's
 // addresses, through its proxy, with its leaf's TLS and HTTP version.
-func (t *Transport) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
+func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
 	if lc == nil || lc.tls == nil || !lc.tls.hi.UsesHostname() {
@@ -156,7 +161,7 @@ func (t *Transport) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *en
 
 // Dropped implements endpoint.Dialer: the endpoint lets go of its leaf's
 // connection settings.
-func (t *Transport) Dropped(ep *endpoint.Endpoint) {
+func (*setHost) Dropped(ep *endpoint.Endpoint) {
 	if tag, _ := ep.Tag.(*epTag); tag != nil && tag.lc != nil {
 		tag.lc.refs--
 		tag.lc = nil
@@ -190,7 +195,8 @@ type httpConn struct {
 }
 
 // NewConn implements endpoint.Dialer.
-func (t *Transport) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
+	t := (*Transport)(h)
 	tag, _ := ep.Tag.(*epTag)
 	addrs := ep.Addrs()
 	if len(addrs) == 0 {
@@ -293,7 +299,8 @@ func (c *httpConn) afterUse() {
 }
 
 // Do implements cluster.Host.
-func (t *Transport) Do(f func()) {
+func (h *setHost) Do(f func()) {
+	t := (*Transport)(h)
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -304,15 +311,17 @@ func (t *Transport) Do(f func()) {
 }
 
 // Log implements cluster.Host.
-func (t *Transport) Log(level slog.Level, msg string, args ...any) { t.logLocked(level, msg, args...) }
+func (h *setHost) Log(level slog.Level, msg string, args ...any) {
+	(*Transport)(h).logLocked(level, msg, args...)
+}
 
 // Pinned implements cluster.Host: no cluster is kept awake besides the
 // routes' (the Transport's clusters never sleep).
-func (t *Transport) Pinned(string) bool { return false }
+func (*setHost) Pinned(string) bool { return false }
 
 // HeaderHash implements cluster.Host: ring_hash's request_hash_header of
 // an HTTP request.
-func (t *Transport) HeaderHash(req any, name string) uint64 {
+func (*setHost) HeaderHash(req any, name string) uint64 {
 	r, _ := req.(*http.Request)
 	if r == nil {
 		return route.HeaderHash(nil, name)
@@ -365,7 +374,8 @@ func (t *Transport) finishAndUnlock() {
 // StartDNS implements cluster.Host: LOGICAL_DNS names are looked up with
 // the net package's resolver, again whenever an endpoint of theirs fails
 // a request (Resolution.ResolveNow).
-func (t *Transport) StartDNS(res *cluster.Resolution) {
+func (h *setHost) StartDNS(res *cluster.Resolution) {
+	t := (*Transport)(h)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &dnsLookup{t: t, res: res, ctx: ctx, cancel: cancel}
 	t.mu.Lock()
@@ -419,7 +429,7 @@ func (r *dnsLookup) lookup() {
 	if r.ctx.Err() != nil {
 		return
 	}
-	r.t.Do(func() { r.t.set.Resolved(r.res, addrs, err) })
+	(*setHost)(r.t).Do(func() { r.t.set.Resolved(r.res, addrs, err) })
 }
 
 // Close implements cluster.Resolver.

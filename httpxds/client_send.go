@@ -279,7 +279,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		res.Done.Finish(err, nil)
 		c.afterUse()
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
-			a.t.Do(tag.dns.ResolveNow)
+			(*setHost)(a.t).Do(tag.dns.ResolveNow)
 		}
 		return nil, fmt.Errorf("httpxds: cluster %q endpoint %s: %w", a.cluster, c.host, err)
 	}
