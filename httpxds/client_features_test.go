@@ -281,3 +281,26 @@ func TestClientClose(t *testing.T) {
 		t.Errorf("after Close: got %v, want ErrTransportClosed", err)
 	}
 }
+
+// An https:// request to a cluster without TLS is refused, not sent in
+// plaintext; to a cluster with TLS it is sent over it.
+func TestClientHTTPSNeverDowngraded(t *testing.T) {
+	w := newTLSWorld(t)
+	e := newCEnv(t, cenvOptions{edit: w.providers(t)})
+	a := newBackend(t, "a")
+	res := world(routes("rc", toCluster(prefix("/tls"), "tls", nil), toCluster(prefix("/"), "plain", nil)), map[string][]*backend{"tls": {w.b}, "plain": {a}})
+	for _, c := range res.Clusters {
+		if c.Name == "tls" {
+			secure(c, "id", "roots", upstreamDNS)
+		}
+	}
+	e.update(res)
+	e.want(e.get("https://"+svcHost+"/tls"), 200, "tls GET /tls")
+	req, _ := http.NewRequest(http.MethodGet, "https://"+svcHost+"/plain", nil)
+	if _, err := e.do(req); err == nil || !strings.Contains(err.Error(), `cluster "plain", which has no UpstreamTlsContext`) {
+		t.Errorf("https to a plaintext cluster: got %v, want a refusal", err)
+	}
+	if n := a.count(); n != 0 {
+		t.Errorf("the plaintext backend got %d requests", n)
+	}
+}

@@ -105,6 +105,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		apply(cr.mut.request, out.Header)
 	}
 	a.cluster, a.hash, a.autoHost = clusterName, cr.requestHash(view), rt.AutoHostRewrite
+	a.wantTLS = req.URL.Scheme == "https"
 	var idle *idleTimer
 	if cr.idle > 0 {
 		if cancel == nil {
@@ -181,7 +182,10 @@ type attempt struct {
 	cluster  string
 	hash     uint64
 	autoHost bool
-	idle     *idleTimer
+	// wantTLS: the caller asked for https, which a cluster without TLS
+	// must not downgrade.
+	wantTLS bool
+	idle    *idleTimer
 	// out is the request as roundTrip made it, with its URL u and Host
 	// host: an attempt of it (with its context) is sent as it is, its URL
 	// pointed at the endpoint, rather than copied again.
@@ -245,6 +249,11 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if c == nil { // a ready endpoint always has one
 		res.Done.Finish(errNoConn, nil)
 		return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: no healthy upstream in cluster %q\n", a.cluster), nil), nil
+	}
+	if a.wantTLS && c.scheme != "https" {
+		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
+		res.Done.Finish(err, nil)
+		return nil, err
 	}
 	out := req
 	if try == 0 && req == a.out && ctx == req.Context() {

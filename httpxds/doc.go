@@ -198,7 +198,10 @@
 // (package internal/upstreamtls, shared with xdscreds): SNI, client
 // certificate, chain and SAN verification, key material read at each
 // handshake; a cluster whose TLS cannot be set up gets no endpoints, and
-// its requests fail with 503, never sent in plaintext.
+// its requests fail with 503, never sent in plaintext. The URL's scheme
+// does not choose TLS (the cluster does, as behind an Envoy sidecar), but
+// an https:// request to a cluster without TLS is refused rather than
+// sent in plaintext.
 //
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into
