@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -312,8 +311,23 @@ func localResponse(req *http.Request, status int, body string, hdr http.Header) 
 		ProtoMajor:    1,
 		ProtoMinor:    1,
 		Header:        hdr,
-		Body:          io.NopCloser(strings.NewReader(body)),
+		Body:          localBody{strings.NewReader(body)},
 		ContentLength: int64(len(body)),
 		Request:       req,
 	}
+}
+
+// localBody is the body of a response the Transport made itself.
+type localBody struct{ *strings.Reader }
+
+// Close implements io.Closer.
+func (localBody) Close() error { return nil }
+
+// isLocal reports whether resp is one the Transport made itself (no
+// healthy upstream, a drop, the circuit breaker, a fault, a direct
+// response), not an endpoint's: the retry loop does not retry those as
+// an upstream's 5xx, as Envoy's router does not.
+func isLocal(resp *http.Response) bool {
+	_, ok := resp.Body.(localBody)
+	return ok
 }
