@@ -143,7 +143,8 @@ func TestClientAggregateAndLogicalDNS(t *testing.T) {
 }
 
 // Two hosts whose routes name the same cluster share its endpoints: one
-// connection serves both.
+// connection serves both; an update of the endpoints moves both, and the
+// endpoint dropped has its connection closed.
 func TestClientHostsShareEndpoints(t *testing.T) {
 	e := newCEnv(t, cenvOptions{})
 	a := newBackend(t, "a")
@@ -160,6 +161,22 @@ func TestClientHostsShareEndpoints(t *testing.T) {
 	if open != 1 {
 		t.Errorf("the backend saw %d connections, want one shared by both hosts", open)
 	}
+
+	// An update of the cluster's endpoints reaches both hosts' requests.
+	b := newBackend(t, "b")
+	res = world(rc, map[string][]*backend{"c": {b}})
+	res.Listeners = append(res.Listeners, other)
+	e.update(res)
+	for _, url := range []string{"/x", "http://other.test/y"} {
+		deadline := time.Now().Add(testTimeout)
+		for got := e.get(url); !strings.HasPrefix(got.body, "b "); got = e.get(url) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %d %q after the endpoints moved", url, got.status, got.body)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	a.waitAllClosed(t, e.ctx)
 }
 
 // connectProxy is an HTTP CONNECT proxy that counts its tunnels.

@@ -164,8 +164,9 @@ func (h *hostWatch) Update(s *watchers.Snapshot) {
 		prev = st.cfg
 	}
 	cfg := newHostConfig(h, s, prev)
+	prevSnap := h.snap
 	h.snap = s
-	t.updateSetLocked(h)
+	t.updateSetLocked(h, prevSnap)
 	t.logLocked(slog.LevelDebug, "xDS configuration applied", "host", h.key.host, "listener", h.listener,
 		"route_config", s.RouteConfig.Name, "virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
 	t.finishAndUnlock()
@@ -185,7 +186,7 @@ func (h *hostWatch) ResourceError(err error) {
 	}
 	if h.snap != nil {
 		h.snap = nil
-		t.updateSetLocked(h)
+		t.updateSetLocked(h, nil)
 	}
 	t.logLocked(slog.LevelWarn, "no usable xDS configuration: requests to the host fail until there is one", "host", h.key.host, "err", err)
 	t.finishAndUnlock()
@@ -199,18 +200,23 @@ func (h *hostWatch) AmbientError(err error) {
 }
 
 // mergedState is what the Set was last given: the snapshot of one host
-// (single, with its virtual host), or a union of several (single nil).
+// (single, with its virtual host), or a union of several (single nil):
+// its snapshot, and the virtual host of each host it was made from.
 type mergedState struct {
 	single *hostWatch
 	vh     *resources.VirtualHost
+	snap   *watchers.Snapshot
+	vhs    map[*hostWatch]*resources.VirtualHost
 }
 
 // updateSetLocked gives the Set the clusters of every host with a
-// configuration, after h's changed. With one host, the usual case, the
-// Set takes its snapshot as it is, and an update that keeps the routes
-// costs the clusters that changed. With several, it takes their union,
-// which costs the clusters of all of them.
-func (t *Transport) updateSetLocked(h *hostWatch) {
+// configuration, after h's changed from prev (h nil: hosts were
+// dropped). With one host, the usual case, the Set takes its snapshot as
+// it is. With several, it takes their union; an update of one host that
+// keeps its routes (an update of endpoints) changes the union's clusters
+// that changed in that host only. Either way, an update that keeps the
+// routes costs the clusters that changed.
+func (t *Transport) updateSetLocked(h *hostWatch, prev *watchers.Snapshot) {
 	var live []*hostWatch
 	for _, w := range t.hosts {
 		if w.snap != nil && !w.gone {
@@ -232,15 +238,40 @@ func (t *Transport) updateSetLocked(h *hostWatch) {
 		t.merged = &mergedState{single: w, vh: w.snap.VirtualHost}
 		return
 	}
-	// Several hosts: the first host (by key) naming a cluster gives its
-	// ClusterConfig; every tree follows the same resources, so they agree
-	// but for the moment one has an update the other has yet to get.
+	if m := t.merged; m != nil && m.single == nil && h != nil && prev != nil && h.snap != nil &&
+		len(m.vhs) == len(live) && m.vhs[h] == h.snap.VirtualHost && m.vhs[h] == prev.VirtualHost {
+		clusters, ok := m.snap.Clusters, true
+		for name := range h.snap.Clusters.Changes(prev.Clusters) {
+			cc := h.snap.Clusters.Get(name)
+			for _, w := range live {
+				if cc != nil {
+					break
+				}
+				cc = w.snap.Clusters.Get(name)
+			}
+			if cc == nil {
+				ok = false // gone from every host: the union is made anew
+				break
+			}
+			clusters = clusters.With(name, cc)
+		}
+		if ok {
+			m.snap = &watchers.Snapshot{Clusters: clusters}
+			t.set.Update(m.snap, nil)
+			return
+		}
+	}
+	// Several hosts, made anew: the first host (by key) naming a cluster
+	// gives its ClusterConfig; every tree follows the same resources, so
+	// they agree but for the moment one has an update the other has yet
+	// to get. This costs the clusters of every host.
 	sort.Slice(live, func(i, j int) bool {
 		a, b := live[i].key, live[j].key
 		return a.host < b.host || a.host == b.host && a.authority < b.authority
 	})
 	union := make(map[string]*watchers.ClusterConfig)
 	roots := make(map[string]struct{})
+	m := &mergedState{vhs: make(map[*hostWatch]*resources.VirtualHost, len(live))}
 	for _, w := range live {
 		for name, cc := range w.snap.Clusters.All() {
 			if _, ok := union[name]; !ok {
@@ -250,9 +281,11 @@ func (t *Transport) updateSetLocked(h *hostWatch) {
 		for name := range routeClusters(w.snap.VirtualHost) {
 			roots[name] = struct{}{}
 		}
+		m.vhs[w] = w.snap.VirtualHost
 	}
-	t.set.Update(&watchers.Snapshot{Clusters: watchers.NewClusterMap(union)}, roots)
-	t.merged = &mergedState{}
+	m.snap = &watchers.Snapshot{Clusters: watchers.NewClusterMap(union)}
+	t.set.Update(m.snap, roots)
+	t.merged = m
 }
 
 // routeClusters returns the clusters the routes of vh can send to.
@@ -297,7 +330,7 @@ func (t *Transport) sweepHosts() {
 		t.logLocked(slog.LevelDebug, "host unused: its xDS configuration is no longer watched", "host", key.host, "listener", h.listener)
 	}
 	if changed {
-		t.updateSetLocked(nil)
+		t.updateSetLocked(nil, nil)
 	}
 	t.sweep = nil
 	if len(t.hosts) > 0 {
