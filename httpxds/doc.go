@@ -206,5 +206,7 @@
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into
 // Envoy's 503: a Go caller can tell them from a backend's answer.
-// Responses the client makes itself have bodies starting "httpxds:".
+// The error responses the client makes itself (no route, no healthy
+// upstream, a drop, the circuit breaker, a timeout) have bodies starting
+// "httpxds:"; a fault's abort has Envoy's "fault filter abort".
 package httpxds
