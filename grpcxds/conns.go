@@ -8,6 +8,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/internal/httpconnect"
 )
 
 // The balancer's endpoints are an endpoint.Pool (package dataplane/
@@ -91,7 +92,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	addrs := make([]resolver.Address, len(ep.Addrs()))
 	for i, a := range ep.Addrs() {
 		if !b.ch.connectDialer {
-			if _, _, proxied := parseConnectAddr(a); proxied {
+			if _, _, proxied := httpconnect.ParseAddr(a); proxied {
 				// Never connect around the proxy: fail the endpoint.
 				return nil, errNoConnectDialer(a)
 			}

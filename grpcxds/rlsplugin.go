@@ -214,10 +214,8 @@ func (b *xdsBalancer) removeTarget(t *rlsTarget, cluster string) {
 			release()
 			delete(b.rls.releases, cluster)
 		}
-		if b.snap != nil {
-			if _, routed := routeClusters(b.snap.VirtualHost)[cluster]; !routed {
-				b.set.Remove(cluster)
-			}
+		if b.snap != nil && !b.routesToLocked(cluster) {
+			b.set.Remove(cluster)
 		}
 	}
 	b.finishAndUnlock()

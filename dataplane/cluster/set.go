@@ -10,6 +10,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -187,6 +188,30 @@ func (s *Set) Configure(cfg Config) {
 // SetClient sets the goxds client whose load stores lrs_server self
 // reports to (nil: none; such clusters are logged, and report nothing).
 func (s *Set) SetClient(c *client.Client) { s.client = c }
+
+// RouteClusters returns the clusters the routes of vh can send to (the
+// roots of Update): each forwarding route's cluster and weighted
+// clusters. Routes that do not forward (redirects, direct responses) name
+// none, nor do routes by a cluster specifier plugin, whose clusters the
+// host adds itself (Set.Add). A nil vh has none.
+func RouteClusters(vh *resources.VirtualHost) map[string]struct{} {
+	out := make(map[string]struct{})
+	if vh == nil {
+		return out
+	}
+	for _, r := range vh.Routes {
+		if r.Action != resources.RouteActionRoute {
+			continue
+		}
+		if r.Cluster != "" {
+			out[r.Cluster] = struct{}{}
+		}
+		for _, wc := range r.WeightedClusters {
+			out[wc.Name] = struct{}{}
+		}
+	}
+	return out
+}
 
 // Update applies snap. With roots nil, the clusters stay those of the
 // last Update, and only those whose ClusterConfig changed since, and the

@@ -23,7 +23,9 @@
 //     policy hashes gets a random hash. [HeaderHash] is ring_hash's
 //     request_hash_header (gRFC A76).
 //   - the request's policy: the retry policy (gRFC A44: attempts, backoff
-//     with jitter, the retry_on conditions the adapter knows, as bits it
+//     from base_interval, 25 ms by default, doubling to max_interval, ten
+//     times the base by default, times a jitter of 0.8 to 1.2; the
+//     retry_on conditions the adapter knows, as bits it
 //     assigns: which failure matches which condition is the adapter's);
 //     the HTTP filters to run with their per-route overrides resolved
 //     (gRFC A39: weighted cluster, then route, then virtual host);
