@@ -1,13 +1,8 @@
 package httpxds_test
 
 import (
-	"bufio"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,8 +12,6 @@ import (
 	wrrlocalityv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/wrr_locality/v3"
 	"google.golang.org/protobuf/proto"
 
-	http11proxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/http_11_proxy/v3"
-	"github.com/goxds/xds/resources"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -179,103 +172,24 @@ func TestClientHostsShareEndpoints(t *testing.T) {
 	a.waitAllClosed(t, e.ctx)
 }
 
-// connectProxy is an HTTP CONNECT proxy that counts its tunnels.
-type connectProxy struct {
-	lis     net.Listener
-	port    uint32
-	tunnels atomic.Int64
-	wg      sync.WaitGroup
-	mu      sync.Mutex
-	conns   []net.Conn
-}
-
-func startConnectProxy(t *testing.T) *connectProxy {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &connectProxy{lis: lis, port: uint32(lis.Addr().(*net.TCPAddr).Port)}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := lis.Accept()
-			if err != nil {
-				return
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				p.handle(c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		lis.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *connectProxy) handle(c net.Conn) {
-	p.mu.Lock()
-	p.conns = append(p.conns, c)
-	p.mu.Unlock()
-	defer c.Close()
-	br := bufio.NewReader(c)
-	req, err := http.ReadRequest(br)
-	if err != nil || req.Method != http.MethodConnect {
-		io.WriteString(c, "HTTP/1.1 400 Bad Request\r\n\r\n")
-		return
-	}
-	up, err := net.Dial("tcp", req.Host)
-	if err != nil {
-		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
-		return
-	}
-	p.mu.Lock()
-	p.conns = append(p.conns, up)
-	p.mu.Unlock()
-	defer up.Close()
-	p.tunnels.Add(1)
-	io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
-	done := make(chan struct{})
-	go func() {
-		io.Copy(up, br)
-		up.(*net.TCPConn).CloseWrite()
-		close(done)
-	}()
-	io.Copy(c, up)
-	c.Close()
-	<-done
-}
-
 // A cluster whose transport socket is http_11_proxy reaches its endpoints
 // through CONNECT tunnels of the proxy their metadata names (gRFC A86),
 // plaintext HTTP included.
 func TestClientHTTPConnectProxy(t *testing.T) {
 	e := newCEnv(t, cenvOptions{})
 	a := newBackend(t, "a")
-	p := startConnectProxy(t)
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}})
-	res.Clusters[0].TransportSocket = &corev3.TransportSocket{Name: "envoy.transport_sockets.http_11_proxy",
-		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: testutils.MarshalAny(&http11proxyv3.Http11ProxyUpstreamTransport{})}}
-	proxyAddr := testutils.MarshalAny(&corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
-		Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: p.port}}}})
-	for _, loc := range res.Endpoints[0].GetEndpoints() {
-		for _, lbe := range loc.GetLbEndpoints() {
-			lbe.Metadata = &corev3.Metadata{TypedFilterMetadata: map[string]*anypb.Any{resources.ProxyAddressMetadataKey: proxyAddr}}
-		}
+	p, err := testutils.StartConnectProxy()
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(p.Stop)
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}})
+	testutils.HTTP11ProxyCluster(res.Clusters[0])
+	testutils.ViaProxy(res.Endpoints[0], p.Port())
 	e.update(res)
 	e.want(e.get("/x"), 200, "a GET /x")
 	e.want(e.get("/y"), 200, "a GET /y")
-	if n := p.tunnels.Load(); n != 1 {
+	if n := p.Tunnels(); n != 1 {
 		t.Errorf("the proxy made %d tunnels, want one kept alive", n)
 	}
 }

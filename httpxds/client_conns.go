@@ -1,18 +1,17 @@
 package httpxds
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/goxds/xds/internal/httpconnect"
 
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
@@ -219,7 +218,9 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		// form instead).
 		proxy, direct := tag.proxy, t.dial
 		dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return connectDial(ctx, direct, network, proxy, addr)
+			return httpconnect.DialThrough(ctx, func(ctx context.Context, a string) (net.Conn, error) {
+				return direct(ctx, network, a)
+			}, proxy, addr)
 		}
 	}
 	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -434,44 +435,3 @@ func (r *dnsLookup) lookup() {
 
 // Close implements cluster.Resolver.
 func (r *dnsLookup) Close() { r.cancel() }
-
-// connectDial opens a CONNECT tunnel to addr through the HTTP proxy at
-// proxy.
-func connectDial(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), network, proxy, addr string) (net.Conn, error) {
-	c, err := dial(ctx, network, proxy)
-	if err != nil {
-		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
-	}
-	if d, ok := ctx.Deadline(); ok {
-		c.SetDeadline(d)
-	}
-	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: addr}, Host: addr, Header: make(http.Header)}
-	if err := req.Write(c); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
-	}
-	// One byte at a time, so that nothing the tunnel carries after the
-	// proxy's answer is read into a buffer and lost.
-	resp, err := http.ReadResponse(bufio.NewReaderSize(oneByteReader{c}, 16), req)
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("HTTP CONNECT proxy %s: %w", proxy, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		c.Close()
-		return nil, fmt.Errorf("HTTP CONNECT proxy %s refused the tunnel to %s: %s", proxy, addr, resp.Status)
-	}
-	c.SetDeadline(time.Time{})
-	return c, nil
-}
-
-// oneByteReader reads at most one byte per call.
-type oneByteReader struct{ r io.Reader }
-
-func (o oneByteReader) Read(p []byte) (int, error) {
-	if len(p) > 1 {
-		p = p[:1]
-	}
-	return o.r.Read(p)
-}

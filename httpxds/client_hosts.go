@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/goxds/xds/dataplane/cluster"
+
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -234,7 +236,7 @@ func (t *Transport) updateSetLocked(h *hostWatch, prev *watchers.Snapshot) {
 			t.set.Update(w.snap, nil)
 			return
 		}
-		t.set.Update(w.snap, routeClusters(w.snap.VirtualHost))
+		t.set.Update(w.snap, cluster.RouteClusters(w.snap.VirtualHost))
 		t.merged = &mergedState{single: w, vh: w.snap.VirtualHost}
 		return
 	}
@@ -278,7 +280,7 @@ func (t *Transport) updateSetLocked(h *hostWatch, prev *watchers.Snapshot) {
 				union[name] = cc
 			}
 		}
-		for name := range routeClusters(w.snap.VirtualHost) {
+		for name := range cluster.RouteClusters(w.snap.VirtualHost) {
 			roots[name] = struct{}{}
 		}
 		m.vhs[w] = w.snap.VirtualHost
@@ -286,23 +288,6 @@ func (t *Transport) updateSetLocked(h *hostWatch, prev *watchers.Snapshot) {
 	m.snap = &watchers.Snapshot{Clusters: watchers.NewClusterMap(union)}
 	t.set.Update(m.snap, roots)
 	t.merged = m
-}
-
-// routeClusters returns the clusters the routes of vh can send to.
-func routeClusters(vh *resources.VirtualHost) map[string]struct{} {
-	out := make(map[string]struct{})
-	if vh == nil {
-		return out
-	}
-	for _, r := range vh.Routes {
-		if r.Action != resources.RouteActionRoute {
-			continue
-		}
-		for _, name := range r.ClusterNames() {
-			out[name] = struct{}{}
-		}
-	}
-	return out
 }
 
 // sweepHosts drops the watches no request has used for HostIdleTimeout,
