@@ -237,18 +237,22 @@ func (r *retrier) wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// isLocal reports whether resp is a local reply (localBody).
-func isLocal(resp *http.Response) bool {
-	_, local := resp.Body.(localBody)
-	return local
-}
-
 // refusedLocally reports whether err is the client's refusal to send an attempt.
 func refusedLocally(err error) bool {
 	var drop *cluster.DropError
 	var over *cluster.OverloadError
-	return errors.Is(err, errNotSent) || errors.As(err, &drop) || errors.As(err, &over)
+	return errors.Is(err, errNotSent) || errors.Is(err, ErrTransportClosed) || errors.As(err, &drop) || errors.As(err, &over)
 }
+
+// notSent is an attempt's error for a request the client refused to send
+// (errNotSent), with the error's own text.
+type notSent struct{ error }
+
+// Is makes errors.Is(err, errNotSent) true.
+func (notSent) Is(target error) bool { return target == errNotSent }
+
+// Unwrap gives the refusal.
+func (e notSent) Unwrap() error { return e.error }
 
 // failureOf classifies an attempt's error for the retry conditions: the
 // per-attempt timeouts; a connection that could not be made (dial, name

@@ -234,7 +234,12 @@ func TestRetryNotForLocalRefusalsOrUnmatchedRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), retryTestTimeout)
 	defer cancel()
 	p := httpPolicy(t, &routev3.RetryPolicy{RetryOn: "5xx,reset", NumRetries: wrapperspb.UInt32(3)})
-	for _, refusal := range []error{&cluster.DropError{Category: "c"}, &cluster.OverloadError{Cluster: "c", MaxRequests: 1}, fmt.Errorf("no endpoint: %w", errNotSent)} {
+	refusals := []error{
+		&cluster.DropError{Category: "c"}, &cluster.OverloadError{Cluster: "c", MaxRequests: 1},
+		fmt.Errorf("no endpoint: %w", errNotSent), notSent{errors.New("an https request: not sent in plaintext")},
+		ErrTransportClosed,
+	}
+	for _, refusal := range refusals {
 		var n int
 		_, err := (&retrier{}).send(ctx, newRequest(t, ctx, nil), p, false, func(context.Context, *http.Request, int) (*http.Response, error) {
 			n++

@@ -1,5 +1,6 @@
-// Package httpxds serves plain HTTP (net/http) configured by xDS: the
-// server half of goxds for services that speak HTTP/JSON rather than gRPC.
+// Package httpxds serves plain HTTP (net/http) configured by xDS, and sends
+// it: the server and the client halves of goxds for services that speak
+// HTTP/JSON rather than gRPC.
 // It follows gRFC A36's model for xDS-enabled servers, as package
 // xdsserver does for gRPC, with Envoy's HTTP semantics for what the
 // configuration means.
@@ -117,5 +118,131 @@
 // gRPC runs the fault filter on clients only, and goxds's default registry
 // refuses it on a server Listener as grpc-go does. A Server's own client
 // accepts it (RegisterServerFilters on a copy of its registry); a shared
-// client (Options.Client) needs RegisterServerFilters on its registry.
+// client (Options.Client) needs RegisterServerFilters on its registry.//
+// # The client
+//
+// A [Transport] is an http.RoundTripper on goxds's data plane (package
+// dataplane: route, cluster, endpoint, lbpolicy, outlier), as grpcxds is
+// gRPC's:
+//
+//	hc, tr, err := httpxds.NewClient(httpxds.TransportOptions{}) // bootstrap from the environment
+//	...
+//	defer tr.Close()
+//	resp, err := hc.Get("http://users.svc:8080/v1/users/42")
+//
+// The request URL's host (with its port, if it has one) names a Listener
+// through the bootstrap's client_default_listener_resource_name_template
+// (an xdstp:// template of gRFC A47 included), whose config tree (package
+// watchers) is followed live: one watch per URL host and Host header,
+// shared by the requests to it, dropped once unused for HostIdleTimeout
+// and at Close. A request before the first configuration waits for it,
+// bounded by its context; a host whose Listener does not exist (or was
+// rejected, or has no virtual host for the Host) fails with a *HostError
+// naming the listener and the node ID. The meaning of the configuration
+// is Envoy's, each rule as Envoy's documentation states it:
+//
+//  1. The virtual host for the request's Host (Envoy's domain matching),
+//     then the first route whose path (prefix, exact, regex,
+//     path-separated prefix, matched on the path as sent), headers
+//     (:method, :authority, :path, :scheme included) and query parameters
+//     match, and whose runtime fraction draws it. No route: 404, the body
+//     naming the host, path, route configuration, virtual host and
+//     listener (Envoy's router answers 404).
+//  2. A weighted cluster is drawn by weight, once per request.
+//  3. The listener's HTTP filters with their per-route overrides
+//     (weighted cluster, route, virtual host): the fault filter (delay,
+//     abort with the HTTP status and Envoy's body "fault filter abort",
+//     both header-controllable); a filter this client has no code for
+//     fails the request with 503 rather than being skipped.
+//  4. A direct_response route is answered with its status and body, a
+//     redirect with its status and Location (http.Client follows it as a
+//     server's), as Envoy's router answers them; a non_forwarding_action
+//     (a server's, gRFC A36) with 503 naming the route.
+//  5. The request is sent as the route says, the caller's request left
+//     as it is: request header mutations of the route, virtual host and
+//     route configuration (Envoy's order, append actions; values as
+//     written, without %VARIABLE% substitutions), prefix_rewrite or
+//     regex_rewrite, host_rewrite_literal (auto_host_rewrite from a
+//     trusted server, gRFC A81). The response gets the response header
+//     mutations.
+//  6. route.timeout bounds the request and its response body; unset, it
+//     is Envoy's default, 15 s (DefaultRouteTimeout), so that a service
+//     moved off an Envoy sidecar keeps the bound its mesh was tested
+//     with: TransportOptions.DefaultRouteTimeout changes it, negative for
+//     none, and a route's timeout of 0 means none, as in Envoy. A route's
+//     idle_timeout ends a request that made no progress for that long.
+//     Either firing before the response is answered 504 "upstream
+//     request timeout", as Envoy's router answers it.
+//  7. The route's retry policy (else the virtual host's) runs the
+//     attempts; each attempt picks an endpoint anew. See Retries below.
+//
+// # Retries
+//
+// A retry_policy is followed as Envoy's router follows it
+// (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/router_filter#x-envoy-retry-on).
+// retry_on's HTTP conditions are 5xx, gateway-error, reset,
+// connect-failure, retriable-4xx (409), refused-stream,
+// retriable-status-codes, retriable-headers and envoy-ratelimited; other
+// names, gRPC's among them, are ignored as Envoy ignores them. A request
+// gets up to num_retries (1 by default) more attempts. Between them it
+// waits Envoy's fully jittered back-off (retry_back_off: a 25 ms base, at
+// most ten times it), or, when the response carries one of
+// rate_limited_retry_back_off's reset_headers, the interval that header
+// asks for (Retry-After in seconds, or an HTTP date, which Envoy does not
+// read; X-RateLimit-Reset as a Unix time), up to max_interval (300 s by
+// default) and jittered up to 1.5 times it. A response with
+// x-envoy-overloaded is never retried, nor a reply the client made itself
+// (no healthy upstream, a drop, the circuit breaker) or a request it
+// refused to send. per_try_timeout bounds each attempt until its response
+// headers, per_try_idle_timeout each silence until its body ends; an
+// attempt either one ends is retried as a reset. A request is retried only
+// if its body can be sent again: it has none, http.Request.GetBody gives
+// it again, or it fits in the retry buffer (TransportOptions.RetryBufferLimit,
+// by default DefaultRetryBufferLimit, 1 MiB, Envoy's default
+// per_connection_buffer_limit_bytes); a longer body commits the request to
+// its first attempt. What a retried attempt got is drained and closed; the
+// caller gets the last attempt's response or error. With the virtual
+// host's include_request_attempt_count each attempt carries
+// x-envoy-attempt-count. route.timeout covers all the attempts, and the
+// request's context ends everything, back-off waits included.
+//
+// The clusters of every host's routes are one dataplane/cluster.Set per
+// Transport: priorities and failover, locality weights, every leaf policy
+// (ring_hash with the route's hash policies: header, cookie and query
+// parameter; connection_properties and filter_state hash a downstream
+// connection a client does not have, and are skipped), aggregate and
+// LOGICAL_DNS clusters, EDS drops (503 naming the category), max_requests
+// (503 with x-envoy-overloaded, the body naming the cluster), no healthy
+// endpoint (503 naming the cluster), outlier detection fed by each
+// request's outcome (a 5xx, or a connection failure or reset, is a
+// failure, as Envoy counts them unless split_external_local_origin_errors)
+// and LRS load reports (a 5xx is an error). A request counts under the
+// circuit breaker, outlier detection and LRS until its response body is
+// read or closed.
+//
+// Each endpoint's connections are an http.Transport of its own, dialling
+// its addresses in turn (through its HTTP CONNECT proxy, gRFC A86): HTTP/1.1
+// by default, as Envoy speaks upstream; HTTP/2 where the cluster's
+// envoy.extensions.upstreams.http.v3.HttpProtocolOptions say
+// explicit_http_config.http2_protocol_options (h2 over TLS, h2c with prior
+// knowledge without); ALPN over TLS with auto_config. An HTTP endpoint
+// counts as ready from the start, as Envoy treats a host healthy unless
+// EDS health or outlier detection says otherwise. An endpoint the
+// configuration drops has its idle connections closed at once and the
+// others as their requests end. A cluster's UpstreamTlsContext is honoured
+// with the bootstrap's certificate providers as gRPC's clusters are
+// (package internal/upstreamtls, shared with xdscreds): SNI, client
+// certificate, chain and SAN verification, key material read at each
+// handshake; a cluster whose TLS cannot be set up gets no endpoints, and
+// its requests fail with 503, never sent in plaintext. The URL's scheme
+// does not choose TLS (the cluster does, as behind an Envoy sidecar), but
+// an https:// request to a cluster without TLS is refused rather than
+// sent in plaintext.
+//
+// Transport errors (a connection refused or reset, a TLS failure) are
+// returned as errors naming the cluster and endpoint, not turned into
+// Envoy's 503: a Go caller can tell them from a backend's answer.
+// The error responses the client makes itself (no route, no healthy
+// upstream, a drop, the circuit breaker, a timeout) have bodies starting
+// "httpxds:"; a fault's abort has Envoy's "fault filter abort".
 package httpxds

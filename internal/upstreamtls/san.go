@@ -1,4 +1,4 @@
-package xdscreds
+package upstreamtls
 
 import (
 	"crypto/x509"

@@ -1,0 +1,276 @@
+package httpxds_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/testutils"
+)
+
+// svcHost is the host client tests send to: with the bootstrap's default
+// template ("%s") it names the Listener "svc.test".
+const svcHost = "svc.test"
+
+// cenv is a management server and an httpxds Transport watching it.
+type cenv struct {
+	t   testing.TB
+	ctx context.Context
+	ms  *testutils.ManagementServer
+	cfg *bootstrap.Config
+	tr  *httpxds.Transport
+	hc  *http.Client
+}
+
+type cenvOptions struct {
+	apiType string // the bootstrap's api_type ("": SotW ADS)
+	edit    func(*bootstrap.Config)
+	opts    func(*httpxds.TransportOptions)
+	ms      testutils.ManagementServerOptions
+}
+
+func newCEnv(t testing.TB, o cenvOptions) *cenv {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	ms, err := testutils.StartManagementServer(o.ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Stop)
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: nodeID, APIType: o.apiType}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.edit != nil {
+		o.edit(cfg)
+	}
+	opts := httpxds.TransportOptions{Bootstrap: cfg, ClientOptions: quietClient, Logger: slog.New(slog.DiscardHandler)}
+	if o.opts != nil {
+		o.opts(&opts)
+	}
+	tr, err := httpxds.NewTransport(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return &cenv{t: t, ctx: ctx, ms: ms, cfg: cfg, tr: tr, hc: &http.Client{Transport: tr}}
+}
+
+func (e *cenv) update(res testutils.Resources) {
+	e.t.Helper()
+	if err := e.ms.Update(e.ctx, nodeID, res); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// do sends req and reads the response whole.
+func (e *cenv) do(req *http.Request) (response, error) {
+	resp, err := e.hc.Do(req.WithContext(e.ctx))
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, body: strings.TrimSpace(string(b)), header: resp.Header}, nil
+}
+
+// get sends a GET to url (of svcHost unless it has a host) with the
+// given "Name: value" headers.
+func (e *cenv) get(url string, headers ...string) response {
+	e.t.Helper()
+	if strings.HasPrefix(url, "/") {
+		url = "http://" + svcHost + url
+	}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		if strings.EqualFold(name, "host") {
+			req.Host = strings.TrimSpace(value)
+			continue
+		}
+		req.Header.Add(name, strings.TrimSpace(value))
+	}
+	got, err := e.do(req)
+	if err != nil {
+		e.t.Fatalf("GET %s: %v", url, err)
+	}
+	return got
+}
+
+// want checks a response's status and that its body contains sub.
+func (e *cenv) want(got response, status int, sub string) {
+	e.t.Helper()
+	if got.status != status || !strings.Contains(got.body, sub) {
+		e.t.Errorf("got %d %q, want %d with %q", got.status, got.body, status, sub)
+	}
+}
+
+// backend is a test HTTP server that answers "<name> <method> <path>
+// <raw query> host=<Host>", and records each request's headers.
+type backend struct {
+	name string
+	srv  *httptest.Server
+	port uint32
+
+	mu   sync.Mutex
+	reqs []*http.Request
+	// conns counts the connections open, closed the ones closed.
+	open, closed int
+	// handler, if set, answers instead.
+	handler http.HandlerFunc
+}
+
+func newBackend(t testing.TB, name string) *backend { return newBackendWith(t, name, nil) }
+
+// newBackendWith is newBackend with edit, if set, editing the server
+// before it starts.
+func newBackendWith(t testing.TB, name string, edit func(*http.Server)) *backend {
+	t.Helper()
+	b := &backend{name: name}
+	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	if edit != nil {
+		edit(b.srv.Config)
+	}
+	b.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch s {
+		case http.StateNew:
+			b.open++
+		case http.StateClosed, http.StateHijacked:
+			b.closed++
+		}
+	}
+	b.srv.Start()
+	t.Cleanup(b.srv.Close)
+	b.port = uint32(b.srv.Listener.Addr().(*net.TCPAddr).Port)
+	return b
+}
+
+func (b *backend) serve(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	b.reqs = append(b.reqs, r)
+	h := b.handler
+	b.mu.Unlock()
+	if h != nil {
+		h(w, r)
+		return
+	}
+	fmt.Fprintf(w, "%s %s %s %s host=%s proto=%s", b.name, r.Method, r.URL.EscapedPath(), r.URL.RawQuery, r.Host, r.Proto)
+}
+
+// last is the last request the backend served.
+func (b *backend) last() *http.Request {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.reqs) == 0 {
+		return nil
+	}
+	return b.reqs[len(b.reqs)-1]
+}
+
+func (b *backend) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.reqs)
+}
+
+// clientListener is the client Listener of svcHost with rc inline and
+// the given HTTP filters before the router.
+func clientListener(rc *routev3.RouteConfiguration, filters ...*hcmv3.HttpFilter) *listenerv3.Listener {
+	l := testutils.ListenerInlineRoute(svcHost, rc)
+	if len(filters) == 0 {
+		return l
+	}
+	var hcm hcmv3.HttpConnectionManager
+	if err := l.GetApiListener().GetApiListener().UnmarshalTo(&hcm); err != nil {
+		panic(err)
+	}
+	hcm.HttpFilters = append(filters, hcm.HttpFilters...)
+	l.ApiListener.ApiListener = testutils.MarshalAny(&hcm)
+	return l
+}
+
+// toCluster is a route of match to cluster c, edited by edit if set.
+func toCluster(m *routev3.RouteMatch, c string, edit func(*routev3.RouteAction)) *routev3.Route {
+	a := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: c}}
+	if edit != nil {
+		edit(a)
+	}
+	return &routev3.Route{Match: m, Action: &routev3.Route_Route{Route: a}}
+}
+
+// clusterOf is an EDS cluster named name with one endpoint per backend,
+// and its endpoints.
+func clusterOf(name string, bs ...*backend) (*clusterv3.Cluster, *endpointv3.ClusterLoadAssignment) {
+	ports := make([]uint32, len(bs))
+	for i, b := range bs {
+		ports[i] = b.port
+	}
+	return testutils.Cluster(name, name), testutils.ClusterLoadAssignment(name, "127.0.0.1", ports...)
+}
+
+// world is the Listener of rc and one cluster per name, each with its
+// backends.
+func world(rc *routev3.RouteConfiguration, clusters map[string][]*backend, filters ...*hcmv3.HttpFilter) testutils.Resources {
+	res := testutils.Resources{Listeners: []*listenerv3.Listener{clientListener(rc, filters...)}}
+	for name, bs := range clusters {
+		c, eds := clusterOf(name, bs...)
+		res.Clusters = append(res.Clusters, c)
+		res.Endpoints = append(res.Endpoints, eds)
+	}
+	return res
+}
+
+// circuitBreaker is a cluster's circuit breakers with max_requests n.
+func circuitBreaker(n uint32) *clusterv3.CircuitBreakers {
+	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{MaxRequests: wrapperspb.UInt32(n)}}}
+}
+
+// typeFractionalPercent100 is 100%.
+var typeFractionalPercent100 = typev3.FractionalPercent{Numerator: 100, Denominator: typev3.FractionalPercent_HUNDRED}
+
+// waitAllClosed waits until every connection the backend accepted (at
+// least one) is closed.
+func (b *backend) waitAllClosed(t testing.TB, ctx context.Context) {
+	t.Helper()
+	for {
+		b.mu.Lock()
+		open, closed := b.open, b.closed
+		b.mu.Unlock()
+		if open > 0 && open == closed {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("backend %s: %d connections opened, %d closed; want all closed", b.name, open, closed)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
