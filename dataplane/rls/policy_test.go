@@ -315,6 +315,17 @@ func TestFailedLookupBacksOff(t *testing.T) {
 	if r := e.pick("a"); r.Err == nil || !strings.Contains(r.Err.Error(), "names no target") {
 		t.Errorf("pick after an answer without targets: %+v; want an error saying so", r)
 	}
+	e.clock.Advance(backoffMax + time.Second)
+	if r := e.pick("a"); !r.Queue {
+		t.Fatalf("pick after the third backoff: %+v; want queued", r)
+	}
+	e.answer(e.nextCall(), &LookupResponse{Targets: []string{"A", ""}}, nil)
+	if r := e.pick("a"); r.Err == nil || !strings.Contains(r.Err.Error(), "empty target") {
+		t.Errorf("pick after an answer with an empty target: %+v; want an error saying so", r)
+	}
+	if got := e.host.held(); len(got) != 0 {
+		t.Errorf("targets held %v; want none from unusable answers", got)
+	}
 	if n := e.closeAndCountLookups(); n != 0 {
 		t.Errorf("%d more lookups; want none", n)
 	}
