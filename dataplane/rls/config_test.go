@@ -11,7 +11,7 @@ import (
 )
 
 // parse parses a route lookup config given in the proto's JSON form.
-func parse(t *testing.T, rlc string) (*Config, error) {
+func parse(t testing.TB, rlc string) (*Config, error) {
 	t.Helper()
 	a, err := testutils.RouteLookupClusterSpecifier(rlc)
 	if err != nil {
@@ -21,7 +21,7 @@ func parse(t *testing.T, rlc string) (*Config, error) {
 }
 
 // mustParse is parse that fails the test on an error.
-func mustParse(t *testing.T, rlc string) *Config {
+func mustParse(t testing.TB, rlc string) *Config {
 	t.Helper()
 	cfg, err := parse(t, rlc)
 	if err != nil {
