@@ -53,7 +53,10 @@ type LookupResponse struct {
 // channel to it.
 type Lookuper interface {
 	// Lookup sends req and returns the answer; ctx carries the lookup's
-	// deadline, and is cancelled when the Policy closes.
+	// deadline, and is cancelled when the Policy closes. An error the
+	// service answered with, having taken the lookup, is to be wrapped in
+	// an *AnswerError; any other error counts as the service refusing
+	// lookups, which the adaptive throttle answers by sending fewer.
 	Lookup(ctx context.Context, req *LookupRequest) (*LookupResponse, error)
 	// Close releases the channel once the Policy no longer uses it.
 	Close()
@@ -94,6 +97,17 @@ type Options struct {
 // ErrThrottled is the pick error of a request whose lookup the adaptive
 // throttle refused, when there is no default target.
 var ErrThrottled = errors.New("rls: lookup throttled by client-side adaptive throttling")
+
+// AnswerError is a lookup's error that the service answered with after
+// taking the lookup (gRPC: a status other than UNAVAILABLE,
+// RESOURCE_EXHAUSTED and DEADLINE_EXCEEDED, e.g. NOT_FOUND for keys it has
+// no target for): the throttle counts the lookup as accepted, as it does
+// an answer. The lookup still failed, and backs off.
+type AnswerError struct{ Err error }
+
+func (e *AnswerError) Error() string { return e.Err.Error() }
+
+func (e *AnswerError) Unwrap() error { return e.Err }
 
 // LookupError is the pick error of a request whose keys' last lookup
 // failed and is backing off, when there is no default target. gRPC fails

@@ -54,7 +54,10 @@
 // ([Dialer]'s backToReady), every backoff ends at once. The throttle is
 // the SRE book's: over the last 30 seconds, a lookup is refused with
 // probability (requests - 2·accepts) / (requests + 8), where accepts are
-// the lookups the service answered.
+// the lookups the service took and answered, with targets or with an
+// error ([AnswerError]: gRPC's NOT_FOUND, say, but not UNAVAILABLE,
+// RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED). (grpc-go v1.85 counts no
+// answer, so its throttle never refuses.)
 //
 // # Cache
 //

@@ -246,11 +246,11 @@ func (p *Policy) answer(key string, resp *LookupResponse, err error) {
 	retries := p.pending[key]
 	delete(p.pending, key)
 	now := p.clock.Now()
-	if err == nil {
-		err = checkAnswer(resp)
+	if err == nil || errors.As(err, new(*AnswerError)) {
+		p.throttle.answered(now)
 	}
 	if err == nil {
-		p.throttle.answered(now)
+		err = checkAnswer(resp)
 	}
 	e := p.cache.get(key)
 	if e == nil {

@@ -377,6 +377,22 @@ func TestThrottledLookup(t *testing.T) {
 	}
 }
 
+// A lookup the service answered with an error (an *AnswerError) counts as
+// accepted: it fails and backs off, but the throttle lets the next keys'
+// lookups go.
+func TestAnswerErrorIsNotThrottled(t *testing.T) {
+	e := newEnv(t, keyedConfig+`}`, 0)
+	e.pick("a")
+	e.answer(e.nextCall(), nil, &AnswerError{Err: errors.New("no target for a")})
+	if r := e.pick("a"); r.Err == nil || !strings.Contains(r.Err.Error(), "no target for a") {
+		t.Errorf("pick after an error answer: %+v; want its error", r)
+	}
+	if r := e.pick("b"); !r.Queue {
+		t.Errorf("pick of new keys after an error answer: %+v; want queued for a lookup", r)
+	}
+	e.nextCall()
+}
+
 // The throttle refuses with probability (requests - 2·accepts) /
 // (requests + 8) over its window.
 func TestThrottleFormula(t *testing.T) {

@@ -8,8 +8,9 @@ import (
 // Adaptive throttling of lookups, as gRPC's RLS design asks (client-side
 // throttling from Google's SRE book, "Handling Overload"): over the last
 // throttleWindow the client counts the lookups it wanted to send
-// (requests) and those the service answered (accepts), and refuses a new
-// one with probability
+// (requests) and those the service took and answered, an error answer
+// (an *AnswerError) included (accepts), and refuses a new one with
+// probability
 //
 //	max(0, (requests - throttleK*accepts) / (requests + throttlePadding))
 //

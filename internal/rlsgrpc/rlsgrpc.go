@@ -12,9 +12,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/rls"
 )
@@ -105,12 +107,19 @@ func (c *Channel) watch(ctx context.Context, backToReady func()) {
 	}
 }
 
-// Lookup implements rls.Lookuper.
+// Lookup implements rls.Lookuper. A status the service answered with is
+// an *rls.AnswerError; UNAVAILABLE, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED
+// and CANCELLED are the lookup not taken.
 func (c *Channel) Lookup(ctx context.Context, req *rls.LookupRequest) (*rls.LookupResponse, error) {
 	in := marshalRequest(req)
 	var out []byte
 	if err := c.cc.Invoke(ctx, lookupMethod, &in, &out, grpc.ForceCodecV2(rawCodec{})); err != nil {
-		return nil, err
+		switch status.Code(err) {
+		case codes.Unavailable, codes.ResourceExhausted, codes.DeadlineExceeded, codes.Canceled:
+			// Not taken: the throttle counts it so.
+			return nil, err
+		}
+		return nil, &rls.AnswerError{Err: err}
 	}
 	return unmarshalResponse(out)
 }

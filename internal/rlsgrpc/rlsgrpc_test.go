@@ -56,8 +56,14 @@ func TestLookup(t *testing.T) {
 		t.Errorf("requests received %+v; want one of target type grpc, reason STALE, keys k=v j=w", got)
 	}
 	_, err = c.Lookup(ctx, &rls.LookupRequest{TargetType: "grpc", KeyMap: map[string]string{"k": "bad"}, Reason: rls.ReasonMiss})
-	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no such key") {
-		t.Errorf("failed lookup: %v; want the service's NOT_FOUND", err)
+	var answered *rls.AnswerError
+	if status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "no such key") || !errors.As(err, &answered) {
+		t.Errorf("failed lookup: %v; want the service's NOT_FOUND, as an *rls.AnswerError", err)
+	}
+	srv.Stop()
+	_, err = c.Lookup(ctx, &rls.LookupRequest{TargetType: "grpc", KeyMap: map[string]string{"k": "v"}, Reason: rls.ReasonMiss})
+	if status.Code(err) != codes.Unavailable || errors.As(err, &answered) {
+		t.Errorf("lookup to a stopped service: %v; want UNAVAILABLE, not an answer", err)
 	}
 }
 
