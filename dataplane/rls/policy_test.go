@@ -89,6 +89,31 @@ func (h *fakeHost) Repick() {
 	h.wake = make(chan struct{})
 }
 
+// repickCount returns the repicks so far.
+func (h *fakeHost) repickCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.repicks
+}
+
+// waitRepick waits for a repick after the n'th.
+func (h *fakeHost) waitRepick(ctx context.Context, t testing.TB, n int) {
+	t.Helper()
+	for {
+		h.mu.Lock()
+		done, wake := h.repicks > n, h.wake
+		h.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			t.Fatal("no repick came")
+		}
+	}
+}
+
 // held returns the targets held, and how many holds each has.
 func (h *fakeHost) held() map[string]int {
 	h.mu.Lock()
@@ -166,24 +191,9 @@ func (e *env) nextCall() *call {
 // repicks then).
 func (e *env) answer(c *call, resp *LookupResponse, err error) {
 	e.t.Helper()
-	e.host.mu.Lock()
-	n, wake := e.host.repicks, e.host.wake
-	e.host.mu.Unlock()
+	n := e.host.repickCount()
 	c.reply <- reply{resp, err}
-	for {
-		select {
-		case <-wake:
-		case <-e.ctx.Done():
-			e.t.Fatal("the Policy did not repick after a lookup's reply")
-		}
-		e.host.mu.Lock()
-		done := e.host.repicks > n
-		wake = e.host.wake
-		e.host.mu.Unlock()
-		if done {
-			return
-		}
-	}
+	e.host.waitRepick(e.ctx, e.t, n)
 }
 
 // lookUp picks for key, which must start a lookup, and answers it with
@@ -558,5 +568,34 @@ func BenchmarkPickCached(b *testing.B) {
 		if r := e.pol.Pick(req, nil); r.Target != "A" {
 			b.Fatalf("pick %+v", r)
 		}
+	}
+}
+
+// A lookup service that cannot be dialled fails the lookups with the
+// dial's error, naming the service; the Policy runs on, and a config
+// that dials takes over.
+func TestDialFailure(t *testing.T) {
+	e := newEnv(t, keyedConfig+`}`, 0.5)
+	ps := New(Options{Host: e.host, Clock: e.clock, Rand: func() float64 { return 0.5 }, Dial: func(target string, _ func()) (Lookuper, error) {
+		if target == "rls.test:1" {
+			return nil, errors.New("no resolver")
+		}
+		return e.dial(target, nil)
+	}})
+	defer ps.Close()
+	if err := ps.Update(mustParse(t, keyedConfig+`}`)); err == nil || !strings.Contains(err.Error(), `"rls.test:1"`) || !strings.Contains(err.Error(), "no resolver") {
+		t.Errorf("Update: %v; want the dial's error, naming the service", err)
+	}
+	pick := func() Result { return ps.Pick(&Request{Path: "/s/m", Headers: headers{"x-k": {"a"}}}, nil) }
+	repicks := e.host.repickCount()
+	if r := pick(); !r.Queue {
+		t.Fatalf("first pick: %+v; want queued", r)
+	}
+	e.host.waitRepick(e.ctx, t, repicks)
+	if r := pick(); !errors.As(r.Err, new(*LookupError)) || !strings.Contains(r.Err.Error(), "no resolver") {
+		t.Errorf("pick after the lookup failed: %+v; want a *LookupError with the dial's error", r)
+	}
+	if err := ps.Update(mustParse(t, strings.Replace(keyedConfig, "rls.test:1", "rls.test:2", 1)+`}`)); err != nil {
+		t.Errorf("Update to a service that dials: %v", err)
 	}
 }
