@@ -98,6 +98,11 @@ type xdsBalancer struct {
 	// rls is the state of the routes whose cluster an RLS policy names
 	// (rlsplugin.go).
 	rls rlsState
+	// connSink is where the SubConns' metrics go, nil when the channel
+	// does not measure them; connEvents the measurements to report once
+	// mu is released (subchannelmetrics.go).
+	connSink   *connSink
+	connEvents []connEvent
 }
 
 // channelInfo is what the balancer learns of its channel from the
@@ -110,10 +115,13 @@ type channelInfo struct {
 
 // UpdateClientConnState implements balancer.Balancer: a new snapshot.
 func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
-	snap, ok := SnapshotFromState(s.ResolverState)
-	cs, cfg := channelFromState(s.ResolverState)
+	cfg := configOf(s.ResolverState)
+	var src *source
+	if cfg != nil {
+		src = cfg.src
+	}
 	var gen uint64
-	if cs != nil && cfg != nil {
+	if src != nil {
 		// The interceptors take the configuration before the picker made
 		// from it is published: an RPC that chooses a cluster this update
 		// adds waits for that picker (its selection's generation is newer
@@ -121,40 +129,43 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		// than the picker's. Handing it over here, rather than having the
 		// resolver do it once UpdateState returns, holds however gRPC
 		// schedules the balancer.
-		cs.setFrom(cfg.epoch, cfg)
+		src.cs.setFrom(src.epoch, cfg)
 		gen = cfg.gen
 	}
 	b.mu.Lock()
 	b.gen = gen
-	if cs != nil {
-		b.ch.id, b.ch.noInterceptors = cs.channelID, cs.noInterceptors
-	}
-	b.ch.connectDialer = cs != nil && cs.connectDialer // connect.go
-	if l := loggerFromState(s.ResolverState); l != nil {
-		b.logger = l
-	}
-	b.setBootstrapLocked(bootstrapFromState(s.ResolverState))
-	if c := clientFromState(s.ResolverState); c != nil {
-		b.set.SetClient(c)
-	}
-	if cfg, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
-		b.set.Configure(cluster.Config{FailoverTimeout: cfg.failoverTimeout,
-			ConnectOnFirstRPC: cfg.connectOnFirstRPC, ClusterIdleTimeout: cfg.clusterIdleTimeout})
-	}
-	if !ok {
-		var err error = configErrorFromState(s.ResolverState)
-		if err == nil {
-			err = fmt.Errorf("the %s balancer needs the goxds resolver: the resolver state carries no goxds snapshot", BalancerName)
+	b.ch.connectDialer = false
+	if src != nil {
+		cs := src.cs
+		b.ch = channelInfo{id: cs.channelID, noInterceptors: cs.noInterceptors, connectDialer: cs.connectDialer}
+		if src.logger != nil {
+			b.logger = src.logger
 		}
-		cerr, transient := err.(*ConfigError)
+		b.setBootstrapLocked(src.bootstrap)
+		if src.client != nil {
+			b.set.SetClient(src.client)
+		}
+	}
+	var cs *channelState
+	if src != nil {
+		cs = src.cs
+	}
+	b.setConnSinkLocked(cs)
+	if lbc, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
+		b.set.Configure(cluster.Config{FailoverTimeout: lbc.failoverTimeout,
+			ConnectOnFirstRPC: lbc.connectOnFirstRPC, ClusterIdleTimeout: lbc.clusterIdleTimeout,
+			OutlierMetrics: b.outlierMetricsLocked(cs)})
+	}
+	if cfg == nil || cfg.snap == nil {
+		transient := cfg != nil && cfg.cerr != nil
 		if transient {
 			// Not a status error: gRPC fails the RPCs that are not
 			// wait-for-ready with UNAVAILABLE and this text, and holds the
 			// others until a configuration comes or their deadline, as
 			// for any channel in TRANSIENT_FAILURE.
-			b.dropConfigLocked(cerr)
+			b.dropConfigLocked(cfg.cerr)
 		} else {
-			b.dropConfigLocked(status.Error(codes.Unavailable, err.Error()))
+			b.dropConfigLocked(status.Errorf(codes.Unavailable, "the %s balancer needs the goxds resolver: the resolver state carries no goxds snapshot", BalancerName))
 		}
 		b.finishAndUnlock()
 		b.updatePlugins(nil)
@@ -163,7 +174,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		}
 		return balancer.ErrBadResolverState
 	}
-	prev := b.snap
+	snap, prev := cfg.snap, b.snap
 	b.snap, b.failErr, b.republish = snap, nil, true
 	b.rlsAdoptSetLocked(s.ResolverState)
 	if prev != nil && prev.VirtualHost == snap.VirtualHost && b.rlsRootsSameLocked() {
@@ -174,7 +185,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 		// not every cluster.
 		b.set.Update(snap, nil)
 	} else {
-		roots := routeClusters(snap.VirtualHost)
+		roots := cluster.RouteClusters(snap.VirtualHost)
 		b.rlsRootsLocked(roots)
 		b.set.Update(snap, roots)
 	}
@@ -183,24 +194,14 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	return nil
 }
 
-// routeClusters returns the clusters the routes of vh can send to.
-func routeClusters(vh *resources.VirtualHost) map[string]struct{} {
-	out := make(map[string]struct{})
-	if vh == nil {
-		return out
+// routesToLocked reports whether the routes of the snapshot in force send
+// to the cluster name.
+func (b *xdsBalancer) routesToLocked(name string) bool {
+	if b.snap == nil {
+		return false
 	}
-	for _, r := range vh.Routes {
-		if r.Action != resources.RouteActionRoute {
-			continue
-		}
-		if r.Cluster != "" {
-			out[r.Cluster] = struct{}{}
-		}
-		for _, wc := range r.WeightedClusters {
-			out[wc.Name] = struct{}{}
-		}
-	}
-	return out
+	_, ok := cluster.RouteClusters(b.snap.VirtualHost)[name]
+	return ok
 }
 
 // ResolverError implements balancer.Balancer. The goxds resolver hands
@@ -249,7 +250,9 @@ func (b *xdsBalancer) Close() {
 	after := b.set.Close()
 	b.closeTLSLocked()
 	plugins := b.rls.closeLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	if plugins != nil {
 		plugins.Close()
 	}
@@ -264,7 +267,9 @@ func (b *xdsBalancer) Close() {
 func (b *xdsBalancer) finishAndUnlock() {
 	if b.closed {
 		b.logs = nil
+		conns := b.takeConnEventsLocked()
 		b.mu.Unlock()
+		reportConns(conns)
 		return
 	}
 	if b.set.Settle() {
@@ -280,7 +285,9 @@ func (b *xdsBalancer) finishAndUnlock() {
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.rlsStatesLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	for _, l := range logs {
 		logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}

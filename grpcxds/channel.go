@@ -75,20 +75,21 @@ type channelState struct {
 // channelConfig is one configuration of a channel, immutable.
 type channelConfig struct {
 	gen uint64
-	// epoch is the resolver's that made it (channelState.epochNow): the
-	// balancer hands it to the interceptors only if that resolver is
-	// still the channel's (channelState.setFrom).
-	epoch chan struct{}
+	// src is the resolver's that made it, nil for one set by no resolver
+	// (channelBuilder.Build's error): the balancer hands the configuration
+	// to the interceptors only if that resolver is still the channel's
+	// (channelState.setFrom with src.epoch).
+	src *source
 	// snap is the tree in force; nil when err says why there is none.
 	snap *watchers.Snapshot
 	// err is the status error RPCs fail with when snap is nil.
 	err error
-	// transient: err says the tree is unusable for now (a ConfigError),
-	// so wait-for-ready RPCs wait for the next configuration, as gRPC
-	// holds them while its channel is in TRANSIENT_FAILURE; other errors
-	// (the channel ignores the service config, the resolver could not
-	// start) fail every RPC.
-	transient bool
+	// cerr, if set, is err's cause: the tree is unusable for now, so
+	// wait-for-ready RPCs wait for the next configuration, as gRPC holds
+	// them while its channel is in TRANSIENT_FAILURE; other errors (the
+	// channel ignores the service config, the resolver could not start)
+	// fail every RPC. The balancer fails its picks with it.
+	cerr *ConfigError
 	// chain is snap's HTTP filter chain.
 	chain *filterChain
 	// nodeID is the bootstrap's node ID, for errors.
@@ -178,7 +179,7 @@ func (cs *channelState) reset() {
 
 // current returns the configuration in force, waiting for the first one,
 // and with waitForReady for one that is usable (or at least not
-// transient: see channelConfig.transient) until ctx is done.
+// transient: see channelConfig.cerr) until ctx is done.
 //
 // An idle channel is woken: its resolver is built only when an RPC reaches
 // gRPC, and the RPC waits here first. gRPC does not count an RPC waiting
@@ -206,7 +207,7 @@ func (cs *channelState) current(ctx context.Context, cc *grpc.ClientConn, waitFo
 			}
 			return nil, foreign
 		}
-		if cfg != nil && (cfg.snap != nil || !cfg.transient || !waitForReady) {
+		if cfg != nil && (cfg.snap != nil || cfg.cerr == nil || !waitForReady) {
 			return cfg, nil
 		}
 		if cc.GetState() == connectivity.Shutdown {

@@ -48,8 +48,8 @@ func TestClosedResolverSetsNothing(t *testing.T) {
 				lines []slog.Record
 			)
 			cs := newChannelState(&Builder{})
-			r := &xdsResolver{cc: closedCC{refuse: refuse}, cs: cs, epoch: cs.epochNow(), listener: "l",
-				logger: slog.New(recordingHandler{msg: "the channel ignores the xDS configuration", mu: &mu, records: &lines})}
+			r := &xdsResolver{cc: closedCC{refuse: refuse}, listener: "l", source: source{cs: cs, epoch: cs.epochNow(),
+				logger: slog.New(recordingHandler{msg: "the channel ignores the xDS configuration", mu: &mu, records: &lines})}}
 			cs.gen = 5
 			cs.reset() // Close: the tree's watch cancelled, its callback under way
 			r.Update(snap)
@@ -98,7 +98,7 @@ func TestBalancerRunAfterUpdateStateReturns(t *testing.T) {
 	snap.Listener, snap.RouteConfig = &resources.Listener{}, &resources.RouteConfig{}
 	cs := newChannelState(&Builder{})
 	cc := queuingCC{states: make(chan resolver.State, 2)}
-	r := &xdsResolver{cc: cc, cs: cs, epoch: cs.epochNow(), listener: "l", logger: slog.New(slog.DiscardHandler)}
+	r := &xdsResolver{cc: cc, listener: "l", source: source{cs: cs, epoch: cs.epochNow(), logger: slog.New(slog.DiscardHandler)}}
 	bal := newStuckBalancer(&stuckCC{}, realClock{}, time.Minute)
 	defer bal.Close()
 

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/sharedclient"
 )
 
 // WithPickObserver returns ctx with observe, which hears of every pick of
@@ -29,7 +30,7 @@ func ActiveFaults() int64 { return processFaults.Active() }
 // SetClientLingerTimer makes b start the timer that closes its lingering
 // client with start, which returns what stops it.
 func SetClientLingerTimer(b *Builder, start func(d time.Duration, f func()) (stop func() bool)) {
-	b.afterFunc = func(d time.Duration, f func()) stopper { return stopFunc(start(d, f)) }
+	b.lender.SetTimer(func(d time.Duration, f func()) sharedclient.Timer { return stopFunc(start(d, f)) })
 }
 
 // stopFunc is a stopper made of a func.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -106,6 +107,12 @@ func (cc *stuckCC) UpdateState(s balancer.State) {
 	if cc.onUpdate != nil {
 		cc.onUpdate(s)
 	}
+}
+
+// withSnapshot returns the attributes of a resolver state that carries
+// snap alone, as no resolver makes it: a balancer's tests feed it so.
+func withSnapshot(snap *watchers.Snapshot) *attributes.Attributes {
+	return attributes.New(configKey{}, &channelConfig{snap: snap})
 }
 
 // clustersState is a resolver state of n EDS clusters of one endpoint

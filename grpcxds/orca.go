@@ -13,7 +13,9 @@ import (
 // The binding of weighted_round_robin's weights (package lbpolicy, gRFC
 // A58) to gRPC's ORCA load reports: per request, the report a response's
 // trailer carries (DoneInfo.ServerLoad, parsed by grpc-go's orca package,
-// which load.go links) goes to the cluster layer's Done; out of band,
+// which registers its parser when linked: without this file's import
+// DoneInfo.ServerLoad would be nil, and load reports, LRS's included,
+// would carry no metrics) goes to the cluster layer's Done; out of band,
 // grpc-go's public ORCA producer on the endpoint's SubConn feeds the
 // weight here.
 

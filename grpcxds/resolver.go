@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,6 +17,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -109,6 +109,15 @@ type Options struct {
 	// grpc.client.call.retry_delay); metrics/otelxds and metrics/promxds
 	// implement it. Nil: nothing is measured, at no cost per RPC.
 	RetryMetrics RetryMetrics
+	// OutlierMetrics, if set, hears of each outlier the channels' outlier
+	// detection finds, ejected or not (gRFC A91); SubchannelMetrics of
+	// their connections' attempts, disconnections and count (gRFC A94).
+	// Both are labelled with the channel's target and the leaf cluster
+	// (gRFC A89's backend service), connections with their locality too;
+	// metrics/otelxds and metrics/promxds implement them. Nil: nothing is
+	// measured; neither is on the per-RPC path.
+	OutlierMetrics    OutlierMetrics
+	SubchannelMetrics SubchannelMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -123,31 +132,22 @@ type Options struct {
 // warning at its first RPC. A Builder is safe for concurrent use.
 type Builder struct {
 	// Read-only after NewBuilder.
-	scheme     string
-	cfg        *bootstrap.Config // Options.Bootstrap, or the client's
-	shared     *client.Client    // the Options.Client, or nil
-	clientOpts client.Options
-	scJSON     string       // the service config every channel gets
-	logger     *slog.Logger // Options.Logger, or its default
+	scheme string
+	cfg    *bootstrap.Config // Options.Bootstrap, or the client's
+	shared *client.Client    // the Options.Client, or nil
+	// lender lends the client the Builder makes to its channels, and
+	// keeps it for Options.ClientLinger after the last has released it;
+	// nil with shared.
+	lender *sharedclient.Lender
+	scJSON string       // the service config every channel gets
+	logger *slog.Logger // Options.Logger, or its default
 	// retryWait replaces the timer retries wait on, in tests; nil: the
 	// real one. Set before the first channel.
 	retryWait func(ctx context.Context, d time.Duration) error
-	// retryMetrics is Options.RetryMetrics.
-	retryMetrics RetryMetrics
-
-	// linger is Options.ClientLinger, resolved; afterFunc runs the linger
-	// timer (time.AfterFunc, but in tests).
-	linger    time.Duration
-	afterFunc func(time.Duration, func()) stopper
-
-	// A client the Builder created, counted by the resolvers using it;
-	// lingering is the timer that closes it once none does.
-	mu        sync.Mutex
-	owned     *client.Client // guarded by mu
-	refs      int            // guarded by mu
-	lingering stopper        // guarded by mu
-	lingerSeq uint64         // numbers the linger timers; guarded by mu
-	closed    bool           // Close was called; guarded by mu
+	// retryMetrics, outlierMetrics and subchannelMetrics are Options'.
+	retryMetrics      RetryMetrics
+	outlierMetrics    OutlierMetrics
+	subchannelMetrics SubchannelMetrics
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -159,16 +159,8 @@ const DefaultClientLinger = 5 * time.Minute
 // valid lower-case URI scheme, or if no client is given and no valid
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
-	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, clientOpts: opts.ClientOptions,
-		linger: opts.ClientLinger, afterFunc: realClock{}.AfterFunc, retryMetrics: opts.RetryMetrics}
-	if b.linger == 0 {
-		b.linger = DefaultClientLinger
-	}
-	if b.shared == nil {
-		// The client the Builder makes routes by RLS; the caller's
-		// registry, and the default, stay as they are.
-		b.clientOpts.Registry = withRLS(b.clientOpts.Registry)
-	}
+	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -204,6 +196,17 @@ func NewBuilder(opts Options) (*Builder, error) {
 			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
 		}
 		b.cfg = cfg
+	}
+	if b.shared == nil {
+		// The client the Builder makes routes by RLS; the caller's
+		// registry, and the default, stay as they are.
+		copts := opts.ClientOptions
+		copts.Registry = withRLS(copts.Registry)
+		linger := opts.ClientLinger
+		if linger == 0 {
+			linger = DefaultClientLinger
+		}
+		b.lender = sharedclient.New(b.cfg, copts, linger)
 	}
 	var lb lbConfigJSON
 	if opts.FailoverTimeout > 0 {
@@ -272,8 +275,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, cs: cs, listener: name, nodeID: b.cfg.Node.ID, bootstrap: b.cfg, client: c, sc: sc, release: release,
-		logger: b.logger.With("listener", name), epoch: cs.epochNow()}
+	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
+		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
@@ -302,62 +305,14 @@ func (b *Builder) acquireClient() (*client.Client, func(), error) {
 	if b.shared != nil {
 		return b.shared, func() {}, nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	c, release, err := b.lender.Acquire()
+	switch {
+	case errors.Is(err, sharedclient.ErrClosed):
 		return nil, nil, errors.New("grpcxds: the Builder is closed")
+	case err != nil:
+		return nil, nil, fmt.Errorf("grpcxds: %w", err)
 	}
-	if b.lingering != nil {
-		b.lingering.Stop()
-		b.lingering = nil
-	}
-	if b.owned == nil {
-		c, err := client.New(b.cfg, b.clientOpts)
-		if err != nil {
-			return nil, nil, fmt.Errorf("grpcxds: %w", err)
-		}
-		b.owned = c
-	}
-	b.refs++
-	c := b.owned
-	return c, sync.OnceFunc(func() { b.releaseClient(c) }), nil
-}
-
-// releaseClient is a resolver letting go of c. The last one leaves it to
-// linger, unless the Builder is closed or lingers for no time.
-func (b *Builder) releaseClient(c *client.Client) {
-	b.mu.Lock()
-	b.refs--
-	if b.refs > 0 || b.owned != c {
-		b.mu.Unlock()
-		return
-	}
-	if !b.closed && b.linger > 0 {
-		b.lingerSeq++
-		seq := b.lingerSeq
-		b.lingering = b.afterFunc(b.linger, func() { b.closeLingering(seq) })
-		b.mu.Unlock()
-		return
-	}
-	b.owned = nil
-	b.mu.Unlock()
-	// Outside mu: Close waits for the client's callbacks, and a callback
-	// of another resolver may be starting a channel.
-	c.Close()
-}
-
-// closeLingering closes the client the linger timer numbered seq was
-// started for, unless a channel took it (or Close closed it) since.
-func (b *Builder) closeLingering(seq uint64) {
-	b.mu.Lock()
-	if b.lingering == nil || b.lingerSeq != seq || b.refs > 0 || b.owned == nil {
-		b.mu.Unlock()
-		return
-	}
-	c := b.owned
-	b.owned, b.lingering = nil, nil
-	b.mu.Unlock()
-	c.Close()
+	return c, release, nil
 }
 
 // Close releases what the Builder holds: a client it created is closed
@@ -365,20 +320,9 @@ func (b *Builder) closeLingering(seq uint64) {
 // lingering. Channels built afterwards fail. Close does not close a
 // client given in Options.Client. It is safe to call more than once.
 func (b *Builder) Close() {
-	b.mu.Lock()
-	b.closed = true
-	if b.lingering != nil {
-		b.lingering.Stop()
-		b.lingering = nil
+	if b.lender != nil {
+		b.lender.Close()
 	}
-	c := b.owned
-	if b.refs > 0 || c == nil {
-		b.mu.Unlock()
-		return
-	}
-	b.owned = nil
-	b.mu.Unlock()
-	c.Close()
 }
 
 // xdsResolver is one channel's resolver: a config tree watch whose events
@@ -386,26 +330,16 @@ func (b *Builder) Close() {
 // callback goroutine, one event at a time.
 type xdsResolver struct {
 	// Read-only after Build.
+	source   // what its configurations carry to the balancer
 	cc       resolver.ClientConn
-	cs       *channelState
 	listener string
 	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
-	logger   *slog.Logger // the Builder's, with the listener
-	cancel   func()       // of the tree watch; set right after the watch starts
+	cancel   func() // of the tree watch; set right after the watch starts
 	release  func()
-	// bootstrap defines the certificate providers clusters' TLS names:
-	// the Builder's, or its shared Client's.
-	bootstrap *bootstrap.Config
-	// client is the goxds client watching; the balancer reports load
-	// through it.
-	client *client.Client
 	// clusters are those the balancer's RLS policies route to besides the
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
-	// epoch identifies this resolver to cs (channelState.setFrom), so
-	// that one closed sets no configuration.
-	epoch chan struct{}
 	// authz are the channels to external authorization services that the
 	// channel's ext_authz filters use (extauthz.go), closed with it.
 	authz extauthzgrpc.Channels
@@ -418,9 +352,9 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
-	st := stateOf(s, r.sc, r.logger, r.bootstrap, r.cs, cfg)
-	st.Attributes = st.Attributes.WithValue(clientKey{}, r.client).WithValue(clusterSetKey{}, r.clusters)
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
+	st := configState(r.sc, cfg)
+	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {
 		r.notTaken(cfg.gen, err)
 		return
@@ -441,8 +375,8 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 func (r *xdsResolver) ResourceError(err error) {
 	r.logger.Warn("no usable xDS configuration: RPCs fail until there is one", "err", err)
 	cerr := &ConfigError{Listener: r.listener, NodeID: r.nodeID, Err: err}
-	cfg := &channelConfig{gen: r.cs.nextGen(), epoch: r.epoch, err: status.Error(codes.Unavailable, cerr.Error()), transient: true, nodeID: r.nodeID}
-	if err := r.cc.UpdateState(errorState(cerr, r.sc, r.logger, r.cs, cfg)); err != nil {
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, err: status.Error(codes.Unavailable, cerr.Error()), cerr: cerr, nodeID: r.nodeID}
+	if err := r.cc.UpdateState(configState(r.sc, cfg)); err != nil {
 		r.notTaken(cfg.gen, err)
 	}
 }
@@ -458,7 +392,7 @@ func (r *xdsResolver) notTaken(gen uint64, err error) {
 	ignored := errNotOurBalancer(r.listener)
 	// A resolver closed since (its Update ran on as Close returned) sets
 	// nothing, and has nothing to say: no balancer hears a closed one.
-	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, epoch: r.epoch, err: ignored, nodeID: r.nodeID}) {
+	if r.cs.setFrom(r.epoch, &channelConfig{gen: gen, src: &r.source, err: ignored, nodeID: r.nodeID}) {
 		r.logger.Warn("the channel ignores the xDS configuration", "err", ignored, "policy_err", err)
 	}
 }

@@ -190,10 +190,8 @@ func (b *xdsBalancer) removeTarget(cluster string, released *bool) {
 			release()
 			delete(b.rls.releases, cluster)
 		}
-		if b.snap != nil {
-			if _, routed := routeClusters(b.snap.VirtualHost)[cluster]; !routed {
-				b.set.Remove(cluster)
-			}
+		if b.snap != nil && !b.routesToLocked(cluster) {
+			b.set.Remove(cluster)
 		}
 	}
 	b.finishAndUnlock()

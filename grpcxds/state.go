@@ -8,45 +8,58 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/goxds/xds/bootstrap"
+	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
-// What the resolver hands the channel rides in resolver.State: the
-// snapshot in State.Attributes, which is all the balancer reads.
+// What the resolver hands the channel rides in resolver.State: its
+// configuration in State.Attributes, which is all the balancer reads.
 // State.Endpoints stays empty: a list of every endpoint must be made anew
 // for every update, O(endpoints) for a change of one, and grpc-go's
 // ClientConn, with channelz on (grpc/admin, channelz/service), writes the
 // whole state into a trace event as JSON on each update: 63 ms per update
 // at 10,000 endpoints. EndpointsFromState makes the list for whoever asks.
 
-// snapshotKey is the State.Attributes key of the snapshot.
-type snapshotKey struct{}
+// configKey is the State.Attributes key of the *channelConfig a state
+// carries: the snapshot (or the ConfigError in its place), and with it the
+// resolver's source, which the balancer learns its channel by. One value,
+// so that an update allocates one attributes map rather than one for each
+// thing the balancer reads.
+type configKey struct{}
 
-// configErrorKey is the State.Attributes key of a *ConfigError, which
-// stands in for the snapshot while the tree is unusable.
-type configErrorKey struct{}
-
-// loggerKey is the State.Attributes key of the Builder's *slog.Logger: the
-// balancer is built by gRPC, which knows nothing of the Builder, and learns
-// where to log from the resolver.
-type loggerKey struct{}
-
-// loggerFromState returns the logger the resolver put into s, or nil.
-func loggerFromState(s resolver.State) *slog.Logger {
-	l, _ := s.Attributes.Value(loggerKey{}).(*slog.Logger)
-	return l
+// configOf returns the configuration the resolver put into s, or nil.
+func configOf(s resolver.State) *channelConfig {
+	cfg, _ := s.Attributes.Value(configKey{}).(*channelConfig)
+	return cfg
 }
 
-// bootstrapKey is the State.Attributes key of the Builder's
-// *bootstrap.Config, whose certificate providers the balancer builds for
-// clusters with TLS.
-type bootstrapKey struct{}
+// configState is the resolver.State carrying cfg, and the service config
+// that selects the goxds balancer. It costs the same for every snapshot,
+// however many clusters it has.
+func configState(sc *serviceconfig.ParseResult, cfg *channelConfig) resolver.State {
+	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configKey{}, cfg)}
+}
 
-// bootstrapFromState returns the bootstrap the resolver put into s, or nil.
-func bootstrapFromState(s resolver.State) *bootstrap.Config {
-	b, _ := s.Attributes.Value(bootstrapKey{}).(*bootstrap.Config)
-	return b
+// source is what every configuration of one resolver carries besides its
+// tree, the same for the resolver's life: the balancer is built by gRPC,
+// which knows nothing of the Builder, and learns from it where to log, the
+// certificate providers of clusters' TLS, the client to report load
+// through, and the channel's state, which it hands each configuration.
+type source struct {
+	// cs is the channel's state, shared with its interceptors.
+	cs *channelState
+	// epoch identifies the resolver to cs (channelState.setFrom), so that
+	// one closed sets no configuration.
+	epoch chan struct{}
+	// logger is the Builder's, with the listener.
+	logger *slog.Logger
+	// bootstrap defines the certificate providers clusters' TLS names:
+	// the Builder's, or its shared Client's.
+	bootstrap *bootstrap.Config
+	// client is the goxds client watching; the balancer's Set records
+	// load in its LoadStores (package dataplane/cluster, load.go).
+	client *client.Client
 }
 
 // endpointInfoKey is the Endpoint.Attributes key of an EndpointInfo.
@@ -55,45 +68,11 @@ type endpointInfoKey struct{}
 // SnapshotFromState returns the config tree snapshot the goxds resolver put
 // into s, and false if s did not come from it.
 func SnapshotFromState(s resolver.State) (*watchers.Snapshot, bool) {
-	snap, ok := s.Attributes.Value(snapshotKey{}).(*watchers.Snapshot)
-	return snap, ok && snap != nil
-}
-
-// withSnapshot returns the attributes that carry snap.
-func withSnapshot(snap *watchers.Snapshot) *attributes.Attributes {
-	return attributes.New(snapshotKey{}, snap)
-}
-
-// configErrorFromState returns the ConfigError the resolver put into s in
-// place of a snapshot, or nil.
-func configErrorFromState(s resolver.State) *ConfigError {
-	err, _ := s.Attributes.Value(configErrorKey{}).(*ConfigError)
-	return err
-}
-
-// errorState is the resolver.State for an unusable tree: the service
-// config, so that the goxds balancer runs, and the error it fails RPCs
-// with.
-func errorState(err *ConfigError, sc *serviceconfig.ParseResult, logger *slog.Logger, cs *channelState, cfg *channelConfig) resolver.State {
-	return resolver.State{ServiceConfig: sc, Attributes: attributes.New(configErrorKey{}, err).WithValue(loggerKey{}, logger).
-		WithValue(channelKey{}, cs).WithValue(channelConfigKey{}, cfg)}
-}
-
-// channelKey and channelConfigKey are the State.Attributes keys of the
-// channel's *channelState and of the *channelConfig the state carries: the
-// balancer that takes the state hands the configuration to the channel's
-// interceptors (channelState.setFrom), and its pickers know by the
-// configuration's generation which RPCs chose from a newer one.
-type (
-	channelKey       struct{}
-	channelConfigKey struct{}
-)
-
-// channelFromState returns what channelKey and channelConfigKey hold.
-func channelFromState(s resolver.State) (*channelState, *channelConfig) {
-	cs, _ := s.Attributes.Value(channelKey{}).(*channelState)
-	cfg, _ := s.Attributes.Value(channelConfigKey{}).(*channelConfig)
-	return cs, cfg
+	cfg := configOf(s)
+	if cfg == nil || cfg.snap == nil {
+		return nil, false
+	}
+	return cfg.snap, true
 }
 
 // EndpointInfo is what the goxds resolver says about one endpoint that
@@ -140,16 +119,6 @@ func EndpointsFromState(s resolver.State) []resolver.Endpoint {
 		}
 	}
 	return out
-}
-
-// stateOf is the resolver.State for a snapshot: the snapshot itself, the
-// service config selecting the goxds balancer, the bootstrap (nil if none)
-// for certificate providers, and the channel's per-RPC state with the
-// configuration's generation. It costs the same for every snapshot,
-// however many clusters it has.
-func stateOf(snap *watchers.Snapshot, sc *serviceconfig.ParseResult, logger *slog.Logger, b *bootstrap.Config, cs *channelState, cfg *channelConfig) resolver.State {
-	return resolver.State{ServiceConfig: sc, Attributes: withSnapshot(snap).WithValue(loggerKey{}, logger).WithValue(bootstrapKey{}, b).
-		WithValue(channelKey{}, cs).WithValue(channelConfigKey{}, cfg)}
 }
 
 // endpointsOf returns the resolver endpoints of an EDS cluster.

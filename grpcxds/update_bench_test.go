@@ -23,6 +23,7 @@ type oneEndpointChange struct {
 	snaps []*watchers.Snapshot
 	bal   *xdsBalancer
 	cs    *channelState
+	src   *source
 }
 
 func newOneEndpointChange(n, m int) *oneEndpointChange {
@@ -40,7 +41,10 @@ func newOneEndpointChange(n, m int) *oneEndpointChange {
 }
 
 func (o *oneEndpointChange) apply(tb testing.TB, i int) {
-	st := stateOf(o.snaps[i%2], nil, o.bal.logger, nil, o.cs, &channelConfig{gen: uint64(i + 1), epoch: o.cs.epochNow()})
+	if o.src == nil { // the resolver's, one for its life
+		o.src = &source{cs: o.cs, epoch: o.cs.epochNow(), logger: o.bal.logger}
+	}
+	st := configState(nil, &channelConfig{gen: uint64(i + 1), src: o.src, snap: o.snaps[i%2]})
 	if err := o.bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: st}); err != nil {
 		tb.Fatal(err)
 	}
@@ -48,7 +52,7 @@ func (o *oneEndpointChange) apply(tb testing.TB, i int) {
 
 // BenchmarkOneEndpointChange measures what one EDS change costs the
 // channel at n clusters × m endpoints: the resolver state made from the
-// snapshot (stateOf) and the balancer applying it.
+// snapshot (configState) and the balancer applying it.
 func BenchmarkOneEndpointChange(b *testing.B) {
 	for _, c := range []struct{ n, m int }{{1000, 3}, {10000, 3}, {1000, 100}} {
 		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {

@@ -90,6 +90,14 @@
 // RESTServerOptions.LongPoll it holds a poll for which nothing changed until
 // an Update changes it; RESTServerOptions.OnRequest can fail requests.
 //
+// # HTTP CONNECT proxy
+//
+// [ConnectProxy] is an HTTP/1.1 CONNECT proxy for gRFC A86's tunnels: it
+// counts and records them, and refuses them with 403 while asked to.
+// [HTTP11ProxyCluster] wraps a Cluster's transport socket in
+// http_11_proxy, and [ViaProxy] names the proxy in an assignment's
+// endpoint metadata.
+//
 // # Files
 //
 // [WriteResponseFile] writes a DiscoveryResponse as a FILESYSTEM server's

@@ -9,9 +9,9 @@
 // # What it owns
 //
 // A [Set] holds every cluster of one channel: the clusters the routes of
-// the snapshot send to (Set.Update), and those the host adds besides them
-// (Set.Add: grpcxds's RLS targets). A cluster ([Cluster]) is built from
-// its watchers.ClusterConfig:
+// the snapshot send to (Set.Update, with [RouteClusters] as its roots),
+// and those the host adds besides them (Set.Add: grpcxds's RLS targets).
+// A cluster ([Cluster]) is built from its watchers.ClusterConfig:
 //   - its priorities (gRFC A56): an EDS leaf's localities by priority,
 //     with their weights and only the HEALTHY and UNKNOWN endpoints; a
 //     LOGICAL_DNS leaf's one endpoint, whose resolution ([Resolution]) is
@@ -21,15 +21,22 @@
 //   - priority selection: the first priority with a ready endpoint is
 //     used; one still connecting is waited for until its failover timer
 //     fires; every priority tried stays connected, so that traffic moves
-//     back up as soon as a higher one is ready. The failover timers of
-//     all clusters are one queue behind one timer (failover.go), so that
-//     the deadlines of thousands of clusters armed by one configuration
-//     expire as one batch;
+//     back up as soon as a higher one is ready; a priority whose endpoints
+//     all fail, or are all ejected by outlier detection, is passed over.
+//     The failover timers of all clusters are one queue behind one timer
+//     (failover.go), acted on up to a sixteenth of the timeout late (at
+//     most 250 ms), so that the deadlines of thousands of clusters armed
+//     by one configuration expire as one batch, with one picker;
 //   - each priority's picker: the leaf's drops (EDS drop_overloads), its
 //     circuit breaker (max_requests, counted per leaf across the clusters
 //     that share it), its outlier detection (gRFC A50), and load recording
 //     for LRS (gRFC A27), in the client.LoadStore of the server that sent
-//     the Cluster (its LRSServer, so after a fallback the fallback's);
+//     the Cluster (its LRSServer, so after a fallback the fallback's): per
+//     locality the requests issued, in progress, succeeded and errored
+//     (each attempt in the locality of the endpoint it went to, any error
+//     a failure), drops by category with circuit breaker refusals in the
+//     total only, and the backend metrics of the ORCA reports that
+//     lrs_report_endpoint_metrics selects (gRFC A85);
 //   - clusters that connect on their first request and go idle again
 //     when unused (Config.ConnectOnFirstRPC, ClusterIdleTimeout;
 //     idle.go).

@@ -10,6 +10,8 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -64,6 +66,13 @@ type EndpointSpec struct {
 	// DNS is the resolution the addresses came from (LOGICAL_DNS), asked
 	// to resolve again when the endpoint fails; nil for EDS.
 	DNS *Resolution
+	// Leaf is the leaf cluster that lists the endpoint, and Locality the
+	// EDS locality it lists it in (zero for LOGICAL_DNS): the labels of a
+	// connection's metrics (gRFC A94's grpc.lb.backend_service and
+	// grpc.lb.locality), for the transport to keep or ignore. An endpoint
+	// several leaves or localities list is asked for under each.
+	Leaf     string
+	Locality resources.LocalityID
 }
 
 // Config is how a Set's clusters behave.
@@ -76,6 +85,10 @@ type Config struct {
 	// (idle.go).
 	ConnectOnFirstRPC  bool
 	ClusterIdleTimeout time.Duration
+	// OutlierMetrics, if not nil, hears of the outliers the clusters'
+	// outlier detection finds (gRFC A91), each as an outlier of its leaf
+	// cluster. Detectors made before a Configure keep what they had.
+	OutlierMetrics outlier.Metrics
 }
 
 // Set holds the clusters of one channel (or client): every cluster its
@@ -187,6 +200,30 @@ func (s *Set) Configure(cfg Config) {
 // SetClient sets the goxds client whose load stores lrs_server self
 // reports to (nil: none; such clusters are logged, and report nothing).
 func (s *Set) SetClient(c *client.Client) { s.client = c }
+
+// RouteClusters returns the clusters the routes of vh can send to (the
+// roots of Update): each forwarding route's cluster and weighted
+// clusters. Routes that do not forward (redirects, direct responses) name
+// none, nor do routes by a cluster specifier plugin, whose clusters the
+// host adds itself (Set.Add). A nil vh has none.
+func RouteClusters(vh *resources.VirtualHost) map[string]struct{} {
+	out := make(map[string]struct{})
+	if vh == nil {
+		return out
+	}
+	for _, r := range vh.Routes {
+		if r.Action != resources.RouteActionRoute {
+			continue
+		}
+		if r.Cluster != "" {
+			out[r.Cluster] = struct{}{}
+		}
+		for _, wc := range r.WeightedClusters {
+			out[wc.Name] = struct{}{}
+		}
+	}
+	return out
+}
 
 // Update applies snap. With roots nil, the clusters stay those of the
 // last Update, and only those whose ClusterConfig changed since, and the

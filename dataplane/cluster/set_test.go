@@ -144,3 +144,27 @@ func TestSetFailoverWithoutTransport(t *testing.T) {
 		t.Errorf("Set state %v with its cluster using a ready priority, want READY", state)
 	}
 }
+
+// The roots of a virtual host are the clusters its forwarding routes name,
+// weighted ones included, once each; redirects, direct responses and
+// plugin routes name none.
+func TestRouteClusters(t *testing.T) {
+	vh := &resources.VirtualHost{Routes: []*resources.Route{
+		{Action: resources.RouteActionRoute, Cluster: "a"},
+		{Action: resources.RouteActionRoute, WeightedClusters: []resources.WeightedCluster{{Name: "b", Weight: 1}, {Name: "a", Weight: 1}}},
+		{Action: resources.RouteActionRoute, ClusterSpecifierPlugin: "rls"},
+		{Action: resources.RouteActionNonForwarding, Cluster: "c"},
+	}}
+	got := RouteClusters(vh)
+	if len(got) != 2 {
+		t.Fatalf("RouteClusters = %v; want a and b", got)
+	}
+	for _, name := range []string{"a", "b"} {
+		if _, ok := got[name]; !ok {
+			t.Fatalf("RouteClusters = %v; want a and b", got)
+		}
+	}
+	if got := RouteClusters(nil); got == nil || len(got) != 0 {
+		t.Fatalf("RouteClusters(nil) = %v; want an empty map", got)
+	}
+}

@@ -25,6 +25,19 @@
 //     locality's share is exact over any run of requests, then the
 //     policy within it.
 //
+// # Outcomes beside gRPC's
+//
+// The outcomes are gRPC's, and these follow from them: round_robin and
+// least_request do not weigh endpoints by their EDS weights; without
+// wrr_locality a policy picks among all the endpoints of the priority,
+// and locality weights count only where the policy weighs endpoints
+// (ring_hash's ring, by locality share times endpoint share; pick_first's
+// shuffle); under wrr_locality ring_hash has one ring per locality, by
+// endpoint weights; weighted_round_robin spreads requests evenly until
+// two endpoints have weights. One differs: pick_first that loses its
+// ready endpoint starts again from the first endpoint at once, where
+// gRPC's goes idle until the next request.
+//
 // # Use
 //
 // The owner (a cluster's priority) fills in a [Leaf]: the policy, the

@@ -23,7 +23,9 @@
 //     policy hashes gets a random hash. [HeaderHash] is ring_hash's
 //     request_hash_header (gRFC A76).
 //   - the request's policy: the retry policy (gRFC A44: attempts, backoff
-//     with jitter, the retry_on conditions the adapter knows, as bits it
+//     from base_interval, 25 ms by default, doubling to max_interval, ten
+//     times the base by default, times a jitter of 0.8 to 1.2; the
+//     retry_on conditions the adapter knows, as bits it
 //     assigns: which failure matches which condition is the adapter's);
 //     the HTTP filters to run with their per-route overrides resolved
 //     (gRFC A39: weighted cluster, then route, then virtual host);
@@ -34,6 +36,21 @@
 // AutoHostRewrite, set only from a trusted server. Only the adapter knows
 // the endpoint a request is sent to, so it applies it: the request then
 // carries the endpoint's hostname as its authority.
+//
+// An HTTP client's retries are decided here too, with Envoy's semantics
+// (a Table of Options.HTTP, whose [Table.RetryPolicyOf] gives the policy
+// of a route matched by [MatchHTTP]): the conditions of x-envoy-retry-on for HTTP
+// (5xx, gateway-error, reset, connect-failure, retriable-4xx,
+// refused-stream, retriable-status-codes, retriable-headers,
+// envoy-ratelimited; other names ignored, as Envoy ignores them) against
+// what an attempt gave ([HTTPAttempt]: a status and headers, or a
+// [Failure]); num_retries; Envoy's fully jittered back-off; the
+// rate-limited back-off of reset headers (Retry-After in seconds, or an
+// HTTP date where Envoy reads seconds only; X-RateLimit-Reset as a Unix
+// time; [ParseResetHeader]); retriable_request_headers; and the
+// per-attempt timeouts the adapter enforces ([HTTPRetry]). What is
+// transport's stays the adapter's: telling a connection failure from a
+// reset, replaying the body, waiting.
 //
 // Fault injection (gRFC A33) is decided here too ([Faults]): the delay and
 // the abort, each with its own draw, header-controlled delays, aborts and

@@ -1,4 +1,4 @@
-package grpcxds
+package httpconnect
 
 import (
 	"bufio"
@@ -13,20 +13,20 @@ import (
 	"time"
 )
 
-func TestParseConnectAddr(t *testing.T) {
+func TestParseAddr(t *testing.T) {
 	for _, tc := range []struct {
 		addr, proxy, target string
 		ok                  bool
 	}{
-		{addr: connectAddr("10.0.0.1:3128", "10.0.0.2:80"), proxy: "10.0.0.1:3128", target: "10.0.0.2:80", ok: true},
-		{addr: connectAddr("[::1]:3128", "[fe80::1]:443"), proxy: "[::1]:3128", target: "[fe80::1]:443", ok: true},
+		{addr: Addr("10.0.0.1:3128", "10.0.0.2:80"), proxy: "10.0.0.1:3128", target: "10.0.0.2:80", ok: true},
+		{addr: Addr("[::1]:3128", "[fe80::1]:443"), proxy: "[::1]:3128", target: "[fe80::1]:443", ok: true},
 		{addr: "10.0.0.2:80"},
-		{addr: connectScheme + "10.0.0.1:3128"},
-		{addr: connectScheme + "/10.0.0.2:80"},
+		{addr: scheme + "10.0.0.1:3128"},
+		{addr: scheme + "/10.0.0.2:80"},
 	} {
-		proxy, target, ok := parseConnectAddr(tc.addr)
+		proxy, target, ok := ParseAddr(tc.addr)
 		if proxy != tc.proxy || target != tc.target || ok != tc.ok {
-			t.Errorf("parseConnectAddr(%q) = %q, %q, %v; want %q, %q, %v", tc.addr, proxy, target, ok, tc.proxy, tc.target, tc.ok)
+			t.Errorf("ParseAddr(%q) = %q, %q, %v; want %q, %q, %v", tc.addr, proxy, target, ok, tc.proxy, tc.target, tc.ok)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func readConnect(c net.Conn) (*bufio.Reader, string, error) {
 	return br, req.Host, nil
 }
 
-func TestConnectDialer(t *testing.T) {
+func TestDialer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -85,7 +85,7 @@ func TestConnectDialer(t *testing.T) {
 			io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\nhello") // one write: answer and tunnel bytes
 			io.Copy(io.Discard, c)
 		})
-		conn, err := ConnectDialer(base)(ctx, connectAddr("10.0.0.1:3128", "10.0.0.2:80"))
+		conn, err := Dialer(base)(ctx, Addr("10.0.0.1:3128", "10.0.0.2:80"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestConnectDialer(t *testing.T) {
 			readConnect(c)
 			io.WriteString(c, "HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
 		})
-		_, err := ConnectDialer(base)(ctx, connectAddr("10.0.0.1:3128", "10.0.0.2:80"))
+		_, err := Dialer(base)(ctx, Addr("10.0.0.1:3128", "10.0.0.2:80"))
 		if err == nil || !strings.Contains(err.Error(), `proxy 10.0.0.1:3128, tunnel to 10.0.0.2:80: proxy answered "407 Proxy Authentication Required"`) {
 			t.Fatalf("error %v, want one naming the proxy, the target and the 407", err)
 		}
@@ -121,7 +121,7 @@ func TestConnectDialer(t *testing.T) {
 		cctx, ccancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
 		go func() {
-			_, err := ConnectDialer(base)(cctx, connectAddr("10.0.0.1:3128", "10.0.0.2:80"))
+			_, err := Dialer(base)(cctx, Addr("10.0.0.1:3128", "10.0.0.2:80"))
 			errc <- err
 		}()
 		ccancel()
@@ -132,7 +132,7 @@ func TestConnectDialer(t *testing.T) {
 
 	t.Run("other addresses go to base", func(t *testing.T) {
 		base, dialed := pipeDialer(t, func(net.Conn) {})
-		conn, err := ConnectDialer(base)(ctx, "10.0.0.2:80")
+		conn, err := Dialer(base)(ctx, "10.0.0.2:80")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestConnectDialer(t *testing.T) {
 		if len(*dialed) != 1 || (*dialed)[0] != "10.0.0.2:80" {
 			t.Fatalf("dialed %q, want 10.0.0.2:80", *dialed)
 		}
-		if _, err := ConnectDialer(base)(ctx, connectScheme+"10.0.0.1:3128"); err == nil || !strings.Contains(err.Error(), "malformed") {
+		if _, err := Dialer(base)(ctx, scheme+"10.0.0.1:3128"); err == nil || !strings.Contains(err.Error(), "malformed") {
 			t.Fatalf("error %v, want a malformed address", err)
 		}
 	})
@@ -149,7 +149,7 @@ func TestConnectDialer(t *testing.T) {
 // The default dialer keeps grpc-go's proxying from the environment, which
 // any custom dialer turns off: an address the environment sends to a proxy
 // goes through a CONNECT tunnel of that proxy, with its credentials.
-func TestEnvProxyDialer(t *testing.T) {
+func TestEnvDialer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type seen struct{ target, auth string }
@@ -171,7 +171,7 @@ func TestEnvProxyDialer(t *testing.T) {
 		}
 		return nil, nil
 	}
-	dial := ConnectDialer(envProxyDialer(proxyFor, base))
+	dial := Dialer(EnvDialer(proxyFor, base))
 	conn, err := dial(ctx, "10.0.0.2:80")
 	if err != nil {
 		t.Fatal(err)
