@@ -34,8 +34,9 @@ const DefaultFailoverTimeout = 10 * time.Second
 // routes of the snapshot send to over one pool of endpoints, to grpc-go's
 // balancer API. It is the Set's Host: its endpoints' connections are
 // SubConns (conns.go), their TLS is xdscreds' (security.go), LOGICAL_DNS
-// names are resolved by gRPC's "dns" resolver (dns.go); and it runs the
-// RLS policies of the routes' cluster specifier plugins (rlsplugin.go).
+// names are resolved by gRPC's "dns" resolver (dns.go); and it hosts the
+// RLS policies (package dataplane/rls) of the routes' cluster specifier
+// plugins (rlsplugin.go).
 //
 // gRPC calls the Balancer methods and the SubConn state listeners one at a
 // time, but DNS resolutions and the Set's timers arrive on goroutines of
@@ -49,7 +50,8 @@ type xdsBalancer struct {
 	// Read-only after Build.
 	cc       balancer.ClientConn
 	xdsCreds bool // the channel's credentials are xdscreds': clusters' TLS is honoured
-	// bopts are the channel's, for the RLS policies the balancer builds.
+	// bopts are the channel's, for the RLS lookup channels the balancer
+	// makes.
 	bopts balancer.BuildOptions
 
 	// warnedNoInterceptors: an RPC came without the goxds interceptors,
@@ -251,8 +253,8 @@ func (b *xdsBalancer) Close() {
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
 	reportConns(conns)
-	for _, p := range plugins {
-		p.Close()
+	if plugins != nil {
+		plugins.Close()
 	}
 	after.Run()
 	b.set.StopWaking()
@@ -282,13 +284,10 @@ func (b *xdsBalancer) finishAndUnlock() {
 	b.pruneSecurityLocked()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
-	told := b.rlsTellLocked()
+	b.rlsStatesLocked()
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
 	reportConns(conns)
-	for _, t := range told {
-		t.tell()
-	}
 	for _, l := range logs {
 		logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}
@@ -315,7 +314,7 @@ func (b *xdsBalancer) Log(level slog.Level, msg string, args ...any) {
 // Pinned implements cluster.Host: a cluster an RLS policy routes to was
 // named by a lookup made for an RPC, so it connects at once, and stays
 // awake while the policy's cache keeps the target.
-func (b *xdsBalancer) Pinned(name string) bool { return b.rls.targets[name] != nil }
+func (b *xdsBalancer) Pinned(name string) bool { return b.rls.targets[name] > 0 }
 
 // HeaderHash implements cluster.Host: req is the RPC's context.
 func (b *xdsBalancer) HeaderHash(req any, name string) uint64 {

@@ -196,8 +196,9 @@
 // registry (a copy of [Options].ClientOptions.Registry, or of
 // resources.DefaultRegistry(), with the plugin added): a route
 // configuration with a RouteLookupClusterSpecifier is accepted or rejected
-// as grpc-go's xDS client does, its route_lookup_config checked by
-// grpc-go's RLS policy parser (an invalid one rejects the route
+// as grpc-go's xDS client does (package dataplane/rls validates its
+// route_lookup_config with gRPC's rules, and the lookup service's target
+// must have a gRPC resolver; an invalid one rejects the route
 // configuration, optional plugin or not). Importing the package registers
 // the plugin nowhere, so that it never changes how the other clients of
 // the process validate routes. A client given as [Options].Client routes
@@ -211,16 +212,16 @@
 // route by an optional one is skipped, a route configuration with a
 // required one is NACKed, naming the plugin and its type.
 //
-// For each plugin the routes use, the balancer runs grpc-go's public RLS policy
-// ("rls_experimental"), which builds the lookup keys from the RPC's method
-// and metadata by the config's grpc_keybuilders, asks the lookup service,
-// caches the answers, throttles and backs off, and falls back to the
-// default target; a failed lookup without one fails the RPC with
-// UNAVAILABLE. The targets are cluster names: the channel subscribes to
-// each one (Cluster and endpoints) while the RLS policy uses it, and
+// Package dataplane/rls routes by the plugin, and its doc says how: the
+// lookup keys built from the RPC's method and metadata, the cache,
+// throttling, backoff and the default target. Under grpcxds its targets
+// are cluster names: the channel subscribes to each one (Cluster and
+// endpoints) while a cached answer or the default target uses it, and
 // routes to it with the cluster's own policy, as it does a route's
-// cluster. The lookup service is dialled with the channel's credentials
-// and dialer.
+// cluster; the answer's header data goes to the backend as
+// x-google-rls-data. A failed lookup without a default target fails the
+// RPC with UNAVAILABLE. The lookup service is dialled as gRPC's RLS
+// policy dials it, with the channel's authority, credentials and dialer.
 //
 // # Logs
 //

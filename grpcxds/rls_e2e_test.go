@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -260,6 +261,43 @@ func TestRLSWithoutInterceptors(t *testing.T) {
 		got, err := callWithHeader(e.ctx, conn, "x-k", key)
 		if err != nil || got != key {
 			t.Errorf("RPC with x-k %q: served by %q, err %v", key, got, err)
+		}
+	}
+}
+
+// The header data of the lookup's answer reaches the backend as
+// x-google-rls-data; an RPC sent to the default target carries none.
+func TestRLSHeaderDataReachesBackend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a, d := startBackend(t, "a"), startBackend(t, "d")
+	seen := make(chan []string, 10)
+	h := func(ctx context.Context) error {
+		md, _ := metadata.FromIncomingContext(ctx)
+		seen <- md.Get("x-google-rls-data")
+		return nil
+	}
+	a.handler.Store(&h)
+	d.handler.Store(&h)
+	rls, err := testutils.StartRLSServer(func(r testutils.RLSRequest) (testutils.RLSResponse, error) {
+		if r.KeyMap["k"] == "a" {
+			return testutils.RLSResponse{Targets: []string{"A"}, HeaderData: "data-for-a"}, nil
+		}
+		return testutils.RLSResponse{}, status.Error(codes.NotFound, "no target")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rls.Stop)
+	e.update(tree(rlsRoutes(t, rlsConfig(rls.Address(), "D"), false), clusters("A", "D"), eds("A", a), eds("D", d)))
+	conn := e.dial()
+	for key, want := range map[string][]string{"a": {"data-for-a"}, "other": nil} {
+		got, err := callWithHeader(e.ctx, conn, "x-k", key)
+		if err != nil {
+			t.Fatalf("RPC with x-k %q: %v", key, err)
+		}
+		if md := <-seen; !slices.Equal(md, want) {
+			t.Errorf("RPC with x-k %q served by %s with x-google-rls-data %q; want %q", key, got, md, want)
 		}
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/balancer"
-	estats "google.golang.org/grpc/experimental/stats"
 	"google.golang.org/grpc/resolver"
 
+	"github.com/goxds/xds/dataplane/rls"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/watchers"
@@ -48,9 +48,9 @@ func TestRLSTargetClustersAcrossUpdates(t *testing.T) {
 	}
 	apply(snap)
 
-	// A target of the RLS policy asks for T, which the snapshot does not
+	// The RLS policy holds T, which the snapshot does not
 	// have yet; the next, same virtual host, brings it.
-	release := b.addTarget(new(rlsTarget), "T")
+	release := b.addTarget("T")
 	snap = &watchers.Snapshot{VirtualHost: vh, Clusters: snap.Clusters.With("T", edsConfig("T", "10.0.0.2:80"))}
 	apply(snap)
 	if got, want := built("T"), []string{"10.0.0.2:80"}; !slices.Equal(got, want) {
@@ -62,9 +62,9 @@ func TestRLSTargetClustersAcrossUpdates(t *testing.T) {
 	if got, want := built("T"), []string{"10.0.0.3:80"}; !slices.Equal(got, want) {
 		t.Errorf("target cluster T after its endpoints changed: endpoints %q, want %q", got, want)
 	}
-	// A second target of plain, a route's cluster: releasing it leaves
+	// A second hold on plain, a route's cluster: releasing it leaves
 	// plain alone.
-	releasePlain := b.addTarget(new(rlsTarget), "plain")
+	releasePlain := b.addTarget("plain")
 	releasePlain()
 	if got, want := built("plain"), []string{"10.0.0.1:80"}; !slices.Equal(got, want) {
 		t.Errorf("route cluster plain after its target left: endpoints %q, want %q", got, want)
@@ -108,7 +108,7 @@ func TestRLSPluginsKeptAcrossUpdates(t *testing.T) {
 	})}
 	cc := &recordingCC{live: make(map[string]bool)}
 	b := newStuckBalancer(&cc.stuckCC, &manualClock{now: time.Unix(1000, 0)}, time.Minute)
-	b.cc = metricsCC{cc}
+	b.cc = cc
 	defer b.Close()
 	apply := func(snap *watchers.Snapshot) {
 		t.Helper()
@@ -121,12 +121,15 @@ func TestRLSPluginsKeptAcrossUpdates(t *testing.T) {
 		defer b.mu.Unlock()
 		return b.rls.pickers
 	}
+	policy := func() *rls.Policy {
+		if p, ok := pickers()["rls"].(*rlsPicker); ok {
+			return p.pol
+		}
+		return nil
+	}
 	apply(snap)
-	before := pickers()
-	b.mu.Lock()
-	pl := b.rls.plugins["rls"]
-	b.mu.Unlock()
-	if pl == nil || pl.bal == nil {
+	before, pol := pickers(), policy()
+	if pol == nil {
 		t.Fatal("no RLS policy for the plugin the route names")
 	}
 
@@ -134,18 +137,7 @@ func TestRLSPluginsKeptAcrossUpdates(t *testing.T) {
 	if after := pickers(); reflect.ValueOf(after).UnsafePointer() != reflect.ValueOf(before).UnsafePointer() {
 		t.Error("an update of endpoints made the RLS pickers anew")
 	}
-	b.mu.Lock()
-	same := b.rls.plugins["rls"] == pl
-	b.mu.Unlock()
-	if !same {
+	if policy() != pol {
 		t.Error("an update of endpoints replaced the RLS policy")
 	}
-}
-
-// metricsCC is a recordingCC with the metrics recorder the RLS policy
-// registers with when built; it records nothing.
-type metricsCC struct{ *recordingCC }
-
-func (metricsCC) MetricsRecorder() estats.MetricsRecorder {
-	return estats.UnimplementedMetricsRecorder{}
 }

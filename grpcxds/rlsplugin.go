@@ -1,104 +1,85 @@
 package grpcxds
 
 import (
+	"errors"
 	"log/slog"
+	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 
-	"google.golang.org/grpc/attributes"
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/balancer/rls"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/rls"
+	"github.com/goxds/xds/internal/rlsgrpc"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
-// How the goxds balancer routes by an RLS cluster specifier plugin
-// (rlsconfig.go has the configuration). For each plugin the routes of the
-// virtual host use, it runs grpc-go's RLS policy as a child, which owns
-// the lookups, their cache, throttling, backoff and the default target.
-// The RLS policy runs a child (rlsTarget) for each target the lookup
-// service names; each asks the balancer for its cluster (addTarget). The
-// balancer adds the cluster to the resolver's watchers.ClusterSet, so the
-// tree subscribes to it and its endpoints, and builds the cluster like a
-// route's when a snapshot brings it. A route picker hands an RPC whose
-// route names a plugin to that plugin's RLS picker, which picks a target
-// and delegates to the target's picker, which picks in the cluster.
+// How the goxds balancer routes by an RLS cluster specifier plugin:
+// package dataplane/rls runs a Policy per plugin the routes use (the
+// lookups, their cache, throttling, backoff, the default target), with an
+// rlsgrpc channel to the lookup service, and the balancer is their Host.
+// A target a policy uses is a cluster (addTarget), which the balancer
+// adds to the resolver's watchers.ClusterSet, so the tree subscribes to
+// it and its endpoints, and builds like a route's when a snapshot brings
+// it. A route picker hands an RPC whose route names a plugin to that
+// plugin's rlsPicker, which asks the policy for a target and picks in
+// that cluster.
 //
-// Lock order: the RLS policy calls the balancer (addTarget, the picker
-// updates of pluginCC) under locks of its own, so the balancer never
-// calls the RLS policy with mu held; its targets' states are reported
-// after mu is released (rlsTellLocked).
-
-// rlsHostKey is the resolver state attribute under which the balancer
-// hands its RLS policies, and through them their children, itself.
-type rlsHostKey struct{}
+// Lock order: the policies call the balancer (addTarget, Repick) with no
+// lock of theirs held; the balancer calls them (updatePlugins, Close)
+// with mu released; pickers call them holding nothing, and they read
+// which targets are failing from rlsState.failing, an atomic.
 
 // clusterSetKey is the resolver state attribute of the resolver's
 // *watchers.ClusterSet.
 type clusterSetKey struct{}
 
+// rlsDataHeader carries the header data of a lookup's answer to the
+// backend, as gRPC sends it.
+const rlsDataHeader = "x-google-rls-data"
+
 // rlsState is the balancer's RLS part. Guarded by xdsBalancer.mu, but
-// published, which pickers read.
+// published and failing, which pickers read.
 type rlsState struct {
-	// plugins are the RLS policies, by plugin name.
-	plugins map[string]*pluginLB
-	// pickers are the RLS policies' pickers, by plugin name; replaced,
-	// never modified, since route pickers share it.
+	// plugins runs the policies; made at the first update.
+	plugins *rls.Plugins
+	// pickers are the policies' pickers, by plugin name; replaced, never
+	// modified, since route pickers share it.
 	pickers map[string]balancer.Picker
-	// targets are the RLS children, by the cluster they route to.
-	targets map[string]map[*rlsTarget]struct{}
+	// targets count the policies' holds on clusters (addTarget).
+	targets map[string]int
 	// roots are the clusters of targets that the balancer holds because
 	// the snapshot has them (a route may name them too).
 	roots map[string]struct{}
-	// vh and rc are the virtual host and route configuration plugins
-	// were last started for (updatePlugins); nil for none.
-	vh *resources.VirtualHost
-	rc *resources.RouteConfig
 	// set is the resolver's ClusterSet, and releases the entries the
 	// balancer holds in it, one per cluster with targets.
 	set      *watchers.ClusterSet
 	releases map[string]func()
 	// published is the route picker in force (nil: none), where target
-	// pickers find the cluster pickers.
+	// picks find the cluster pickers; failing are the target clusters in
+	// TRANSIENT_FAILURE (nil: none), replaced when that changes.
 	published atomic.Pointer[routePicker]
+	failing   atomic.Pointer[map[string]bool]
 }
 
-// pluginLB is one RLS policy.
-type pluginLB struct {
-	name string
-	cfg  *rlsPluginConfig // last handed to bal
-	// bal is built and updated only from UpdateClientConnState, which gRPC
-	// never runs concurrently with Close.
-	bal balancer.Balancer
-}
+// rlsHost is the rls.Host of the balancer's policies.
+type rlsHost struct{ b *xdsBalancer }
 
-// pluginCC is the ClientConn of an RLS policy: the channel's, but for its
-// state, which becomes the plugin's picker in the route picker.
-type pluginCC struct {
-	balancer.ClientConn
-	b  *xdsBalancer
-	pl *pluginLB
-}
+// AddTarget implements rls.Host.
+func (h rlsHost) AddTarget(cluster string) func() { return h.b.addTarget(cluster) }
 
-// UpdateState implements balancer.ClientConn. The RLS policy's state does
-// not count towards the channel's: the clusters its targets route to do.
-func (cc *pluginCC) UpdateState(s balancer.State) {
-	b := cc.b
-	b.mu.Lock()
-	if b.closed || b.rls.plugins[cc.pl.name] != cc.pl {
-		b.mu.Unlock()
-		return
-	}
-	pickers := make(map[string]balancer.Picker, len(b.rls.pickers)+1)
-	for name, p := range b.rls.pickers {
-		pickers[name] = p
-	}
-	pickers[cc.pl.name] = s.Picker
-	b.rls.pickers, b.republish = pickers, true
-	b.finishAndUnlock()
+// Repick implements rls.Host: the picker in force is handed to gRPC
+// again, for the RPCs it queued to be picked again.
+func (h rlsHost) Repick() {
+	h.b.mu.Lock()
+	h.b.republish = true
+	h.b.finishAndUnlock()
 }
 
 // rlsAdoptSetLocked adopts the resolver's ClusterSet.
@@ -165,25 +146,20 @@ func (b *xdsBalancer) holdLocked(name string) {
 	b.rls.releases[name] = b.rls.set.Add(name)
 }
 
-// addTarget registers an RLS child that routes to cluster, and returns
-// the function that unregisters it.
-func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
+// addTarget holds cluster for an RLS policy, and returns the function
+// that releases the hold.
+func (b *xdsBalancer) addTarget(cluster string) (release func()) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return func() {}
 	}
 	if b.rls.targets == nil {
-		b.rls.targets = make(map[string]map[*rlsTarget]struct{})
+		b.rls.targets = make(map[string]int)
 	}
-	ts := b.rls.targets[cluster]
-	if ts == nil {
-		ts = make(map[*rlsTarget]struct{})
-		b.rls.targets[cluster] = ts
+	if b.rls.targets[cluster]++; b.rls.targets[cluster] == 1 {
 		b.holdLocked(cluster)
 	}
-	ts[t] = struct{}{}
-	t.told, t.picker = connectivity.Shutdown, rlsTargetPicker{b: b, cluster: cluster}
 	if b.snap != nil && b.snap.Clusters.Get(cluster) != nil {
 		// The snapshot has it already (a route's, or one held before):
 		// a root now, as the next update would find.
@@ -194,20 +170,20 @@ func (b *xdsBalancer) addTarget(t *rlsTarget, cluster string) (release func()) {
 		b.set.Add(cluster) // or wakes it: a route's cluster, idle until now
 	}
 	b.finishAndUnlock()
-	return func() { b.removeTarget(t, cluster) }
+	released := false // guarded by mu
+	return func() { b.removeTarget(cluster, &released) }
 }
 
-// removeTarget undoes addTarget: the last child of a cluster releases it,
-// and the balancer drops it unless a route names it.
-func (b *xdsBalancer) removeTarget(t *rlsTarget, cluster string) {
+// removeTarget undoes addTarget, once: the last hold of a cluster
+// releases it, and the balancer drops it unless a route names it.
+func (b *xdsBalancer) removeTarget(cluster string, released *bool) {
 	b.mu.Lock()
-	ts := b.rls.targets[cluster]
-	if b.closed || ts == nil {
+	if b.closed || *released || b.rls.targets[cluster] == 0 {
 		b.mu.Unlock()
 		return
 	}
-	delete(ts, t)
-	if len(ts) == 0 {
+	*released = true
+	if b.rls.targets[cluster]--; b.rls.targets[cluster] == 0 {
 		delete(b.rls.targets, cluster)
 		delete(b.rls.roots, cluster)
 		if release := b.rls.releases[cluster]; release != nil {
@@ -221,47 +197,63 @@ func (b *xdsBalancer) removeTarget(t *rlsTarget, cluster string) {
 	b.finishAndUnlock()
 }
 
-// rlsTellLocked records the state each RLS child is to report, and
-// returns the children whose state changed, to tell once mu is released.
-func (b *xdsBalancer) rlsTellLocked() []*rlsTarget {
-	var out []*rlsTarget
-	for name, ts := range b.rls.targets {
-		state := connectivity.Connecting // until the snapshot brings it
-		if s, ok := b.set.ClusterState(name); ok {
-			state = connectivityOf(s)
+// rlsStatesLocked publishes which target clusters are in
+// TRANSIENT_FAILURE (rls.failing) when that changed; it allocates only
+// then.
+func (b *xdsBalancer) rlsStatesLocked() {
+	cur := b.rls.failing.Load()
+	n, same := 0, true
+	for name := range b.rls.targets {
+		f := b.targetFailingLocked(name)
+		if f {
+			n++
 		}
-		for t := range ts {
-			if t.told != state {
-				t.told = state
-				out = append(out, t)
-			}
+		if f != (cur != nil && (*cur)[name]) {
+			same = false
 		}
 	}
-	return out
-}
-
-// tell reports the child's state to the RLS policy (which only queues
-// it): the latest, whichever call of tell comes last.
-func (t *rlsTarget) tell() {
-	t.mu.Lock()
-	b := t.b
-	t.mu.Unlock()
-	if b == nil {
+	if same && (cur == nil || len(*cur) == n) {
 		return
 	}
-	b.mu.Lock()
-	s := balancer.State{ConnectivityState: t.told, Picker: t.picker}
-	b.mu.Unlock()
-	if s.Picker != nil {
-		t.cc.UpdateState(s)
+	if n == 0 {
+		b.rls.failing.Store(nil)
+		return
 	}
+	failing := make(map[string]bool, n)
+	for name := range b.rls.targets {
+		if b.targetFailingLocked(name) {
+			failing[name] = true
+		}
+	}
+	b.rls.failing.Store(&failing)
+}
+
+// targetFailingLocked reports whether cluster name is in
+// TRANSIENT_FAILURE; one the snapshot has not brought yet is not.
+func (b *xdsBalancer) targetFailingLocked(name string) bool {
+	s, ok := b.set.ClusterState(name)
+	return ok && connectivityOf(s) == connectivity.TransientFailure
+}
+
+// rlsFailing is the policies' failing predicate.
+func (b *xdsBalancer) rlsFailing(cluster string) bool {
+	m := b.rls.failing.Load()
+	return m != nil && (*m)[cluster]
+}
+
+// dialRLS is the policies' rls.Dialer: a channel made as grpc-go's RLS
+// policy makes its control channel, from the parent channel's options.
+func (b *xdsBalancer) dialRLS(target string, backToReady func()) (rls.Lookuper, error) {
+	c, err := rlsgrpc.Dial(target, b.bopts, backToReady)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // updatePlugins starts, updates and stops the RLS policies for the
 // plugins that the routes of snap use (none for nil). It runs after mu is
-// released: the RLS policy calls the balancer while it takes the update.
-// A snapshot keeping the virtual host and route configuration, the usual
-// update, keeps the plugins and costs a look at two pointers.
+// released: the policies call the balancer while they take the update.
 func (b *xdsBalancer) updatePlugins(snap *watchers.Snapshot) {
 	var vh *resources.VirtualHost
 	var rc *resources.RouteConfig
@@ -269,91 +261,110 @@ func (b *xdsBalancer) updatePlugins(snap *watchers.Snapshot) {
 		vh, rc = snap.VirtualHost, snap.RouteConfig
 	}
 	b.mu.Lock()
-	if b.closed || (vh == b.rls.vh && rc == b.rls.rc) {
+	if b.closed {
 		b.mu.Unlock()
 		return
-	}
-	b.rls.vh, b.rls.rc = vh, rc
-	b.mu.Unlock()
-	var want map[string]*rlsPluginConfig
-	if snap != nil && snap.VirtualHost != nil && snap.RouteConfig != nil && len(snap.RouteConfig.ClusterSpecifierPlugins) > 0 {
-		// Routes are looked at only where some route has a plugin: a
-		// configuration without costs nothing.
-		want = make(map[string]*rlsPluginConfig)
-		for _, r := range snap.VirtualHost.Routes {
-			if cfg, ok := snap.RouteConfig.ClusterSpecifierPlugins[r.ClusterSpecifierPlugin].(*rlsPluginConfig); ok {
-				want[r.ClusterSpecifierPlugin] = cfg
-			}
-		}
-	}
-	b.mu.Lock()
-	if b.closed || (len(want) == 0 && len(b.rls.plugins) == 0) {
-		b.mu.Unlock()
-		return
-	}
-	var stop []balancer.Balancer
-	var update []*pluginLB
-	pickers := make(map[string]balancer.Picker, len(want))
-	for name, pl := range b.rls.plugins {
-		if want[name] == nil {
-			delete(b.rls.plugins, name)
-			if pl.bal != nil {
-				stop = append(stop, pl.bal)
-			}
-			continue
-		}
-		if p := b.rls.pickers[name]; p != nil {
-			pickers[name] = p
-		}
 	}
 	if b.rls.plugins == nil {
-		b.rls.plugins = make(map[string]*pluginLB)
+		b.rls.plugins = rls.NewPlugins(rls.Options{Host: rlsHost{b}, Dial: b.dialRLS, Clock: b.clock})
 	}
-	for name, cfg := range want {
-		pl := b.rls.plugins[name]
-		if pl == nil {
-			pl = &pluginLB{name: name}
-			b.rls.plugins[name] = pl
-		}
-		if pl.cfg != cfg {
-			pl.cfg = cfg
-			update = append(update, pl)
-		}
+	plugins := b.rls.plugins
+	b.mu.Unlock()
+	policies, changed, err := plugins.Update(vh, rc)
+	if !changed && err == nil {
+		return
 	}
-	b.rls.pickers, b.republish = pickers, true
+	b.mu.Lock()
+	if err != nil {
+		b.logLocked(slog.LevelWarn, "RLS lookups fail: no channel to the lookup service", "err", err)
+	}
+	if changed {
+		host := b.bopts.Target.Endpoint()
+		pickers := make(map[string]balancer.Picker, len(policies))
+		for name, pol := range policies {
+			pickers[name] = &rlsPicker{b: b, pol: pol, host: host}
+		}
+		b.rls.pickers, b.republish = pickers, true
+	}
 	b.finishAndUnlock()
-	for _, bal := range stop {
-		bal.Close()
-	}
-	host := resolver.State{Attributes: attributes.New(rlsHostKey{}, b)}
-	for _, pl := range update {
-		if pl.bal == nil {
-			pl.bal = balancer.Get(rls.Name).Build(&pluginCC{ClientConn: b.cc, b: b, pl: pl}, b.bopts)
-		}
-		if err := pl.bal.UpdateClientConnState(balancer.ClientConnState{ResolverState: host, BalancerConfig: pl.cfg.lb}); err != nil {
-			b.mu.Lock()
-			b.logLocked(slog.LevelWarn, "the RLS policy refused its configuration", "plugin", pl.name, "err", err)
-			b.finishAndUnlock()
-		}
-	}
 }
 
 // closeLocked forgets every RLS policy and cluster held, and returns the
 // policies to close once mu is released.
-func (r *rlsState) closeLocked() []balancer.Balancer {
-	var out []balancer.Balancer
-	for _, pl := range r.plugins {
-		if pl.bal != nil {
-			out = append(out, pl.bal)
-		}
-	}
+func (r *rlsState) closeLocked() *rls.Plugins {
 	for _, release := range r.releases {
 		release()
 	}
+	plugins := r.plugins
 	r.plugins, r.pickers, r.targets, r.releases, r.roots = nil, nil, nil, nil, nil
-	r.vh, r.rc = nil, nil
 	r.published.Store(nil)
-	return out
+	r.failing.Store(nil)
+	return plugins
+}
+
+// rlsPicker is the picker of one plugin: its policy names the target
+// cluster of each RPC, in which it picks.
+type rlsPicker struct {
+	b    *xdsBalancer
+	pol  *rls.Policy
+	host string // extra_keys.host: the channel's target endpoint, as gRPC gives it
+}
+
+// Pick implements balancer.Picker. An RPC whose lookup failed and backs
+// off fails UNAVAILABLE, wait-for-ready or not, as in gRPC; a throttled
+// one fails as gRPC fails a pick's plain error.
+func (p *rlsPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
+	md, _ := metadata.FromOutgoingContext(info.Ctx)
+	res := p.pol.Pick(&rls.Request{Path: info.FullMethodName, Host: p.host, Headers: rlsHeaders(md)}, p.b.rlsFailing)
+	var lerr *rls.LookupError
+	switch {
+	case res.Queue:
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	case errors.As(res.Err, &lerr):
+		return balancer.PickResult{}, status.Error(codes.Unavailable, lerr.Error())
+	case res.Err != nil:
+		return balancer.PickResult{}, res.Err
+	}
+	pr, err := p.b.pickTarget(res.Target, info)
+	if err == nil && !res.Default {
+		// Made for this pick: routePicker may add the authority to it.
+		pr.Metadata = metadata.MD{rlsDataHeader: {res.HeaderData}}
+	}
+	return pr, err
+}
+
+// pickTarget picks in cluster, by the balancer's picker in force.
+func (b *xdsBalancer) pickTarget(cluster string, info balancer.PickInfo) (balancer.PickResult, error) {
+	rp := b.rls.published.Load()
+	if rp == nil {
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	cp := rp.clusters.Get(cluster)
+	if cp == nil {
+		// Not in the configuration yet: the tree subscribes to it, and
+		// the balancer publishes a new picker when it comes.
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	// The RPC's request hash, for a ring_hash cluster, as its route
+	// computed it; a random one for an RPC without the interceptors.
+	hash := rand.Uint64()
+	if sel := selectionOf(info.Ctx); sel != nil {
+		hash = sel.hash
+	}
+	return pickIn(cp, info, hash)
+}
+
+// rlsHeaders shows the key builders gRPC metadata as gRPC's RLS policy
+// reads it: every header as sent, values joined with ",".
+type rlsHeaders metadata.MD
+
+// Get implements rls.Headers.
+func (h rlsHeaders) Get(name string) (string, bool) {
+	vs := h[name]
+	if len(vs) == 0 {
+		return "", false
+	}
+	return strings.Join(vs, ","), true
 }
 
 // pluginPick picks for an RPC routed by r, whose cluster the RLS policy
@@ -366,8 +377,7 @@ func (p *routePicker) pluginPick(r *resources.Route, sel *selection, info balanc
 	case pp == nil && sel != nil && sel.gen < p.gen:
 		return balancer.PickResult{}, false, nil
 	case pp == nil:
-		// Its RLS policy is being started: it publishes a picker
-		// before it takes its first configuration.
+		// Its RLS policy is being started.
 		return balancer.PickResult{}, true, balancer.ErrNoSubConnAvailable
 	}
 	res, err = pp.Pick(info)
