@@ -23,6 +23,7 @@ const outDepth = 8
 // overrides already applied, resources.ExtProcOf) for the RPCs it is
 // given.
 type Processor struct {
+	owner  context.Context
 	cfg    *resources.ExtProcConfig
 	client Client
 	// afterFunc runs f after d; time.AfterFunc unless a test injects a
@@ -30,9 +31,11 @@ type Processor struct {
 	afterFunc func(d time.Duration, f func()) (stop func() bool)
 }
 
-// New returns a Processor for cfg whose streams client opens.
-func New(cfg *resources.ExtProcConfig, client Client) *Processor {
-	return &Processor{cfg: cfg, client: client, afterFunc: func(d time.Duration, f func()) func() bool {
+// New returns a Processor for cfg whose streams client opens. owner is
+// the life of the adapter that runs it (a channel, a server): when it
+// ends, every stream ends, a deferred close included.
+func New(owner context.Context, cfg *resources.ExtProcConfig, client Client) *Processor {
+	return &Processor{owner: owner, cfg: cfg, client: client, afterFunc: func(d time.Duration, f func()) func() bool {
 		return time.AfterFunc(d, f).Stop
 	}}
 }
@@ -93,11 +96,16 @@ type Call struct {
 
 // NewCall starts the filter on an RPC. attrs are the attributes the
 // adapter knows of it (e.g. "request.path"); those the configuration
-// names are sent. The RPC's ctx bounds the processing stream (see Done).
+// names are sent. The stream gets ctx's values, not its cancellation: it
+// ends with Done, or with the Processor's owner.
 func (p *Processor) NewCall(ctx context.Context, attrs map[string]string) *Call {
+	// Not the RPC's cancellation: an observability-mode stream outlives
+	// the RPC (Done); the owner's, though.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(p.owner, cancel)
 	sctx, scancel := context.WithCancel(ctx)
-	return &Call{p: p, ctx: ctx, cancel: cancel, sctx: sctx, scancel: scancel, attrs: attrs, first: true,
+	return &Call{p: p, ctx: ctx, sctx: sctx, scancel: scancel, attrs: attrs, first: true,
+		cancel:    func() { stop(); cancel() },
 		clientOut: make(chan outMsg, outDepth), serverOut: make(chan outMsg, outDepth)}
 }
 
@@ -499,7 +507,8 @@ func (c *Call) ClientHeaders(h map[string][]string) (map[string][]string, error)
 }
 
 // ServerHeaders runs the server's headers through the processor;
-// trailersOnly marks a Trailers-Only response (end_of_stream).
+// trailersOnly marks a Trailers-Only response (end_of_stream), after
+// which there is no trailers event and no server message.
 func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (map[string][]string, error) {
 	if !c.p.cfg.Modes.ResponseHeaders {
 		return c.settled(h)

@@ -84,7 +84,7 @@ func (c *fakeClient) Open(context.Context) (Stream, error) {
 func newTest(t *testing.T, cfg *resources.ExtProcConfig) (*Call, *fakeClient) {
 	t.Helper()
 	fc := &fakeClient{streams: make(chan *fakeStream, 1)}
-	c := New(cfg, fc).NewCall(context.Background(), map[string]string{"request.path": "/S/M", "other": "x"})
+	c := New(context.Background(), cfg, fc).NewCall(context.Background(), map[string]string{"request.path": "/S/M", "other": "x"})
 	t.Cleanup(c.Done)
 	return c, fc
 }
@@ -242,7 +242,7 @@ func TestFailureModeAllow(t *testing.T) {
 	}
 	// Opening the stream fails.
 	cfg := config(resources.ExtProcModes{RequestHeaders: true})
-	c := New(cfg, &fakeClient{err: errors.New("no channel")}).NewCall(context.Background(), nil)
+	c := New(context.Background(), cfg, &fakeClient{err: errors.New("no channel")}).NewCall(context.Background(), nil)
 	defer c.Done()
 	_, err := c.ClientHeaders(nil)
 	wantCode(t, err, codeInternal)
@@ -404,7 +404,7 @@ func TestObservabilityMode(t *testing.T) {
 	fc := &fakeClient{streams: make(chan *fakeStream, 1)}
 	var delay time.Duration
 	var fire func()
-	p := New(cfg, fc).WithAfterFunc(func(d time.Duration, f func()) func() bool {
+	p := New(context.Background(), cfg, fc).WithAfterFunc(func(d time.Duration, f func()) func() bool {
 		delay, fire = d, f
 		return func() bool { return true }
 	})
@@ -490,4 +490,27 @@ func mustAny(t *testing.T, m proto.Message) *anypb.Any {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// The owner's end ends an observability-mode stream that Done left open
+// for its deferred close.
+func TestOwnerEndsStreams(t *testing.T) {
+	cfg := config(resources.ExtProcModes{RequestHeaders: true})
+	cfg.ObservabilityMode = true
+	owner, end := context.WithCancel(context.Background())
+	fc := &fakeClient{streams: make(chan *fakeStream, 1)}
+	p := New(owner, cfg, fc).WithAfterFunc(func(time.Duration, func()) func() bool { return func() bool { return true } })
+	c := p.NewCall(context.Background(), nil)
+	if _, err := c.ClientHeaders(nil); err != nil {
+		t.Fatal(err)
+	}
+	s := stream(t, fc)
+	c.Done()
+	end()
+	select {
+	case <-c.sctx.Done():
+	case <-time.After(wait):
+		t.Fatal("the owner's end did not end the stream")
+	}
+	s.Close()
 }

@@ -43,7 +43,7 @@ func start(t *testing.T, cfg *resources.ExtProcConfig, handler func(procv3.Exter
 	if err != nil {
 		t.Fatal(err)
 	}
-	return extproc.New(cfg, cl), srv
+	return extproc.New(context.Background(), cfg, cl), srv
 }
 
 // A processor over a real gRPC stream: it sees the client's headers (with
