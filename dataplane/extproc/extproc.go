@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/resources"
 )
 
@@ -395,67 +392,6 @@ func (c *Call) deliverLocked(out chan outMsg, b *Body, request bool) error {
 	return nil
 }
 
-// mutate applies a header answer's changes to a copy of h under the
-// configured mutation rules; an invalid change, or a disallowed one when
-// disallow_is_error, is an error.
-func (c *Call) mutate(h map[string][]string, set []extauthz.HeaderOption, remove []string, field string) (map[string][]string, error) {
-	rules := &c.p.cfg.MutationRules
-	ms, err := extauthz.Mutations(rules, set, field+".set_headers")
-	if err != nil {
-		return nil, err
-	}
-	if rules.DisallowIsError {
-		for _, o := range set {
-			if !rules.Allowed(o.Key) {
-				return nil, fmt.Errorf("%s.set_headers: header %q disallowed by mutation_rules", field, o.Key)
-			}
-		}
-	}
-	out := maps.Clone(h)
-	if out == nil {
-		out = map[string][]string{}
-	}
-	extauthz.Apply(out, ms)
-	for i, k := range remove {
-		if k == "" || strings.ToLower(k) != k {
-			return nil, fmt.Errorf("%s.remove_headers[%d]: %q is not a valid header name", field, i, k)
-		}
-		if k == "host" || strings.HasPrefix(k, ":") {
-			continue
-		}
-		if !rules.Allowed(k) {
-			if rules.DisallowIsError {
-				return nil, fmt.Errorf("%s.remove_headers[%d]: header %q disallowed by mutation_rules", field, i, k)
-			}
-			continue
-		}
-		delete(out, k)
-	}
-	return out, nil
-}
-
-// forwarded is the part of h forward_rules let the processor see.
-func (c *Call) forwarded(h map[string][]string) map[string][]string {
-	cfg := c.p.cfg
-	out := make(map[string][]string, len(h))
-	for k, v := range h {
-		if matchAny(cfg.DisallowedHeaders, k) || (cfg.AllowedHeaders != nil && !matchAny(cfg.AllowedHeaders, k)) {
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
-func matchAny(ms []resources.StringMatcher, s string) bool {
-	for i := range ms {
-		if ms[i].Match(s) {
-			return true
-		}
-	}
-	return false
-}
-
 // headers sends a header event and, unless in observability mode, waits
 // for its answer and applies it.
 func (c *Call) headers(k Kind, w *chan hdrResult, h map[string][]string, eos bool) (map[string][]string, error) {
@@ -528,94 +464,6 @@ func (c *Call) ServerTrailers(t map[string][]string) (map[string][]string, error
 	c.trailers = t
 	c.mu.Unlock()
 	return c.headers(ResponseTrailers, &c.waitTrl, t, false)
-}
-
-// push queues o for the data plane, unless the call is over.
-func (c *Call) push(out chan outMsg, o outMsg) {
-	select {
-	case out <- o:
-	case <-c.ctx.Done():
-	}
-}
-
-// message sends a message (or, with end, the half-close) to the
-// processor when its body mode says so, or on to the data plane.
-func (c *Call) message(k Kind, out chan outMsg, msg []byte, end bool) error {
-	c.mu.Lock()
-	wait := c.drained
-	draining := c.draining
-	discard := k == RequestBody && c.reqEnded && !c.passthrough
-	c.mu.Unlock()
-	if draining {
-		// Reading from the data plane stops until the drain ends.
-		select {
-		case <-wait:
-		case <-c.ctx.Done():
-		}
-	}
-	if discard {
-		return nil // the processor ended the client's messages already
-	}
-	mode := c.p.cfg.Modes.RequestBody
-	if k == ResponseBody {
-		mode = c.p.cfg.Modes.ResponseBody
-	}
-	if mode {
-		req := &Request{Kind: k, Body: msg, EndOfStream: end, EndOfStreamWithoutMessage: end}
-		if c.send(req) && !c.observe() {
-			return nil
-		}
-		if _, err := c.settled(nil); err != nil {
-			return err
-		}
-	}
-	c.push(out, outMsg{data: msg, end: end})
-	return nil
-}
-
-// ClientMessage hands one serialized client message to the filter.
-func (c *Call) ClientMessage(msg []byte) error {
-	return c.message(RequestBody, c.clientOut, msg, false)
-}
-
-// ClientHalfClose hands the client's half-close to the filter.
-func (c *Call) ClientHalfClose() error { return c.message(RequestBody, c.clientOut, nil, true) }
-
-// ServerMessage hands one serialized server message to the filter.
-func (c *Call) ServerMessage(msg []byte) error {
-	return c.message(ResponseBody, c.serverOut, msg, false)
-}
-
-// next waits for the next message for the data plane: ok false with a
-// nil error is the end of the messages.
-func (c *Call) next(ctx context.Context, out chan outMsg) ([]byte, bool, error) {
-	select {
-	case o := <-out:
-		if o.end {
-			return nil, false, nil
-		}
-		return o.data, true, nil
-	case <-c.ctx.Done():
-		_, err := c.settled(nil)
-		if err == nil {
-			err = &Status{Code: codeInternal, Message: "ext_proc: call ended"}
-		}
-		return nil, false, err
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
-	}
-}
-
-// NextClientMessage returns the next message to send to the server; ok
-// false with a nil error: half-close.
-func (c *Call) NextClientMessage(ctx context.Context) (msg []byte, ok bool, err error) {
-	return c.next(ctx, c.clientOut)
-}
-
-// NextServerMessage returns the next message for the client
-// application; ok false with a nil error: no more (trailers follow).
-func (c *Call) NextServerMessage(ctx context.Context) (msg []byte, ok bool, err error) {
-	return c.next(ctx, c.serverOut)
 }
 
 // Done ends the filter's work on the RPC: its stream is closed, at once
