@@ -174,8 +174,15 @@
 // allowed_grpc_services (else the Listener is invalid, the error naming
 // the target), whose credentials are used, and its initial_metadata is
 // ignored. Such a Listener depends on its source ([SourceDependent]).
-// Filter types whose parsing needs the context set
-// [HTTPFilterType.ParseConfigFrom].
+// The external processing filter (gRFC A93) is registered for neither side
+// until a client or server runtime runs it: a Listener that requires it is
+// NACKed, an optional one skipped. Its config is an [*ExtProcConfig] (bodies in GRPC mode or not at all,
+// response bodies only with response trailers), and its ExtProcPerRoute
+// override an [*ExtProcPerRouteConfig] whose fields replace the top-level
+// ones ([ExtProcOf]); an override may name its own GrpcService, judged as
+// above, and then the route configuration holding it depends on its
+// source. Filter types whose parsing needs the context set
+// [HTTPFilterType.ParseConfigFrom] (and [HTTPFilterType.ParseOverrideFrom]).
 //
 // # Server Listeners
 //

@@ -9,7 +9,9 @@ package resources
 // asks on every response that repeats the bytes.
 
 // DependsOnSource implements SourceDependent: a route configuration is
-// when one of its routes asks for auto_host_rewrite.
+// when one of its routes asks for auto_host_rewrite, or one of its filter
+// overrides names a side-channel service (an ext_proc override's
+// GrpcService, gRFC A102).
 func (rc *RouteConfig) DependsOnSource() bool { return rc != nil && rc.hostRewrite }
 
 // DependsOnSource implements SourceDependent, as RouteConfig's.
@@ -41,6 +43,31 @@ func (l *Listener) routesDependOnSource() bool {
 	}
 	for _, fc := range s.FilterChains {
 		if fc.InlineRouteConfig.DependsOnSource() {
+			return true
+		}
+	}
+	return false
+}
+
+// overridesDependOnSource reports whether one of a typed_per_filter_config
+// map's parsed overrides depends on the server that sent it.
+func overridesDependOnSource(m map[string]HTTPFilterConfig) bool {
+	for _, c := range m {
+		if sd, ok := c.(SourceDependent); ok && sd.DependsOnSource() {
+			return true
+		}
+	}
+	return false
+}
+
+// overridesDependOnSource reports whether the route's overrides, or its
+// weighted clusters', depend on their source.
+func (r *Route) overridesDependOnSource() bool {
+	if overridesDependOnSource(r.FilterOverrides) {
+		return true
+	}
+	for i := range r.WeightedClusters {
+		if overridesDependOnSource(r.WeightedClusters[i].FilterOverrides) {
 			return true
 		}
 	}

@@ -78,6 +78,11 @@ type HTTPFilterType struct {
 	// taken out of any FilterConfig wrapper. nil: the filter accepts no
 	// overrides, and a route configuration that has one for it is invalid.
 	ParseOverride func(*anypb.Any) (HTTPFilterConfig, error)
+	// ParseOverrideFrom, when set, is used instead of ParseOverride and is
+	// told where the override came from, as ParseConfigFrom is: for an
+	// override that may name a side-channel service (gRFC A102). An
+	// override that does should make the value implement SourceDependent.
+	ParseOverrideFrom func(ctx *DecodeContext, a *anypb.Any) (HTTPFilterConfig, error)
 	// ClientSide and ServerSide say where the filter can run. A client
 	// Listener using a filter that cannot run on a client is invalid
 	// unless the filter is optional, in which case it is left out.
@@ -303,7 +308,7 @@ func parseFilterOverrides(ctx *DecodeContext, in map[string]*anypb.Any) (map[str
 	sort.Strings(names)
 	var out map[string]HTTPFilterConfig
 	for _, name := range names {
-		c, err := parseFilterOverride(ctx.registry(), name, in[name])
+		c, err := parseFilterOverride(ctx, name, in[name])
 		if err != nil {
 			return nil, at("typed_per_filter_config["+strconv.Quote(name)+"]", err)
 		}
@@ -320,7 +325,8 @@ func parseFilterOverrides(ctx *DecodeContext, in map[string]*anypb.Any) (map[str
 
 // parseFilterOverride parses one override; nil with a nil error means an
 // optional override of an unknown type, to be left out.
-func parseFilterOverride(reg *Registry, name string, cfg *anypb.Any) (HTTPFilterConfig, error) {
+func parseFilterOverride(ctx *DecodeContext, name string, cfg *anypb.Any) (HTTPFilterConfig, error) {
+	reg := ctx.registry()
 	optional := false
 	if anyIs(cfg, filterConfigName) {
 		fc := new(routev3.FilterConfig)
@@ -350,10 +356,15 @@ func parseFilterOverride(reg *Registry, name string, cfg *anypb.Any) (HTTPFilter
 		}
 		return nil, fmt.Errorf("override for filter %q has unknown type %s and is not optional", name, messageName(typeURL))
 	}
-	if ft.ParseOverride == nil {
+	var c HTTPFilterConfig
+	switch {
+	case ft.ParseOverrideFrom != nil:
+		c, err = ft.ParseOverrideFrom(ctx, cfg)
+	case ft.ParseOverride != nil:
+		c, err = ft.ParseOverride(cfg)
+	default:
 		return nil, fmt.Errorf("filter %q (%s) does not accept overrides", name, ft.Name)
 	}
-	c, err := ft.ParseOverride(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("filter %q (%s): %v", name, ft.Name, err)
 	}

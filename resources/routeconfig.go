@@ -31,7 +31,8 @@ type RouteConfig struct {
 	// (see Route.ClusterSpecifierPlugin); nil when there are none.
 	ClusterSpecifierPlugins map[string]ClusterSpecifierConfig
 	// hostRewrite: some route asks for auto_host_rewrite, which only a
-	// trusted server is followed in (DependsOnSource).
+	// trusted server is followed in, or some filter override names a
+	// GrpcService, judged by its sender (DependsOnSource).
 	hostRewrite bool
 	// raw is the serialized message, unmarshalled again by Raw: kept as
 	// bytes because the decoded message, which few callers read, is
@@ -67,8 +68,8 @@ type VirtualHost struct {
 	// raw is the virtual host's part of the bytes received (see
 	// RouteConfig.raw).
 	raw []byte
-	// hostRewrite: some route asks for auto_host_rewrite (see
-	// RouteConfig.hostRewrite).
+	// hostRewrite: some route asks for auto_host_rewrite, or some filter
+	// override depends on its source (see RouteConfig.hostRewrite).
 	hostRewrite bool
 }
 
@@ -209,6 +210,7 @@ func newVirtualHost(ctx *DecodeContext, p *routev3.VirtualHost, raw []byte, plug
 	if vh.FilterOverrides, err = parseFilterOverrides(ctx, p.GetTypedPerFilterConfig()); err != nil {
 		return nil, err
 	}
+	vh.hostRewrite = overridesDependOnSource(vh.FilterOverrides)
 	for i, d := range vh.Domains {
 		if err := validateDomain(d); err != nil {
 			return nil, at(index("domains", i), err)
@@ -229,7 +231,7 @@ func newVirtualHost(ctx *DecodeContext, p *routev3.VirtualHost, raw []byte, plug
 			vh.SkippedRoutes = append(vh.SkippedRoutes, SkippedRoute{Index: i, Name: rp.GetName(), Reason: skip})
 			continue
 		}
-		vh.hostRewrite = vh.hostRewrite || rp.GetRoute().GetAutoHostRewrite().GetValue()
+		vh.hostRewrite = vh.hostRewrite || rp.GetRoute().GetAutoHostRewrite().GetValue() || r.overridesDependOnSource()
 		vh.Routes = append(vh.Routes, r)
 	}
 	return vh, nil

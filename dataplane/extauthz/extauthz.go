@@ -382,20 +382,32 @@ func disallowedError(rules *resources.HeaderMutationRules, opts []HeaderOption) 
 	return ""
 }
 
-// mutations validates opts (gRFC A92: a malformed one makes the response
-// malformed) and turns them into mutations, leaving out those to
-// pseudo-headers and host and, with rules, those the rules disallow.
+// mutations is Mutations for an authorization response (gRFC A92: a
+// malformed change makes the response malformed).
 func mutations(rules *resources.HeaderMutationRules, opts []HeaderOption, field string) ([]Mutation, error) {
+	out, err := Mutations(rules, opts, field)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errMalformed, err)
+	}
+	return out, nil
+}
+
+// Mutations validates a service's header changes (gRFC A102's header
+// mutation rules, which the external processing filter, gRFC A93, shares)
+// and turns them into mutations, leaving out those to pseudo-headers and
+// host and, with rules, those the rules disallow. The error names the
+// entry of field that is malformed.
+func Mutations(rules *resources.HeaderMutationRules, opts []HeaderOption, field string) ([]Mutation, error) {
 	var out []Mutation
 	for i, o := range opts {
 		if err := validKey(o.Key); err != nil {
-			return nil, fmt.Errorf("%w: %s[%d]: %v", errMalformed, field, i, err)
+			return nil, fmt.Errorf("%s[%d]: %v", field, i, err)
 		}
 		if len(o.Value) > maxHeaderLen {
-			return nil, fmt.Errorf("%w: %s[%d]: value longer than %d bytes", errMalformed, field, i, maxHeaderLen)
+			return nil, fmt.Errorf("%s[%d]: value longer than %d bytes", field, i, maxHeaderLen)
 		}
 		if o.Action < AppendIfExistsOrAdd || o.Action > OverwriteIfExists {
-			return nil, fmt.Errorf("%w: %s[%d]: unknown append_action %d", errMalformed, field, i, o.Action)
+			return nil, fmt.Errorf("%s[%d]: unknown append_action %d", field, i, o.Action)
 		}
 		if ignored(o.Key) || (rules != nil && !rules.Allowed(o.Key)) {
 			continue

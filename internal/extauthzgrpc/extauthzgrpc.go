@@ -50,24 +50,37 @@ var errClosed = errors.New("extauthzgrpc: closed")
 // Client returns the client of gs's service, making its channel if none
 // is open.
 func (c *Channels) Client(gs *resources.GrpcService) (extauthz.Client, error) {
+	conn, md, err := c.Conn(gs)
+	if err != nil {
+		return nil, err
+	}
+	return &client{ac: authv3.NewAuthorizationClient(conn), md: md}, nil
+}
+
+// Conn returns the channel to gs's service, making it if none is open,
+// and the metadata every call on it carries (a trusted server's
+// initial_metadata): for the other side-channel services a filter names
+// (ext_proc's, gRFC A93, internal/extprocgrpc), which share the channels
+// of one owner.
+func (c *Channels) Conn(gs *resources.GrpcService) (grpc.ClientConnInterface, metadata.MD, error) {
 	key := channelKey(gs)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, errClosed
+		return nil, nil, errClosed
 	}
 	s, ok := c.m[key]
 	if !ok {
 		var err error
 		if s, err = dial(gs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if c.m == nil {
 			c.m = make(map[string]*service)
 		}
 		c.m[key] = s
 	}
-	return &client{ac: authv3.NewAuthorizationClient(s.conn), md: initialMetadata(gs)}, nil
+	return s.conn, initialMetadata(gs), nil
 }
 
 // Close closes every channel; later checks fail.

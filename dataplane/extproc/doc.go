@@ -1,0 +1,61 @@
+// Package extproc is the data plane's external processing (gRFC A93):
+// given an external processing filter's configuration
+// ([resources.ExtProcConfig], its per-route overrides applied by
+// resources.ExtProcOf) it runs the filter on one RPC ([Call]): it sends
+// the RPC's events to the processor on one bidirectional stream per RPC,
+// opened at the first event the processing modes send, and applies the
+// processor's answers. It serves clients and servers of any transport:
+// the stream comes from a [Client] the adapter provides, and the
+// service's messages (envoy.service.ext_proc.v3 ProcessingRequest and
+// ProcessingResponse) are described by the package's own plain types,
+// [Request] and [Response], so that it imports neither grpc-go nor
+// net/http.
+//
+// # What a call does
+//
+//   - Events in the data plane's order, each direction on its own: client
+//     headers, client messages, half-close; server headers (end_of_stream
+//     for Trailers-Only), server messages, trailers. Each is sent as it
+//     happens, without waiting for the answer to an earlier one. The
+//     first message carries protocol_config (the body modes); the first
+//     of each direction the configured attributes the adapter knows;
+//     headers are filtered by forward_rules.
+//   - Headers and trailers wait for their answer, whose header_mutation
+//     is applied under mutation_rules (pseudo-headers and host are never
+//     changed; a disallowed change is ignored, or with disallow_is_error
+//     fails the stream; an invalid one fails the stream).
+//   - Bodies, in GRPC mode, are not held: the processor sends back the
+//     messages to use, as many as it likes ([Call.NextClientMessage],
+//     [Call.NextServerMessage]); its end_of_stream on a request body is
+//     the half-close, after which the client's messages are dropped. A
+//     half-close with no message is sent as end_of_stream with
+//     end_of_stream_without_message.
+//   - A failed stream (a non-OK end, an answer out of order or to an
+//     event not sent, CONTINUE_AND_REPLACE, grpc_message_compressed,
+//     end_of_stream on a response body, an immediate response with
+//     disable_immediate_response) fails the RPC with INTERNAL, unless
+//     failure_mode_allow is set and no body was sent yet (or in
+//     observability mode): then the RPC goes on untouched.
+//   - An OK end: after request_drain (the filter half-closes the stream
+//     and holds new events until the processor, having echoed what it
+//     had, ends it) the RPC goes on untouched; so it does with no body
+//     mode configured. With a body mode and no drain it is a failure.
+//   - An immediate response fails the RPC with its grpc_status and
+//     details; in answer to the trailers its headers change them.
+//   - Observability mode: events are sent marked observability_mode and
+//     nothing waits; answers are ignored; [Call.Done] half-closes the
+//     stream and closes it deferred_close_timeout later.
+//
+// # Not done
+//
+// The flow control of the gRFC's latest revision (flow_control_init,
+// window updates) is not sent or honoured: each direction's messages wait
+// in a small queue ([Call] holds at most a few per direction), and a full
+// queue pushes back on the processor's stream as a whole, which can
+// deadlock the case the gRFC describes (an application that writes much
+// before it reads, while the processor answers many server messages).
+// The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
+// and trace propagation are not implemented. The adapters (a gRPC
+// processing stream, and the client and server runtimes) are not written
+// yet.
+package extproc

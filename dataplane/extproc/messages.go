@@ -1,0 +1,96 @@
+package extproc
+
+import "context"
+
+// The messages of an RPC: in GRPC body mode they go to the processor and
+// the data plane gets the processor's (deliverLocked); otherwise they go
+// straight on. Either way the data plane reads them from the call's
+// queues, one per direction.
+
+// push queues o for the data plane, unless the call is over.
+func (c *Call) push(out chan outMsg, o outMsg) {
+	select {
+	case out <- o:
+	case <-c.ctx.Done():
+	}
+}
+
+// message sends a message (or, with end, the half-close) to the
+// processor when its body mode says so, or on to the data plane.
+func (c *Call) message(k Kind, out chan outMsg, msg []byte, end bool) error {
+	c.mu.Lock()
+	wait := c.drained
+	draining := c.draining
+	discard := k == RequestBody && c.reqEnded && !c.passthrough
+	c.mu.Unlock()
+	if draining {
+		// Reading from the data plane stops until the drain ends.
+		select {
+		case <-wait:
+		case <-c.ctx.Done():
+		}
+	}
+	if discard {
+		return nil // the processor ended the client's messages already
+	}
+	mode := c.p.cfg.Modes.RequestBody
+	if k == ResponseBody {
+		mode = c.p.cfg.Modes.ResponseBody
+	}
+	if mode {
+		req := &Request{Kind: k, Body: msg, EndOfStream: end, EndOfStreamWithoutMessage: end}
+		if c.send(req) && !c.observe() {
+			return nil
+		}
+		if _, err := c.settled(nil); err != nil {
+			return err
+		}
+	}
+	c.push(out, outMsg{data: msg, end: end})
+	return nil
+}
+
+// ClientMessage hands one serialized client message to the filter.
+func (c *Call) ClientMessage(msg []byte) error {
+	return c.message(RequestBody, c.clientOut, msg, false)
+}
+
+// ClientHalfClose hands the client's half-close to the filter.
+func (c *Call) ClientHalfClose() error { return c.message(RequestBody, c.clientOut, nil, true) }
+
+// ServerMessage hands one serialized server message to the filter.
+func (c *Call) ServerMessage(msg []byte) error {
+	return c.message(ResponseBody, c.serverOut, msg, false)
+}
+
+// next waits for the next message for the data plane: ok false with a
+// nil error is the end of the messages.
+func (c *Call) next(ctx context.Context, out chan outMsg) ([]byte, bool, error) {
+	select {
+	case o := <-out:
+		if o.end {
+			return nil, false, nil
+		}
+		return o.data, true, nil
+	case <-c.ctx.Done():
+		_, err := c.settled(nil)
+		if err == nil {
+			err = &Status{Code: codeInternal, Message: "ext_proc: call ended"}
+		}
+		return nil, false, err
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+// NextClientMessage returns the next message to send to the server; ok
+// false with a nil error: half-close.
+func (c *Call) NextClientMessage(ctx context.Context) (msg []byte, ok bool, err error) {
+	return c.next(ctx, c.clientOut)
+}
+
+// NextServerMessage returns the next message for the client
+// application; ok false with a nil error: no more (trailers follow).
+func (c *Call) NextServerMessage(ctx context.Context) (msg []byte, ok bool, err error) {
+	return c.next(ctx, c.serverOut)
+}
