@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,45 @@ type selection struct {
 	// them when the application gave none (unary).
 	header, trailer metadata.MD
 	attemptOpts     [2]grpc.CallOption
+
+	// What start began for the RPC, ended once by finish: what the
+	// filters started (nil: nothing), the application-cancellable
+	// deadline's cancel (nil: none).
+	ended     atomic.Bool
+	release   func()
+	cancelDue context.CancelFunc
+
+	// The route's deadline, when the selection carries it (deadline.go):
+	// done is nil when it does not. All set by startDeadline before the
+	// selection is shared.
+	dl     time.Time
+	done   chan struct{}
+	shard  *deadlineShard
+	after0 [1]func() // afters' first, in the selection's allocation
+	// heapIdx is the selection's place in shard's heap, -1 once out of
+	// it; guarded by shard.mu.
+	heapIdx int
+	dmu     sync.Mutex
+	err     error    // guarded by dmu
+	afters  []func() // what AfterFunc was given; guarded by dmu
+}
+
+// finish ends what start began for the RPC, once (a stream may end by
+// more than one path): what the filters started, and the deadline. A nil
+// selection (an RPC gRPC fails itself) began nothing.
+func (s *selection) finish() {
+	if s == nil || s.ended.Swap(true) {
+		return
+	}
+	if s.release != nil {
+		s.release()
+	}
+	if s.cancelDue != nil {
+		s.cancelDue()
+	}
+	if s.done != nil {
+		s.endDeadline()
+	}
 }
 
 // selectionKey is the context key of an RPC's *selection.
