@@ -147,8 +147,9 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 	}
 	// Each attempt's header and trailer, in sel: gRPC hands back no header
 	// for a response that was trailers only, or for an attempt that never
-	// reached a server.
-	sel.attemptOpts = [2]grpc.CallOption{grpc.Header(&sel.header), grpc.Trailer(&sel.trailer)}
+	// reached a server. The trailer comes with the pick's Done (pickFor).
+	sel.attemptOpts = [1]grpc.CallOption{grpc.Header(&sel.header)}
+	sel.wantTrailer = true
 	attemptOpts := sel.attemptOpts[:]
 	if len(opts) > 0 {
 		attemptOpts = append(opts[:len(opts):len(opts)], sel.attemptOpts[:]...)

@@ -55,10 +55,13 @@ type selection struct {
 	statusPick atomic.Bool
 
 	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
-	// header and trailer of the last one, and the call options that get
-	// them when the application gave none (unary).
+	// header and trailer of the last one, and the call option that gets
+	// the header when the application gave none (unary). The trailer is
+	// the one gRPC hands the pick's Done (pickFor), when wantTrailer:
+	// grpc.Trailer would copy it once more.
 	header, trailer metadata.MD
-	attemptOpts     [2]grpc.CallOption
+	attemptOpts     [1]grpc.CallOption
+	wantTrailer     bool
 
 	// What start began for the RPC, ended once by finish: what the
 	// filters started (nil: nothing), the application-cancellable
