@@ -56,8 +56,20 @@ func (s *selection) startDeadline(timeout time.Duration) {
 	s.dl = time.Now().Add(timeout)
 	s.done = make(chan struct{})
 	s.afters = s.after0[:0]
-	s.shard = &deadlineShards[rand.IntN(deadlineShardCount)].deadlineShard
-	s.shard.add(s)
+	s.shard = uint8(rand.IntN(deadlineShardCount))
+	s.deadlineShard().add(s)
+}
+
+// The ways a deadline the selection carries ends (dstate).
+const (
+	dlPending  = iota // not yet
+	dlExceeded        // at the deadline
+	dlCanceled        // when the RPC ended before it
+)
+
+// deadlineShard is the shard that keeps the deadline of s.
+func (s *selection) deadlineShard() *deadlineShard {
+	return &deadlineShards[s.shard].deadlineShard
 }
 
 // Deadline implements context.Context: the route's deadline, or the
@@ -84,8 +96,15 @@ func (s *selection) Err() error {
 		return s.Context.Err()
 	}
 	s.dmu.Lock()
-	defer s.dmu.Unlock()
-	return s.err
+	st := s.dstate
+	s.dmu.Unlock()
+	switch st {
+	case dlExceeded:
+		return context.DeadlineExceeded
+	case dlCanceled:
+		return context.Canceled
+	}
+	return nil
 }
 
 // AfterFunc arranges for f to run when s is done, and returns the func
@@ -100,7 +119,7 @@ func (s *selection) AfterFunc(f func()) (stop func() bool) {
 	}
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	if s.err != nil {
+	if s.dstate != dlPending {
 		go f()
 		return stopNothing
 	}
@@ -120,22 +139,22 @@ func (s *selection) stopFirst() bool { return s.stopAfter(0) }
 func (s *selection) stopAfter(i int) bool {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	if s.err != nil || s.afters[i] == nil {
+	if s.dstate != dlPending || s.afters[i] == nil {
 		return false
 	}
 	s.afters[i] = nil
 	return true
 }
 
-// cancel makes s done with err, if it was not, and runs what AfterFunc
-// was given. s must carry a deadline.
-func (s *selection) cancel(err error) {
+// cancel makes s done (how: dlExceeded or dlCanceled), if it was not,
+// and runs what AfterFunc was given. s must carry a deadline.
+func (s *selection) cancel(how uint8) {
 	s.dmu.Lock()
-	if s.err != nil {
+	if s.dstate != dlPending {
 		s.dmu.Unlock()
 		return
 	}
-	s.err = err
+	s.dstate = how
 	close(s.done)
 	fs := s.afters
 	s.dmu.Unlock()
@@ -152,17 +171,18 @@ func (s *selection) cancel(err error) {
 // endDeadline ends the deadline s carries, when the RPC ends: the shard
 // forgets it, and s is done, as context.WithTimeout's cancel makes it.
 func (s *selection) endDeadline() {
-	s.shard.remove(s)
-	s.cancel(context.Canceled)
+	s.deadlineShard().remove(s)
+	s.cancel(dlCanceled)
 }
 
 // add queues s, whose deadline is set; s.heapIdx is then guarded by mu.
 func (sh *deadlineShard) add(s *selection) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	s.heapIdx = len(sh.heap)
+	i := len(sh.heap)
+	s.heapIdx = int32(i)
 	sh.heap = append(sh.heap, s)
-	sh.up(s.heapIdx)
+	sh.up(i)
 	if sh.armed.IsZero() || s.dl.Before(sh.armed) {
 		d := time.Until(s.dl)
 		if sh.timer == nil {
@@ -182,7 +202,7 @@ func (sh *deadlineShard) remove(s *selection) {
 }
 
 func (sh *deadlineShard) removeLocked(s *selection) {
-	if i := s.heapIdx; i >= 0 {
+	if i := int(s.heapIdx); i >= 0 {
 		last := len(sh.heap) - 1
 		sh.swap(i, last)
 		sh.heap[last] = nil
@@ -214,14 +234,14 @@ func (sh *deadlineShard) expire() {
 	}
 	sh.mu.Unlock()
 	for _, s := range due {
-		s.cancel(context.DeadlineExceeded)
+		s.cancel(dlExceeded)
 	}
 }
 
 func (sh *deadlineShard) swap(i, j int) {
 	sh.heap[i], sh.heap[j] = sh.heap[j], sh.heap[i]
-	sh.heap[i].heapIdx = i
-	sh.heap[j].heapIdx = j
+	sh.heap[i].heapIdx = int32(i)
+	sh.heap[j].heapIdx = int32(j)
 }
 
 func (sh *deadlineShard) up(i int) {

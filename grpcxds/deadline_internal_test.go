@@ -92,7 +92,7 @@ func TestSelectionDeadlineFinish(t *testing.T) {
 	if n := len(ran); n != 1 {
 		t.Errorf("%d funcs given to AfterFunc ran; want 1, the one not stopped", n)
 	}
-	sh := sel.shard
+	sh := sel.deadlineShard()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for _, s := range sh.heap {

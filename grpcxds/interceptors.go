@@ -40,6 +40,7 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 		return ctx, nil, nil, err
 	}
 	ctx = sel
+	var cancel context.CancelFunc
 	if sel.timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > sel.timeout {
 			// Else the application's deadline comes first, and is the
@@ -49,16 +50,23 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 				// selection carries the deadline (deadline.go).
 				sel.startDeadline(sel.timeout)
 			} else {
-				ctx, sel.cancelDue = context.WithTimeout(ctx, sel.timeout)
+				ctx, cancel = context.WithTimeout(ctx, sel.timeout)
 			}
 		}
 	}
 	release, respHeaders, err := runFilters(ctx, cfg.chain, sel)
+	switch {
+	case release == nil:
+		sel.release = cancel
+	case cancel == nil:
+		sel.release = release
+	default:
+		sel.release = func() { release(); cancel() }
+	}
 	if err != nil {
 		sel.finish()
 		return ctx, nil, nil, err
 	}
-	sel.release = release
 	return ctx, sel, respHeaders, nil
 }
 

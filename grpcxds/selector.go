@@ -46,13 +46,7 @@ type selection struct {
 
 	// md is the RPC's outgoing metadata, read at the first header routing
 	// or a filter asks for (mdRead); only start uses them.
-	md     metadata.MD
-	mdRead bool
-	// statusPick: the last pick failed with a status error (a drop, a
-	// circuit breaker, no route), which gRPC hands the RPC without any
-	// retry. (Beside mdRead, where it fills what alignment would waste:
-	// the struct is allocated per RPC.)
-	statusPick atomic.Bool
+	md metadata.MD
 
 	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
 	// header and trailer of the last one, and the call option that gets
@@ -61,28 +55,35 @@ type selection struct {
 	// grpc.Trailer would copy it once more.
 	header, trailer metadata.MD
 	attemptOpts     [1]grpc.CallOption
-	wantTrailer     bool
 
-	// What start began for the RPC, ended once by finish: what the
-	// filters started (nil: nothing), the application-cancellable
-	// deadline's cancel (nil: none).
-	ended     atomic.Bool
-	release   func()
-	cancelDue context.CancelFunc
+	// release ends what start began for the RPC: what the filters
+	// started, and the deadline's context.WithTimeout (nil: nothing).
+	// finish calls it once (ended).
+	release func()
 
-	// The route's deadline, when the selection carries it (deadline.go):
-	// done is nil when it does not. All set by startDeadline before the
+	// The route's deadline, when the selection carries it (deadline.go);
+	// done is nil when it does not. Set by startDeadline before the
 	// selection is shared.
 	dl     time.Time
 	done   chan struct{}
-	shard  *deadlineShard
+	afters []func()  // what AfterFunc was given; guarded by dmu
 	after0 [1]func() // afters' first, in the selection's allocation
-	// heapIdx is the selection's place in shard's heap, -1 once out of
-	// it; guarded by shard.mu.
-	heapIdx int
-	dmu     sync.Mutex
-	err     error    // guarded by dmu
-	afters  []func() // what AfterFunc was given; guarded by dmu
+	dmu    sync.Mutex
+
+	// Small fields side by side, where alignment would waste less: the
+	// struct is allocated per RPC.
+	mdRead      bool
+	wantTrailer bool
+	dstate      uint8 // how the deadline ended (deadline.go); guarded by dmu
+	shard       uint8 // the deadline's deadlineShards index
+	// statusPick: the last pick failed with a status error (a drop, a
+	// circuit breaker, no route), which gRPC hands the RPC without any
+	// retry.
+	statusPick atomic.Bool
+	ended      atomic.Bool
+	// heapIdx is the selection's place in its shard's heap, -1 once out
+	// of it; guarded by the shard's mu.
+	heapIdx int32
 }
 
 // finish ends what start began for the RPC, once (a stream may end by
@@ -94,9 +95,6 @@ func (s *selection) finish() {
 	}
 	if s.release != nil {
 		s.release()
-	}
-	if s.cancelDue != nil {
-		s.cancelDue()
 	}
 	if s.done != nil {
 		s.endDeadline()
