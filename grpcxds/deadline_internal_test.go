@@ -105,8 +105,27 @@ func TestSelectionDeadlineFinish(t *testing.T) {
 	}
 }
 
+// ownDone is a context not of the context package, with a Done channel of
+// its own.
+type ownDone struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c ownDone) Done() <-chan struct{} { return c.done }
+
+func (c ownDone) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
 // A selection without a deadline of its own is its application context's:
-// done with it, and a derived context is cancelled with it.
+// done with it, and a context derived from it is cancelled with it, the
+// application's context being the context package's or not.
 func TestSelectionWithoutDeadline(t *testing.T) {
 	t.Parallel()
 	app, cancel := context.WithCancel(context.Background())
@@ -114,14 +133,18 @@ func TestSelectionWithoutDeadline(t *testing.T) {
 	if _, ok := sel.Deadline(); ok {
 		t.Error("a selection without deadline reports one")
 	}
-	type custom struct{ context.Context } // not one of the context package's
-	child, cancelChild := context.WithCancel(&selection{Context: custom{app}})
+	child, cancelChild := context.WithCancel(sel)
 	defer cancelChild()
+	own := ownDone{context.Background(), make(chan struct{})}
+	ownChild, cancelOwnChild := context.WithCancel(&selection{Context: own})
+	defer cancelOwnChild()
 	cancel()
+	close(own.done)
 	waitDone(t, sel, "selection of a cancelled application context")
-	waitDone(t, child, "context derived from a selection of a custom context")
-	if !errors.Is(sel.Err(), context.Canceled) {
-		t.Errorf("Err() = %v; want %v", sel.Err(), context.Canceled)
+	waitDone(t, child, "context derived from it")
+	waitDone(t, ownChild, "context derived from a selection of a context of its own")
+	if !errors.Is(sel.Err(), context.Canceled) || !errors.Is(child.Err(), context.Canceled) || !errors.Is(ownChild.Err(), context.Canceled) {
+		t.Errorf("Err() = %v, derived %v and %v; want %v", sel.Err(), child.Err(), ownChild.Err(), context.Canceled)
 	}
 }
 
