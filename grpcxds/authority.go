@@ -48,6 +48,7 @@ func authorityKey(a, rest string) string {
 // it is shut down, when gRPC no longer sends on it, so that no RPC picks
 // it without its authority in view.
 func (c *subConn) Shutdown() {
+	c.shutLocked()
 	c.SubConn.Shutdown()
 	if c.authority {
 		c.b.authorities.Delete(c.SubConn)

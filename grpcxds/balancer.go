@@ -96,6 +96,11 @@ type xdsBalancer struct {
 	// rls is the state of the routes whose cluster an RLS policy names
 	// (rlsplugin.go).
 	rls rlsState
+	// connSink is where the SubConns' metrics go, nil when the channel
+	// does not measure them; connEvents the measurements to report once
+	// mu is released (subchannelmetrics.go).
+	connSink   *connSink
+	connEvents []connEvent
 }
 
 // channelInfo is what the balancer learns of its channel from the
@@ -139,9 +144,15 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 			b.set.SetClient(src.client)
 		}
 	}
+	var cs *channelState
+	if src != nil {
+		cs = src.cs
+	}
+	b.setConnSinkLocked(cs)
 	if lbc, isOurs := s.BalancerConfig.(*lbConfig); isOurs {
 		b.set.Configure(cluster.Config{FailoverTimeout: lbc.failoverTimeout,
-			ConnectOnFirstRPC: lbc.connectOnFirstRPC, ClusterIdleTimeout: lbc.clusterIdleTimeout})
+			ConnectOnFirstRPC: lbc.connectOnFirstRPC, ClusterIdleTimeout: lbc.clusterIdleTimeout,
+			OutlierMetrics: b.outlierMetricsLocked(cs)})
 	}
 	if cfg == nil || cfg.snap == nil {
 		transient := cfg != nil && cfg.cerr != nil
@@ -237,7 +248,9 @@ func (b *xdsBalancer) Close() {
 	after := b.set.Close()
 	b.closeTLSLocked()
 	plugins := b.rls.closeLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	for _, p := range plugins {
 		p.Close()
 	}
@@ -252,7 +265,9 @@ func (b *xdsBalancer) Close() {
 func (b *xdsBalancer) finishAndUnlock() {
 	if b.closed {
 		b.logs = nil
+		conns := b.takeConnEventsLocked()
 		b.mu.Unlock()
+		reportConns(conns)
 		return
 	}
 	if b.set.Settle() {
@@ -268,7 +283,9 @@ func (b *xdsBalancer) finishAndUnlock() {
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	told := b.rlsTellLocked()
+	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
+	reportConns(conns)
 	for _, t := range told {
 		t.tell()
 	}

@@ -35,6 +35,9 @@ type connTag struct {
 	// endpoint's hostname, a LOGICAL_DNS cluster's host:port; "" for
 	// none.
 	authority string
+	// labels are the labels of the connection's metrics (gRFC A94;
+	// subchannelmetrics.go), nil when the channel does not measure them.
+	labels *connLabels
 }
 
 // subConn is an endpoint's connection: a SubConn, and what its state
@@ -45,6 +48,9 @@ type subConn struct {
 	ep *endpoint.Endpoint
 	// authority: the SubConn is in b.authorities (authority.go).
 	authority bool
+	// m is what the SubConn's metrics need (subchannelmetrics.go), nil
+	// when the channel does not measure them. Guarded by b.mu.
+	m *connMetrics
 }
 
 // Endpoint implements cluster.Host: the endpoint of the given addresses
@@ -82,6 +88,10 @@ func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *
 			sec.refs++
 		}
 	}
+	if isNew {
+		tag, _ := ep.Tag.(*connTag)
+		b.labelConnLocked(ep, tag, spec)
+	}
 	return ep
 }
 
@@ -105,6 +115,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	// The listener is the SubConn's: one released may still report before
 	// its shutdown, and the pool ignores it (SetState).
 	c := &subConn{b: b, ep: ep}
+	c.measureLocked(tag)
 	sc, err := b.cc.NewSubConn(addrs, balancer.NewSubConnOptions{StateListener: c.onState})
 	if err != nil {
 		return nil, err
@@ -134,6 +145,7 @@ func (c *subConn) onState(s balancer.SubConnState) {
 		b.mu.Unlock()
 		return
 	}
+	c.observeLocked(s.ConnectivityState)
 	if s.ConnectivityState == connectivity.TransientFailure {
 		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil {
 			tag.dns.ResolveNow()

@@ -44,8 +44,10 @@
 // redialling the management server; [Builder.Close] closes it. Logger
 // hears the channels' decisions (see Logs), FailoverTimeout bounds the
 // wait for a priority still connecting, ConnectOnFirstRPC and
-// ClusterIdleTimeout connect clusters only when used, and RetryMetrics
-// hears of the calls a retry policy retried.
+// ClusterIdleTimeout connect clusters only when used, RetryMetrics
+// hears of the calls a retry policy retried, OutlierMetrics of the
+// outliers outlier detection finds and SubchannelMetrics of the
+// connections (gRFC A91, A94: see Clusters and Connections below).
 //
 // # The resolver
 //
@@ -138,7 +140,10 @@
 //     and aggregate clusters, priorities and failover (gRFC A56: a priority
 //     still connecting is waited for up to Options.FailoverTimeout), drops
 //     (UNAVAILABLE "dropped by load balancing policy: <category>"), circuit
-//     breakers (max_requests), outlier detection (gRFC A50) and load
+//     breakers (max_requests), outlier detection (gRFC A50; with
+//     Options.OutlierMetrics each outlier found is reported, ejected or
+//     not and why: gRFC A91, with the leaf cluster as A89's
+//     grpc.lb.backend_service) and load
 //     reports to lrs_server self (gRFC A27, with A85's backend metrics),
 //     sent by the goxds client ([client.Client.ReportLoad]).
 //   - Leaf policies (gRFC A52's load_balancing_policy, or the legacy
@@ -157,6 +162,13 @@
 //     first RPC, and with Options.ClusterIdleTimeout sleeps again when
 //     unused, so that a service given a mesh-wide route configuration of
 //     thousands of clusters holds connections only to those it calls.
+//     With Options.SubchannelMetrics (gRFC A94) each SubConn's attempts,
+//     disconnections ("subchannel shutdown" when goxds closed it,
+//     "unknown" otherwise: gRPC tells a balancer no more) and the open
+//     count are reported, labelled with the leaf cluster and locality
+//     that first listed the endpoint, a shared connection counted once;
+//     grpc-go's own subchannel metrics cannot carry these labels for a
+//     goxds channel.
 //   - Security (gRFC A29): with the credentials of package xdscreds, a
 //     cluster's UpstreamTlsContext makes its connections TLS or mutual
 //     TLS, with the bootstrap's certificate providers and the cluster's

@@ -109,6 +109,15 @@ type Options struct {
 	// grpc.client.call.retry_delay); metrics/otelxds and metrics/promxds
 	// implement it. Nil: nothing is measured, at no cost per RPC.
 	RetryMetrics RetryMetrics
+	// OutlierMetrics, if set, hears of each outlier the channels' outlier
+	// detection finds, ejected or not (gRFC A91); SubchannelMetrics of
+	// their connections' attempts, disconnections and count (gRFC A94).
+	// Both are labelled with the channel's target and the leaf cluster
+	// (gRFC A89's backend service), connections with their locality too;
+	// metrics/otelxds and metrics/promxds implement them. Nil: nothing is
+	// measured; neither is on the per-RPC path.
+	OutlierMetrics    OutlierMetrics
+	SubchannelMetrics SubchannelMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -135,8 +144,10 @@ type Builder struct {
 	// retryWait replaces the timer retries wait on, in tests; nil: the
 	// real one. Set before the first channel.
 	retryWait func(ctx context.Context, d time.Duration) error
-	// retryMetrics is Options.RetryMetrics.
-	retryMetrics RetryMetrics
+	// retryMetrics, outlierMetrics and subchannelMetrics are Options'.
+	retryMetrics      RetryMetrics
+	outlierMetrics    OutlierMetrics
+	subchannelMetrics SubchannelMetrics
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -148,7 +159,8 @@ const DefaultClientLinger = 5 * time.Minute
 // valid lower-case URI scheme, or if no client is given and no valid
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
-	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics}
+	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}

@@ -2,9 +2,9 @@ package httpxds
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/httppath"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/resources"
 )
 
@@ -92,12 +93,18 @@ func BenchmarkServeHTTP(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			fc := benchChain(b, rbac)
 			s := &Server{h: h, faults: route.NewFaults(nil)}
-			l := &listener{s: s, name: "bench"}
-			l.rcs.Store(&map[string]routeState{})
-			l.extras.Store(new(sync.Map))
+			// Never served: the core only names the Listener and holds
+			// the (empty) route configurations; the chain's is inline.
+			raw, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer raw.Close()
+			l := &listener{s: s}
+			l.core = serverlds.New(serverlds.Config[*generation]{Raw: raw, Name: "bench", Server: l})
 			g := &generation{l: l}
 			cs := &chainState{fc: fc, norm: httppath.Resolve(fc.PathNormalization)}
-			ctx := context.WithValue(context.Background(), chainKey{}, cs)
+			ctx := context.WithValue(context.Background(), chainKey{}, &chainConn{cs: cs})
 			r := newReq(ctx)
 			r.RemoteAddr = "127.0.0.1:40000"
 			run(b, g, r)

@@ -6,12 +6,13 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
 // newHTTPServer is the http.Server of one generation: the caller's
-// template, g as the handler, each connection's filter chain in its
-// requests' context.
+// template, g as the handler, each connection (and its filter chain) in
+// its requests' context, its closing counted by g's freshConns.
 func (s *Server) newHTTPServer(g *generation) *http.Server {
 	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second}
 	if t := s.opts.HTTPServer; t != nil {
@@ -35,6 +36,13 @@ func (s *Server) newHTTPServer(g *generation) *http.Server {
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		return context.WithValue(ctx, chainKey{}, chainOf(c))
 	}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed || st == http.StateHijacked {
+			if cc := chainOf(c); cc != nil {
+				cc.served() // closed before any request: not waited for
+			}
+		}
+	}
 	return srv
 }
 
@@ -50,14 +58,68 @@ type chainKey struct{}
 type chainConn struct {
 	net.Conn
 	cs *chainState
+	// fresh counts it until its first request reaches the handler (or it
+	// closes); nil: not counted.
+	fresh *freshConns
+	seen  atomic.Bool
 }
 
-func chainOf(c net.Conn) *chainState {
+// served records that the connection's first request has reached the
+// handler, or that it closed before any.
+func (cc *chainConn) served() {
+	if cc.fresh != nil && !cc.seen.Load() && cc.seen.CompareAndSwap(false, true) {
+		cc.fresh.done()
+	}
+}
+
+func chainOf(c net.Conn) *chainConn {
 	if t, ok := c.(*tls.Conn); ok {
 		c = t.NetConn()
 	}
-	if cc, ok := c.(*chainConn); ok {
-		return cc.cs
+	cc, _ := c.(*chainConn)
+	return cc
+}
+
+// freshWait bounds how long a drain waits for a connection's first
+// request: net/http's own Shutdown takes a connection that has sent
+// nothing for 5 s as idle.
+const freshWait = 5 * time.Second
+
+// freshConns counts the connections handed to a generation's server whose
+// first request has not reached the handler yet. net/http's Shutdown
+// closes such a connection unanswered when its request comes (a server
+// shutting down reads no new request), though the client has just
+// connected and has nothing to go on; so a drain waits for them before it
+// shuts the server down (Envoy answers them, with Connection: close).
+type freshConns struct {
+	n       atomic.Int64
+	changed chan struct{} // a value after n drops, for wait
+}
+
+func newFreshConns() *freshConns { return &freshConns{changed: make(chan struct{}, 1)} }
+
+func (f *freshConns) add() { f.n.Add(1) }
+
+func (f *freshConns) done() {
+	f.n.Add(-1)
+	select {
+	case f.changed <- struct{}{}:
+	default:
 	}
-	return nil
+}
+
+// wait returns once no connection is fresh, after freshWait, or when
+// stop is closed.
+func (f *freshConns) wait(stop <-chan struct{}) {
+	t := time.NewTimer(freshWait)
+	defer t.Stop()
+	for f.n.Load() > 0 {
+		select {
+		case <-f.changed:
+		case <-t.C:
+			return
+		case <-stop:
+			return
+		}
+	}
 }

@@ -26,12 +26,18 @@
 // and for that address, with every RouteConfiguration its filter chains
 // name over RDS. Until then, and after the Listener is rejected or deleted
 // with nothing good held, connections are accepted and closed, and those
-// open are drained. Options.ServingModeCallback is told each change; without
-// one, not serving is logged as a warning. Each accepted connection is
-// matched to a filter chain (package dataplane/authz, as gRPC matches); a
-// connection no chain matches is closed. Each Listener version is served
-// by an http.Server of its own; when a new version takes over, the old one
-// is shut down gracefully (http.Server.Shutdown). A route configuration
+// open are drained. Options.ServingModeCallback is told each change;
+// without one they are logged as xdsserver logs them: not serving and why
+// as a warning (a reason told again is left out), and serving again after
+// it as a warning too. Each accepted connection is matched to a filter
+// chain (package dataplane/authz, as gRPC matches); a connection no chain
+// matches is closed. Each Listener version is served by an http.Server
+// of its own; when a new version takes over, the old one drains: idle
+// connections close, the others after their next response (Connection:
+// close), a connection that has not sent its first request yet is still
+// answered (for up to 5 s), and then the server is shut down gracefully
+// (http.Server.Shutdown: HTTP/2 connections get a GOAWAY, requests in
+// progress finish). A route configuration
 // update over RDS applies to open connections from their next request.
 //
 // Each request then goes through, in Envoy's order:

@@ -15,6 +15,7 @@ import (
 	"github.com/goxds/xds/dataplane/httppath"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/serverconn"
+	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/resources"
 )
 
@@ -26,15 +27,18 @@ import (
 // non_forwarding_action, the configured answer for direct_response.
 func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l := g.l
-	cs, _ := r.Context().Value(chainKey{}).(*chainState)
-	if cs == nil {
-		// Every connection comes through handle, which sets it.
+	cc, _ := r.Context().Value(chainKey{}).(*chainConn)
+	if cc == nil {
+		// Every connection comes through Deliver, which sets it.
 		http.Error(w, "httpxds: request on a connection without a filter chain", http.StatusInternalServerError)
 		return
 	}
-	rc, err := l.routeConfig(cs.fc)
+	cc.served()
+	cs := cc.cs
+	routes := l.core.Routes()
+	rc, err := routes.Config(cs.fc)
 	if err != nil {
-		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.name, cs.fc.Name, err)
+		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.core.Name(), cs.fc.Name, err)
 		return
 	}
 	if cs.strip != resources.HostPortKeep {
@@ -52,7 +56,7 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// Envoy answers 400 to a path that normalize_path cannot
 		// normalize, and to REJECT_REQUEST.
-		failf(w, http.StatusBadRequest, "listener %q: %v", l.name, err)
+		failf(w, http.StatusBadRequest, "listener %q: %v", l.core.Name(), err)
 		return
 	}
 	if act == httppath.Redirect {
@@ -69,7 +73,7 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	vh := resources.FindVirtualHost(rc.VirtualHosts, r.Host)
 	if vh == nil {
 		// Envoy answers 404 when no virtual host matches.
-		failf(w, http.StatusNotFound, "no virtual host for host %q in route configuration %q (listener %q)", r.Host, rc.Name, l.name)
+		failf(w, http.StatusNotFound, "no virtual host for host %q in route configuration %q (listener %q)", r.Host, rc.Name, l.core.Name())
 		return
 	}
 	req := &request{r: r, path: path}
@@ -77,7 +81,7 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt == nil {
 		// Envoy answers 404 when no route matches.
 		failf(w, http.StatusNotFound, "no route for host %q path %q in route configuration %q (virtual host %q, listener %q)",
-			r.Host, path, rc.Name, vh.Name, l.name)
+			r.Host, path, rc.Name, vh.Name, l.core.Name())
 		return
 	}
 	if !g.runFilters(w, req, cs.fc, vh, rt, rc) {
@@ -86,7 +90,7 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch rt.Action {
 	case resources.RouteActionNonForwarding:
 		r = withPath(r, raw, path)
-		m := l.extrasOf(rt, vh, rc).mut
+		m := extrasOf(routes, rt, vh, rc).mut
 		if len(m.request) > 0 {
 			apply(m.request, r.Header)
 		}
@@ -95,12 +99,12 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		l.s.h.ServeHTTP(w, r)
 	case resources.RouteActionDirectResponse:
-		x := l.extrasOf(rt, vh, rc)
+		x := extrasOf(routes, rt, vh, rc)
 		apply(x.mut.response, w.Header())
 		directResponse(w, x.direct, rt, rc)
 	case resources.RouteActionRedirect:
 		// Not forwarding: Envoy's router answers it itself.
-		x := l.extrasOf(rt, vh, rc)
+		x := extrasOf(routes, rt, vh, rc)
 		apply(x.mut.response, w.Header())
 		answerRedirect(w, r, x.redirect, rt, rc, path)
 	default:
@@ -387,11 +391,12 @@ type routeExtras struct {
 // extrasOf returns rt's extras, worked out on its first request (Route.Raw
 // unmarshals the route anew; a direct response body may come from a file,
 // read once as Envoy reads it with the configuration). The cache is
-// emptied when the route configurations change, so that it keeps no route
-// that is gone; a route belongs to one virtual host of one route
+// the Routes' own (serverlds.Routes.Cache), new when the route
+// configurations or the Listener version change, so that it keeps no
+// route that is gone; a route belongs to one virtual host of one route
 // configuration, so it is the key.
-func (l *listener) extrasOf(rt *resources.Route, vh *resources.VirtualHost, rc *resources.RouteConfig) *routeExtras {
-	cache := l.extras.Load()
+func extrasOf(routes *serverlds.Routes, rt *resources.Route, vh *resources.VirtualHost, rc *resources.RouteConfig) *routeExtras {
+	cache := &routes.Cache
 	if x, ok := cache.Load(rt); ok {
 		return x.(*routeExtras)
 	}

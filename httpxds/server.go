@@ -12,6 +12,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/resources"
 )
 
@@ -32,7 +33,7 @@ type Options struct {
 	ClientOptions client.Options
 	// ServingModeCallback, if set, is told each change of an address's
 	// serving mode; without it the changes are logged (not serving and
-	// why, as a warning).
+	// why, as a warning, and serving again after it, as a warning too).
 	ServingModeCallback func(addr net.Addr, args ServingModeChangeArgs)
 	// Logger gets the server's warnings; nil: client.DefaultLogger().
 	Logger *slog.Logger
@@ -59,11 +60,11 @@ type Server struct {
 	logger *slog.Logger
 	faults *route.Faults
 
-	reports reporter
+	// reports tells the serving-mode changes of every address.
+	reports *serverlds.Reporter
 
-	mu        sync.Mutex
-	listeners map[*listener]bool
-	stopped   bool
+	// listeners are the addresses served, for Close and Shutdown.
+	listeners serverlds.Set[*generation]
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
 }
@@ -79,8 +80,8 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 	if h == nil {
 		return nil, errors.New("httpxds: NewServer: nil handler")
 	}
-	s := &Server{h: h, opts: opts, listeners: make(map[*listener]bool), faults: route.NewFaults(nil)}
-	s.reports.s = s
+	s := &Server{h: h, opts: opts, faults: route.NewFaults(nil)}
+	s.reports = serverlds.NewReporter(s.tell)
 	s.logger = opts.Logger
 	if s.logger == nil {
 		s.logger = client.DefaultLogger()
@@ -142,21 +143,10 @@ func RegisterServerFilters(reg *resources.Registry) error {
 func (s *Server) Serve(lis net.Listener) error {
 	// NewServer checked that the bootstrap has a template.
 	name, _ := s.b.ServerListenerResourceName(lis.Addr().String())
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		lis.Close()
-		return ErrServerClosed
+	if err := s.listeners.Serve(newListener(s, lis, name).core); err != nil && err != serverlds.ErrStopped {
+		return err
 	}
-	l := newListener(s, lis, name)
-	s.listeners[l] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-	return l.serve()
+	return ErrServerClosed
 }
 
 // Close closes every listener and connection at once, and the xDS client
@@ -176,16 +166,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) stop(ctx context.Context, graceful bool) error {
-	s.mu.Lock()
-	already := s.stopped
-	s.stopped = true
-	ls := make([]*listener, 0, len(s.listeners))
-	for l := range s.listeners {
-		ls = append(ls, l)
-	}
-	s.mu.Unlock()
+	ls, already := s.listeners.Stop()
 	for _, l := range ls {
-		l.close()
+		l.Close(true)
 	}
 	var err error
 	if graceful {
@@ -199,7 +182,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 	}
 	// Generations still serving or draining: at once now.
 	for _, l := range ls {
-		l.closeAll()
+		l.CloseAll()
 	}
 	s.wg.Wait()
 	if !already && s.ownsXC {

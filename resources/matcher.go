@@ -287,6 +287,12 @@ func (h HeaderMatcher) String() string {
 	return s
 }
 
+// NewHeaderMatcher compiles p as a route's header matchers are compiled,
+// for the matchers a resource keeps as received: a retry policy's
+// retriable_headers and retriable_request_headers, which only an HTTP
+// client reads. An error names the field of p that is wrong.
+func NewHeaderMatcher(p *routev3.HeaderMatcher) (HeaderMatcher, error) { return newHeaderMatcher(p) }
+
 func newHeaderMatcher(p *routev3.HeaderMatcher) (HeaderMatcher, error) {
 	if p.GetName() == "" {
 		return HeaderMatcher{}, fieldErrorf("name", "must not be empty")

@@ -57,6 +57,9 @@ type VirtualHost struct {
 	// RetryPolicy is the virtual host's retry_policy, nil when unset. A
 	// route's own policy replaces it.
 	RetryPolicy *routev3.RetryPolicy
+	// IncludeRequestAttemptCount is include_request_attempt_count: an
+	// HTTP client sets x-envoy-attempt-count on each attempt it sends.
+	IncludeRequestAttemptCount bool
 	// FilterOverrides are the virtual host's typed_per_filter_config, as
 	// in Route.FilterOverrides; a route's or weighted cluster's own
 	// override of a filter beats this one.
@@ -196,6 +199,8 @@ func newVirtualHost(ctx *DecodeContext, p *routev3.VirtualHost, raw []byte, plug
 		Domains:     p.GetDomains(),
 		RetryPolicy: p.GetRetryPolicy(),
 		raw:         raw,
+
+		IncludeRequestAttemptCount: p.GetIncludeRequestAttemptCount(),
 	}
 	if len(vh.Domains) == 0 {
 		return nil, fieldErrorf("domains", "must not be empty")

@@ -95,6 +95,8 @@ func TestDecodeRouteConfigValue(t *testing.T) {
 			Domains:     []string{"a.com", "*.a.com"},
 			Routes:      []*routev3.Route{prefixRoute("/x", "c1"), weightedRoute("/", map[string]uint32{"c2": 1, "c3": 2}, "c2", "c3")},
 			RetryPolicy: retry,
+
+			IncludeRequestAttemptCount: true,
 		},
 		vhost("b", []string{"*"}, prefixRoute("", "c1")),
 	)
@@ -114,6 +116,9 @@ func TestDecodeRouteConfigValue(t *testing.T) {
 	}
 	if a.RetryPolicy.GetRetryOn() != "unavailable" {
 		t.Errorf("virtual host retry policy not kept: %v", a.RetryPolicy)
+	}
+	if !a.IncludeRequestAttemptCount || rc.VirtualHosts[1].IncludeRequestAttemptCount {
+		t.Errorf("include_request_attempt_count: a %t, b %t; want true, false", a.IncludeRequestAttemptCount, rc.VirtualHosts[1].IncludeRequestAttemptCount)
 	}
 	if got, want := rc.ClusterNames(), []string{"c1", "c2", "c3"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ClusterNames = %v, want %v", got, want)

@@ -1,8 +1,9 @@
 package xdsserver
 
 import (
-	"fmt"
 	"net"
+
+	"github.com/goxds/xds/internal/serverlds"
 )
 
 // ServingMode is whether a listening address serves RPCs.
@@ -12,28 +13,18 @@ type ServingMode int
 const (
 	// ServingModeStarting: the address's Listener has not arrived yet;
 	// connections are accepted and closed.
-	ServingModeStarting ServingMode = iota
+	ServingModeStarting = ServingMode(serverlds.Starting)
 	// ServingModeServing: the Listener (and every route configuration it
 	// names) is held; connections are served.
-	ServingModeServing
+	ServingModeServing = ServingMode(serverlds.Serving)
 	// ServingModeNotServing: the Listener does not exist, or was rejected
 	// and nothing good is held; connections are accepted and closed, and
 	// those already open are drained.
-	ServingModeNotServing
+	ServingModeNotServing = ServingMode(serverlds.NotServing)
 )
 
 // String names the mode.
-func (m ServingMode) String() string {
-	switch m {
-	case ServingModeStarting:
-		return "starting"
-	case ServingModeServing:
-		return "serving"
-	case ServingModeNotServing:
-		return "not-serving"
-	}
-	return fmt.Sprintf("ServingMode(%d)", int(m))
-}
+func (m ServingMode) String() string { return serverlds.Mode(m).String() }
 
 // ServingModeChangeArgs is what a ServingModeCallback is told.
 type ServingModeChangeArgs struct {
@@ -51,75 +42,14 @@ type ServingModeChangeArgs struct {
 // may wait for it.
 type ServingModeCallbackFunc func(addr net.Addr, args ServingModeChangeArgs)
 
-// modeReport is one serving-mode change of a listener, for the
-// ServingModeCallback or, without one, the server's log.
-type modeReport struct {
-	l    *listener
-	mode ServingMode
-	err  error
-}
-
-// queueReportLocked queues a mode change of l. It is called with l.mu
-// held, in the critical section that made the change, so that the reports
-// of a listener are queued in the order of its changes even when they come
-// from different goroutines (the xDS client's callbacks, and the builds of
-// certificate providers). flushReports tells them after l.mu is released.
-func (s *GRPCServer) queueReportLocked(r modeReport) {
-	s.reportMu.Lock()
-	s.reports = append(s.reports, r)
-	s.reportMu.Unlock()
-}
-
-// flushReports tells the queued reports in order, one at a time, with no
-// lock held. A goroutine that finds another one telling leaves its reports
-// to that one: reports never overlap, and no caller waits for another's.
-func (s *GRPCServer) flushReports() {
-	s.reportMu.Lock()
-	if s.reporting {
-		s.reportMu.Unlock()
+// tell gives r to the ServingModeCallback, or without one to the log
+// (serverlds.Report.Log), as grpc-go does.
+func (s *GRPCServer) tell(r serverlds.Report) {
+	if cb := s.opts.modeCallback; cb != nil {
+		cb(r.Addr, ServingModeChangeArgs{Mode: ServingMode(r.Mode), Err: r.Err})
 		return
 	}
-	s.reporting = true
-	for len(s.reports) > 0 {
-		r := s.reports[0]
-		s.reports[0] = modeReport{}
-		s.reports = s.reports[1:]
-		s.reportMu.Unlock()
-		s.tell(r)
-		s.reportMu.Lock()
-	}
-	s.reporting = false
-	s.reportMu.Unlock()
-}
-
-// tell gives r to the ServingModeCallback, or without one to the log, as
-// grpc-go does: a server that does not serve must not be silent, or its
-// operator only sees its clients' connections reset.
-func (s *GRPCServer) tell(r modeReport) {
-	if s.opts.modeCallback != nil {
-		s.opts.modeCallback(r.l.raw.Addr(), ServingModeChangeArgs{Mode: r.mode, Err: r.err})
-		return
-	}
-	l := r.l
-	args := []any{"address", l.raw.Addr().String(), "listener", l.name}
-	switch r.mode {
-	case ServingModeNotServing:
-		reason := fmt.Sprint(r.err)
-		if l.logged == ServingModeNotServing && l.loggedReason == reason {
-			return // said already: the same reason told again is no news to the log
-		}
-		l.loggedReason = reason
-		s.logger.Warn("xdsserver: not serving: connections are closed at accept", append(args, "error", r.err)...)
-	case ServingModeServing:
-		if l.logged == ServingModeNotServing {
-			// At the level of the warning it ends, so that a default log
-			// shows the end too.
-			s.logger.Warn("xdsserver: serving again", args...)
-		} else {
-			s.logger.Info("xdsserver: serving", args...)
-		}
-	}
-	l.logged = r.mode
+	r.Log(s.logger, "xdsserver: ")
 }
 
 // warn logs a warning as a structured record, so that operators can filter

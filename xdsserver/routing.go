@@ -57,11 +57,11 @@ func (g *generation) check(ctxp *context.Context, method string) error {
 		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}
 	s := g.l.s
-	fc := authz.FindFilterChain(g.cfg, local, remote)
+	fc := authz.FindFilterChain(g.gen.Config, local, remote)
 	if fc == nil {
 		return s.rpcError(codes.Unavailable, "no filter chain for the connection from %s to %s", remote, local)
 	}
-	rc, err := g.l.routeConfig(fc)
+	rc, err := g.l.core.Routes().Config(fc)
 	if err != nil {
 		return s.rpcError(codes.Unavailable, "error from xDS configuration for matched route configuration: %v", err)
 	}

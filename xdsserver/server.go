@@ -12,6 +12,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/serverlds"
 )
 
 // serverOption is an option of this package passed among grpc's: it
@@ -89,19 +90,15 @@ type GRPCServer struct {
 	// logger is Logger's, or client.DefaultLogger().
 	logger *slog.Logger
 
-	// reportMu guards the serving-mode reports waiting to be told
-	// (modes.go); taken after a listener's mu, never before.
-	reportMu  sync.Mutex
-	reports   []modeReport
-	reporting bool // a goroutine is telling them
+	// reports tells the serving-mode changes of every address.
+	reports *serverlds.Reporter
 
-	mu        sync.Mutex
-	services  []service
-	listeners map[*listener]bool
-	// live are the generations whose grpc.Server has not stopped,
-	// draining ones included, for Stop to end them all.
-	live    map[*generation]bool
-	stopped bool
+	// mu guards services, registered before Serve.
+	mu       sync.Mutex
+	services []service
+
+	// listeners are the addresses served, for Stop.
+	listeners serverlds.Set[*generation]
 
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
@@ -131,7 +128,8 @@ type service struct {
 // grpc.ChainUnaryInterceptor and grpc.ChainStreamInterceptor, ahead of the
 // caller's chained ones) that route and authorize each RPC.
 func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
-	s := &GRPCServer{listeners: make(map[*listener]bool), live: make(map[*generation]bool)}
+	s := &GRPCServer{}
+	s.reports = serverlds.NewReporter(s.tell)
 	for _, o := range opts {
 		if so, ok := o.(serverOption); ok {
 			so.apply(&s.opts)
@@ -193,21 +191,11 @@ func (s *GRPCServer) GetServiceInfo() map[string]grpc.ServiceInfo { return s.inf
 // then closes lis. After Stop or GracefulStop it returns nil.
 func (s *GRPCServer) Serve(lis net.Listener) error {
 	name, _ := s.opts.bootstrap.ServerListenerResourceName(lis.Addr().String())
-	s.mu.Lock()
-	if s.stopped {
-		s.mu.Unlock()
-		lis.Close()
+	err := s.listeners.Serve(newListener(s, lis, name).core)
+	if err == serverlds.ErrStopped {
 		return grpc.ErrServerStopped
 	}
-	l := newListener(s, lis, name)
-	s.listeners[l] = true
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.listeners, l)
-		s.mu.Unlock()
-	}()
-	return l.serve()
+	return err
 }
 
 // Stop closes every listener and connection at once, and the xDS client
@@ -225,27 +213,14 @@ func (s *GRPCServer) Stop() { s.stop(false) }
 func (s *GRPCServer) GracefulStop() { s.stop(true) }
 
 func (s *GRPCServer) stop(graceful bool) {
-	s.mu.Lock()
-	already := s.stopped
-	s.stopped = true
-	ls := make([]*listener, 0, len(s.listeners))
-	for l := range s.listeners {
-		ls = append(ls, l)
-	}
-	s.mu.Unlock()
+	ls, already := s.listeners.Stop()
 	for _, l := range ls {
-		l.close(graceful)
+		l.Close(graceful)
 	}
 	if !graceful {
 		// Generations still draining from earlier Listener changes.
-		s.mu.Lock()
-		gs := make([]*generation, 0, len(s.live))
-		for g := range s.live {
-			gs = append(gs, g)
-		}
-		s.mu.Unlock()
-		for _, g := range gs {
-			g.srv.Stop()
+		for _, l := range ls {
+			l.CloseAll()
 		}
 	}
 	s.wg.Wait()

@@ -308,7 +308,7 @@ func (s *Set) addLeafLocked(cl *Cluster, leaf *watchers.ClusterConfig) {
 		p := base
 		switch {
 		case len(w.addrs) > 0:
-			conn := s.host.Endpoint(s.pool, EndpointSpec{Addrs: w.addrs, Security: sec, DNS: w})
+			conn := s.host.Endpoint(s.pool, EndpointSpec{Addrs: w.addrs, Security: sec, DNS: w, Leaf: leaf.Name})
 			p.lb.Localities = []lbpolicy.Locality{{Weight: 1, Endpoints: []lbpolicy.WeightedEndpoint{{Endpoint: conn, Weight: 1}}}}
 		case w.err != nil:
 			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
@@ -341,7 +341,7 @@ func (s *Set) addEDSLocked(cl *Cluster, base priority, c *resources.Cluster, eps
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: s.host.Endpoint(s.pool, edsSpec(c, ep, sec)), Weight: ep.Weight})
+			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: s.host.Endpoint(s.pool, edsSpec(base.leaf, loc.ID, c, ep, sec)), Weight: ep.Weight})
 		}
 		if len(l.Endpoints) > 0 {
 			p := prios[loc.Priority]
@@ -351,9 +351,10 @@ func (s *Set) addEDSLocked(cl *Cluster, base priority, c *resources.Cluster, eps
 	cl.prios = append(cl.prios, prios...)
 }
 
-// edsSpec describes an EDS endpoint of leaf cluster c for Host.Endpoint.
-func edsSpec(c *resources.Cluster, ep resources.Endpoint, sec any) EndpointSpec {
-	spec := EndpointSpec{Addrs: ep.Addresses, Hostname: ep.Hostname, Security: sec}
+// edsSpec describes an EDS endpoint of leaf cluster c, named leaf, in
+// locality loc, for Host.Endpoint.
+func edsSpec(leaf string, loc resources.LocalityID, c *resources.Cluster, ep resources.Endpoint, sec any) EndpointSpec {
+	spec := EndpointSpec{Addrs: ep.Addresses, Hostname: ep.Hostname, Security: sec, Leaf: leaf, Locality: loc}
 	if c.HTTP11Proxy {
 		spec.Proxy = ep.ProxyAddress
 	}

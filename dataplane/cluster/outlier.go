@@ -22,7 +22,9 @@ type odKey struct {
 // attachOutliersLocked gives each priority of cl whose leaf has outlier
 // detection its detector, keeping those of the priorities it had, with
 // their counts and ejections, and stops the others. Detectors run on the
-// Set's clock.
+// Set's clock, and report the outliers they find to Config.OutlierMetrics
+// as outliers of their leaf (gRFC A89's backend service is the leaf
+// cluster, under an aggregate too).
 func (s *Set) attachOutliersLocked(cl *Cluster) {
 	old := cl.outliers
 	cl.outliers = nil
@@ -40,7 +42,7 @@ func (s *Set) attachOutliersLocked(cl *Cluster) {
 		d := old[key]
 		delete(old, key)
 		if d == nil {
-			d = outlier.New(s.clock, s.outlierIntervalLocked(cl))
+			d = outlier.New(s.clock, s.outlierIntervalLocked(cl), s.cfg.OutlierMetrics, p.leaf)
 		}
 		d.Update(*p.outlier, p.lb.Localities)
 		if cl.outliers == nil {

@@ -26,7 +26,7 @@ var ejectFailing = outlier.Config{Interval: time.Second, BaseEjectionTime: time.
 // intervals end on the test's goroutine when it advances the clock.
 func attachDetector(p *priority, cfg outlier.Config) (*outlier.Detector, *testClock) {
 	clk := &testClock{now: time.Unix(1000, 0)}
-	d := outlier.New(clk, func(f func() bool) { f() })
+	d := outlier.New(clk, func(f func() bool) { f() }, nil, "")
 	d.Update(cfg, p.lb.Localities)
 	p.lb.Ejected = d
 	return d, clk

@@ -10,6 +10,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -65,6 +66,13 @@ type EndpointSpec struct {
 	// DNS is the resolution the addresses came from (LOGICAL_DNS), asked
 	// to resolve again when the endpoint fails; nil for EDS.
 	DNS *Resolution
+	// Leaf is the leaf cluster that lists the endpoint, and Locality the
+	// EDS locality it lists it in (zero for LOGICAL_DNS): the labels of a
+	// connection's metrics (gRFC A94's grpc.lb.backend_service and
+	// grpc.lb.locality), for the transport to keep or ignore. An endpoint
+	// several leaves or localities list is asked for under each.
+	Leaf     string
+	Locality resources.LocalityID
 }
 
 // Config is how a Set's clusters behave.
@@ -77,6 +85,10 @@ type Config struct {
 	// (idle.go).
 	ConnectOnFirstRPC  bool
 	ClusterIdleTimeout time.Duration
+	// OutlierMetrics, if not nil, hears of the outliers the clusters'
+	// outlier detection finds (gRFC A91), each as an outlier of its leaf
+	// cluster. Detectors made before a Configure keep what they had.
+	OutlierMetrics outlier.Metrics
 }
 
 // Set holds the clusters of one channel (or client): every cluster its

@@ -44,6 +44,10 @@ type Detector struct {
 	// owner's lock.
 	clock  lbpolicy.Clock
 	locked func(f func() bool)
+	// metrics hears of the outliers found, labelled backendService; nil:
+	// nothing is counted. Read-only after New.
+	metrics        Metrics
+	backendService string
 	// timerStart is when the running interval started (zero before the
 	// first ended); timer fires at its end (nil when none runs).
 	timerStart time.Time
@@ -53,15 +57,16 @@ type Detector struct {
 
 // New returns a detector whose interval timer runs on clock (nil: the
 // real one). At the end of each interval the timer calls locked, which
-// must run f under the owner's lock (or not at all, once the owner is
-// closed) and, if f returns true, have the priority's pickers built again:
+// must run f under the owner's lock before it returns (or not at all,
+// once the owner is closed) and, if f returns true, have the priority's pickers built again:
 // an endpoint was ejected or returned. No timer runs before the first
-// Update.
-func New(clock lbpolicy.Clock, locked func(f func() bool)) *Detector {
+// Update. m, if not nil, hears of each outlier found (gRFC A91), as an
+// outlier of backendService (the leaf cluster), once locked has returned.
+func New(clock lbpolicy.Clock, locked func(f func() bool), m Metrics, backendService string) *Detector {
 	if clock == nil {
 		clock = realClock{}
 	}
-	d := &Detector{clock: clock, locked: locked}
+	d := &Detector{clock: clock, locked: locked, metrics: m, backendService: backendService}
 	d.eps.Store(new(map[*endpoint.Endpoint]*epState))
 	return d
 }
@@ -117,14 +122,21 @@ func (d *Detector) startTimer() {
 	}
 	var t lbpolicy.Timer
 	t = d.clock.AfterFunc(max(wait, MinInterval), func() {
+		var found *tally
+		if d.metrics != nil {
+			found = new(tally)
+		}
 		d.locked(func() bool {
 			if d.timer != t { // stopped, or replaced by Update
 				return false
 			}
-			changed := d.runInterval()
+			changed := d.runInterval(found)
 			d.startTimer()
 			return changed
 		})
+		if found != nil {
+			found.report(d.metrics, d.backendService) // with no lock held
+		}
 	})
 	d.timer = t
 }
@@ -164,8 +176,9 @@ var _ lbpolicy.Ejector = (*Detector)(nil)
 // runInterval ends an interval (gRFC A50): the counts of the interval
 // become the ones judged, each algorithm ejects its outliers, the
 // endpoints not ejected earn back some of their ejection time, and those
-// ejected long enough return. It reports whether an ejection changed.
-func (d *Detector) runInterval() bool {
+// ejected long enough return. It reports whether an ejection changed, and
+// counts the outliers found in found, if not nil.
+func (d *Detector) runInterval(found *tally) bool {
 	now := d.clock.Now()
 	d.timerStart = now
 	eps := *d.eps.Load()
@@ -188,7 +201,7 @@ func (d *Detector) runInterval() bool {
 			required := mean - stdev*float64(sr.StdevFactor)/1000
 			for _, st := range cands {
 				if float64(st.ok)/float64(st.ok+st.failed) < required {
-					changed = d.eject(eps, st, sr.Enforcement, now) || changed
+					changed = d.eject(eps, st, sr.Enforcement, now, found, 0) || changed
 				}
 			}
 		}
@@ -198,7 +211,7 @@ func (d *Detector) runInterval() bool {
 		if len(cands) >= int(fp.MinimumHosts) {
 			for _, st := range cands {
 				if 100*float64(st.failed)/float64(st.ok+st.failed) > float64(fp.Threshold) {
-					changed = d.eject(eps, st, fp.Enforcement, now) || changed
+					changed = d.eject(eps, st, fp.Enforcement, now, found, 1) || changed
 				}
 			}
 		}
@@ -237,26 +250,41 @@ func candidates(eps map[*endpoint.Endpoint]*epState, volume uint32) []*epState {
 	return out
 }
 
-// eject ejects st with probability enforcement%, unless
-// max_ejection_percent of the endpoints are ejected already; it reports
-// whether it did.
-func (d *Detector) eject(eps map[*endpoint.Endpoint]*epState, st *epState, enforcement uint32, now time.Time) bool {
-	if !st.ejectedAt.IsZero() {
-		return false
+// eject ejects st, an outlier algorithm alg found, with probability
+// enforcement%, unless max_ejection_percent of the endpoints are ejected
+// already; it reports whether it did, and counts the verdict in found if
+// not nil.
+func (d *Detector) eject(eps map[*endpoint.Endpoint]*epState, st *epState, enforcement uint32, now time.Time, found *tally, alg int) bool {
+	v := d.judge(eps, st, enforcement)
+	if found != nil {
+		found[alg][v]++
 	}
-	ejected := 0
-	for _, e := range eps {
-		if !e.ejectedAt.IsZero() {
-			ejected++
-		}
-	}
-	if 100*float64(ejected)/float64(len(eps)) >= float64(d.cfg.MaxEjectionPercent) {
-		return false
-	}
-	if rand.Uint32N(100) >= enforcement {
+	if v != ejected {
 		return false
 	}
 	st.ejectedAt = now
 	st.multiplier++
 	return true
+}
+
+// judge decides what becomes of outlier st, in the order gRFC A50 (and
+// A91's unenforced reasons) take: out already, then the cap, then the
+// enforcing chance.
+func (d *Detector) judge(eps map[*endpoint.Endpoint]*epState, st *epState, enforcement uint32) verdict {
+	if !st.ejectedAt.IsZero() {
+		return wasEjected
+	}
+	n := 0
+	for _, e := range eps {
+		if !e.ejectedAt.IsZero() {
+			n++
+		}
+	}
+	if 100*float64(n)/float64(len(eps)) >= float64(d.cfg.MaxEjectionPercent) {
+		return overflow
+	}
+	if rand.Uint32N(100) >= enforcement {
+		return notEnforced
+	}
+	return ejected
 }

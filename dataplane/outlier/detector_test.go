@@ -197,7 +197,7 @@ func TestIntervalTimer(t *testing.T) {
 func TestStopBeatsFiredTimer(t *testing.T) {
 	clk := &manualClock{now: time.Unix(1000, 0)}
 	var queued []func() bool
-	d := New(clk, func(f func() bool) { queued = append(queued, f) })
+	d := New(clk, func(f func() bool) { queued = append(queued, f) }, nil, "")
 	eps, loc := endpoints(2)
 	cfg := Config{Interval: time.Second, BaseEjectionTime: time.Minute, MaxEjectionTime: time.Minute, MaxEjectionPercent: 100,
 		FailurePercentage: &FailurePercentage{Threshold: 50, Enforcement: 100, MinimumHosts: 1, RequestVolume: 1}}

@@ -46,6 +46,21 @@
 // whether an ejection changed, for the owner to rebuild its pickers. No
 // callback of the owner runs under the detector's lock: it has none.
 //
+// # Metrics
+//
+// A detector made with a [Metrics] tells it of each outlier an algorithm
+// finds at the end of an interval (gRFC A91): ejected
+// (EjectionEnforced), or left in because max_ejection_percent of the
+// endpoints are out already or the enforcing percentage drew against it
+// (EjectionUnenforced, with the reason), by detection method, labelled
+// with the detector's backend service (the leaf cluster, gRFC A89). An
+// endpoint found while already ejected is not counted: its ejection runs
+// on. The interval counts under the owner's lock and reports after it
+// was released, from the timer's goroutine, so a recorder runs under no
+// lock of ours; with no Metrics nothing is counted, and the request path
+// is the same either way. The grpc.target label is the transport's to
+// add (grpcxds.OutlierMetrics).
+//
 // # Seams
 //
 // Envoy's consecutive_5xx and consecutive_gateway_failure detectors are

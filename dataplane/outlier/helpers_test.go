@@ -123,6 +123,12 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, n int, cfg Config) *harness {
+	return newMeasuredHarness(t, n, cfg, nil, "")
+}
+
+// newMeasuredHarness is newHarness with a detector that reports to m, as
+// outliers of backendService.
+func newMeasuredHarness(t *testing.T, n int, cfg Config, m Metrics, backendService string) *harness {
 	h := &harness{t: t, clk: &manualClock{now: time.Unix(1000, 0)}}
 	h.eps, h.loc = endpoints(n)
 	h.d = New(h.clk, func(f func() bool) {
@@ -132,7 +138,7 @@ func newHarness(t *testing.T, n int, cfg Config) *harness {
 		if f() {
 			h.changes++
 		}
-	})
+	}, m, backendService)
 	h.mu.Lock()
 	h.d.Update(cfg, h.loc)
 	h.mu.Unlock()

@@ -37,6 +37,21 @@
 // the endpoint a request is sent to, so it applies it: the request then
 // carries the endpoint's hostname as its authority.
 //
+// An HTTP client's retries are decided here too, with Envoy's semantics
+// (a Table of Options.HTTP, whose [Table.RetryPolicyOf] gives the policy
+// of a route matched by [MatchHTTP]): the conditions of x-envoy-retry-on for HTTP
+// (5xx, gateway-error, reset, connect-failure, retriable-4xx,
+// refused-stream, retriable-status-codes, retriable-headers,
+// envoy-ratelimited; other names ignored, as Envoy ignores them) against
+// what an attempt gave ([HTTPAttempt]: a status and headers, or a
+// [Failure]); num_retries; Envoy's fully jittered back-off; the
+// rate-limited back-off of reset headers (Retry-After in seconds, or an
+// HTTP date where Envoy reads seconds only; X-RateLimit-Reset as a Unix
+// time; [ParseResetHeader]); retriable_request_headers; and the
+// per-attempt timeouts the adapter enforces ([HTTPRetry]). What is
+// transport's stays the adapter's: telling a connection failure from a
+// reset, replaying the body, waiting.
+//
 // Fault injection (gRFC A33) is decided here too ([Faults]): the delay and
 // the abort, each with its own draw, header-controlled delays, aborts and
 // percentages, and the process's cap on active faults; the adapter turns

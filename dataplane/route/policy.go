@@ -28,7 +28,9 @@ func GRPCTimeout(r *resources.Route, l *resources.Listener) time.Duration {
 	return 0
 }
 
-// Defaults of gRFC A44 for a retry_policy without retry_back_off.
+// Defaults of gRFC A44 for a retry_policy without retry_back_off, which
+// are Envoy's too (RetryPolicy.retry_back_off in
+// https://www.envoyproxy.io/docs/envoy/latest/api-v3/config/route/v3/route_components.proto).
 const (
 	defaultBaseInterval = 25 * time.Millisecond
 	maxIntervalFactor   = 10 // max_interval defaults to 10 times base_interval
@@ -37,26 +39,42 @@ const (
 // RetryPolicy is a route's (or its virtual host's) retry_policy (gRFC
 // A44), the part every transport shares. Which failure is retried is the
 // adapter's: it names the conditions it knows in Options.RetryOn, and
-// tests their bits in On.
+// tests their bits in On. An HTTP adapter (Options.HTTP) has Envoy's
+// conditions decided here instead ([RetryState.NextHTTP]).
 type RetryPolicy struct {
 	// On has the bit of each retry_on condition of the policy that the
 	// adapter knows.
 	On uint64
-	// MaxAttempts is num_retries+1 (2 by default), at least 2.
+	// MaxAttempts is num_retries+1 (2 by default), at least 2; for HTTP,
+	// 1 when the policy retries nothing but bounds each attempt
+	// (HTTP.PerTryTimeout), which Envoy applies to the only attempt too.
 	MaxAttempts int
 	// Base and Max are the backoff's intervals.
 	Base, Max time.Duration
+	// HTTP is what only an HTTP adapter reads; nil without Options.HTTP.
+	HTTP *HTTPRetry
 }
 
 // RetriesOn reports whether the policy retries the condition of bit.
 func (p *RetryPolicy) RetriesOn(bit uint) bool { return bit < 64 && p.On&(1<<bit) != 0 }
 
-// parseRetryPolicy is the policy of in for an adapter that knows the
-// conditions of retryOn: nil if in is nil, if it names none of them, or
-// if it allows a single attempt.
-func parseRetryPolicy(in *routev3.RetryPolicy, retryOn map[string]uint) *RetryPolicy {
+// ParseRetryPolicy is the policy of in for an adapter of opts, as a Table
+// works it out; nil for none. It parses: an adapter that routes without a
+// Table calls it once per configuration, not per request.
+func ParseRetryPolicy(in *routev3.RetryPolicy, opts Options) *RetryPolicy {
+	return parseRetryPolicy(in, opts)
+}
+
+// parseRetryPolicy is the policy of in for an adapter of opts: nil if in
+// is nil, if it names none of the conditions the adapter knows, or if it
+// allows a single attempt (for HTTP: and bounds no attempt's time).
+func parseRetryPolicy(in *routev3.RetryPolicy, opts Options) *RetryPolicy {
 	if in == nil {
 		return nil
+	}
+	retryOn := opts.RetryOn
+	if opts.HTTP {
+		retryOn = httpRetryOn
 	}
 	p := &RetryPolicy{MaxAttempts: 2, Base: defaultBaseInterval}
 	for _, cond := range strings.Split(in.GetRetryOn(), ",") {
@@ -64,7 +82,7 @@ func parseRetryPolicy(in *routev3.RetryPolicy, retryOn map[string]uint) *RetryPo
 			p.On |= 1 << bit
 		}
 	}
-	if p.On == 0 {
+	if p.On == 0 && !opts.HTTP {
 		return nil
 	}
 	if n := in.GetNumRetries(); n != nil {
@@ -77,10 +95,17 @@ func parseRetryPolicy(in *routev3.RetryPolicy, retryOn map[string]uint) *RetryPo
 	}
 	if b := in.GetRetryBackOff().GetBaseInterval(); b != nil && b.AsDuration() > 0 {
 		p.Base = b.AsDuration()
+		if opts.HTTP {
+			// Envoy: "Values less than 1 ms are rounded up to 1 ms."
+			p.Base = max(p.Base, time.Millisecond)
+		}
 	}
 	p.Max = maxIntervalFactor * p.Base
 	if m := in.GetRetryBackOff().GetMaxInterval(); m != nil && m.AsDuration() > 0 {
 		p.Max = m.AsDuration()
+	}
+	if opts.HTTP {
+		return httpPolicy(p, in)
 	}
 	if p.MaxAttempts < 2 {
 		return nil
@@ -101,7 +126,9 @@ type RetryState struct {
 	// Attempts counts the attempts made so far; the caller counts them.
 	Attempts int
 	// sincePushback counts the retries since the server last set the
-	// backoff: the exponent of the next one.
+	// backoff (gRPC's pushback): the exponent of the next one. Envoy's
+	// rate-limited back-off (NextHTTP) is a strategy of its own, which
+	// does not restart the exponential one's count.
 	sincePushback int
 }
 

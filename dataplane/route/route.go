@@ -162,6 +162,10 @@ type Options struct {
 	// bit it tests in RetryPolicy.On (0 to 63); conditions not in it are
 	// ignored, and a policy with none of them is no policy.
 	RetryOn map[string]uint
+	// HTTP says the adapter is an HTTP client: the policy's conditions
+	// are Envoy's for HTTP (x-envoy-retry-on; RetryOn is not read), and
+	// it keeps what only HTTP reads (RetryPolicy.HTTP).
+	HTTP bool
 }
 
 // Table routes the requests of one configuration: a virtual host and the
@@ -172,7 +176,7 @@ type Table struct {
 	l       *resources.Listener
 	routes  []*resources.Route
 	filters []chainFilter
-	retryOn map[string]uint
+	opts    Options
 	// vhRetry is the virtual host's retry policy, parsed.
 	vhRetry *RetryPolicy
 	// policies are each route's parsed policy, by route index, made at
@@ -192,11 +196,11 @@ type routePolicy struct {
 // NewTable returns the Table of virtual host vh (nil: every request fails
 // with NoRoute) of listener l (nil: no HTTP filters).
 func NewTable(vh *resources.VirtualHost, l *resources.Listener, opts Options) *Table {
-	t := &Table{vh: vh, l: l, retryOn: opts.RetryOn}
+	t := &Table{vh: vh, l: l, opts: opts}
 	if vh != nil {
 		t.routes = vh.Routes
 		t.policies = make([]atomic.Pointer[routePolicy], len(vh.Routes))
-		t.vhRetry = parseRetryPolicy(vh.RetryPolicy, opts.RetryOn)
+		t.vhRetry = parseRetryPolicy(vh.RetryPolicy, opts)
 	}
 	t.filters = chainOf(l)
 	return t
@@ -228,6 +232,25 @@ func (t *Table) Route(req *Request, d *Decision) error {
 	d.Retry = p.retry
 	if p.filters != nil {
 		d.Filters = p.filters[d.WeightedCluster+1]
+	}
+	return nil
+}
+
+// RetryPolicyOf returns the retry policy of r, a route of the table (its
+// own, else its virtual host's), worked out once as Route does: for an
+// adapter that matches routes itself (MatchHTTP). nil for none, or for a
+// route not of the table.
+func (t *Table) RetryPolicyOf(r *resources.Route) *RetryPolicy {
+	for i, x := range t.routes {
+		if x != r {
+			continue
+		}
+		p := t.policies[i].Load()
+		if p == nil {
+			p = t.policyOf(r)
+			t.policies[i].Store(p)
+		}
+		return p.retry
 	}
 	return nil
 }
@@ -279,7 +302,7 @@ func (t *Table) policyOf(r *resources.Route) *routePolicy {
 	if r.RetryPolicy != nil {
 		// A route's policy replaces the virtual host's, even one that
 		// retries nothing.
-		p.retry = parseRetryPolicy(r.RetryPolicy, t.retryOn)
+		p.retry = parseRetryPolicy(r.RetryPolicy, t.opts)
 	}
 	if len(t.filters) > 0 {
 		p.filters = make([][]FilterConfig, 1+len(r.WeightedClusters))

@@ -162,12 +162,12 @@ func TestRetryPolicyOfRoute(t *testing.T) {
 		t.Errorf("a route's policy of conditions the adapter does not know: %+v, %v; want none", d.Retry, err)
 	}
 	zero := retryPolicy("unavailable", 0)
-	if p := parseRetryPolicy(zero, testRetryOn); p != nil {
+	if p := parseRetryPolicy(zero, Options{RetryOn: testRetryOn}); p != nil {
 		t.Errorf("num_retries 0: %+v; want no policy", p)
 	}
 	backoff := retryPolicy("unavailable", 1)
 	backoff.RetryBackOff = &routev3.RetryPolicy_RetryBackOff{BaseInterval: durationpb.New(time.Second), MaxInterval: durationpb.New(3 * time.Second)}
-	if p := parseRetryPolicy(backoff, testRetryOn); p.Base != time.Second || p.Max != 3*time.Second {
+	if p := parseRetryPolicy(backoff, Options{RetryOn: testRetryOn}); p.Base != time.Second || p.Max != 3*time.Second {
 		t.Errorf("retry_back_off: %+v", p)
 	}
 }

@@ -1,7 +1,7 @@
 // Package serverconn holds the connection plumbing both xDS servers
 // (xdsserver for gRPC, httpxds for net/http) use to feed each Listener
-// version's server with the connections their accept loop matched to a
-// filter chain.
+// version's server with the connections their accept loop (in
+// internal/serverlds, which they share) matched to a filter chain.
 package serverconn
 
 import (

@@ -51,6 +51,29 @@
 // measured from an interceptor (transparent retries are gRPC's own,
 // below it), and xDS configures no hedging.
 //
+// # Outlier detection (gRFC A91) and connections (gRFC A94)
+//
+// [NewOutlierMetrics] makes the counters
+// grpc.lb.outlier_detection.ejections_enforced and
+// grpc.lb.outlier_detection.ejections_unenforced ({ejection}), attributes
+// grpc.target, grpc.lb.outlier_detection.detection_method
+// ("success_rate", "failure_percentage"), .unenforced_reason
+// ("enforcement_percentage", "max_ejection_overflow") and
+// grpc.lb.backend_service (the leaf cluster, gRFC A89): give the
+// [OutlierMetrics] to grpcxds.Options.OutlierMetrics.
+// [NewSubchannelMetrics] makes the counters
+// grpc.subchannel.connection_attempts_succeeded, _failed ({attempt}) and
+// grpc.subchannel.disconnections ({disconnection}, with
+// grpc.disconnect_error "subchannel shutdown" or "unknown"), and the
+// up-down counter grpc.subchannel.open_connections ({connection}),
+// attributes grpc.target, grpc.lb.backend_service and grpc.lb.locality
+// ({region="…", zone="…", sub_zone="…"}): give the [SubchannelMetrics] to
+// grpcxds.Options.SubchannelMetrics. Names and descriptions are
+// grpc-go's; where grpc-go makes a label optional, these record it.
+// grpc-go's own subchannel metrics (its OpenTelemetry plugin, with the
+// instruments enabled) measure a goxds channel's connections too, but
+// without the cluster and locality labels: enable one or the other.
+//
 // # With grpcxds
 //
 // A grpcxds.Builder given only ClientOptions makes its client itself, when

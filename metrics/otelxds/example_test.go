@@ -8,9 +8,12 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/metrics/otelxds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
@@ -72,4 +75,29 @@ func ExampleNew() {
 	}
 	// Output:
 	// grpc.xds_client.resources ClusterResource acked 1
+}
+
+// A Builder's channels measured (gRFC A91's outlier ejections, A94's
+// connections) on a MeterProvider: one of each serves every channel of
+// the Builder, each measurement labelled with its channel's target.
+func ExampleNewSubchannelMetrics() {
+	provider := sdkmetric.NewMeterProvider() // with the program's reader or exporter
+	outliers, err := otelxds.NewOutlierMetrics(provider)
+	if err != nil {
+		log.Fatal(err)
+	}
+	conns, err := otelxds.NewSubchannelMetrics(provider)
+	if err != nil {
+		log.Fatal(err)
+	}
+	builder, err := grpcxds.NewBuilder(grpcxds.Options{OutlierMetrics: outliers, SubchannelMetrics: conns})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer builder.Close()
+	conn, err := grpcxds.NewClient("goxds:///my-service", builder, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
 }

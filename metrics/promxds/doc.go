@@ -50,6 +50,21 @@
 // grpc.client.call.transparent_retries is not collected: transparent
 // retries are gRPC's own, below the interceptors where goxds retries.
 //
+// # Outlier detection (gRFC A91) and connections (gRFC A94)
+//
+// [NewOutlierCollector] makes grpc_lb_outlier_detection_ejections_enforced_total
+// and grpc_lb_outlier_detection_ejections_unenforced_total, labelled
+// grpc_target, grpc_lb_outlier_detection_detection_method (and
+// _unenforced_reason) and grpc_lb_backend_service (the leaf cluster, gRFC
+// A89): register the [OutlierCollector] and give it to
+// grpcxds.Options.OutlierMetrics. [NewSubchannelCollector] makes
+// grpc_subchannel_connection_attempts_succeeded_total, _failed_total,
+// grpc_subchannel_disconnections_total (with grpc_disconnect_error
+// "subchannel shutdown" or "unknown") and the gauge
+// grpc_subchannel_open_connections, labelled grpc_target,
+// grpc_lb_backend_service and grpc_lb_locality: register the
+// [SubchannelCollector] and give it to grpcxds.Options.SubchannelMetrics.
+//
 // # With grpcxds
 //
 // A grpcxds.Builder given only ClientOptions makes its client itself, when

@@ -8,9 +8,12 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/metrics/promxds"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
@@ -64,4 +67,24 @@ func ExampleNew() {
 	// # HELP grpc_xds_client_resources Counts of xDS resources.
 	// # TYPE grpc_xds_client_resources gauge
 	// grpc_xds_client_resources{grpc_target="goxds:///my-service",grpc_xds_authority="#old",grpc_xds_cache_state="acked",grpc_xds_resource_type="ClusterResource"} 1
+}
+
+// A Builder's channels measured (gRFC A91's outlier ejections, A94's
+// connections): one collector of each serves every channel of the
+// Builder, each series labelled with its channel's target.
+func ExampleNewSubchannelCollector() {
+	outliers, conns := promxds.NewOutlierCollector(), promxds.NewSubchannelCollector()
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(outliers, conns)
+	builder, err := grpcxds.NewBuilder(grpcxds.Options{OutlierMetrics: outliers, SubchannelMetrics: conns})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer builder.Close()
+	conn, err := grpcxds.NewClient("goxds:///my-service", builder, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	// Serve registry with promhttp; use conn.
 }
