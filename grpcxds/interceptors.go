@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -24,42 +23,51 @@ const maxReplayBytes = 256 << 10
 
 // start prepares one RPC: the configuration in force, the route and
 // cluster (selectInto), the deadline, and the HTTP filters run. It returns
-// the RPC's context and selection, finish, to call once the RPC is over,
-// and the changes the filters make to the response headers (nil for most
-// RPCs). A nil selection means the RPC goes to gRPC as it is, to fail
-// there (a closed channel).
-func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, func(), []extauthz.Mutation, error) {
+// the RPC's context and selection, whose finish the caller calls once the
+// RPC is over, and the changes the filters make to the response headers
+// (nil for most RPCs). A nil selection means the RPC goes to gRPC as it
+// is, to fail there (a closed channel).
+func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
-		return ctx, nil, noFinish, nil, err
+		return ctx, nil, nil, err
 	}
 	if cfg.snap == nil {
-		return ctx, nil, nil, nil, cfg.err
+		return ctx, nil, nil, cfg.err
 	}
 	sel := &selection{Context: ctx}
 	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
-		return ctx, nil, nil, nil, err
+		return ctx, nil, nil, err
 	}
 	ctx = sel
-	// The usual RPC starts nothing in its filters: its finish is the
-	// deadline's cancel, or nothing at all.
-	finish := noFinish
+	var cancel context.CancelFunc
 	if sel.timeout > 0 {
 		if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > sel.timeout {
 			// Else the application's deadline comes first, and is the
 			// RPC's.
-			ctx, finish = context.WithTimeout(ctx, sel.timeout)
+			if ctx.Done() == nil {
+				// Nothing cancels the application's context: the
+				// selection carries the deadline (deadline.go).
+				sel.startDeadline(sel.timeout)
+			} else {
+				ctx, cancel = context.WithTimeout(ctx, sel.timeout)
+			}
 		}
 	}
 	release, respHeaders, err := runFilters(ctx, cfg.chain, sel)
+	switch {
+	case release == nil:
+		sel.release = cancel
+	case cancel == nil:
+		sel.release = release
+	default:
+		sel.release = func() { release(); cancel() }
+	}
 	if err != nil {
-		finish()
-		return ctx, nil, nil, nil, err
+		sel.finish()
+		return ctx, nil, nil, err
 	}
-	if release != nil {
-		finish = (&rpcEnd{release: release, cancel: finish}).finish
-	}
-	return ctx, sel, finish, respHeaders, nil
+	return ctx, sel, respHeaders, nil
 }
 
 // waitForReady reports whether an RPC's call options (the channel's
@@ -73,26 +81,6 @@ func waitForReady(opts []grpc.CallOption) bool {
 		}
 	}
 	return wfr
-}
-
-// noFinish is the finish of an RPC that started nothing to end.
-func noFinish() {}
-
-// rpcEnd is what start began for one RPC when its filters started
-// something, ended once by finish (a stream may reach its end by more than
-// one path): what the filters started, and the deadline's timer.
-type rpcEnd struct {
-	done    atomic.Bool
-	release func()
-	cancel  func()
-}
-
-func (e *rpcEnd) finish() {
-	if e.done.Swap(true) {
-		return
-	}
-	e.release()
-	e.cancel()
 }
 
 // runFilters runs the filters of the RPC of sel in order. The first to
@@ -147,7 +135,7 @@ func replayable(req any) bool {
 
 // unary is the channel's unary interceptor.
 func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, sel, finish, respHeaders, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, respHeaders, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
@@ -156,7 +144,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 	if err != nil {
 		return deliverDenial(err, opts)
 	}
-	defer finish()
+	defer sel.finish()
 	if respHeaders != nil {
 		// Deferred after finish, so run before it: once gRPC has filled
 		// the call options, whichever way the RPC ended.
@@ -167,8 +155,9 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 	}
 	// Each attempt's header and trailer, in sel: gRPC hands back no header
 	// for a response that was trailers only, or for an attempt that never
-	// reached a server.
-	sel.attemptOpts = [2]grpc.CallOption{grpc.Header(&sel.header), grpc.Trailer(&sel.trailer)}
+	// reached a server. The trailer comes with the pick's Done (pickFor).
+	sel.attemptOpts = [1]grpc.CallOption{grpc.Header(&sel.header)}
+	sel.wantTrailer = true
 	attemptOpts := sel.attemptOpts[:]
 	if len(opts) > 0 {
 		attemptOpts = append(opts[:len(opts):len(opts)], sel.attemptOpts[:]...)
@@ -198,7 +187,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 
 // stream is the channel's stream interceptor.
 func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, sel, finish, respHeaders, err := cs.start(ctx, method, cc, opts)
+	ctx, sel, respHeaders, err := cs.start(ctx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}
@@ -207,10 +196,10 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		finish()
+		sel.finish()
 		return nil, err
 	}
-	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, finish: finish, attempt: first}
+	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, attempt: first}
 	s.rs.Attempts = 1
 	if sel != nil {
 		s.policy, s.sel = sel.retry, sel
@@ -240,8 +229,7 @@ type retryStream struct {
 	streamer grpc.Streamer
 	opts     []grpc.CallOption
 	policy   *route.RetryPolicy // nil: no retries
-	sel      *selection
-	finish   func() // ends what start began; once
+	sel      *selection         // nil: gRPC's own failure; its finish ends what start began
 
 	mu        sync.Mutex
 	attempt   grpc.ClientStream // the current attempt; guarded by mu
@@ -345,7 +333,7 @@ func (s *retryStream) RecvMsg(m any) error {
 
 // end ends the RPC: what start began, and the report of its retries.
 func (s *retryStream) end() {
-	s.finish()
+	s.sel.finish()
 	if !s.ended {
 		s.ended = true
 		s.cs.recordRetries(s.cc, s.method, s.rs.Attempts, s.delay)

@@ -30,6 +30,16 @@ type pickerMap = cluster.PickerMap
 // is hash, in gRPC's terms: the endpoint's SubConn, and a Done that hands
 // the cluster the RPC's outcome.
 func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
+	var sel *selection
+	if info.Ctx != nil { // gRPC's picks always have one
+		sel = selectionOf(info.Ctx)
+	}
+	return pickFor(cp, info, hash, sel)
+}
+
+// pickFor is pickIn for the RPC of sel (nil: one without the goxds
+// interceptors).
+func pickFor(cp clusterPicker, info balancer.PickInfo, hash uint64, sel *selection) (balancer.PickResult, error) {
 	r, err := cp.Pick(info.Ctx, hash)
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)
@@ -38,6 +48,16 @@ func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.Pic
 	// cluster's own closure did before there was a cluster layer: one
 	// 48 B allocation per RPC.
 	done := r.Done
+	if sel != nil && sel.wantTrailer {
+		// A unary attempt that may be retried: its trailer, for the
+		// server's pushback. gRPC calls Done on the RPC's goroutine before
+		// the attempt returns, with the trailer it has copied for Done
+		// anyway.
+		return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
+			sel.trailer = di.Trailer
+			done.Finish(di.Err, di.ServerLoad)
+		}}, nil
+	}
 	return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
 		done.Finish(di.Err, di.ServerLoad)
 	}}, nil

@@ -110,7 +110,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 		}
 	} else if sel != nil {
 		if cp := p.clusters.Get(sel.cluster); cp != nil {
-			res, err := pickIn(cp, info, sel.hash)
+			res, err := pickFor(cp, info, sel.hash, sel)
 			_, isStatus := status.FromError(err)
 			sel.statusPick.Store(err != nil && isStatus)
 			return res, sel.route, err
@@ -140,7 +140,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	if cp == nil { // the snapshot has every cluster a route names
 		return balancer.PickResult{}, nil, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
 	}
-	res, err := pickIn(cp, info, d.Hash)
+	res, err := pickFor(cp, info, d.Hash, sel)
 	if sel != nil {
 		_, isStatus := status.FromError(err)
 		sel.statusPick.Store(err != nil && isStatus)

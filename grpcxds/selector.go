@@ -3,6 +3,7 @@ package grpcxds
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,19 +46,59 @@ type selection struct {
 
 	// md is the RPC's outgoing metadata, read at the first header routing
 	// or a filter asks for (mdRead); only start uses them.
-	md     metadata.MD
-	mdRead bool
-	// statusPick: the last pick failed with a status error (a drop, a
-	// circuit breaker, no route), which gRPC hands the RPC without any
-	// retry. (Beside mdRead, where it fills what alignment would waste:
-	// the struct is allocated per RPC.)
-	statusPick atomic.Bool
+	md metadata.MD
 
 	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
-	// header and trailer of the last one, and the call options that get
-	// them when the application gave none (unary).
+	// header and trailer of the last one, and the call option that gets
+	// the header when the application gave none (unary). The trailer is
+	// the one gRPC hands the pick's Done (pickFor), when wantTrailer:
+	// grpc.Trailer would copy it once more.
 	header, trailer metadata.MD
-	attemptOpts     [2]grpc.CallOption
+	attemptOpts     [1]grpc.CallOption
+
+	// release ends what start began for the RPC: what the filters
+	// started, and the deadline's context.WithTimeout (nil: nothing).
+	// finish calls it once (ended).
+	release func()
+
+	// The route's deadline, when the selection carries it (deadline.go);
+	// done is nil when it does not. Set by startDeadline before the
+	// selection is shared.
+	dl     time.Time
+	done   chan struct{}
+	afters []func()  // what AfterFunc was given; guarded by dmu
+	after0 [1]func() // afters' first, in the selection's allocation
+	dmu    sync.Mutex
+
+	// Small fields side by side, where alignment would waste less: the
+	// struct is allocated per RPC.
+	mdRead      bool
+	wantTrailer bool
+	dstate      uint8 // how the deadline ended (deadline.go); guarded by dmu
+	shard       uint8 // the deadline's deadlineShards index
+	// statusPick: the last pick failed with a status error (a drop, a
+	// circuit breaker, no route), which gRPC hands the RPC without any
+	// retry.
+	statusPick atomic.Bool
+	ended      atomic.Bool
+	// heapIdx is the selection's place in its shard's heap, -1 once out
+	// of it; guarded by the shard's mu.
+	heapIdx int32
+}
+
+// finish ends what start began for the RPC, once (a stream may end by
+// more than one path): what the filters started, and the deadline. A nil
+// selection (an RPC gRPC fails itself) began nothing.
+func (s *selection) finish() {
+	if s == nil || s.ended.Swap(true) {
+		return
+	}
+	if s.release != nil {
+		s.release()
+	}
+	if s.done != nil {
+		s.endDeadline()
+	}
 }
 
 // selectionKey is the context key of an RPC's *selection.
