@@ -21,7 +21,10 @@
 //   - priority selection: the first priority with a ready endpoint is
 //     used; one still connecting is waited for until its failover timer
 //     fires; every priority tried stays connected, so that traffic moves
-//     back up as soon as a higher one is ready. The failover timers of
+//     back up as soon as a higher one is ready. A priority whose policy
+//     is idle (pick_first that lost its endpoint, gRFC A62) is used as a
+//     ready one is (A56), and its picker has the leaf connect on the
+//     next request (exitidle.go). The failover timers of
 //     all clusters are one queue behind one timer (failover.go), so that
 //     the deadlines of thousands of clusters armed by one configuration
 //     expire as one batch;
@@ -75,8 +78,9 @@
 // clusters dirty in the critical section that applies it, and a second
 // lock would be taken inside the owner's on every event for no
 // concurrency gained. Timers and wakes arrive on goroutines of their own
-// and enter through Host.Do. The waking of idle clusters has a small lock
-// of its own (pickers ask for wakes, and must not take the owner's).
+// and enter through Host.Do. The waking of idle clusters and idle
+// priorities has a small lock of its own (pickers ask for wakes, and
+// must not take the owner's).
 //
 // # Cost
 //
