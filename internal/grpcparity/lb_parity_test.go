@@ -265,7 +265,8 @@ func TestPickFirstParity(t *testing.T) {
 			}
 		})
 	}
-	t.Run("chosen lost", pickFirstLoss)
+	t.Run("chosen lost, then an RPC", func(t *testing.T) { pickFirstLoss(t, false) })
+	t.Run("chosen lost, then Connect", func(t *testing.T) { pickFirstLoss(t, true) })
 }
 
 // pickFirstLoss is TestPickFirstParity's case of pick_first losing the
@@ -275,8 +276,10 @@ func TestPickFirstParity(t *testing.T) {
 // IDLE and connects nothing (grpc-go's pick_first goes IDLE; goxds's
 // cluster is idle), until an RPC: that RPC waits while a new pass starts
 // from the first backend, b0 (refused at once), then b1 (gone), then b2,
-// which serves it.
-func pickFirstLoss(t *testing.T) {
+// which serves it. With byConnect, ClientConn.Connect starts that pass
+// instead (grpc-go's balancers' ExitIdle), and the channel is READY
+// before the RPC.
+func pickFirstLoss(t *testing.T, byConnect bool) {
 	t.Parallel()
 	got := make(map[string]string)
 	for _, ch := range lbChannels {
@@ -319,14 +322,25 @@ func pickFirstLoss(t *testing.T) {
 			if log.len() != n {
 				idleFor += " and connected " + strings.Join(log.orderSince(n), ", ")
 			}
+			wake := "an RPC"
+			if byConnect {
+				wake = "Connect"
+				conn.Connect()
+				for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+					if !conn.WaitForStateChange(ctx, s) {
+						t.Fatalf("%s: %v at the deadline after Connect, want READY", ch, s)
+					}
+				}
+			}
 			again := served()
-			got[ch] = fmt.Sprintf("%s; b1 stopped: READY -> %v, %s; an RPC: connected %s, served by %s",
-				first, after, idleFor, strings.Join(log.orderSince(n), ", "), again)
+			got[ch] = fmt.Sprintf("%s; b1 stopped: READY -> %v, %s; %s: connected %s, served by %s",
+				first, after, idleFor, wake, strings.Join(log.orderSince(n), ", "), again)
 			conn.Close()
 		}()
 	}
 	t.Logf("goxds: %s\ngrpc-go: %s", got["goxds"], got["grpc-go"])
-	if want := "connected b0, b1, served by b1; b1 stopped: READY -> IDLE, stayed IDLE; an RPC: connected b0, b2, served by b2"; got["grpc-go"] != want {
+	wake := map[bool]string{false: "an RPC", true: "Connect"}[byConnect]
+	if want := "connected b0, b1, served by b1; b1 stopped: READY -> IDLE, stayed IDLE; " + wake + ": connected b0, b2, served by b2"; got["grpc-go"] != want {
 		t.Errorf("grpc-go: %s; the test expects %s", got["grpc-go"], want)
 	}
 	if got["goxds"] != got["grpc-go"] {
