@@ -299,9 +299,9 @@ func pickFirstLoss(t *testing.T, byConnect bool) {
 			}
 			by := served()
 			first := fmt.Sprintf("connected %s, served by %s", strings.Join(log.order(), ", "), by)
-			if s := conn.GetState(); s != connectivity.Ready {
-				t.Fatalf("%s: %v after an RPC served, want READY", ch, s)
-			}
+			// grpc-go publishes a picker before the state: the RPC may
+			// be served before the channel says READY.
+			waitState(ctx, t, ch, conn, connectivity.Ready, "after an RPC served")
 			stopLBBackend(ports[1])
 			if !conn.WaitForStateChange(ctx, connectivity.Ready) {
 				t.Fatalf("%s: still READY at the deadline after b1 stopped", ch)
@@ -326,11 +326,7 @@ func pickFirstLoss(t *testing.T, byConnect bool) {
 			if byConnect {
 				wake = "Connect"
 				conn.Connect()
-				for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
-					if !conn.WaitForStateChange(ctx, s) {
-						t.Fatalf("%s: %v at the deadline after Connect, want READY", ch, s)
-					}
-				}
+				waitState(ctx, t, ch, conn, connectivity.Ready, "after Connect")
 			}
 			again := served()
 			got[ch] = fmt.Sprintf("%s; b1 stopped: READY -> %v, %s; %s: connected %s, served by %s",
@@ -345,6 +341,17 @@ func pickFirstLoss(t *testing.T, byConnect bool) {
 	}
 	if got["goxds"] != got["grpc-go"] {
 		t.Errorf("goxds: %s\ngrpc-go: %s", got["goxds"], got["grpc-go"])
+	}
+}
+
+// waitState waits until channel ch's conn is in state want, and fails
+// the test if it is not at ctx's deadline (when names the moment).
+func waitState(ctx context.Context, t *testing.T, ch string, conn *grpc.ClientConn, want connectivity.State, when string) {
+	t.Helper()
+	for s := conn.GetState(); s != want; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("%s: %v at the deadline %s, want %v", ch, s, when, want)
+		}
 	}
 }
 
