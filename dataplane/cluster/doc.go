@@ -21,10 +21,7 @@
 //   - priority selection: the first priority with a ready endpoint is
 //     used; one still connecting is waited for until its failover timer
 //     fires; every priority tried stays connected, so that traffic moves
-//     back up as soon as a higher one is ready. A priority whose policy
-//     is idle (pick_first that lost its endpoint, gRFC A62) is used as a
-//     ready one is (A56), and its picker has the leaf connect on the
-//     next request (exitidle.go). The failover timers of
+//     back up as soon as a higher one is ready. The failover timers of
 //     all clusters are one queue behind one timer (failover.go), so that
 //     the deadlines of thousands of clusters armed by one configuration
 //     expire as one batch;
@@ -35,7 +32,11 @@
 //     the Cluster (its LRSServer, so after a fallback the fallback's);
 //   - clusters that connect on their first request and go idle again
 //     when unused (Config.ConnectOnFirstRPC, ClusterIdleTimeout;
-//     idle.go).
+//     idle.go);
+//   - priorities whose policy went idle (pick_first that lost its
+//     endpoint, gRFC A62): used as ready ones are (A56), without a
+//     failover timer, and their picker holds the next request and has
+//     the leaf start a new pass from the first endpoint (exitidle.go).
 //
 // # What the transport gives it
 //
