@@ -232,14 +232,16 @@ func (b *xdsBalancer) UpdateSubConnState(sc balancer.SubConn, s balancer.SubConn
 	l.Error(BalancerName+": UpdateSubConnState called; SubConns have state listeners", "subconn", fmt.Sprint(sc), "state", s.ConnectivityState.String())
 }
 
-// ExitIdle implements balancer.Balancer: endpoints in use that went idle
-// connect again. (They are reconnected as soon as they go idle anyway.)
+// ExitIdle implements balancer.Balancer (grpc-go calls it on
+// ClientConn.Connect): pick_first clusters gone idle start a new pass,
+// as grpc-go's do, and endpoints in use whose connections are idle
+// connect again.
 func (b *xdsBalancer) ExitIdle() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if !b.closed {
-		b.set.Pool().ExitIdle()
+		b.set.ExitIdle()
 	}
+	b.finishAndUnlock()
 }
 
 // Close implements balancer.Balancer: every SubConn is shut down, every

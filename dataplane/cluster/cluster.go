@@ -439,7 +439,10 @@ func (s *Set) pickPriorityLocked(cl *Cluster) {
 		if err != nil {
 			lastErr = err
 		}
-		if ps == endpoint.Ready {
+		if ps == endpoint.Ready || ps == endpoint.Idle {
+			// An idle priority (pick_first that lost its endpoint) is
+			// used as a ready one is: its picker connects on the next
+			// request (gRFC A56 counts IDLE as READY here).
 			chosen, state = i, ps
 			delete(cl.timedOut, i)
 			break
@@ -460,6 +463,9 @@ func (s *Set) pickPriorityLocked(cl *Cluster) {
 		chosen, state = fallback, endpoint.Connecting
 	}
 	s.setWantedLocked(cl, wanted)
+	if state == endpoint.Idle {
+		s.releaseIdleLocked(cl.prios[chosen])
+	}
 	if state == endpoint.Connecting && !cl.timedOut[chosen] {
 		s.armFailoverLocked(cl, chosen)
 	} else {
@@ -479,6 +485,9 @@ func (s *Set) pickPriorityLocked(cl *Cluster) {
 		if cl.chosen != -1 {
 			s.host.Log(slog.LevelWarn, "cluster has no usable endpoint; its RPCs fail", "cluster", cl.name, "err", msg)
 		}
+	case state == endpoint.Idle:
+		cl.picker = idleLeafPicker{cl.prios[chosen].picker(state, s.headerHash),
+			&leafWake{s: s, cl: cl, p: cl.prios[chosen]}}
 	default:
 		cl.picker = cl.prios[chosen].picker(state, s.headerHash)
 		// The first choice is part of applying the configuration, logged
@@ -492,9 +501,10 @@ func (s *Set) pickPriorityLocked(cl *Cluster) {
 }
 
 // state sums up the endpoints of p, marking wanted those its policy wants
-// connected: Ready if one is ready, Connecting if one may yet be (or the
-// DNS name is not resolved yet), else TransientFailure with the last
-// error.
+// connected: Idle if its policy waits for a request to connect
+// (pick_first, Leaf.Idle), Ready if an endpoint is ready, Connecting if
+// one may yet be (or the DNS name is not resolved yet), else
+// TransientFailure with the last error.
 func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (endpoint.State, error) {
 	if p.pending {
 		return endpoint.Connecting, nil
@@ -502,6 +512,9 @@ func (p *priority) state(wanted map[*endpoint.Endpoint]struct{}) (endpoint.State
 	state := endpoint.TransientFailure
 	err := errors.New("no healthy endpoints")
 	p.lb.Want(wanted) // all but under pick_first (gRFC A62)
+	if p.lb.Idle() {
+		return endpoint.Idle, nil
+	}
 	od := p.od()
 	for _, l := range p.lb.Localities {
 		for _, e := range l.Endpoints {

@@ -39,7 +39,11 @@
 //     lrs_report_endpoint_metrics selects (gRFC A85);
 //   - clusters that connect on their first request and go idle again
 //     when unused (Config.ConnectOnFirstRPC, ClusterIdleTimeout;
-//     idle.go).
+//     idle.go);
+//   - priorities whose policy went idle (pick_first that lost its
+//     endpoint, gRFC A62): used as ready ones are (A56), without a
+//     failover timer, and their picker holds the next request and has
+//     the leaf start a new pass from the first endpoint (exitidle.go).
 //
 // # What the transport gives it
 //
@@ -82,8 +86,9 @@
 // clusters dirty in the critical section that applies it, and a second
 // lock would be taken inside the owner's on every event for no
 // concurrency gained. Timers and wakes arrive on goroutines of their own
-// and enter through Host.Do. The waking of idle clusters has a small lock
-// of its own (pickers ask for wakes, and must not take the owner's).
+// and enter through Host.Do. The waking of idle clusters and idle
+// priorities has a small lock of its own (pickers ask for wakes, and
+// must not take the owner's).
 //
 // # Cost
 //

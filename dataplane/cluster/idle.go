@@ -63,12 +63,14 @@ func (p usedPicker) Pick(req any, hash uint64) (Result, error) {
 	return p.Picker.Pick(req, hash)
 }
 
-// waker wakes the idle clusters pickers asked to wake, on one goroutine
-// (askWake). Guarded by mu, which pickers take, never with the owner's
+// waker wakes the idle clusters pickers asked to wake (askWake), and the
+// idle priorities of awake ones (askExitIdle, exitidle.go), on one
+// goroutine. Guarded by mu, which pickers take, never with the owner's
 // lock; done is the goroutine's, which Close waits for.
 type waker struct {
 	mu     sync.Mutex
 	wakes  []*Cluster
+	exits  []*leafWake
 	waking bool
 	closed bool
 	done   sync.WaitGroup
@@ -103,7 +105,7 @@ func (s *Set) StopWaking() {
 }
 
 // wakeQueued wakes the queued clusters that are still the Set's and idle,
-// and has the owner publish once.
+// and the queued priorities, and has the owner publish once.
 func (s *Set) wakeQueued() {
 	s.host.Do(s.wakeQueuedLocked)
 }
@@ -111,9 +113,10 @@ func (s *Set) wakeQueued() {
 func (s *Set) wakeQueuedLocked() {
 	w := &s.waker
 	w.mu.Lock()
-	wakes := w.wakes
-	w.wakes, w.waking = nil, false
+	wakes, exits := w.wakes, w.exits
+	w.wakes, w.exits, w.waking = nil, nil, false
 	w.mu.Unlock()
+	s.exitIdleLocked(exits)
 	var woken []string
 	for _, cl := range wakes { // after Close, s.clusters is nil: nothing is woken
 		if !s.closed && s.clusters[cl.name] == cl && cl.idle {

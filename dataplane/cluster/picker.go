@@ -183,12 +183,12 @@ func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
 	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d}, nil
 }
 
-// picker returns the picker of p for a cluster using it in state (Ready or
-// Connecting), by the leaf cluster's policy (p.lb).
+// picker returns the picker of p for a cluster using it in state (Ready,
+// Idle or Connecting), by the leaf cluster's policy (p.lb).
 func (p *priority) picker(state endpoint.State, headerHash func(any, string) uint64) Picker {
 	pp := &priorityPicker{leaf: p.leaf, drops: p.drops, maxRequests: p.maxRequests, inflight: p.inflight,
 		hashHeader: p.lb.Policy.RequestHashHeader, headerHash: headerHash, load: p.load, metrics: p.metrics}
-	if state != endpoint.Ready {
+	if state == endpoint.Connecting {
 		return pp
 	}
 	pp.od = p.od()

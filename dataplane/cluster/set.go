@@ -339,6 +339,9 @@ func (s *Set) Settle() bool {
 		// first configuration) made every later event cost O(clusters).
 		s.dirty = make(map[*Cluster]struct{})
 	}
+	// The clusters told of a lost connection have chosen again what they
+	// want: what they still want connects again.
+	s.pool.Reconnect()
 	return picked > 0
 }
 

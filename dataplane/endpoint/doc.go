@@ -36,11 +36,16 @@
 // [State] is the pool's own, not grpc-go's: Idle, Connecting, Ready and
 // TransientFailure. TransientFailure sticks until the connection is ready
 // again, so that an endpoint that keeps failing does not look like one
-// connecting each time the transport retries; a connection that goes idle
-// while wanted is connected again at once. A connection let go
-// ([Pool.Release], or the endpoint dropped) may still report before its
-// shutdown: [Pool.SetState] ignores any report but from the endpoint's
-// current connection.
+// connecting each time the transport retries; [Endpoint.Reported] is the
+// state the connection last reported, for a policy that must tell one
+// failing now from one idle again after its backoff. A connection that
+// goes idle while wanted is connected again at [Pool.Reconnect], which
+// the owner calls once the users told of the change have chosen again
+// what they want: pick_first that lost its endpoint wants nothing until a
+// request asks (gRFC A62), and must not find it reconnected meanwhile.
+// A connection let go ([Pool.Release], or the endpoint dropped) may still
+// report before its shutdown: [Pool.SetState] ignores any report but from
+// the endpoint's current connection.
 //
 // # Locking
 //

@@ -89,7 +89,8 @@ type Endpoint struct {
 	users userSet
 	// wanted counts the users that want the endpoint connected. The
 	// connection is made when first wanted, and reconnected whenever it
-	// goes idle while wanted; unwanted, it stays (warm for a user that
+	// goes idle while still wanted once its users have looked at that
+	// (Pool.Reconnect); unwanted, it stays (warm for a user that
 	// fails back to it) as long as the endpoint is listed.
 	wanted  int
 	conn    Conn
@@ -113,6 +114,12 @@ func (e *Endpoint) Addrs() []string { return e.addrs }
 
 // State is the endpoint's state.
 func (e *Endpoint) State() State { return e.state }
+
+// Reported is the state the endpoint's connection last reported, where
+// State sticks in TransientFailure until it is ready: Idle once a failed
+// connection's backoff is over and it is not trying; TransientFailure
+// when the dialer could make none; Idle with no connection otherwise.
+func (e *Endpoint) Reported() State { return e.raw }
 
 // Err is the endpoint's last connection error; nil once it is ready.
 func (e *Endpoint) Err() error { return e.err }

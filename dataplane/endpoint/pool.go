@@ -26,6 +26,9 @@ type Pool struct {
 	// change and failover cost every endpoint (most of their cost at
 	// 10,000 clusters).
 	orphans map[*Endpoint]struct{}
+	// idled are the endpoints whose connections went idle while wanted
+	// since the last Reconnect.
+	idled []*Endpoint
 }
 
 // NewPool returns an empty pool whose connections d makes. changed is
@@ -78,7 +81,7 @@ func (p *Pool) Want(ep *Endpoint) {
 	if ep.conn == nil && !ep.removed {
 		c, err := p.dialer.NewConn(ep)
 		if err != nil {
-			ep.state, ep.err = TransientFailure, err
+			ep.raw, ep.state, ep.err = TransientFailure, TransientFailure, err
 			p.tell(ep)
 			return
 		}
@@ -111,7 +114,7 @@ func (p *Pool) Release(ep *Endpoint) {
 // reports false, and ignores the report, if conn is not ep's connection
 // any more (released, or the endpoint dropped): a connection let go may
 // still report before its shutdown. A connection gone idle while wanted
-// is connected again.
+// is connected again at the next Reconnect.
 func (p *Pool) SetState(ep *Endpoint, conn Conn, s State, err error) bool {
 	if ep.removed || conn == nil || ep.conn != conn {
 		return false
@@ -125,7 +128,7 @@ func (p *Pool) SetState(ep *Endpoint, conn Conn, s State, err error) bool {
 		ep.state, ep.err = TransientFailure, err
 	case Idle:
 		if ep.wanted > 0 {
-			ep.conn.Connect()
+			p.idled = append(p.idled, ep)
 		}
 		if ep.state != TransientFailure {
 			ep.state = Idle
@@ -139,6 +142,21 @@ func (p *Pool) SetState(ep *Endpoint, conn Conn, s State, err error) bool {
 		p.tell(ep)
 	}
 	return true
+}
+
+// Reconnect connects again the connections that went idle while wanted
+// (SetState) and are wanted still. The owner calls it once the users told
+// of the change have chosen again what they want: a user may want no
+// more an endpoint it lost (pick_first goes idle, gRFC A62), and a
+// connection started before it said so would be one it never asked for.
+func (p *Pool) Reconnect() {
+	for i, ep := range p.idled {
+		if ep.wanted > 0 && ep.conn != nil && !ep.removed && ep.raw == Idle {
+			ep.conn.Connect()
+		}
+		p.idled[i] = nil
+	}
+	p.idled = p.idled[:0]
 }
 
 // tell tells ep's users that its state changed.
@@ -180,7 +198,7 @@ func (p *Pool) drop(ep *Endpoint) {
 }
 
 // ExitIdle connects the wanted endpoints whose connections are idle.
-// (They are reconnected as soon as they go idle anyway.)
+// (They are reconnected at the Reconnect after they go idle anyway.)
 func (p *Pool) ExitIdle() {
 	for _, ep := range p.eps {
 		if ep.wanted > 0 && ep.conn != nil && ep.raw == Idle {
@@ -197,4 +215,5 @@ func (p *Pool) Close() {
 	}
 	p.eps = make(map[string]*Endpoint)
 	p.orphans = make(map[*Endpoint]struct{})
+	p.idled = nil
 }

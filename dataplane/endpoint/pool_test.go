@@ -86,7 +86,8 @@ func TestWantConnects(t *testing.T) {
 }
 
 // A connection gone idle is connected again while the endpoint is
-// wanted, not after.
+// wanted, not after; and not before its users chose again what they want
+// (Reconnect): one that no longer wants it is never made to connect it.
 func TestIdleWhileWantedReconnects(t *testing.T) {
 	d := &fakeDialer{}
 	p := NewPool(d, told)
@@ -95,28 +96,46 @@ func TestIdleWhileWantedReconnects(t *testing.T) {
 	c := d.made[0]
 	p.SetState(ep, c, Ready, nil)
 	p.SetState(ep, c, Idle, nil)
-	if c.connects != 2 || ep.State() != Idle {
-		t.Errorf("idle while wanted: %d connects, state %v; want 2, IDLE", c.connects, ep.State())
+	if c.connects != 1 || ep.State() != Idle {
+		t.Errorf("idle while wanted, before Reconnect: %d connects, state %v; want 1, IDLE", c.connects, ep.State())
 	}
-	p.Unwant(ep)
-	p.SetState(ep, c, Idle, nil)
+	p.Reconnect()
 	if c.connects != 2 {
-		t.Errorf("idle while unwanted: %d connects, want still 2", c.connects)
+		t.Errorf("idle while wanted, after Reconnect: %d connects, want 2", c.connects)
+	}
+	p.Reconnect()
+	if c.connects != 2 {
+		t.Errorf("a second Reconnect: %d connects, want still 2", c.connects)
+	}
+	// Lost, then let go by its user before Reconnect (pick_first gone
+	// idle): not connected.
+	p.SetState(ep, c, Idle, nil)
+	p.Unwant(ep)
+	p.Reconnect()
+	if c.connects != 2 {
+		t.Errorf("idle, then unwanted before Reconnect: %d connects, want still 2", c.connects)
 	}
 	p.Want(ep)
 	if c.connects != 3 {
 		t.Errorf("wanted again while idle: %d connects, want 3", c.connects)
 	}
+	// Connecting again before Reconnect (another cause connected it):
+	// not connected twice.
+	p.SetState(ep, c, Idle, nil)
 	p.SetState(ep, c, Connecting, nil)
+	p.Reconnect()
+	if c.connects != 3 {
+		t.Errorf("idle then connecting before Reconnect: %d connects, want still 3", c.connects)
+	}
 	p.AddUser(ep, &user{})
 	p.ExitIdle()
 	if c.connects != 3 {
 		t.Errorf("ExitIdle with the connection connecting: %d connects, want still 3", c.connects)
 	}
-	p.SetState(ep, c, Idle, nil) // connects: 4
+	p.SetState(ep, c, Idle, nil)
 	p.ExitIdle()
-	if c.connects != 5 {
-		t.Errorf("ExitIdle with the connection idle and wanted: %d connects, want 5", c.connects)
+	if c.connects != 4 {
+		t.Errorf("ExitIdle with the connection idle and wanted: %d connects, want 4", c.connects)
 	}
 }
 

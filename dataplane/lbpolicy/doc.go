@@ -19,7 +19,10 @@
 //     in order (or shuffled by weight, gRFC A113): the next when the last
 //     fails, or after its Happy Eyeballs turn ([HappyEyeballsDelay]); the
 //     first ready is chosen, kept while ready, and across a configuration
-//     change through [Leaf.Before];
+//     change through [Leaf.Before]; its connection lost, the leaf goes
+//     idle ([Leaf.Idle]: it wants nothing, and its picker answers
+//     [ErrIdle]) until the owner calls [Leaf.ExitIdle] for a request,
+//     which starts a new pass from the first endpoint (gRFC A62);
 //   - wrr_locality over any of them (and the legacy ROUND_ROBIN): a
 //     locality drawn by weight, earliest deadline first, so that each
 //     locality's share is exact over any run of requests, then the
@@ -53,8 +56,9 @@
 // was when the picker was built, and whether the pick counted a request
 // in flight on it (least_request), which the caller ends with
 // endpoint.Endpoint.CallFinished. Its errors are [ErrQueue] (hold the
-// request for the next picker: gRPC's balancer.ErrNoSubConnAvailable), or
-// a reason to fail the request. The cluster layer (package
+// request for the next picker: gRPC's balancer.ErrNoSubConnAvailable),
+// [ErrIdle] (hold it too, and have the leaf exit idle: the owner does so
+// under its lock, never in the pick), or a reason to fail the request. The cluster layer (package
 // dataplane/cluster) wraps a Picked in its own result with a Done that
 // ends the count, which the transport adapter turns into its pick
 // (grpcxds: the SubConn).

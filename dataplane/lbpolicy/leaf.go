@@ -76,10 +76,13 @@ type group struct {
 	// ready, even when an endpoint before it in the list becomes ready.
 	chosen *endpoint.Endpoint
 	// pick_first's pass over eps (pickfirst.go): began once it looked at
-	// Before; tried is how many endpoints, from the first, it has
-	// started; lastStart when the last one's Happy Eyeballs turn began;
-	// timer ends that turn, set for the turn that began at timerFor.
+	// Before; idle once the chosen endpoint lost its connection, until a
+	// request asks for a new pass (Leaf.ExitIdle); tried is how many
+	// endpoints, from the first, it has started; lastStart when the last
+	// one's Happy Eyeballs turn began; timer ends that turn, set for the
+	// turn that began at timerFor.
 	began     bool
+	idle      bool
 	tried     int
 	lastStart time.Time
 	timer     Timer
@@ -113,11 +116,23 @@ func (l *Leaf) Picker() Picker {
 	if !l.Policy.WRRLocality {
 		return l.groupPicker(groups[0])
 	}
-	var children []weightedPicker
+	var children, idle []weightedPicker
 	for _, g := range groups {
-		if child := l.groupPicker(g); child != nil {
+		child := l.groupPicker(g)
+		switch {
+		case child == nil:
+		case g.idle:
+			idle = append(idle, weightedPicker{child, float64(g.weight)})
+		default:
 			children = append(children, weightedPicker{child, float64(g.weight)})
 		}
+	}
+	if len(children) == 0 {
+		// No locality ready: those gone idle (pick_first's) take the
+		// requests, each asking its group to connect. (gRPC's
+		// weighted_target picks among ready children only, and an IDLE
+		// one would wait for the channel's Connect.)
+		children = idle
 	}
 	if len(children) == 0 {
 		return nil
@@ -132,11 +147,21 @@ type Carried struct {
 	Picked map[*endpoint.Endpoint]bool
 	// Weights are weighted_round_robin's weights, by endpoint.
 	Weights map[*endpoint.Endpoint]*EndpointWeight
+	// Idle: a leaf was idle (pick_first that lost its endpoint): the next
+	// configuration's pick_first starts idle too, unless it keeps a
+	// choice, as gRPC's pick_first stays IDLE through an address update.
+	Idle bool
 }
 
 // Carry adds to c what the leaf hands the next configuration's leaves,
 // and returns it; c nil, it is made if the leaf has anything to hand.
 func (l *Leaf) Carry(c *Carried) *Carried {
+	if l.Idle() {
+		if c == nil {
+			c = &Carried{}
+		}
+		c.Idle = true
+	}
 	for _, g := range l.groups {
 		if g.chosen != nil {
 			if c == nil {

@@ -128,6 +128,14 @@ func TestPickFirst(t *testing.T) {
 	}
 	a := l.ep(0, 0)
 	l.set(a, endpoint.TransientFailure)
+	// Its connection lost, pick_first is idle until a request asks
+	// (gRFC A62): then a, failing, is passed over.
+	if _, err := readyPicker(t, l).Pick(0); err != ErrIdle {
+		t.Fatalf("pick_first with a lost: %v, want ErrIdle", err)
+	}
+	if !l.ExitIdle() {
+		t.Fatal("ExitIdle found no idle group")
+	}
 	if got := picks(t, readyPicker(t, l), 10); got["b"] != 10 {
 		t.Errorf("pick_first with a failing: %v, want all to b", got)
 	}

@@ -43,6 +43,11 @@ var (
 	// expected to (connecting): the transport holds the request for the
 	// next picker (gRPC: balancer.ErrNoSubConnAvailable).
 	ErrQueue = errors.New("no endpoint ready yet")
+	// ErrIdle: the policy connects nothing until a request asks
+	// (pick_first after its endpoint lost its connection, gRFC A62): the
+	// owner calls Leaf.ExitIdle, under its lock, and the transport holds
+	// the request for the next picker, as for ErrQueue.
+	ErrIdle = errors.New("idle: connecting on this request")
 	// ErrAllFailing: every endpoint of a ring is failing, none with an
 	// error of its own to give.
 	ErrAllFailing = errors.New("every endpoint is failing")

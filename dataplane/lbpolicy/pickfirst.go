@@ -53,6 +53,9 @@ func (l *Leaf) Want(wanted map[*endpoint.Endpoint]struct{}) {
 	}
 	for _, g := range l.endpointGroups() {
 		l.pickFirstStep(g)
+		if g.idle {
+			continue // nothing until a request asks (ExitIdle)
+		}
 		if g.chosen != nil {
 			wanted[g.chosen] = struct{}{}
 			continue
@@ -64,9 +67,12 @@ func (l *Leaf) Want(wanted map[*endpoint.Endpoint]struct{}) {
 }
 
 // pickFirst returns the picker sending every request to g's chosen
-// endpoint, nil while there is none.
+// endpoint, idlePicker while g is idle, nil while it has none.
 func (l *Leaf) pickFirst(g *group) Picker {
 	l.pickFirstStep(g)
+	if g.idle {
+		return idlePicker{}
+	}
 	if g.chosen == nil {
 		return nil
 	}
@@ -78,7 +84,8 @@ func (l *Leaf) pickFirst(g *group) Picker {
 // reports. It is a function of those states and the time, so that the
 // owner may call it as often as it likes:
 //   - the chosen endpoint stays while it is ready (so does one chosen
-//     before this configuration, in Before, if still ready);
+//     before this configuration, in Before, if still ready; with none,
+//     a leaf idle before this configuration starts idle);
 //   - otherwise the endpoints are started in order, the first at once,
 //     each next one when the last one started fails (or is ejected), or
 //     when it has been connecting for HappyEyeballsDelay while the ones
@@ -88,15 +95,27 @@ func (l *Leaf) pickFirst(g *group) Picker {
 //   - once every endpoint is started, all stay wanted, and the pool
 //     connects each again after its backoff, until one is ready (the
 //     owner sees every one failing: TRANSIENT_FAILURE, sticky, A62);
-//   - the chosen endpoint losing its connection starts a new pass from
-//     the first endpoint.
+//   - the chosen endpoint losing its connection makes g idle: it wants
+//     nothing, and its picker asks for a new pass (ExitIdle), from the
+//     first endpoint, when a request comes (gRFC A62; gRPC's pick_first
+//     goes IDLE and its picker calls ExitIdle). The chosen endpoint
+//     ejected by outlier detection starts a new pass at once.
 func (l *Leaf) pickFirstStep(g *group) {
+	if g.idle {
+		return
+	}
 	if g.chosen != nil {
 		if l.ready(g.chosen) {
 			g.stopTimer()
 			return
 		}
+		lost := !l.ejected(g.chosen)
 		g.chosen, g.tried = nil, 0
+		if lost {
+			g.idle = true
+			g.stopTimer()
+			return
+		}
 	}
 	if !g.began {
 		g.began = true
@@ -105,6 +124,10 @@ func (l *Leaf) pickFirstStep(g *group) {
 				g.chosen = e.ep
 				return
 			}
+		}
+		if l.Before != nil && l.Before.Idle {
+			g.idle = true
+			return
 		}
 	}
 	now := l.clock().Now()
@@ -132,10 +155,53 @@ func (l *Leaf) pickFirstStep(g *group) {
 	g.stopTimer() // every endpoint started: no more turns
 }
 
-// failed reports whether pick_first moves on from ep at once: it failed
-// to connect, or outlier detection ejected it.
+// failed reports whether pick_first moves on from ep at once: its
+// connection failed and has not tried again since (it reported
+// TRANSIENT_FAILURE last: failing now, or waiting out its backoff), or
+// outlier detection ejected it. The endpoint's sticky state is not what
+// counts: one that failed in an earlier pass and whose connection is idle
+// again gets its turn, as gRPC's pick_first connects a SubConn that is
+// idle and passes over one in TRANSIENT_FAILURE.
 func (l *Leaf) failed(ep *endpoint.Endpoint) bool {
-	return ep.State() == endpoint.TransientFailure || l.ejected(ep)
+	return ep.Reported() == endpoint.TransientFailure || l.ejected(ep)
+}
+
+// Idle reports whether the leaf waits for a request to connect anything:
+// under pick_first, a group lost its chosen endpoint's connection and no
+// other group has an endpoint ready or one that may yet be. Its picker
+// then answers ErrIdle until the owner calls ExitIdle.
+func (l *Leaf) Idle() bool {
+	if l.Policy.Kind != resources.LBPickFirst {
+		return false
+	}
+	idle := false
+	for _, g := range l.groups {
+		if g.idle {
+			idle = true
+			continue
+		}
+		for _, e := range g.eps {
+			if e.ep.Usable() && !l.ejected(e.ep) {
+				return false
+			}
+		}
+	}
+	return idle
+}
+
+// ExitIdle starts a new pass over the endpoints of each idle group, from
+// the first (gRFC A62), and reports whether there was one: the owner
+// then asks again for what the leaf wants (Want), and for its picker. It
+// calls ExitIdle when a request met ErrIdle, and when the transport asks
+// every policy to leave idle (gRPC's ExitIdle).
+func (l *Leaf) ExitIdle() bool {
+	woke := false
+	for _, g := range l.groups {
+		if g.idle {
+			g.idle, g.tried, woke = false, 0, true
+		}
+	}
+	return woke
 }
 
 // armTurn sets g's timer for the end of the turn that began at
@@ -165,6 +231,13 @@ func (g *group) stopTimer() {
 		g.timer = nil
 	}
 }
+
+// idlePicker is the picker of a pick_first group gone idle: every request
+// meets ErrIdle, for the owner to call ExitIdle and hold it. (The owner
+// acts, not the picker: a pick cannot take the owner's lock.)
+type idlePicker struct{}
+
+func (idlePicker) Pick(uint64) (Picked, error) { return Picked{}, ErrIdle }
 
 // onePicker sends every request to one endpoint.
 type onePicker struct{ p Picked }

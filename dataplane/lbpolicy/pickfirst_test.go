@@ -54,6 +54,7 @@ func (o *pfOwner) update() {
 	for ep := range now {
 		o.wanted[ep] = true
 	}
+	o.pool.Reconnect()
 	o.picker = o.Picker()
 }
 
@@ -65,7 +66,8 @@ func (o *pfOwner) set(name string, s endpoint.State) {
 }
 
 // check fails the test unless the endpoints wanted are want (names in
-// order) and the picker picks pick ("" for no picker).
+// order) and the picker picks pick ("" for no picker, "idle" for one
+// answering ErrIdle).
 func (o *pfOwner) check(t *testing.T, step, want, pick string) {
 	t.Helper()
 	var got []string
@@ -79,10 +81,14 @@ func (o *pfOwner) check(t *testing.T, step, want, pick string) {
 	picked := ""
 	if o.picker != nil {
 		res, err := o.picker.Pick(0)
-		if err != nil {
+		switch {
+		case err == ErrIdle:
+			picked = "idle"
+		case err != nil:
 			t.Fatalf("%s: pick: %v", step, err)
+		default:
+			picked = res.Endpoint.Key()
 		}
-		picked = res.Endpoint.Key()
 	}
 	if picked != pick {
 		t.Errorf("%s: picked %q, want %q", step, picked, pick)
@@ -93,8 +99,8 @@ func (o *pfOwner) check(t *testing.T, step, want, pick string) {
 // when the last one started fails, or has been connecting for its Happy
 // Eyeballs turn; the first ready is chosen and the others are not wanted
 // any more; every one failing, all stay wanted (their connections try
-// again after their backoff) until one is ready; the chosen one lost, a
-// new pass starts from the first.
+// again after their backoff) until one is ready; the chosen one lost, it
+// is idle until asked, then a new pass starts from the first.
 func TestPickFirstOneAtATime(t *testing.T) {
 	o := newPFOwner(4)
 	o.check(t, "at first", "a", "")
@@ -120,9 +126,12 @@ func TestPickFirstOneAtATime(t *testing.T) {
 	o.check(t, "a ready too", "c", "c")
 	o.set("a", endpoint.TransientFailure)
 	o.set("c", endpoint.Idle)
-	// a and b still failing (TRANSIENT_FAILURE sticks until ready) are
+	o.check(t, "c lost: idle", "", "idle")
+	o.ExitIdle()
+	o.update()
+	// a and b, whose connections last reported TRANSIENT_FAILURE, are
 	// passed over at once; c is started, d's turn waits.
-	o.check(t, "c lost: a new pass", "abc", "")
+	o.check(t, "c lost, then asked: a new pass", "abc", "")
 	o.set("c", endpoint.Ready)
 	o.check(t, "c ready again", "c", "c")
 	running := 0
@@ -150,4 +159,79 @@ func TestPickFirstTurnRestartsOnFailure(t *testing.T) {
 	o.check(t, "b connecting for 249ms", "ab", "")
 	o.clk.advance(time.Millisecond)
 	o.check(t, "b connecting for 250ms", "abc", "")
+}
+
+// The chosen endpoint losing its connection makes pick_first idle (gRFC
+// A62): it wants nothing, whatever the time, and its picker answers
+// ErrIdle, until ExitIdle (a request asked); then a new pass starts from
+// the first endpoint, which gets its turn though its state is still the
+// TRANSIENT_FAILURE of the pass before (its connection is idle again,
+// not failing): the endpoints are connected in order, as gRPC's
+// pick_first connects them afresh.
+func TestPickFirstIdleAfterLoss(t *testing.T) {
+	o := newPFOwner(3)
+	o.set("a", endpoint.Connecting)
+	o.set("a", endpoint.TransientFailure)
+	o.set("b", endpoint.Ready)
+	o.check(t, "b ready", "b", "b")
+	o.set("a", endpoint.Idle) // a's backoff over: idle, unwanted
+	o.set("b", endpoint.Idle)
+	o.check(t, "b lost", "", "idle")
+	if !o.Idle() {
+		t.Error("b lost: the leaf is not Idle")
+	}
+	o.clk.advance(10 * HappyEyeballsDelay)
+	o.update()
+	o.check(t, "b lost, time passes", "", "idle")
+	if !o.ExitIdle() {
+		t.Fatal("ExitIdle found no idle group")
+	}
+	o.update()
+	if o.Idle() {
+		t.Error("after ExitIdle: the leaf is still Idle")
+	}
+	o.check(t, "asked: a's turn", "a", "")
+	o.set("a", endpoint.Connecting)
+	o.set("a", endpoint.TransientFailure)
+	o.check(t, "a failed: b's turn", "ab", "")
+	o.set("b", endpoint.Connecting)
+	o.set("b", endpoint.TransientFailure)
+	o.check(t, "b failed: c's turn", "abc", "")
+	o.set("c", endpoint.Ready)
+	o.check(t, "c ready", "c", "c")
+	if o.ExitIdle() {
+		t.Error("ExitIdle with c chosen reported an idle group")
+	}
+}
+
+// The chosen endpoint ejected by outlier detection (its connection
+// kept) starts a new pass at once: only a lost connection makes
+// pick_first idle.
+func TestPickFirstEjectedStartsNewPass(t *testing.T) {
+	o := newPFOwner(2)
+	o.set("a", endpoint.Ready)
+	o.check(t, "a ready", "a", "a")
+	o.Ejected = ejectAll{o.pool.Lookup("a"): true}
+	o.update()
+	o.check(t, "a ejected", "ab", "")
+}
+
+// A configuration that comes while pick_first is idle leaves it idle (as
+// gRPC's pick_first stays IDLE through an address update): the next
+// leaf, handed Before, wants nothing until asked.
+func TestPickFirstIdleAcrossUpdate(t *testing.T) {
+	o := newPFOwner(2)
+	o.set("a", endpoint.Ready)
+	o.set("a", endpoint.Idle)
+	o.check(t, "a lost", "", "idle")
+	before := o.Carry(nil)
+	if before == nil || !before.Idle {
+		t.Fatalf("Carry of an idle leaf: %+v, want Idle", before)
+	}
+	o.Leaf = &Leaf{Policy: o.Policy, Localities: o.Localities, Before: before, Clock: o.clk, Repick: o.Repick}
+	o.update()
+	o.check(t, "updated while idle", "", "idle")
+	o.ExitIdle()
+	o.update()
+	o.check(t, "asked", "a", "")
 }

@@ -18,6 +18,7 @@ import (
 	cswrrv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/client_side_weighted_round_robin/v3"
 	pickfirstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/pick_first/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/orca"
 	"google.golang.org/grpc/peer"
@@ -113,16 +114,27 @@ func (l *acceptLog) add(name string) {
 }
 
 // order returns the backends in the order of their first connection.
-func (l *acceptLog) order() []string {
+func (l *acceptLog) order() []string { return l.orderSince(0) }
+
+// orderSince returns the backends in the order of their first connection
+// from the n-th connection logged on.
+func (l *acceptLog) orderSince(n int) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []string
-	for _, n := range l.names {
-		if !slices.Contains(out, n) {
-			out = append(out, n)
+	for _, name := range l.names[n:] {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
 		}
 	}
 	return out
+}
+
+// len is how many connections were logged.
+func (l *acceptLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.names)
 }
 
 // loggingListener logs each connection it accepts under name.
@@ -141,7 +153,8 @@ func (l loggingListener) Accept() (net.Conn, error) {
 }
 
 // startLBBackend starts a backend of kind on 127.0.0.1, logging its
-// connections under name, and returns its port; it stops with the test.
+// connections under name, and returns its port; it stops with the test,
+// or earlier for an "echo" backend passed to stopLBBackend.
 // "echo" serves the echo service; "reset" closes each connection at once
 // (a backend that refuses); "silent" holds each connection without a word
 // (one whose handshake never ends).
@@ -162,10 +175,12 @@ func startLBBackend(t *testing.T, kind, name string, log *acceptLog, opts ...grp
 			defer wg.Done()
 			_ = srv.Serve(ll)
 		}()
-		t.Cleanup(func() {
+		stop := sync.OnceFunc(func() {
 			srv.Stop()
 			wg.Wait()
 		})
+		lbBackendStops.Store(uint32(lis.Addr().(*net.TCPAddr).Port), stop)
+		t.Cleanup(stop)
 	default:
 		var mu sync.Mutex
 		var held []net.Conn
@@ -199,11 +214,23 @@ func startLBBackend(t *testing.T, kind, name string, log *acceptLog, opts ...grp
 	return uint32(lis.Addr().(*net.TCPAddr).Port)
 }
 
+// lbBackendStops are the stops of the echo backends startLBBackend
+// started, by port.
+var lbBackendStops sync.Map
+
+// stopLBBackend stops the echo backend at port: its connections are
+// closed, and new ones refused.
+func stopLBBackend(port uint32) {
+	if stop, ok := lbBackendStops.LoadAndDelete(port); ok {
+		stop.(func())()
+	}
+}
+
 // pick_first over endpoints whose first fails at once (its connections
 // are closed), or never finishes its handshake: goxds and grpc-go each
 // try the first, then the second (at once, or after the 250 ms Happy
 // Eyeballs turn), which serves; neither connects to a third (gRFC A62:
-// one at a time, in order).
+// one at a time, in order). Then the chosen backend lost (pickFirstLoss).
 func TestPickFirstParity(t *testing.T) {
 	for _, first := range []string{"reset", "silent"} {
 		t.Run("first "+first, func(t *testing.T) {
@@ -237,6 +264,94 @@ func TestPickFirstParity(t *testing.T) {
 				t.Errorf("goxds: %s; grpc-go: %s", got["goxds"], got["grpc-go"])
 			}
 		})
+	}
+	t.Run("chosen lost, then an RPC", func(t *testing.T) { pickFirstLoss(t, false) })
+	t.Run("chosen lost, then Connect", func(t *testing.T) { pickFirstLoss(t, true) })
+}
+
+// pickFirstLoss is TestPickFirstParity's case of pick_first losing the
+// backend it chose (gRFC A62): over b0, whose
+// connections are closed at once, b1 and b2, both channels connect b0
+// then b1, which serves; b1 stops. Then each channel goes from READY to
+// IDLE and connects nothing (grpc-go's pick_first goes IDLE; goxds's
+// cluster is idle), until an RPC: that RPC waits while a new pass starts
+// from the first backend, b0 (refused at once), then b1 (gone), then b2,
+// which serves it. With byConnect, ClientConn.Connect starts that pass
+// instead (grpc-go's balancers' ExitIdle), and the channel is READY
+// before the RPC.
+func pickFirstLoss(t *testing.T, byConnect bool) {
+	t.Parallel()
+	got := make(map[string]string)
+	for _, ch := range lbChannels {
+		func() {
+			log := new(acceptLog)
+			ports := []uint32{startLBBackend(t, "reset", "b0", log), startLBBackend(t, "echo", "b1", log), startLBBackend(t, "echo", "b2", log)}
+			conn := lbChannel(t, ch, pickFirstPolicy, ports)
+			ctx, cancel := context.WithTimeout(context.Background(), lbParityTimeout)
+			defer cancel()
+			served := func() string {
+				t.Helper()
+				port, err := echoVia(ctx, conn)
+				if err != nil {
+					t.Fatalf("%s: %v", ch, err)
+				}
+				return fmt.Sprintf("b%d", slices.Index(ports, port))
+			}
+			by := served()
+			first := fmt.Sprintf("connected %s, served by %s", strings.Join(log.order(), ", "), by)
+			// grpc-go publishes a picker before the state: the RPC may
+			// be served before the channel says READY.
+			waitState(ctx, t, ch, conn, connectivity.Ready, "after an RPC served")
+			stopLBBackend(ports[1])
+			if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+				t.Fatalf("%s: still READY at the deadline after b1 stopped", ch)
+			}
+			after := conn.GetState()
+			n := log.len()
+			// Nothing is connected without an RPC: a connection started
+			// would take the channel out of IDLE within this window.
+			// (A check of an absence: it cannot fail on a slow machine,
+			// only miss a late connection.)
+			wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			changed := after == connectivity.Idle && conn.WaitForStateChange(wctx, connectivity.Idle)
+			wcancel()
+			idleFor := "stayed IDLE"
+			if changed || after != connectivity.Idle {
+				idleFor = "went " + conn.GetState().String()
+			}
+			if log.len() != n {
+				idleFor += " and connected " + strings.Join(log.orderSince(n), ", ")
+			}
+			wake := "an RPC"
+			if byConnect {
+				wake = "Connect"
+				conn.Connect()
+				waitState(ctx, t, ch, conn, connectivity.Ready, "after Connect")
+			}
+			again := served()
+			got[ch] = fmt.Sprintf("%s; b1 stopped: READY -> %v, %s; %s: connected %s, served by %s",
+				first, after, idleFor, wake, strings.Join(log.orderSince(n), ", "), again)
+			conn.Close()
+		}()
+	}
+	t.Logf("goxds: %s\ngrpc-go: %s", got["goxds"], got["grpc-go"])
+	wake := map[bool]string{false: "an RPC", true: "Connect"}[byConnect]
+	if want := "connected b0, b1, served by b1; b1 stopped: READY -> IDLE, stayed IDLE; " + wake + ": connected b0, b2, served by b2"; got["grpc-go"] != want {
+		t.Errorf("grpc-go: %s; the test expects %s", got["grpc-go"], want)
+	}
+	if got["goxds"] != got["grpc-go"] {
+		t.Errorf("goxds: %s\ngrpc-go: %s", got["goxds"], got["grpc-go"])
+	}
+}
+
+// waitState waits until channel ch's conn is in state want, and fails
+// the test if it is not at ctx's deadline (when names the moment).
+func waitState(ctx context.Context, t *testing.T, ch string, conn *grpc.ClientConn, want connectivity.State, when string) {
+	t.Helper()
+	for s := conn.GetState(); s != want; s = conn.GetState() {
+		if !conn.WaitForStateChange(ctx, s) {
+			t.Fatalf("%s: %v at the deadline %s, want %v", ch, s, when, want)
+		}
 	}
 }
 
