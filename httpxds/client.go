@@ -168,20 +168,14 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	if failover == 0 {
 		failover = 10 * time.Second
 	}
-	switch {
-	case opts.Bootstrap != nil:
+	if opts.Bootstrap != nil {
 		if err := opts.Bootstrap.Validate(); err != nil {
 			return nil, fmt.Errorf("httpxds: %w", err)
 		}
-		t.b = opts.Bootstrap
-	case opts.Client != nil:
-		t.b = opts.Client.Bootstrap()
-	default:
-		cfg, err := bootstrap.FromEnv()
-		if err != nil {
-			return nil, fmt.Errorf("httpxds: no Client given, and no bootstrap: %w", err)
-		}
-		t.b = cfg
+	}
+	var err error
+	if t.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
+		return nil, err
 	}
 	if t.xc == nil {
 		xc, err := client.New(t.b, opts.ClientOptions)

@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"regexp"
 	"strings"
@@ -294,24 +293,11 @@ func (v *reqView) Get(name string) (string, bool) {
 	case ":scheme":
 		return r.URL.Scheme, true
 	}
-	vs := r.Header[textproto.CanonicalMIMEHeaderKey(name)]
-	switch len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
+	return headerValue(r.Header, name)
 }
 
 // Last implements route.Headers.
-func (v *reqView) Last(name string) (string, bool) {
-	vs := v.r.Header[textproto.CanonicalMIMEHeaderKey(name)]
-	if len(vs) == 0 {
-		return "", false
-	}
-	return vs[len(vs)-1], true
-}
+func (v *reqView) Last(name string) (string, bool) { return lastHeader(v.r.Header, name) }
 
 // queryOf is reqView's route.Query.
 type queryOf struct{ v *reqView }

@@ -284,7 +284,16 @@ func (q *request) Get(name string) (string, bool) {
 		}
 		return "http", true
 	}
-	vs := q.r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+	return headerValue(q.r.Header, name)
+}
+
+// Last implements route.Headers.
+func (q *request) Last(name string) (string, bool) { return lastHeader(q.r.Header, name) }
+
+// headerValue is route.Headers' Get of h: a repeated header's values
+// joined with commas, as Envoy's header matchers see them.
+func headerValue(h http.Header, name string) (string, bool) {
+	vs := h[textproto.CanonicalMIMEHeaderKey(name)]
 	switch len(vs) {
 	case 0:
 		return "", false
@@ -294,9 +303,9 @@ func (q *request) Get(name string) (string, bool) {
 	return strings.Join(vs, ","), true
 }
 
-// Last implements route.Headers.
-func (q *request) Last(name string) (string, bool) {
-	vs := q.r.Header[textproto.CanonicalMIMEHeaderKey(name)]
+// lastHeader is route.Headers' Last of h: a repeated header's last value.
+func lastHeader(h http.Header, name string) (string, bool) {
+	vs := h[textproto.CanonicalMIMEHeaderKey(name)]
 	if len(vs) == 0 {
 		return "", false
 	}

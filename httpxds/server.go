@@ -86,17 +86,9 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 	if s.logger == nil {
 		s.logger = client.DefaultLogger()
 	}
-	switch {
-	case opts.Bootstrap != nil:
-		s.b = opts.Bootstrap
-	case opts.Client != nil:
-		s.b = opts.Client.Bootstrap()
-	default:
-		cfg, err := bootstrap.FromEnv()
-		if err != nil {
-			return nil, fmt.Errorf("httpxds: reading the xDS bootstrap from the environment: %w", err)
-		}
-		s.b = cfg
+	var err error
+	if s.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
+		return nil, err
 	}
 	if s.b.ServerListenerResourceNameTemplate == "" {
 		return nil, errors.New("httpxds: the bootstrap has no server_listener_resource_name_template")
@@ -199,4 +191,20 @@ func (s *Server) configError(format string, args ...any) error {
 
 func (s *Server) warn(msg string, args ...any) {
 	s.logger.Warn("httpxds: "+msg, args...)
+}
+
+// bootstrapOf is the bootstrap a client or server of the options uses:
+// the one given, else the shared client's, else the environment's.
+func bootstrapOf(b *bootstrap.Config, c *client.Client) (*bootstrap.Config, error) {
+	switch {
+	case b != nil:
+		return b, nil
+	case c != nil:
+		return c.Bootstrap(), nil
+	}
+	cfg, err := bootstrap.FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("httpxds: no Client or Bootstrap given, and none in the environment: %w", err)
+	}
+	return cfg, nil
 }
