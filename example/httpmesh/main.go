@@ -16,6 +16,10 @@
 //     ejects it, and the requests then reach only v1;
 //  5. RBAC on a server: the backends allow only the frontend (the
 //     x-caller header its routes add); another caller gets 403.
+//  6. mTLS: the frontend reaches a fourth backend, "secure", over mutual
+//     TLS (certificates the demo makes, read by the bootstrap's
+//     file_watcher providers); then the frontend's certificate files are
+//     rewritten, and new connections present the new certificate.
 //
 // Run it with
 //

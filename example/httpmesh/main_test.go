@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -62,6 +63,14 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+
+	// The same SPIFFE ID, a new serial: the rotated certificate.
+	mtls := regexp.MustCompile(`6\. mTLS: GET /secure: 200 "secure served /secure to \[(\S+)\] \(certificate serial ([0-9a-f]+)\)"; the frontend's certificate files rotated, a new connection: 200 "secure served /secure to \[(\S+)\] \(certificate serial ([0-9a-f]+)\)"`).FindStringSubmatch(out)
+	if mtls == nil {
+		t.Errorf("output lacks scene 6 (mTLS, rotation):\n%s", out)
+	} else if got := fmt.Sprint(mtls[1:]); mtls[1] != frontendSPID || mtls[3] != frontendSPID || mtls[2] == mtls[4] {
+		t.Errorf("mTLS: caller, serial before and after the rotation: %s; want %s both times, with two serials", got, frontendSPID)
 	}
 
 	// Before the interval bad must have failed at least the detector's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,8 +28,15 @@ const (
 	serverTemplate = "http/server?listening_address=%s"
 	// frontendID is what the frontend's routes put in x-caller, and the
 	// one caller the backends' RBAC allows.
-	frontendID   = "frontend"
-	shortTimeout = 5 * time.Second
+	frontendID = "frontend"
+	// The SPIFFE IDs of the secure backend's and the frontend's
+	// certificates.
+	secureID     = "spiffe://httpmesh.demo/ns/default/sa/secure"
+	frontendSPID = "spiffe://httpmesh.demo/ns/default/sa/frontend"
+	// refreshInterval is how often the file_watcher providers read the
+	// certificate files again (ten minutes by default).
+	refreshInterval = "0.1s"
+	shortTimeout    = 5 * time.Second
 	// outlierInterval is the outlier detector's interval; the demo turns
 	// its Transport's clock through it instead of waiting.
 	outlierInterval = 10 * time.Second
@@ -55,6 +63,9 @@ type mesh struct {
 	cfg      *bootstrap.Config
 	v1, v2   *backend
 	bad      *backend
+	secure   *backend // served over mTLS only
+	pki      *pki
+	frontCfg *bootstrap.Config // the frontend's: its own certificate
 	modes    chan modeChange
 	tr       *httpxds.Transport
 	hc       *http.Client
@@ -88,10 +99,24 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if m.ms, err = testutils.StartManagementServer(testutils.ManagementServerOptions{}); err != nil {
 		return nil, err
 	}
-	if m.cfg, err = bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: m.ms.Address(), NodeID: nodeID})); err != nil {
+	if m.pki, err = newPKI(); err != nil {
+		return nil, err
+	}
+	srvCert, srvKey, err := m.pki.issue("secure", secureID, false)
+	if err != nil {
+		return nil, err
+	}
+	cliCert, cliKey, err := m.pki.issue("frontend", frontendSPID, true)
+	if err != nil {
+		return nil, err
+	}
+	if m.cfg, err = m.bootstrap(srvCert, srvKey); err != nil {
 		return nil, err
 	}
 	m.cfg.ServerListenerResourceNameTemplate = serverTemplate
+	if m.frontCfg, err = m.bootstrap(cliCert, cliKey); err != nil {
+		return nil, err
+	}
 
 	answer := func(version string) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) { fmt.Fprintf(w, "%s served %s", version, r.URL.Path) }
@@ -107,8 +132,22 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	}); err != nil {
 		return nil, err
 	}
+	// secure names the caller's certificate, and closes each connection
+	// after its response so that every request is a new handshake: the
+	// demo shows a rotated certificate reach new connections.
+	if m.secure, err = m.startBackend("secure", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+			http.Error(w, "no client certificate", http.StatusUnauthorized)
+			return
+		}
+		c := r.TLS.PeerCertificates[0]
+		fmt.Fprintf(w, "secure served %s to %v (certificate serial %x)", r.URL.Path, c.URIs, c.SerialNumber)
+	}); err != nil {
+		return nil, err
+	}
 
-	opts := httpxds.TransportOptions{Bootstrap: m.cfg, ClientOptions: quiet, Logger: m.warnings}
+	opts := httpxds.TransportOptions{Bootstrap: m.frontCfg, ClientOptions: quiet, Logger: m.warnings}
 	if m.hc, m.tr, err = httpxds.NewClient(opts); err != nil {
 		return nil, err
 	}
@@ -120,9 +159,32 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if m.ohc, m.otr, err = httpxds.NewClient(opts); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "management server on %s; backends (httpxds.NewServer) v1 on %s, v2 on %s, bad on %s; frontend (httpxds.NewTransport) to http://%s\n\n",
-		m.ms.Address(), m.v1.lis.Addr(), m.v2.lis.Addr(), m.bad.lis.Addr(), host)
+	fmt.Fprintf(out, "management server on %s; backends (httpxds.NewServer) v1 on %s, v2 on %s, bad on %s, secure (mTLS) on %s; frontend (httpxds.NewTransport) to http://%s\n\n",
+		m.ms.Address(), m.v1.lis.Addr(), m.v2.lis.Addr(), m.bad.lis.Addr(), m.secure.lis.Addr(), host)
 	return m, nil
+}
+
+// bootstrap is a bootstrap for the management server with two
+// file_watcher certificate providers: "identity" (cert and key) and
+// "roots" (the demo's CA).
+func (m *mesh) bootstrap(cert, key string) (*bootstrap.Config, error) {
+	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: m.ms.Address(), NodeID: nodeID}))
+	if err != nil {
+		return nil, err
+	}
+	id, err := json.Marshal(map[string]string{"certificate_file": cert, "private_key_file": key, "refresh_interval": refreshInterval})
+	if err != nil {
+		return nil, err
+	}
+	roots, err := json.Marshal(map[string]string{"ca_certificate_file": m.pki.caFile})
+	if err != nil {
+		return nil, err
+	}
+	cfg.CertificateProviders = map[string]bootstrap.CertificateProvider{
+		"identity": {PluginName: "file_watcher", Config: id},
+		"roots":    {PluginName: "file_watcher", Config: roots},
+	}
+	return cfg, nil
 }
 
 // startBackend serves h on a new 127.0.0.1 address with an httpxds
@@ -152,7 +214,7 @@ func (m *mesh) startBackend(name string, h http.HandlerFunc) (*backend, error) {
 
 func (m *mesh) backends() []*backend {
 	var bs []*backend
-	for _, b := range []*backend{m.v1, m.v2, m.bad} {
+	for _, b := range []*backend{m.v1, m.v2, m.bad, m.secure} {
 		if b != nil {
 			bs = append(bs, b)
 		}
@@ -196,6 +258,9 @@ func (m *mesh) stop() {
 		}
 		if m.ms != nil {
 			m.ms.Stop()
+		}
+		if m.pki != nil {
+			m.pki.remove()
 		}
 	})
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
+	"time"
 )
 
 // splitRequests is how many requests the weighted split is counted over.
@@ -48,8 +50,8 @@ func (m *mesh) play(ctx context.Context) error {
 	if err := m.waitServing(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(m.out, "the backends' Listeners arrived: v1, v2 and bad serving\n")
-	for _, scene := range []func(context.Context) error{m.split, m.retry, m.fault, m.outlier, m.rbac} {
+	fmt.Fprintf(m.out, "the backends' Listeners arrived: v1, v2, bad and secure serving\n")
+	for _, scene := range []func(context.Context) error{m.split, m.retry, m.fault, m.outlier, m.rbac, m.mtls} {
 		if err := scene(ctx); err != nil {
 			return err
 		}
@@ -159,4 +161,52 @@ func (m *mesh) rbac(ctx context.Context) error {
 	fmt.Fprintf(m.out, "5. RBAC on v1: x-caller: intruder straight to %s: %d %q; the frontend through the mesh: %d %q\n",
 		m.v1.lis.Addr(), intruder.status, intruder.body, viaMesh.status, viaMesh.body)
 	return nil
+}
+
+// serialRE finds the serial number of the caller's certificate in
+// secure's answer.
+var serialRE = regexp.MustCompile(`certificate serial ([0-9a-f]+)`)
+
+// mtls: the frontend reaches secure over mTLS, the cluster's
+// UpstreamTlsContext and the server Listener's DownstreamTlsContext both
+// from the bootstrap's file_watcher providers. Then the frontend's
+// certificate files are rewritten with a new certificate: the provider
+// reads them again within its refresh_interval, and from then on new
+// connections (secure closes each after its response) present it.
+func (m *mesh) mtls(ctx context.Context) error {
+	url := "http://" + host + pathSecure
+	first, err := get(ctx, m.hc, url)
+	if err != nil {
+		return err
+	}
+	old := serialRE.FindStringSubmatch(first.body)
+	if first.status != http.StatusOK || old == nil {
+		return fmt.Errorf("GET %s over mTLS: %d %q", url, first.status, first.body)
+	}
+	if _, _, err := m.pki.issue("frontend", frontendSPID, true); err != nil {
+		return fmt.Errorf("rotating the frontend's certificate: %w", err)
+	}
+	// Wait for the provider's next read of the files: until then new
+	// connections still present the old certificate (as they should).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := get(ctx, m.hc, url)
+		if err != nil {
+			return fmt.Errorf("after the rotation: %w", err)
+		}
+		if r.status != http.StatusOK {
+			return fmt.Errorf("after the rotation: GET %s: %d %q", url, r.status, r.body)
+		}
+		if now := serialRE.FindStringSubmatch(r.body); now != nil && now[1] != old[1] {
+			fmt.Fprintf(m.out, "6. mTLS: GET %s: %d %q; the frontend's certificate files rotated, a new connection: %d %q\n",
+				pathSecure, first.status, first.body, r.status, r.body)
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("the frontend never presented its rotated certificate (serial still %s): %w", old[1], ctx.Err())
+		}
+	}
 }

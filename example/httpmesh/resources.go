@@ -14,6 +14,7 @@ import (
 	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +30,7 @@ const (
 	pathNoRetry = "/noretry" // the flaky cluster (bad and v1), no retry policy
 	pathRetry   = "/retry"   // the flaky cluster, retry_on 5xx
 	pathPool    = "/pool"    // the pool cluster (bad and v1), outlier detection
+	pathSecure  = "/secure"  // the secure cluster, over mTLS
 	// Anything else goes to v1.
 )
 
@@ -42,10 +44,21 @@ func (m *mesh) resources() testutils.Resources {
 	for _, c := range []struct {
 		name string
 		bs   []*backend
-	}{{"v1", []*backend{m.v1}}, {"v2", []*backend{m.v2}}, {"flaky", []*backend{m.bad, m.v1}}, {"pool", []*backend{m.bad, m.v1}}} {
+	}{{"v1", []*backend{m.v1}}, {"v2", []*backend{m.v2}}, {"flaky", []*backend{m.bad, m.v1}}, {"pool", []*backend{m.bad, m.v1}}, {"secure", []*backend{m.secure}}} {
 		cluster := testutils.Cluster(c.name, "")
-		if c.name == "pool" {
+		switch c.name {
+		case "pool":
 			cluster.OutlierDetection = outlierDetection()
+		case "secure":
+			// The frontend's certificate, the demo's CA for the
+			// server's, which must name secureID.
+			cluster.TransportSocket = socket(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+				TlsCertificateProviderInstance: instance("identity"),
+				ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+					CaCertificateProviderInstance: instance("roots"),
+					MatchSubjectAltNames:          []*matcherv3.StringMatcher{exact(secureID)},
+				}},
+			}})
 		}
 		ports := make([]uint32, len(c.bs))
 		for i, b := range c.bs {
@@ -55,7 +68,7 @@ func (m *mesh) resources() testutils.Resources {
 		res.Endpoints = append(res.Endpoints, testutils.ClusterLoadAssignment(c.name, "127.0.0.1", ports...))
 	}
 	for _, b := range m.backends() {
-		res.Listeners = append(res.Listeners, serverListener(b.lis.Addr()))
+		res.Listeners = append(res.Listeners, serverListener(b.lis.Addr(), b == m.secure))
 	}
 	return res
 }
@@ -92,6 +105,7 @@ func frontendListener() *listenerv3.Listener {
 				route(pathNoRetry, toCluster("flaky")),
 				route(pathRetry, withRetry(toCluster("flaky"), retry)),
 				route(pathPool, toCluster("pool")),
+				route(pathSecure, toCluster("secure")),
 				route("/", toCluster("v1")),
 			},
 		}},
@@ -144,19 +158,18 @@ func withRetry(a *routev3.RouteAction, p *routev3.RetryPolicy) *routev3.RouteAct
 	return a
 }
 
-// serverListener is a backend's Listener: one plaintext filter chain,
-// RBAC allowing only requests with x-caller: frontend, and a route that
-// serves every path with the handler (non_forwarding_action).
-func serverListener(addr net.Addr) *listenerv3.Listener {
+// serverListener is a backend's Listener: one filter chain, plaintext or
+// (mtls) requiring a client certificate from the demo's CA, RBAC allowing
+// only requests with x-caller: frontend, and a route that serves every
+// path with the handler (non_forwarding_action).
+func serverListener(addr net.Addr, mtls bool) *listenerv3.Listener {
 	rbac := &rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
 		Action: rbacv3.RBAC_ALLOW,
 		Policies: map[string]*rbacv3.Policy{"frontend-only": {
 			Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_Any{Any: true}}},
 			Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Header{Header: &routev3.HeaderMatcher{
-				Name: "x-caller",
-				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: &matcherv3.StringMatcher{
-					MatchPattern: &matcherv3.StringMatcher_Exact{Exact: frontendID},
-				}},
+				Name:                 "x-caller",
+				HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{StringMatch: exact(frontendID)},
 			}}}},
 		}},
 	}}
@@ -171,20 +184,45 @@ func serverListener(addr net.Addr) *listenerv3.Listener {
 		HttpFilters: []*hcmv3.HttpFilter{filter("rbac", rbac), filter("router", &routerv3.Router{})},
 	}
 	tcp := addr.(*net.TCPAddr)
+	chain := &listenerv3.FilterChain{
+		Name: "plaintext",
+		Filters: []*listenerv3.Filter{{
+			Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: testutils.MarshalAny(hcm)},
+		}},
+	}
+	if mtls {
+		chain.Name = "mtls"
+		chain.TransportSocket = socket(&tlsv3.DownstreamTlsContext{
+			RequireClientCertificate: wrapperspb.Bool(true),
+			CommonTlsContext: &tlsv3.CommonTlsContext{
+				TlsCertificateProviderInstance: instance("identity"),
+				ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+					CaCertificateProviderInstance: instance("roots"),
+				}},
+			},
+		})
+	}
 	return &listenerv3.Listener{
 		Name: fmt.Sprintf(serverTemplate, addr),
 		Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 			Address: tcp.IP.String(), PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(tcp.Port)},
 		}}},
-		FilterChains: []*listenerv3.FilterChain{{
-			Name: "plaintext",
-			Filters: []*listenerv3.Filter{{
-				Name: "hcm", ConfigType: &listenerv3.Filter_TypedConfig{TypedConfig: testutils.MarshalAny(hcm)},
-			}},
-		}},
+		FilterChains: []*listenerv3.FilterChain{chain},
 	}
 }
 
 func filter(name string, cfg proto.Message) *hcmv3.HttpFilter {
 	return &hcmv3.HttpFilter{Name: name, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: testutils.MarshalAny(cfg)}}
+}
+
+func socket(m proto.Message) *corev3.TransportSocket {
+	return &corev3.TransportSocket{Name: "envoy.transport_sockets.tls", ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: testutils.MarshalAny(m)}}
+}
+
+func instance(name string) *tlsv3.CertificateProviderPluginInstance {
+	return &tlsv3.CertificateProviderPluginInstance{InstanceName: name}
+}
+
+func exact(s string) *matcherv3.StringMatcher {
+	return &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: s}}
 }
