@@ -67,6 +67,7 @@ type mesh struct {
 	pki      *pki
 	frontCfg *bootstrap.Config // the frontend's: its own certificate
 	modes    chan modeChange
+	done     chan struct{} // closed by stop: the mode changes go unread
 	tr       *httpxds.Transport
 	hc       *http.Client
 	otr      *httpxds.Transport
@@ -87,7 +88,7 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	// The demo's lines and the warnings (below) are written from
 	// different goroutines.
 	out = &lockedWriter{w: out}
-	m = &mesh{out: out, modes: make(chan modeChange, 16)}
+	m = &mesh{out: out, modes: make(chan modeChange, 16), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			m.stop()
@@ -197,7 +198,14 @@ func (m *mesh) startBackend(name string, h http.HandlerFunc) (*backend, error) {
 	}
 	srv, err := httpxds.NewServer(http.HandlerFunc(counted), httpxds.Options{
 		Bootstrap: m.cfg, ClientOptions: quiet, Logger: m.warnings,
-		ServingModeCallback: func(addr net.Addr, a httpxds.ServingModeChangeArgs) { m.modes <- modeChange{addr, a} },
+		ServingModeCallback: func(addr net.Addr, a httpxds.ServingModeChangeArgs) {
+			// Closing a server may tell it of its addresses; nobody
+			// reads them then, and Close must not wait on that.
+			select {
+			case m.modes <- modeChange{addr, a}:
+			case <-m.done:
+			}
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("backend %s: %w", name, err)
@@ -244,6 +252,7 @@ func (m *mesh) waitServing(ctx context.Context) error {
 
 func (m *mesh) stop() {
 	m.once.Do(func() {
+		close(m.done)
 		if m.tr != nil {
 			m.tr.Close()
 		}

@@ -19,7 +19,7 @@ type response struct {
 	body   string
 }
 
-// get sends a GET for path with hc, with headers ("Name: value"), and
+// get sends a GET for url with hc, with headers ("Name: value"), and
 // reads the whole response.
 func get(ctx context.Context, hc *http.Client, url string, headers ...string) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
