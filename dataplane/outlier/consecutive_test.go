@@ -3,6 +3,7 @@ package outlier
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,5 +170,27 @@ func TestConsecutiveMetrics(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, r.take()); diff != "" {
 		t.Errorf("outliers (-want +got):\n%s", diff)
+	}
+}
+
+// Runs counted from many goroutines at once eject the endpoint once, and
+// the owner's callback runs on the goroutine that completed the run.
+func TestConsecutiveConcurrently(t *testing.T) {
+	h := newHarness(t, 2, Config{Interval: time.Second, BaseEjectionTime: time.Minute, MaxEjectionTime: time.Minute,
+		MaxEjectionPercent: 100, Consecutive5xx: &Consecutive{Threshold: 5, Enforcement: 100}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.record(0, repeat(Status5xx, 50)...)
+			h.record(1, Success, Failure, GatewayFailure)
+		}()
+	}
+	wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.d.Ejected(h.eps[0]) || h.d.Ejected(h.eps[1]) || h.changes != 1 {
+		t.Errorf("a ejected %v, b %v, ejections %d; want a ejected once", h.d.Ejected(h.eps[0]), h.d.Ejected(h.eps[1]), h.changes)
 	}
 }
