@@ -184,7 +184,11 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 		t.xc, t.ownsXC = xc, true
 	}
-	t.set = cluster.NewSet((*setHost)(t), t.lbClock, cluster.Config{FailoverTimeout: failover})
+	t.set = cluster.NewSet((*setHost)(t), t.lbClock, cluster.Config{FailoverTimeout: failover,
+		// Envoy's outlier detection, with its consecutive_5xx and
+		// consecutive_gateway_failure (client_send.go says which failure
+		// a response was).
+		HTTPOutlierDetection: true})
 	t.set.SetClient(t.xc)
 	t.pickers.Store(&published{next: make(chan struct{})})
 	return t, nil

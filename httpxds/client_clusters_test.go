@@ -46,6 +46,9 @@ func TestClientOutlierDetection(t *testing.T) {
 		FailurePercentageMinimumHosts:  wrapperspb.UInt32(2),
 		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
 		EnforcingSuccessRate:           wrapperspb.UInt32(0),
+		// consecutive_5xx (client_outlier_test.go) would eject bad
+		// before the interval: off, to see the failure percentage's.
+		EnforcingConsecutive_5Xx: wrapperspb.UInt32(0),
 	}
 	e.update(res)
 	for range 20 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
@@ -282,7 +283,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		// as Envoy's outlier detection counts locally originated errors
 		// with the 5xx unless split_external_local_origin_errors
 		// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
-		res.Done.Finish(err, nil)
+		res.Done.Finish(upstreamFailure{err}, nil)
 		c.afterUse()
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
 			(*setHost)(a.t).Do(tag.dns.ResolveNow)
@@ -290,7 +291,13 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		return nil, fmt.Errorf("httpxds: cluster %q endpoint %s: %w", a.cluster, c.host, err)
 	}
 	var outcome error
-	if resp.StatusCode >= 500 {
+	switch {
+	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable ||
+		resp.StatusCode == http.StatusGatewayTimeout:
+		// Envoy's gateway errors: counted by consecutive_gateway_failure
+		// and consecutive_5xx.
+		outcome = errGateway
+	case resp.StatusCode >= 500:
 		// A 5xx is a failure for outlier detection (Envoy's
 		// consecutive_5xx and success rate count them).
 		outcome = errStatus5xx
@@ -306,10 +313,32 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	return resp, nil
 }
 
+// The outcomes a response gives outlier detection (outlier.OutcomeError):
+// Envoy's consecutive detectors tell a 5xx from a gateway failure
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 var (
 	errNoConn    = errors.New("picked endpoint has no connection")
-	errStatus5xx = errors.New("5xx response")
+	errStatus5xx = outcomeError{outlier.Status5xx, "5xx response"}
+	errGateway   = outcomeError{outlier.GatewayFailure, "gateway failure (502, 503 or 504 response)"}
 )
+
+// outcomeError is a response's outcome for outlier detection.
+type outcomeError struct {
+	o   outlier.Outcome
+	msg string
+}
+
+func (e outcomeError) Error() string            { return e.msg }
+func (e outcomeError) Outcome() outlier.Outcome { return e.o }
+
+// upstreamFailure is a request the endpoint never answered (refused,
+// reset, timed out): a gateway failure, as Envoy counts a locally
+// originated error without split_external_local_origin_errors.
+type upstreamFailure struct{ err error }
+
+func (e upstreamFailure) Error() string            { return e.err.Error() }
+func (e upstreamFailure) Unwrap() error            { return e.err }
+func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.GatewayFailure }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {

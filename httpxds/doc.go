@@ -215,8 +215,12 @@
 // (503 with x-envoy-overloaded, the body naming the cluster), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
 // request's outcome (a 5xx, or a connection failure or reset, is a
-// failure, as Envoy counts them unless split_external_local_origin_errors)
-// and LRS load reports (a 5xx is an error). A request counts under the
+// failure, as Envoy counts them unless split_external_local_origin_errors;
+// Envoy's consecutive_5xx and consecutive_gateway_failure eject an
+// endpoint the moment its run of 5xx, or of 502, 503, 504 and connection
+// failures, reaches the threshold, as
+// https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
+// describes) and LRS load reports (a 5xx is an error). A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
 // read or closed.
 //

@@ -356,7 +356,11 @@ func (c *Cluster) setTransportSocket(ctx *DecodeContext, m *clusterv3.Cluster) e
 }
 
 // checkOutlierDetection applies gRFC A50's rules: durations valid and not
-// negative, percentages at most 100.
+// negative, percentages at most 100; and the proto's bound (at most 100)
+// to enforcing_consecutive_5xx and enforcing_consecutive_gateway_failure,
+// which only an HTTP client reads (outlier.ConfigOfHTTP; gRPC ignores
+// them, A50), so that what Envoy's validation would refuse is refused
+// here too, whichever client reads it.
 func checkOutlierDetection(od *clusterv3.OutlierDetection) error {
 	for _, d := range []struct {
 		field string
@@ -378,6 +382,8 @@ func checkOutlierDetection(od *clusterv3.OutlierDetection) error {
 		{"enforcing_success_rate", od.GetEnforcingSuccessRate()},
 		{"failure_percentage_threshold", od.GetFailurePercentageThreshold()},
 		{"enforcing_failure_percentage", od.GetEnforcingFailurePercentage()},
+		{"enforcing_consecutive_5xx", od.GetEnforcingConsecutive_5Xx()},
+		{"enforcing_consecutive_gateway_failure", od.GetEnforcingConsecutiveGatewayFailure()},
 	} {
 		if v := p.value.GetValue(); v > 100 {
 			return fieldErrorf(p.field, "must be at most 100, got %d", v)

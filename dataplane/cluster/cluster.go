@@ -291,7 +291,11 @@ func (s *Set) addLeafLocked(cl *Cluster, leaf *watchers.ClusterConfig) {
 		lb:          lbpolicy.Leaf{Policy: &c.LBPolicy},
 		maxRequests: c.MaxRequests,
 		inflight:    s.counterLocked(cl, leaf.Name),
-		outlier:     outlier.ConfigOf(c.OutlierDetection),
+	}
+	if s.cfg.HTTPOutlierDetection {
+		base.outlier = outlier.ConfigOfHTTP(c.OutlierDetection)
+	} else {
+		base.outlier = outlier.ConfigOf(c.OutlierDetection)
 	}
 	base.load, base.lrsKey = s.loadLocked(leaf)
 	if base.load != nil {

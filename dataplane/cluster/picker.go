@@ -53,7 +53,10 @@ type Done struct {
 	counted bool // least_request counted the request on ep
 }
 
-// Finish records the end of the request: err is its error (nil: success),
+// Finish records the end of the request: err is its error (nil: success;
+// an outlier.OutcomeError says which failure, for an HTTP cluster's
+// consecutive detectors, which may eject the endpoint from this call, so
+// it runs with no lock of the owner held),
 // serverLoad the backend's ORCA report at its end, if any (a
 // *v3orcapb.OrcaLoadReport; anything else is ignored). It must be called
 // once per picked request.
@@ -63,7 +66,9 @@ func (d Done) Finish(err error, serverLoad any) {
 	}
 	d.p.inflight.Add(-1)
 	if d.p.od != nil {
-		d.p.od.Record(d.ep, err == nil) // any error is a failure, as in gRPC
+		// Any error is a failure, as in gRPC; an HTTP transport's say
+		// which (outlier.OutcomeError), for the consecutive detectors.
+		d.p.od.RecordOutcome(d.ep, outlier.OutcomeOf(err))
 	}
 	r, _ := serverLoad.(*v3orcapb.OrcaLoadReport)
 	if d.ll != nil {

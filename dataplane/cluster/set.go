@@ -89,6 +89,10 @@ type Config struct {
 	// outlier detection finds (gRFC A91), each as an outlier of its leaf
 	// cluster. Detectors made before a Configure keep what they had.
 	OutlierMetrics outlier.Metrics
+	// HTTPOutlierDetection reads the clusters' outlier_detection as
+	// Envoy does for HTTP (outlier.ConfigOfHTTP: with consecutive_5xx
+	// and consecutive_gateway_failure), not as gRFC A50 does.
+	HTTPOutlierDetection bool
 }
 
 // Set holds the clusters of one channel (or client): every cluster its

@@ -6,8 +6,9 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 )
 
-// Config is a cluster's outlier_detection as gRFC A50 reads it, with its
-// defaults filled in. At least one of the two algorithms is on.
+// Config is a cluster's outlier_detection as gRFC A50 reads it (or, for
+// an HTTP cluster, Envoy: ConfigOfHTTP), with its defaults filled in. At
+// least one of the algorithms is on.
 type Config struct {
 	// Interval is how often the detector judges the endpoints; an
 	// ejected endpoint stays out BaseEjectionTime times the number of its
@@ -19,6 +20,10 @@ type Config struct {
 	// off.
 	SuccessRate       *SuccessRate
 	FailurePercentage *FailurePercentage
+	// Consecutive5xx and ConsecutiveGatewayFailure are Envoy's
+	// consecutive detectors (consecutive.go), nil when off; ConfigOf, for
+	// gRPC, leaves them off.
+	Consecutive5xx, ConsecutiveGatewayFailure *Consecutive
 }
 
 // SuccessRate ejects the endpoints whose success rate is below the mean
@@ -88,6 +93,48 @@ func ConfigOf(od *clusterv3.OutlierDetection) *Config {
 		}
 	}
 	if c.SuccessRate == nil && c.FailurePercentage == nil {
+		return nil
+	}
+	return c
+}
+
+// ConfigOfHTTP is ConfigOf for an HTTP cluster, as Envoy reads od: with
+// its consecutive detectors too
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/config/cluster/v3/outlier_detection.proto).
+// consecutive_5xx is on by default (5 in a row, enforcing_consecutive_5xx
+// 100%); consecutive_gateway_failure counts by default (5) but ejects only
+// if enforcing_consecutive_gateway_failure is set above its default of 0.
+// A threshold of 0 turns its detector off: Envoy's run would never reach
+// it. The result is nil when od ejects nothing.
+func ConfigOfHTTP(od *clusterv3.OutlierDetection) *Config {
+	if od == nil {
+		return nil
+	}
+	c := ConfigOf(od)
+	if c == nil {
+		// The interval fields, with neither interval algorithm on.
+		c = ConfigOf(&clusterv3.OutlierDetection{Interval: od.Interval, BaseEjectionTime: od.BaseEjectionTime,
+			MaxEjectionTime: od.MaxEjectionTime, MaxEjectionPercent: od.MaxEjectionPercent})
+		c.SuccessRate = nil
+	}
+	consecutive := func(n interface{ GetValue() uint32 }, nSet bool, e interface{ GetValue() uint32 }, eSet bool, defE uint32) *Consecutive {
+		threshold, enforcement := uint32(5), defE
+		if nSet {
+			threshold = n.GetValue()
+		}
+		if eSet {
+			enforcement = e.GetValue()
+		}
+		if threshold == 0 || enforcement == 0 {
+			return nil
+		}
+		return &Consecutive{Threshold: threshold, Enforcement: enforcement}
+	}
+	c.Consecutive5xx = consecutive(od.GetConsecutive_5Xx(), od.Consecutive_5Xx != nil,
+		od.GetEnforcingConsecutive_5Xx(), od.EnforcingConsecutive_5Xx != nil, 100)
+	c.ConsecutiveGatewayFailure = consecutive(od.GetConsecutiveGatewayFailure(), od.ConsecutiveGatewayFailure != nil,
+		od.GetEnforcingConsecutiveGatewayFailure(), od.EnforcingConsecutiveGatewayFailure != nil, 0)
+	if c.SuccessRate == nil && c.FailurePercentage == nil && c.Consecutive5xx == nil && c.ConsecutiveGatewayFailure == nil {
 		return nil
 	}
 	return c

@@ -30,6 +30,9 @@ type epState struct {
 	ok, failed int64
 	ejectedAt  time.Time
 	multiplier int64
+	// run5xx and runGateway are the endpoint's runs of 5xx and gateway
+	// failures (consecutive.go), from Record without a lock.
+	run5xx, runGateway atomic.Int64
 }
 
 // Detector runs outlier detection over the endpoints of one priority of
@@ -40,6 +43,9 @@ type Detector struct {
 	// without the owner's lock.
 	eps atomic.Pointer[map[*endpoint.Endpoint]*epState]
 	cfg Config
+	// runs is what Record reads of cfg's consecutive detectors, replaced
+	// by Update; runsOff when neither is on.
+	runs atomic.Pointer[consecutiveCfg]
 	// clock runs the interval timer; locked runs its work under the
 	// owner's lock.
 	clock  lbpolicy.Clock
@@ -68,6 +74,7 @@ func New(clock lbpolicy.Clock, locked func(f func() bool), m Metrics, backendSer
 	}
 	d := &Detector{clock: clock, locked: locked, metrics: m, backendService: backendService}
 	d.eps.Store(new(map[*endpoint.Endpoint]*epState))
+	d.runs.Store(runsOff)
 	return d
 }
 
@@ -100,6 +107,7 @@ func (d *Detector) Update(cfg Config, localities []lbpolicy.Locality) {
 		d.timer = nil
 	}
 	d.cfg = cfg
+	d.runs.Store(consecutiveOf(cfg))
 	if d.timer == nil && !d.stopped {
 		d.startTimer()
 	}
@@ -144,8 +152,22 @@ func (d *Detector) startTimer() {
 // Record counts the outcome of one request on ep, from any goroutine and
 // without a lock: what a failure is is the transport's to say (gRPC: any
 // error). An endpoint d does not balance (removed by an Update since the
-// pick) is not counted. A nil d records nothing.
+// pick) is not counted. A nil d records nothing. It is RecordOutcome with
+// Success or Failure.
 func (d *Detector) Record(ep *endpoint.Endpoint, success bool) {
+	o := Failure
+	if success {
+		o = Success
+	}
+	d.RecordOutcome(ep, o)
+}
+
+// RecordOutcome counts the outcome o of one request on ep, as Record
+// does, and extends or ends ep's runs for the consecutive detectors
+// (consecutive.go). The request that completes a run ejects ep at once,
+// through the owner's locked callback: so, with a consecutive detector
+// on, RecordOutcome must be called with no lock of the owner held.
+func (d *Detector) RecordOutcome(ep *endpoint.Endpoint, o Outcome) {
 	if d == nil {
 		return
 	}
@@ -154,10 +176,21 @@ func (d *Detector) Record(ep *endpoint.Endpoint, success bool) {
 		return
 	}
 	c := st.active.Load()
-	if success {
+	if o == Success {
 		c.ok.Add(1)
 	} else {
 		c.failed.Add(1)
+	}
+	cc := d.runs.Load()
+	if cc == runsOff {
+		return
+	}
+	fiveXX, gateway := countRun(st, cc, o)
+	if fiveXX != nil {
+		d.ejectRun(st, fiveXX, algConsecutive5xx)
+	}
+	if gateway != nil {
+		d.ejectRun(st, gateway, algConsecutiveGateway)
 	}
 }
 
@@ -201,7 +234,7 @@ func (d *Detector) runInterval(found *tally) bool {
 			required := mean - stdev*float64(sr.StdevFactor)/1000
 			for _, st := range cands {
 				if float64(st.ok)/float64(st.ok+st.failed) < required {
-					changed = d.eject(eps, st, sr.Enforcement, now, found, 0) || changed
+					changed = d.eject(eps, st, sr.Enforcement, now, found, algSuccessRate) || changed
 				}
 			}
 		}
@@ -211,7 +244,7 @@ func (d *Detector) runInterval(found *tally) bool {
 		if len(cands) >= int(fp.MinimumHosts) {
 			for _, st := range cands {
 				if 100*float64(st.failed)/float64(st.ok+st.failed) > float64(fp.Threshold) {
-					changed = d.eject(eps, st, fp.Enforcement, now, found, 1) || changed
+					changed = d.eject(eps, st, fp.Enforcement, now, found, algFailurePercentage) || changed
 				}
 			}
 		}

@@ -21,10 +21,30 @@
 // and the priority's localities at every update (endpoints kept keep
 // their counts and ejections), hands it to the priority's lbpolicy.Leaf
 // as its Ejector, and calls [Detector.Stop] when the priority goes. The
-// cluster layer's pick result calls [Detector.Record] when the transport
-// finishes it (cluster.Done.Finish): a request that ended with any error
-// is a failure, so what a success is is the transport's to say by the
-// error it passes (grpcxds: the RPC's; an HTTP adapter: by its own rule).
+// cluster layer's pick result calls [Detector.RecordOutcome] when the
+// transport finishes it (cluster.Done.Finish): a request that ended with
+// any error is a failure, so what a success is is the transport's to say
+// by the error it passes (grpcxds: the RPC's; httpxds: by its own rule,
+// and which failure it was, below).
+//
+// # Consecutive detectors (HTTP)
+//
+// An HTTP cluster also has Envoy's consecutive_5xx and
+// consecutive_gateway_failure detectors
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier),
+// which gRFC A50 leaves out: [ConfigOfHTTP] reads them (consecutive_5xx
+// on by default, 5 in a row at 100%; consecutive_gateway_failure ejects
+// only with enforcing_consecutive_gateway_failure set), [ConfigOf] does
+// not. The transport says how each request failed ([Outcome], through an
+// [OutcomeError] to cluster.Done.Finish, read by [OutcomeOf]): a 5xx
+// extends the endpoint's run of 5xx; a gateway failure (502, 503, 504,
+// or no answer at all) both runs; a success ends both, and a 5xx other
+// than a gateway failure ends the gateway run. [Detector.RecordOutcome]
+// keeps the runs in atomic counters and, on the request that makes a run
+// as long as its threshold, ejects the endpoint at once, through the
+// owner's locked callback, with the same cap (max_ejection_percent),
+// enforcing chance and ejection time as the interval algorithms; the
+// endpoint returns at the end of an interval, as theirs do.
 //
 // # State and locking
 //
@@ -61,12 +81,15 @@
 // is the same either way. The grpc.target label is the transport's to
 // add (grpcxds.OutlierMetrics).
 //
+// A consecutive detector's outlier is reported the same way, by
+// MethodConsecutive5xx or MethodConsecutiveGatewayFailure, from the
+// goroutine that finished the request, once the owner's lock is released.
+//
 // # Seams
 //
-// Envoy's consecutive_5xx and consecutive_gateway_failure detectors are
-// HTTP's and not implemented: they would count consecutive failures per
-// endpoint in Record (an atomic counter reset on success) and eject at
-// once from the request path through the owner's locked callback, not at
-// the interval. The enforcing chance is drawn from math/rand/v2, not
-// injected: the tests use 100%.
+// The enforcing chance is drawn from math/rand/v2, not injected: the
+// tests use 100%. Envoy's split_external_local_origin_errors and its
+// consecutive_local_origin_failure detectors are not implemented: the
+// transport counts a request that got no answer as a gateway failure, as
+// Envoy does without the split.
 package outlier

@@ -7,7 +7,9 @@ package outlier
 // ours), from the goroutine of the interval's timer. Implementations must
 // be safe for concurrent use. backendService is the leaf cluster the
 // detector balances (gRFC A89's grpc.lb.backend_service); method is
-// MethodSuccessRate or MethodFailurePercentage, reason
+// MethodSuccessRate or MethodFailurePercentage (or, for an HTTP cluster,
+// MethodConsecutive5xx or MethodConsecutiveGatewayFailure, reported
+// from the goroutine that finished the request), reason
 // ReasonEnforcementPercentage or ReasonMaxEjectionOverflow: the values of
 // the gRFC's labels.
 type Metrics interface {
@@ -41,12 +43,20 @@ const (
 	notEnforced // the enforcing percentage drew against it
 )
 
-// tally counts an interval's outliers by algorithm (0: success rate, 1:
-// failure percentage) and verdict, to report once the owner's lock is
-// released.
-type tally [2][4]int
+// The algorithms, as tally indexes them.
+const (
+	algSuccessRate = iota
+	algFailurePercentage
+	algConsecutive5xx
+	algConsecutiveGateway
+)
 
-var methods = [2]string{MethodSuccessRate, MethodFailurePercentage}
+// tally counts outliers by algorithm and verdict, to report once the
+// owner's lock is released: an interval's, or a consecutive detector's
+// one.
+type tally [4][4]int
+
+var methods = [4]string{MethodSuccessRate, MethodFailurePercentage, MethodConsecutive5xx, MethodConsecutiveGatewayFailure}
 
 // report tells m what t counted.
 func (t *tally) report(m Metrics, backendService string) {

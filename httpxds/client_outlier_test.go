@@ -1,0 +1,117 @@
+package httpxds_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/testutils"
+)
+
+// outlierEnv is a client whose cluster "c" has bad, answering status
+// (answer, if not nil, instead), and a good backend, round robin, with od as its outlier_detection; on a
+// fake clock that never moves, so that no interval ends: only a
+// consecutive detector can eject.
+func outlierEnv(t *testing.T, status int, answer http.HandlerFunc, od *clusterv3.OutlierDetection) (e *cenv, bad, good *backend) {
+	clock := testutils.NewFakeClock(time.Unix(1000, 0))
+	e = newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
+	bad, good = newBackend(t, "bad"), newBackend(t, "good")
+	bad.handler = func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad", status) }
+	if answer != nil {
+		bad.handler = answer
+	}
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
+	res.Clusters[0].OutlierDetection = od
+	e.update(res)
+	return e, bad, good
+}
+
+// Envoy's consecutive_5xx
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier),
+// on by default for an HTTP cluster with outlier_detection (5 in a row,
+// enforced 100%): the endpoint answering 500 is ejected the moment its
+// fifth 500 ends, with no interval, and the other serves the rest.
+func TestClientConsecutive5xx(t *testing.T) {
+	e, bad, good := outlierEnv(t, http.StatusInternalServerError, nil, &clusterv3.OutlierDetection{
+		EnforcingSuccessRate: wrapperspb.UInt32(0),
+		MaxEjectionPercent:   wrapperspb.UInt32(50),
+	})
+	for range 30 {
+		e.get("/x")
+	}
+	if bad.count() != 5 || good.count() != 25 {
+		t.Errorf("bad served %d requests, good %d; want 5 (then ejected) and 25", bad.count(), good.count())
+	}
+}
+
+// consecutive_gateway_failure counts 502, 503 and 504, but ejects only
+// with enforcing_consecutive_gateway_failure set (Envoy's default is 0).
+// consecutive_5xx, which counts them too, is set past the test's reach.
+func TestClientConsecutiveGatewayFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		status    int
+		enforcing *wrapperspb.UInt32Value
+		wantBad   int
+	}{
+		{"502 unenforced by default", http.StatusBadGateway, nil, 15},
+		{"502 enforced", http.StatusBadGateway, wrapperspb.UInt32(100), 5},
+		{"503 enforced", http.StatusServiceUnavailable, wrapperspb.UInt32(100), 5},
+		{"500 is no gateway failure", http.StatusInternalServerError, wrapperspb.UInt32(100), 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, bad, good := outlierEnv(t, tc.status, nil, &clusterv3.OutlierDetection{
+				EnforcingSuccessRate:               wrapperspb.UInt32(0),
+				MaxEjectionPercent:                 wrapperspb.UInt32(50),
+				Consecutive_5Xx:                    wrapperspb.UInt32(1000),
+				EnforcingConsecutiveGatewayFailure: tc.enforcing,
+			})
+			for range 30 {
+				e.get("/x")
+			}
+			if bad.count() != tc.wantBad || good.count() != 30-tc.wantBad {
+				t.Errorf("bad (answering %d) served %d requests, good %d; want %d and %d",
+					tc.status, bad.count(), good.count(), tc.wantBad, 30-tc.wantBad)
+			}
+		})
+	}
+}
+
+// A request the endpoint never answers (here: the connection closed on
+// it) is a gateway failure too, as Envoy counts a locally originated
+// error without split_external_local_origin_errors: five in a row eject
+// the endpoint when consecutive_gateway_failure is enforced.
+func TestClientConsecutiveConnectionFailures(t *testing.T) {
+	hangUp := func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}
+	e, _, _ := outlierEnv(t, 0, hangUp, &clusterv3.OutlierDetection{
+		EnforcingSuccessRate:               wrapperspb.UInt32(0),
+		MaxEjectionPercent:                 wrapperspb.UInt32(50),
+		Consecutive_5Xx:                    wrapperspb.UInt32(1000),
+		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
+	})
+	failed := 0
+	for range 30 {
+		req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.do(req)
+		switch {
+		case err != nil:
+			failed++
+		case got.status != http.StatusOK:
+			t.Fatalf("a response %d, want 200 or no response", got.status)
+		}
+	}
+	if failed != 5 {
+		t.Errorf("%d requests failed, want 5 (then the endpoint ejected)", failed)
+	}
+}
