@@ -356,11 +356,11 @@ func (c *Cluster) setTransportSocket(ctx *DecodeContext, m *clusterv3.Cluster) e
 }
 
 // checkOutlierDetection applies gRFC A50's rules: durations valid and not
-// negative, percentages at most 100; and the proto's bound (at most 100)
-// to enforcing_consecutive_5xx and enforcing_consecutive_gateway_failure,
-// which only an HTTP client reads (outlier.ConfigOfHTTP; gRPC ignores
-// them, A50), so that what Envoy's validation would refuse is refused
-// here too, whichever client reads it.
+// negative, percentages at most 100. enforcing_consecutive_5xx and
+// enforcing_consecutive_gateway_failure, which only an HTTP client reads
+// (outlier.ConfigOfHTTP, where above 100 acts as 100), are not judged: a
+// Cluster is one verdict for every client of the process, gRPC ignores
+// those fields (A50), and grpc-go accepts a Cluster whatever they hold.
 func checkOutlierDetection(od *clusterv3.OutlierDetection) error {
 	for _, d := range []struct {
 		field string
@@ -382,8 +382,6 @@ func checkOutlierDetection(od *clusterv3.OutlierDetection) error {
 		{"enforcing_success_rate", od.GetEnforcingSuccessRate()},
 		{"failure_percentage_threshold", od.GetFailurePercentageThreshold()},
 		{"enforcing_failure_percentage", od.GetEnforcingFailurePercentage()},
-		{"enforcing_consecutive_5xx", od.GetEnforcingConsecutive_5Xx()},
-		{"enforcing_consecutive_gateway_failure", od.GetEnforcingConsecutiveGatewayFailure()},
 	} {
 		if v := p.value.GetValue(); v > 100 {
 			return fieldErrorf(p.field, "must be at most 100, got %d", v)

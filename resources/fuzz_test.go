@@ -301,9 +301,6 @@ func FuzzDecodeCluster(f *testing.F) {
 		if p := c.LBPolicy; p.Kind == LBRingHash && p.MinRingSize == 0 {
 			t.Fatal("ring of minimum size 0")
 		}
-		if od := c.OutlierDetection; od.GetEnforcingConsecutive_5Xx().GetValue() > 100 || od.GetEnforcingConsecutiveGatewayFailure().GetValue() > 100 {
-			t.Fatalf("outlier_detection's consecutive enforcing percentages above 100: %v", od)
-		}
 		checkClusterInContext(t, b, c)
 	})
 }
