@@ -21,6 +21,7 @@ const (
 	ResponseTrailers
 )
 
+// String names the kind, as the processing protocol does.
 func (k Kind) String() string {
 	switch k {
 	case RequestHeaders:
@@ -149,6 +150,7 @@ type Status struct {
 	Trailers map[string][]string
 }
 
+// Error gives the status code and message.
 func (s *Status) Error() string {
 	return fmt.Sprintf("ext_proc: code %d: %s", s.Code, s.Message)
 }

@@ -105,8 +105,10 @@ var ErrThrottled = errors.New("rls: lookup throttled by client-side adaptive thr
 // an answer. The lookup still failed, and backs off.
 type AnswerError struct{ Err error }
 
+// Error is the service's answer.
 func (e *AnswerError) Error() string { return e.Err.Error() }
 
+// Unwrap gives the service's answer.
 func (e *AnswerError) Unwrap() error { return e.Err }
 
 // LookupError is the pick error of a request whose keys' last lookup
@@ -115,10 +117,12 @@ func (e *AnswerError) Unwrap() error { return e.Err }
 // not its code.
 type LookupError struct{ Err error }
 
+// Error gives the last lookup's error, in the words gRPC uses.
 func (e *LookupError) Error() string {
 	return fmt.Sprintf("most recent error from the route lookup service: %v", e.Err)
 }
 
+// Unwrap gives why the lookup failed.
 func (e *LookupError) Unwrap() error { return e.Err }
 
 // Result is the outcome of a pick.

@@ -65,6 +65,7 @@ type Error struct {
 	Cluster string
 }
 
+// Error says why the request goes to no cluster.
 func (e *Error) Error() string {
 	switch e.Kind {
 	case NoRoute:
