@@ -68,7 +68,9 @@
 //  4. The chain's HTTP filters, with the route's or virtual host's
 //     typed_per_filter_config: RBAC (permissions on method, path,
 //     headers; principals from the client's certificate; audit loggers as
-//     for gRPC) answers 403 "RBAC: access denied"; fault injection (delay,
+//     for gRPC) answers 403 "RBAC: access denied" and no more, as Envoy
+//     does (the path judged, the policy and the route configuration go
+//     to Options.Logger at debug level); fault injection (delay,
 //     abort with an HTTP status, both header-controllable by Envoy's
 //     x-envoy-fault-* headers) answers "fault filter abort" with the
 //     status. A filter this server has no code for fails the request

@@ -204,13 +204,16 @@ func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resourc
 				continue
 			}
 			if ok, policy := authz.Authorize(c.Rules, req.authz()); !ok {
-				// Envoy's RBAC filter answers 403 "RBAC: access denied".
+				// Envoy's RBAC filter answers 403 "RBAC: access denied"
+				// and no more: the refused caller learns nothing of the
+				// policies. Why is the server's to log.
 				why := "matched no allow policy"
 				if policy != "" {
 					why = "matched deny policy " + strconv.Quote(policy)
 				}
-				failf(w, http.StatusForbidden, "RBAC: access denied: %s %s %s (filter %q, route configuration %q)",
-					req.r.Method, req.path, why, f.Name, rc.Name)
+				g.l.s.logger.Debug("httpxds: RBAC: access denied", "method", req.r.Method, "path", req.path,
+					"why", why, "filter", f.Name, "route_configuration", rc.Name)
+				failf(w, http.StatusForbidden, "RBAC: access denied")
 				return false
 			}
 		case *resources.FaultConfig:

@@ -70,6 +70,7 @@ type envOptions struct {
 	apiType string                  // the bootstrap's api_type ("": SotW ADS)
 	edit    func(*bootstrap.Config) // edits the server's bootstrap
 	handler http.Handler            // nil: echo
+	logger  *slog.Logger            // nil: discard
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -94,10 +95,14 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if h == nil {
 		h = echo
 	}
+	logger := o.logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	srv, err := httpxds.NewServer(h, httpxds.Options{
 		Bootstrap:     cfg,
 		ClientOptions: quietClient,
-		Logger:        slog.New(slog.DiscardHandler),
+		Logger:        logger,
 		ServingModeCallback: func(_ net.Addr, args httpxds.ServingModeChangeArgs) {
 			e.modes <- args
 		},

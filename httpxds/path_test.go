@@ -1,7 +1,10 @@
 package httpxds_test
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"strings"
 	"testing"
 
 	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
@@ -24,10 +27,20 @@ var bypasses = []string{"/admin", "//admin", "/./admin", "/%61dmin", "/public/..
 // recommends for RBAC by path:
 // https://www.envoyproxy.io/docs/envoy/latest/configuration/best_practices/edge).
 func TestPathBypassesDeniedByRBAC(t *testing.T) {
-	e := newEnv(t, envOptions{})
+	logs := make(records, 64)
+	e := newEnv(t, envOptions{logger: slog.New(logs)})
 	e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil, rbacDenyingPrefix("/admin")))
 	for _, p := range bypasses {
-		e.want(e.get(p), http.StatusForbidden, `RBAC: access denied: GET /admin matched deny policy "no-admin"`)
+		// Envoy's body, and nothing of the policy; the server's debug
+		// log says which path was judged and why.
+		got := e.get(p)
+		if got.status != http.StatusForbidden || got.body != "httpxds: RBAC: access denied" {
+			t.Errorf("GET %s: %d %q, want 403 \"httpxds: RBAC: access denied\"", p, got.status, got.body)
+		}
+		want := `DEBUG httpxds: RBAC: access denied method=GET path=/admin why=matched deny policy "no-admin" filter=rbac route_configuration=rc`
+		if l := nextLog(t, e.ctx, logs, "RBAC"); !strings.HasPrefix(l, want) {
+			t.Errorf("GET %s logged %q, want it to start %q", p, l, want)
+		}
 	}
 	// The handler is served the normalized path that RBAC judged.
 	e.want(e.get("/public/./x/../%7Euser"), http.StatusOK, "served GET /public/~user /public/~user")
@@ -107,4 +120,21 @@ func TestRBACPathHeaderSeesQuery(t *testing.T) {
 		e.want(e.get("/admin?"), http.StatusForbidden, "RBAC: access denied")
 		e.want(e.get("/admin2?x=1"), http.StatusOK, "served GET /admin2")
 	})
+}
+
+// nextLog is the next record logged that contains sub, waiting until ctx
+// ends.
+func nextLog(t *testing.T, ctx context.Context, logs records, sub string) string {
+	t.Helper()
+	for {
+		select {
+		case l := <-logs:
+			if strings.Contains(l, sub) {
+				return l
+			}
+		case <-ctx.Done():
+			t.Fatalf("no log record with %q: %v", sub, ctx.Err())
+			return ""
+		}
+	}
 }
