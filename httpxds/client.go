@@ -81,17 +81,10 @@ type TransportOptions struct {
 // it when done.
 type Transport struct {
 	// Read-only after NewTransport.
-	b        *bootstrap.Config
-	xc       *client.Client
-	ownsXC   bool
-	logger   *slog.Logger
-	clock    client.Clock
-	lbClock  lbpolicy.Clock
-	timeout  time.Duration // <= 0: none
-	idleHost time.Duration
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	faults   *route.Faults
-	retrier  retrier
+	b      *bootstrap.Config
+	xc     *client.Client
+	ownsXC bool
+	transportSettings
 
 	// pickers are the clusters' pickers in force; published is closed and
 	// replaced at each publication, for requests waiting on a cluster
@@ -119,6 +112,19 @@ type Transport struct {
 	wg sync.WaitGroup
 }
 
+// transportSettings are what a Transport's requests go by, fixed by
+// NewTransport.
+type transportSettings struct {
+	logger   *slog.Logger
+	clock    client.Clock
+	lbClock  lbpolicy.Clock
+	timeout  time.Duration // the default route timeout; <= 0: none
+	idleHost time.Duration
+	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+	faults   *route.Faults
+	retrier  retrier
+}
+
 // published is the pickers of one publication and a channel closed at
 // the next.
 type published struct {
@@ -137,9 +143,10 @@ type logLine struct {
 // NewTransport returns a Transport for opts. It fails when no bootstrap
 // can be had or the client cannot be made.
 func NewTransport(opts TransportOptions) (*Transport, error) {
-	t := &Transport{xc: opts.Client, logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
-		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, hosts: make(map[hostKey]*hostWatch),
-		leafConns: make(map[string]*leafConn), tls: make(map[string]*clientTLS), faults: route.NewFaults(nil)}
+	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn),
+		tls: make(map[string]*clientTLS)}
+	t.transportSettings = transportSettings{logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
+		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil)}
 	if t.logger == nil {
 		t.logger = client.DefaultLogger()
 	}
