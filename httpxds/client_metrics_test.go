@@ -15,7 +15,15 @@ import (
 
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/metrics/otelxds"
+	"github.com/goxds/xds/metrics/promxds"
 	"github.com/goxds/xds/testutils"
+)
+
+// The adapters made for grpcxds.OutlierMetrics serve the HTTP client
+// as they are.
+var (
+	_ httpxds.OutlierMetrics = (*otelxds.OutlierMetrics)(nil)
+	_ httpxds.OutlierMetrics = (*promxds.OutlierCollector)(nil)
 )
 
 // ejection is one measurement an outlierRecorder heard.
