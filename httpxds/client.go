@@ -70,6 +70,10 @@ type TransportOptions struct {
 	// timeouts, the clusters' failover and outlier detection). Nil: the
 	// real clock. Tests pass a testutils.FakeClock.
 	Clock client.Clock
+	// OutlierMetrics, if not nil, hears of each outlier the clusters'
+	// outlier detection finds, ejected or not (gRFC A91's counters; see
+	// OutlierMetrics for the labels). Nil: nothing is measured.
+	OutlierMetrics OutlierMetrics
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -191,11 +195,15 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 		t.xc, t.ownsXC = xc, true
 	}
-	t.set = cluster.NewSet((*setHost)(t), t.lbClock, cluster.Config{FailoverTimeout: failover,
+	ccfg := cluster.Config{FailoverTimeout: failover,
 		// Envoy's outlier detection, with its consecutive_5xx and
 		// consecutive_gateway_failure (client_send.go says which failure
 		// a response was).
-		HTTPOutlierDetection: true})
+		HTTPOutlierDetection: true}
+	if opts.OutlierMetrics != nil {
+		ccfg.OutlierMetrics = outlierSink{opts.OutlierMetrics}
+	}
+	t.set = cluster.NewSet((*setHost)(t), t.lbClock, ccfg)
 	t.set.SetClient(t.xc)
 	t.pickers.Store(&published{next: make(chan struct{})})
 	return t, nil

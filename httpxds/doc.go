@@ -224,7 +224,10 @@
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
 // describes) and LRS load reports (a 5xx is an error). A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
-// read or closed.
+// read or closed. TransportOptions.OutlierMetrics, if set, hears of each
+// outlier found, ejected or not (gRFC A91's counters, with the cluster
+// and the detection method, consecutive_5xx included, and an empty
+// target: the Transport's clusters serve every host it routes).
 //
 // Each endpoint's connections are an http.Transport of its own, dialling
 // its addresses in turn (through its HTTP CONNECT proxy, gRFC A86): HTTP/1.1
