@@ -3,7 +3,6 @@ package grpcxds
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -92,16 +91,8 @@ func TestSelectionDeadlineFinish(t *testing.T) {
 	if n := len(ran); n != 1 {
 		t.Errorf("%d funcs given to AfterFunc ran; want 1, the one not stopped", n)
 	}
-	sh := sel.deadlineShard()
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	for _, s := range sh.heap {
-		if s == sel {
-			t.Error("the shard still holds the finished selection")
-		}
-	}
-	if sel.heapIdx != -1 {
-		t.Errorf("heapIdx = %d after finish; want -1", sel.heapIdx)
+	if sel.deadline.Carries() && sel.deadline.Done() != sel.Done() {
+		t.Error("the selection's Done is not its deadline's")
 	}
 }
 
@@ -145,42 +136,5 @@ func TestSelectionWithoutDeadline(t *testing.T) {
 	waitDone(t, ownChild, "context derived from a selection of a context of its own")
 	if !errors.Is(sel.Err(), context.Canceled) || !errors.Is(child.Err(), context.Canceled) || !errors.Is(ownChild.Err(), context.Canceled) {
 		t.Errorf("Err() = %v, derived %v and %v; want %v", sel.Err(), child.Err(), ownChild.Err(), context.Canceled)
-	}
-}
-
-// The shard's heap gives its selections back earliest deadline first,
-// whatever order they came and left in.
-func TestDeadlineShardOrder(t *testing.T) {
-	t.Parallel()
-	var sh deadlineShard
-	defer func() {
-		if sh.timer != nil {
-			sh.timer.Stop()
-		}
-	}()
-	base := time.Now().Add(time.Hour)
-	var sels []*selection
-	for range 200 {
-		s := &selection{dl: base.Add(time.Duration(rand.IntN(1000)) * time.Millisecond)}
-		sh.add(s)
-		sels = append(sels, s)
-	}
-	for _, s := range sels[:50] {
-		sh.remove(s)
-		if s.heapIdx != -1 {
-			t.Fatal("a removed selection keeps its place")
-		}
-	}
-	if sh.armed.After(base.Add(time.Second)) || sh.armed.Before(base) {
-		t.Errorf("armed for %v; want the earliest deadline", sh.armed)
-	}
-	var last time.Time
-	for n := 0; len(sh.heap) > 0; n++ {
-		s := sh.heap[0]
-		if s.dl.Before(last) {
-			t.Fatalf("selection %d out of order: %v after %v", n, s.dl, last)
-		}
-		last = s.dl
-		sh.remove(s)
 	}
 }

@@ -3,7 +3,6 @@ package grpcxds
 import (
 	"context"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/deadline"
 	"github.com/goxds/xds/resources"
 )
 
@@ -61,29 +61,19 @@ type selection struct {
 	// finish calls it once (ended).
 	release func()
 
-	// The route's deadline, when the selection carries it (deadline.go);
-	// done is nil when it does not. Set by startDeadline before the
-	// selection is shared.
-	dl     time.Time
-	done   chan struct{}
-	afters []func()  // what AfterFunc was given; guarded by dmu
-	after0 [1]func() // afters' first, in the selection's allocation
-	dmu    sync.Mutex
+	// The route's deadline, when the selection carries it (deadline.go).
+	// Set by startDeadline before the selection is shared.
+	deadline deadline.Carrier
 
 	// Small fields side by side, where alignment would waste less: the
 	// struct is allocated per RPC.
 	mdRead      bool
 	wantTrailer bool
-	dstate      uint8 // how the deadline ended (deadline.go); guarded by dmu
-	shard       uint8 // the deadline's deadlineShards index
 	// statusPick: the last pick failed with a status error (a drop, a
 	// circuit breaker, no route), which gRPC hands the RPC without any
 	// retry.
 	statusPick atomic.Bool
 	ended      atomic.Bool
-	// heapIdx is the selection's place in its shard's heap, -1 once out
-	// of it; guarded by the shard's mu.
-	heapIdx int32
 }
 
 // finish ends what start began for the RPC, once (a stream may end by
@@ -96,7 +86,7 @@ func (s *selection) finish() {
 	if s.release != nil {
 		s.release()
 	}
-	if s.done != nil {
+	if s.deadline.Carries() {
 		s.endDeadline()
 	}
 }

@@ -84,7 +84,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		timeout = cr.timeout
 	}
 	if timeout > 0 {
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = a.withRouteTimeout(ctx, timeout)
 	}
 	out := req.WithContext(ctx)
 	a.u = *req.URL
@@ -192,6 +192,9 @@ type attempt struct {
 	host string
 	// body0 is the first attempt's response body.
 	body0 doneBody
+	// rctx is the request's context when it carries the route's timeout
+	// itself (client_deadline.go).
+	rctx routeCtx
 }
 
 // do is the attemptFunc of the request: it picks an endpoint of the
