@@ -48,8 +48,13 @@ type Policy struct {
 	targets       map[string]*target
 	defaultTarget *target
 	purge         Timer
-	// The host calls the changes made under mu need, made once it is
-	// released (unlockAndTell).
+	hostCalls
+}
+
+// hostCalls are the Host calls the changes made under a Policy's mu need,
+// made once it is released (unlockAndTell): the Host is the adapter's
+// code, and runs under no lock of ours.
+type hostCalls struct {
 	adds     []*target
 	releases []func()
 	repick   bool
