@@ -67,7 +67,7 @@ type Call struct {
 	// the stream, which may end first and let the RPC through.
 	ctx, sctx       context.Context
 	cancel, scancel context.CancelFunc
-	attrs           map[string]string
+	callAttrs
 
 	sendMu sync.Mutex // serializes Send, and the stream's opening
 	first  bool       // the next Send is the stream's first
@@ -79,14 +79,10 @@ type Call struct {
 	sentBody    bool  // a body went to the processor (failure_mode_allow no longer applies)
 	draining    bool
 	drained     chan struct{} // closed when a drain ends
-	reqAttrSent bool
-	rspAttrSent bool
-	// The answers awaited, and whether each was had.
-	waitReqHdr, waitRspHdr, waitTrl chan hdrResult
-	reqHdrDone, rspHdrDone, trlDone bool
-	reqEnded                        bool                // the processor ended the client's messages
-	trailers                        map[string][]string // the server's, while their answer is awaited
-	done                            bool
+	awaited
+	reqEnded bool                // the processor ended the client's messages
+	trailers map[string][]string // the server's, while their answer is awaited
+	done     bool
 
 	clientOut, serverOut chan outMsg
 }
@@ -101,9 +97,24 @@ func (p *Processor) NewCall(ctx context.Context, attrs map[string]string) *Call 
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stop := context.AfterFunc(p.owner, cancel)
 	sctx, scancel := context.WithCancel(ctx)
-	return &Call{p: p, ctx: ctx, sctx: sctx, scancel: scancel, attrs: attrs, first: true,
+	return &Call{p: p, ctx: ctx, sctx: sctx, scancel: scancel, callAttrs: callAttrs{attrs: attrs}, first: true,
 		cancel:    func() { stop(); cancel() },
 		clientOut: make(chan outMsg, outDepth), serverOut: make(chan outMsg, outDepth)}
+}
+
+// callAttrs are the attributes a Call sends the processor, and whether
+// each direction's have gone (with its first message); the flags are
+// guarded by the Call's mu.
+type callAttrs struct {
+	attrs                    map[string]string
+	reqAttrSent, rspAttrSent bool
+}
+
+// awaited are the header and trailer answers a Call waits for, and
+// whether each was had; guarded by the Call's mu.
+type awaited struct {
+	waitReqHdr, waitRspHdr, waitTrl chan hdrResult
+	reqHdrDone, rspHdrDone, trlDone bool
 }
 
 func (c *Call) observe() bool { return c.p.cfg.ObservabilityMode }
