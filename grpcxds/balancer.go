@@ -69,14 +69,7 @@ type xdsBalancer struct {
 	// clock runs the Set's timers and paces warnings: the real one, but in
 	// tests.
 	clock clock
-	// logger is the Builder's, as the resolver state carries it; logs are
-	// the lines to write once mu is released (finishAndUnlock): a logger's
-	// handler is the user's code, and runs under no lock of ours.
-	logger *slog.Logger
-	logs   []logLine
-	// warnings keeps a burst of like warnings from flooding the log
-	// (warnlimit.go).
-	warnings warnLimiter
+	balancerLogs
 	// snap is the snapshot in force; nil before the first one and while
 	// the configuration is unusable, failErr then saying why (a status
 	// error, or any other error for RPCs to wait on if wait-for-ready).
@@ -98,9 +91,27 @@ type xdsBalancer struct {
 	// rls is the state of the routes whose cluster an RLS policy names
 	// (rlsplugin.go).
 	rls rlsState
+	balancerConnMetrics
+}
+
+// balancerLogs are what a balancer logs, guarded by its mu.
+type balancerLogs struct {
+	// logger is the Builder's, as the resolver state carries it; logs are
+	// the lines to write once mu is released (finishAndUnlock): a logger's
+	// handler is the user's code, and runs under no lock of ours.
+	logger *slog.Logger
+	logs   []logLine
+	// warnings keeps a burst of like warnings from flooding the log
+	// (warnlimit.go).
+	warnings warnLimiter
+}
+
+// balancerConnMetrics are a balancer's SubConn measurements (subchannelmetrics.go),
+// guarded by its mu.
+type balancerConnMetrics struct {
 	// connSink is where the SubConns' metrics go, nil when the channel
 	// does not measure them; connEvents the measurements to report once
-	// mu is released (subchannelmetrics.go).
+	// mu is released.
 	connSink   *connSink
 	connEvents []connEvent
 }

@@ -51,8 +51,8 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		tls:      tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
 		ch:       channelInfo{id: rand.Uint64()},
 		clock:    realClock{},
-		logger:   client.DefaultLogger(),
 	}
+	b.logger = client.DefaultLogger()
 	b.set = cluster.NewSet(b, b.clock, cluster.Config{FailoverTimeout: DefaultFailoverTimeout})
 	return b
 }
