@@ -16,6 +16,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/internal/demopki"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -64,7 +65,7 @@ type mesh struct {
 	v1, v2   *backend
 	bad      *backend
 	secure   *backend // served over mTLS only
-	pki      *pki
+	pki      *demopki.PKI
 	frontCfg *bootstrap.Config // the frontend's: its own certificate
 	modes    chan modeChange
 	done     chan struct{} // closed by stop: the mode changes go unread
@@ -100,14 +101,14 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 	if m.ms, err = testutils.StartManagementServer(testutils.ManagementServerOptions{}); err != nil {
 		return nil, err
 	}
-	if m.pki, err = newPKI(); err != nil {
+	if m.pki, err = demopki.New("httpmesh"); err != nil {
 		return nil, err
 	}
-	srvCert, srvKey, err := m.pki.issue("secure", secureID, false)
+	srvCert, srvKey, err := m.pki.Issue("secure", secureID, false)
 	if err != nil {
 		return nil, err
 	}
-	cliCert, cliKey, err := m.pki.issue("frontend", frontendSPID, true)
+	cliCert, cliKey, err := m.pki.Issue("frontend", frontendSPID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +178,7 @@ func (m *mesh) bootstrap(cert, key string) (*bootstrap.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	roots, err := json.Marshal(map[string]string{"ca_certificate_file": m.pki.caFile})
+	roots, err := json.Marshal(map[string]string{"ca_certificate_file": m.pki.CAFile})
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +270,7 @@ func (m *mesh) stop() {
 			m.ms.Stop()
 		}
 		if m.pki != nil {
-			m.pki.remove()
+			m.pki.Remove()
 		}
 	})
 }

@@ -183,7 +183,7 @@ func (m *mesh) mtls(ctx context.Context) error {
 	if first.status != http.StatusOK || old == nil {
 		return fmt.Errorf("GET %s over mTLS: %d %q", url, first.status, first.body)
 	}
-	if _, _, err := m.pki.issue("frontend", frontendSPID, true); err != nil {
+	if _, _, err := m.pki.Issue("frontend", frontendSPID, true); err != nil {
 		return fmt.Errorf("rotating the frontend's certificate: %w", err)
 	}
 	// Wait for the provider's next read of the files: until then new

@@ -33,6 +33,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/internal/demopki"
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/xdsserver"
 )
@@ -86,7 +87,7 @@ func greeterMethod(name string) grpc.MethodDesc {
 // server, and the client channel.
 type mesh struct {
 	out    io.Writer
-	pki    *pki
+	pki    *demopki.PKI
 	ms     *testutils.ManagementServer
 	srv    *xdsserver.GRPCServer
 	served chan error
@@ -107,14 +108,14 @@ func startMesh(ctx context.Context, out io.Writer) (m *mesh, err error) {
 			m.stop()
 		}
 	}()
-	if m.pki, err = newPKI(); err != nil {
+	if m.pki, err = demopki.New("mesh"); err != nil {
 		return nil, err
 	}
-	srvCert, srvKey, err := m.pki.issue("greeter", serverID, false)
+	srvCert, srvKey, err := m.pki.Issue("greeter", serverID, false)
 	if err != nil {
 		return nil, err
 	}
-	cliCert, cliKey, err := m.pki.issue("client", clientID, true)
+	cliCert, cliKey, err := m.pki.Issue("client", clientID, true)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +201,7 @@ func (m *mesh) bootstrap(cert, key string) (*bootstrap.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	roots, err := json.Marshal(map[string]string{"ca_certificate_file": m.pki.caFile})
+	roots, err := json.Marshal(map[string]string{"ca_certificate_file": m.pki.CAFile})
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +230,7 @@ func (m *mesh) stop() {
 			m.ms.Stop()
 		}
 		if m.pki != nil {
-			m.pki.remove()
+			m.pki.Remove()
 		}
 	})
 }

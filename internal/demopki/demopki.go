@@ -1,4 +1,10 @@
-package main
+// Package demopki is the throwaway certificate authority of goxds's
+// example programs (example/mesh, example/httpmesh): a CA in a temporary
+// directory and the SPIFFE certificates it issues there, for the
+// bootstrap's file_watcher certificate providers to read. It is for
+// demonstrations only: the keys are written unprotected, the
+// certificates live an hour.
+package demopki
 
 import (
 	"crypto/ecdsa"
@@ -16,23 +22,27 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// pki is a throwaway CA in a temporary directory, and the certificates it
-// issues there, for the file_watcher certificate providers to read.
-type pki struct {
-	dir    string
-	caFile string
+// PKI is a throwaway CA in a temporary directory, and the certificates it
+// issues there.
+type PKI struct {
+	dir string
+	// CAFile is the CA's certificate, PEM: a provider's
+	// ca_certificate_file.
+	CAFile string
 	ca     *x509.Certificate
 	caKey  *ecdsa.PrivateKey
 }
 
-func newPKI() (*pki, error) {
-	dir, err := os.MkdirTemp("", "goxds-httpmesh-")
+// New makes a CA named name in a new temporary directory; Remove deletes
+// it.
+func New(name string) (*PKI, error) {
+	dir, err := os.MkdirTemp("", "goxds-"+name+"-")
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir}
+	p := &PKI{dir: dir}
 	tmpl := &x509.Certificate{
-		Subject: pkix.Name{CommonName: "httpmesh demo CA"}, IsCA: true,
+		Subject: pkix.Name{CommonName: name + " demo CA"}, IsCA: true,
 		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true,
 	}
 	der, key, err := p.sign(tmpl)
@@ -43,13 +53,15 @@ func newPKI() (*pki, error) {
 		return nil, err
 	}
 	p.caKey = key
-	p.caFile, err = p.write("ca.pem", "CERTIFICATE", der)
+	p.CAFile, err = p.write("ca.pem", "CERTIFICATE", der)
 	return p, err
 }
 
-// issue writes name.pem and name.key: a certificate whose only SAN is the
-// SPIFFE ID id, for a server or (client) a client.
-func (p *pki) issue(name, id string, client bool) (certFile, keyFile string, err error) {
+// Issue writes name.pem and name.key: a certificate whose only SAN is the
+// SPIFFE ID id, for a server or (client) a client. Issuing a name again
+// replaces its files atomically, as a rotation: a provider reading them
+// meanwhile sees the old pair or the new one, never half of each.
+func (p *PKI) Issue(name, id string, client bool) (certFile, keyFile string, err error) {
 	u, err := url.Parse(id)
 	if err != nil {
 		return "", "", err
@@ -74,7 +86,7 @@ func (p *pki) issue(name, id string, client bool) (certFile, keyFile string, err
 }
 
 // sign signs tmpl with the CA, or with its own key while there is no CA.
-func (p *pki) sign(tmpl *x509.Certificate) ([]byte, *ecdsa.PrivateKey, error) {
+func (p *PKI) sign(tmpl *x509.Certificate) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -93,11 +105,12 @@ func (p *pki) sign(tmpl *x509.Certificate) ([]byte, *ecdsa.PrivateKey, error) {
 	return der, key, err
 }
 
-func (p *pki) write(name, blockType string, der []byte) (string, error) {
+func (p *PKI) write(name, blockType string, der []byte) (string, error) {
 	path := filepath.Join(p.dir, name)
-	// Atomically (a temporary file renamed over it): the demo rewrites
-	// the frontend's files while its provider may be reading them.
+	// Atomically (a temporary file renamed over it): a demo may rotate
+	// files while a provider reads them.
 	return path, testutils.WriteFileAtomically(path, pem.EncodeToMemory(&pem.Block{Type: blockType, Bytes: der}))
 }
 
-func (p *pki) remove() { os.RemoveAll(p.dir) }
+// Remove deletes the directory and everything issued in it.
+func (p *PKI) Remove() { os.RemoveAll(p.dir) }
