@@ -43,7 +43,13 @@ func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterCon
 	}
 	d := (&extauthz.Checker{Config: c, Client: r.client(c.GrpcService)}).Check(ctx, &areq)
 	if !d.Allow {
-		return nil, nil, &Denial{Filter: r.name, Code: d.Code, Message: d.Message, HTTPStatus: d.HTTPStatus, Body: d.Body, Headers: d.Trailers}
+		body := d.Body
+		if d.Outcome != extauthz.Denied {
+			// The service did not answer: the body says why, for the
+			// application that reads it (Envoy's is empty).
+			body = d.Message + "\n"
+		}
+		return nil, nil, &Denial{Filter: r.name, Code: d.Code, Message: d.Message, HTTPStatus: d.HTTPStatus, Body: body, Headers: d.Trailers}
 	}
 	if len(d.RequestHeaders) > 0 {
 		req.MutateHeaders(d.RequestHeaders)
