@@ -80,7 +80,9 @@ func TestClientExtAuthzAllowDenyRouteDisable(t *testing.T) {
 	e.update(authzWorld(b, testutils.ExtAuthzFilter(a.Target(), nil)))
 
 	got := e.get("/x?q=1", "x-want: allow", "X-Multi: 1", "X-Multi: 2")
-	e.want(got, http.StatusOK, "a GET /x q=1")
+	if got.status != http.StatusOK || got.body != "a GET /x q=1 host=svc.test proto=HTTP/1.1" {
+		t.Fatalf("allowed request: %d %q, want the backend's 200", got.status, got.body)
+	}
 	if v := b.last().Header.Get("X-Authz"); v != "yes" {
 		t.Errorf("the backend saw X-Authz %q, want the service's yes", v)
 	}
@@ -148,7 +150,9 @@ func TestClientExtAuthzServiceDown(t *testing.T) {
 			}
 			continue
 		}
-		e.want(got, http.StatusOK, "a GET /x")
+		if got.status != http.StatusOK || b.count() != 1 {
+			t.Fatalf("failure_mode_allow true: %d %q, want the backend's 200", got.status, got.body)
+		}
 		if v := b.last().Header.Get("X-Envoy-Auth-Failure-Mode-Allowed"); v != "true" {
 			t.Errorf("failure_mode_allow true: the backend saw X-Envoy-Auth-Failure-Mode-Allowed %q, want true", v)
 		}
