@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -173,5 +175,32 @@ func TestClientExtAuthzDisallowedTarget(t *testing.T) {
 	_, err = e.do(req)
 	if err == nil || !strings.Contains(err.Error(), `"dns:///evil.example.com:443" is not in the bootstrap's allowed_grpc_services`) {
 		t.Fatalf("request: %v, want an error naming the disallowed target", err)
+	}
+}
+
+// A filter kind the HTTP client has no runtime for fails every request
+// with 503 naming the listener and the filter (a security filter skipped
+// would let requests through), unless it is optional, when it is skipped
+// (Envoy's is_optional).
+func TestClientFilterWithoutRuntime(t *testing.T) {
+	const url = "type.googleapis.com/goxds.test.ClientOnly"
+	for _, optional := range []bool{false, true} {
+		e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) {
+			o.ClientOptions.Registry = resources.DefaultRegistry().Clone()
+			if err := o.ClientOptions.Registry.RegisterHTTPFilter(resources.HTTPFilterType{
+				Name: "client-only", TypeURLs: []string{url}, ClientSide: true,
+				ParseConfig: func(*anypb.Any) (resources.HTTPFilterConfig, error) { return struct{}{}, nil },
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}})
+		b := newBackend(t, "a")
+		f := &hcmv3.HttpFilter{Name: "odd", IsOptional: optional, ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: &anypb.Any{TypeUrl: url}}}
+		e.update(world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {b}}, f))
+		if optional {
+			e.want(e.get("/x"), http.StatusOK, "a GET /x")
+			continue
+		}
+		e.want(e.get("/x"), http.StatusServiceUnavailable, `listener "svc.test": HTTP filter "odd" of type `+url+` cannot run on an HTTP client`)
 	}
 }
