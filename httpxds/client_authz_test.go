@@ -106,6 +106,10 @@ func TestClientExtAuthzAllowDenyRouteDisable(t *testing.T) {
 	if sent["x-want"] != "allow" || sent["x-multi"] != "1,2" || sent[":authority"] != svcHost || sent[":method"] != "GET" || sent[":path"] != "/x?q=1" {
 		t.Errorf("the service was sent headers %v", sent)
 	}
+	// Envoy's default encoding too, which services written for Envoy read.
+	if hs := h.GetHeaders(); hs["x-want"] != "allow" || hs[":path"] != "/x?q=1" {
+		t.Errorf("the service's headers map %v, want x-want and :path as in header_map", hs)
+	}
 	if md := checks[0].Metadata.Get("x-tenant"); len(md) != 0 {
 		t.Errorf("an untrusted server's initial_metadata reached the service: %v", md)
 	}

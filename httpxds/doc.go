@@ -165,7 +165,8 @@
 //     the bootstrap's allowed_grpc_services, whose credentials it gets.
 //     The service is told the request's method, host, scheme, protocol,
 //     size, path with its query, and headers (lower case, with
-//     :authority, :method and :path) in header_map; an allowed request is
+//     :authority, :method and :path) in header_map and in the headers
+//     map Envoy fills by default; an allowed request is
 //     sent with ok_response's header changes and its response gets
 //     response_headers_to_add; a denied one is answered with
 //     denied_response's status (403 when unset), body and headers, and

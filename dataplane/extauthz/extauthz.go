@@ -109,6 +109,12 @@ type CheckRequest struct {
 	// RequestSize.
 	Method, Host, Scheme, Protocol string
 	Size                           int64
+	// HTTP: the request is plain HTTP. Its headers are also sent in the
+	// string map (AttributeContext.HttpRequest.headers) that Envoy's HTTP
+	// filter fills by default (encode_raw_headers unset), which
+	// authorization services written for Envoy read; header_map has them
+	// as for gRPC.
+	HTTP bool
 	// Headers is the header_map: the request's headers that the filter's
 	// allowed and disallowed headers let through, sorted by name.
 	Headers []HeaderValue
@@ -282,6 +288,7 @@ func BuildCheckRequest(cfg *resources.ExtAuthzConfig, req *Request) *CheckReques
 	out := &CheckRequest{Time: req.Time, Path: req.Path, Method: RequestMethod, Protocol: RequestProtocol, Size: RequestSize}
 	if h := req.HTTP; h != nil {
 		out.Method, out.Host, out.Scheme, out.Protocol, out.Size = h.Method, h.Host, h.Scheme, h.Protocol, h.Size
+		out.HTTP = true
 	}
 	names := make([]string, 0, len(req.Headers))
 	for name := range req.Headers {

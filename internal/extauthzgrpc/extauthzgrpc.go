@@ -244,6 +244,12 @@ func httpRequest(req *extauthz.CheckRequest, headers []*corev3.HeaderValue) *aut
 	if out.Method == "" {
 		out.Method, out.Size, out.Protocol = extauthz.RequestMethod, extauthz.RequestSize, extauthz.RequestProtocol
 	}
+	if req.HTTP && len(req.Headers) > 0 {
+		out.Headers = make(map[string]string, len(req.Headers))
+		for _, h := range req.Headers {
+			out.Headers[h.Key] = h.Value
+		}
+	}
 	return out
 }
 
