@@ -162,8 +162,8 @@ func NewChain(l *resources.Listener, env Env) *Chain {
 			if f.IsOptional {
 				continue
 			}
-			c.err = fmt.Errorf("HTTP filter %q of type %s cannot run on %s", f.Name, f.TypeURL, env.Client)
-			return c
+			// Nothing of the chain runs: Err fails every request.
+			return &Chain{err: fmt.Errorf("HTTP filter %q of type %s cannot run on %s", f.Name, f.TypeURL, env.Client)}
 		}
 		rt := mk(f, env)
 		c.byIndex[i] = rt

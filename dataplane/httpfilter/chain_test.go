@@ -101,10 +101,14 @@ func router() resources.HTTPFilter {
 // the filter and the client; an optional one is skipped.
 func TestNewChainUnknownFilter(t *testing.T) {
 	unknown := resources.HTTPFilter{Name: "odd", TypeURL: typePrefix + "goxds.test.Odd"}
-	c := NewChain(&resources.Listener{HTTPFilters: []resources.HTTPFilter{unknown, router()}}, Env{Client: "an HTTP client"})
+	fault := resources.HTTPFilter{Name: "f", TypeURL: typePrefix + FaultConfigName, Parsed: always(codes.Internal)}
+	c := NewChain(&resources.Listener{HTTPFilters: []resources.HTTPFilter{fault, unknown, router()}}, Env{Client: "an HTTP client"})
 	want := `HTTP filter "odd" of type type.googleapis.com/goxds.test.Odd cannot run on an HTTP client`
 	if err := c.Err(); err == nil || err.Error() != want {
 		t.Errorf("Err() = %v, want %q", err, want)
+	}
+	if !c.Empty() {
+		t.Error("a chain that cannot run has filters to run")
 	}
 	unknown.IsOptional = true
 	c = NewChain(&resources.Listener{HTTPFilters: []resources.HTTPFilter{unknown, router()}}, Env{})
