@@ -70,14 +70,20 @@ func authzWorld(b *backend, filter *hcmv3.HttpFilter) testutils.Resources {
 // its response carries response_headers_to_add; a denied one is answered
 // with denied_response's status (403 when unset), body and headers and
 // never sent; a route that disables the filter asks nothing. The service
-// hears the request's method, host, path and headers.
+// hears the request's method, host, path and headers. SotW and delta.
 func TestClientExtAuthzAllowDenyRouteDisable(t *testing.T) {
+	for _, apiType := range []string{"", "DELTA_GRPC"} {
+		t.Run("api="+apiType, func(t *testing.T) { testClientExtAuthz(t, apiType) })
+	}
+}
+
+func testClientExtAuthz(t *testing.T, apiType string) {
 	a, err := testutils.StartAuthzServer(authzDecide)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	e := newCEnv(t, cenvOptions{edit: testutils.AllowGRPCService(a.Target())})
+	e := newCEnv(t, cenvOptions{apiType: apiType, edit: testutils.AllowGRPCService(a.Target())})
 	b := newBackend(t, "a")
 	e.update(authzWorld(b, testutils.ExtAuthzFilter(a.Target(), nil)))
 
