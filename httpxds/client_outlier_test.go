@@ -115,3 +115,57 @@ func TestClientConsecutiveConnectionFailures(t *testing.T) {
 		t.Errorf("%d requests failed, want 5 (then the endpoint ejected)", failed)
 	}
 }
+
+// Envoy's split_external_local_origin_errors
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier#detection-types):
+// with it, a request the endpoint never answers is a locally originated
+// error, which consecutive_gateway_failure ignores ("in split mode ...
+// only gateway errors") and consecutive_local_origin_failure (default 5,
+// enforced 100%) counts; without it, it is a gateway failure.
+func TestClientLocalOriginSplit(t *testing.T) {
+	hangUp := func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		split      bool
+		localRun   *wrapperspb.UInt32Value
+		wantFailed int
+	}{
+		{"unsplit: a gateway failure", false, wrapperspb.UInt32(2), 3},
+		{"split: not a gateway failure, local run off", true, wrapperspb.UInt32(0), 15},
+		{"split: consecutive_local_origin_failure", true, wrapperspb.UInt32(4), 4},
+		{"split: consecutive_local_origin_failure's default", true, nil, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _, _ := outlierEnv(t, 0, hangUp, &clusterv3.OutlierDetection{
+				EnforcingSuccessRate:               wrapperspb.UInt32(0),
+				MaxEjectionPercent:                 wrapperspb.UInt32(50),
+				Consecutive_5Xx:                    wrapperspb.UInt32(1000),
+				ConsecutiveGatewayFailure:          wrapperspb.UInt32(3),
+				EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
+				SplitExternalLocalOriginErrors:     tc.split,
+				ConsecutiveLocalOriginFailure:      tc.localRun,
+			})
+			failed := 0
+			for range 30 {
+				req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := e.do(req)
+				switch {
+				case err != nil:
+					failed++
+				case got.status != http.StatusOK:
+					t.Fatalf("a response %d, want 200 or no response", got.status)
+				}
+			}
+			if failed != tc.wantFailed {
+				t.Errorf("%d requests failed, want %d", failed, tc.wantFailed)
+			}
+		})
+	}
+}

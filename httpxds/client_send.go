@@ -335,13 +335,13 @@ func (e outcomeError) Error() string            { return e.msg }
 func (e outcomeError) Outcome() outlier.Outcome { return e.o }
 
 // upstreamFailure is a request the endpoint never answered (refused,
-// reset, timed out): a gateway failure, as Envoy counts a locally
-// originated error without split_external_local_origin_errors.
+// reset, timed out): Envoy's locally originated error, a gateway failure
+// unless the cluster's split_external_local_origin_errors counts it apart.
 type upstreamFailure struct{ err error }
 
 func (e upstreamFailure) Error() string            { return e.err.Error() }
 func (e upstreamFailure) Unwrap() error            { return e.err }
-func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.GatewayFailure }
+func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.LocalOriginFailure }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {

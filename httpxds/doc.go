@@ -216,13 +216,17 @@
 // LOGICAL_DNS clusters, EDS drops (503 naming the category), max_requests
 // (503 with x-envoy-overloaded, the body naming the cluster), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
-// request's outcome (a 5xx, or a connection failure or reset, is a
-// failure, as Envoy counts them unless split_external_local_origin_errors;
-// Envoy's consecutive_5xx and consecutive_gateway_failure eject an
-// endpoint the moment its run of 5xx, or of 502, 503, 504 and connection
-// failures, reaches the threshold, as
+// request's outcome (a 5xx, or a connection failure, reset or timeout, is
+// a failure; Envoy's consecutive_5xx and consecutive_gateway_failure eject
+// an endpoint the moment its run of 5xx, or of 502, 503, 504 and
+// connection failures, reaches the threshold, as
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
-// describes) and LRS load reports (a 5xx is an error). A request counts under the
+// describes; with split_external_local_origin_errors the requests an
+// endpoint never answered are counted apart, by
+// consecutive_local_origin_failure and the success rate and failure
+// percentage at enforcing_local_origin_success_rate and
+// enforcing_failure_percentage_local_origin, and every response is a
+// local success, as that page's "Detection types" says) and LRS load reports (a 5xx is an error). A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
 // read or closed. TransportOptions.OutlierMetrics, if set, hears of each
 // outlier found, ejected or not (gRFC A91's counters, with the cluster
