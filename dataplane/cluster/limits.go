@@ -58,7 +58,7 @@ type Limits struct {
 // LimitStats are a Limits' counts, Envoy's upstream_rq_pending_active,
 // upstream_cx_active, upstream_rq_pending_overflow and upstream_cx_overflow.
 type LimitStats struct {
-	Pending, Connections                 int64
+	Pending, Connections                  int64
 	PendingOverflows, ConnectionOverflows uint64
 }
 

@@ -22,8 +22,10 @@ func (c queuingConn) Dispatch() bool { return c.free.Load() }
 
 type queuingDialer struct{ free *atomic.Bool }
 
-func (d queuingDialer) NewConn(*endpoint.Endpoint) (endpoint.Conn, error) { return queuingConn{free: d.free}, nil }
-func (queuingDialer) Dropped(*endpoint.Endpoint)                          {}
+func (d queuingDialer) NewConn(*endpoint.Endpoint) (endpoint.Conn, error) {
+	return queuingConn{free: d.free}, nil
+}
+func (queuingDialer) Dropped(*endpoint.Endpoint) {}
 
 // limitedPriority is a ready priority of one endpoint whose connection
 // finds a free connection when free holds, with limits.
