@@ -237,7 +237,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 			// EDS drop_overloads: Envoy answers 503 "drop_overload".
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: cluster %q: request dropped (drop_overload category %q)\n", a.cluster, drop.Category), nil), nil
 		case errors.As(err, &over):
-			// max_requests: Envoy answers 503 with x-envoy-overloaded
+			// max_requests, max_pending_requests: Envoy answers 503 with x-envoy-overloaded
 			// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking).
 			h := http.Header{"X-Envoy-Overloaded": {"true"}}
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: upstream overflow: %v\n", err), h), nil
@@ -253,6 +253,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	}
 	if a.wantTLS && c.scheme != "https" {
 		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
+		c.unpick(&res)
 		res.Done.Finish(err, nil)
 		return nil, notSent{err}
 	}
@@ -280,14 +281,19 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if a.idle != nil {
 		a.idle.touch()
 	}
+	var pw *pendingWait
+	if res.Pending { // max_pending_requests (client_limits.go)
+		out, pw = c.pending(out, res.Limits)
+	}
 	resp, err := c.tr.RoundTrip(out)
+	busy := c.claimed(&res, pw)
 	if err != nil {
 		// A connection failure or reset counts against the endpoint,
 		// as Envoy's outlier detection counts locally originated errors
 		// with the 5xx unless split_external_local_origin_errors
 		// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 		res.Done.Finish(upstreamFailure{err}, nil)
-		c.afterUse()
+		c.afterUse(busy)
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
 			(*setHost)(a.t).Do(tag.dns.ResolveNow)
 		}
@@ -311,7 +317,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	} else {
 		body = new(doneBody)
 	}
-	body.ReadCloser, body.done, body.outcome, body.conn, body.idle = resp.Body, res.Done, outcome, c, a.idle
+	body.ReadCloser, body.done, body.outcome, body.conn, body.idle, body.busy = resp.Body, res.Done, outcome, c, a.idle, busy
 	resp.Body = body
 	return resp, nil
 }
@@ -357,6 +363,7 @@ type doneBody struct {
 	done    cluster.Done
 	outcome error
 	conn    *httpConn
+	busy    bool // holds a connection of conn
 	idle    *idleTimer
 	// cancel, if set, ends the request's timeout context: the response
 	// that roundTrip returns is this one's.
@@ -388,7 +395,7 @@ func (b *doneBody) Close() error {
 func (b *doneBody) finish(outcome error) {
 	b.once.Do(func() {
 		b.done.Finish(outcome, nil)
-		b.conn.afterUse()
+		b.conn.afterUse(b.busy)
 		if b.cancel != nil {
 			b.cancel()
 			if b.idle != nil {
