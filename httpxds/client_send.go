@@ -363,12 +363,14 @@ type doneBody struct {
 	done    cluster.Done
 	outcome error
 	conn    *httpConn
-	busy    bool // holds a connection of conn
 	idle    *idleTimer
 	// cancel, if set, ends the request's timeout context: the response
 	// that roundTrip returns is this one's.
 	cancel context.CancelFunc
 	once   sync.Once
+	// busy: the request holds a connection of conn (client_limits.go);
+	// after once, in its padding.
+	busy bool
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
