@@ -3,11 +3,14 @@ package httpxds_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/testutils"
@@ -176,5 +179,56 @@ func TestClientMaxPendingRequestsHTTP2(t *testing.T) {
 	a.mu.Unlock()
 	if open != 1 {
 		t.Errorf("the backend accepted %d connections, want 1", open)
+	}
+}
+
+// A request refused by max_pending_requests is reported to LRS as
+// max_requests' refusals are: dropped, in the total only, and never
+// issued to a locality.
+func TestClientMaxPendingRequestsLoadReport(t *testing.T) {
+	lrs := testutils.NewLRSServer()
+	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
+	a := newBackend(t, "a")
+	entered, release := blocking(a)
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}})
+	res.Clusters[0].LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters[0].CircuitBreakers = connLimits(1, 1)
+	e.update(res)
+	out := make(chan response, 3)
+	e.getAsync("/1", out)
+	recv(t, e, entered, "the first request at the backend")
+	e.getAsync("/2", out)
+	e.getAsync("/3", out)
+	e.want(recv(t, e, out, "a request refused by max_pending_requests"), http.StatusServiceUnavailable, "max_pending_requests")
+	close(release)
+	for range 2 {
+		e.want(recv(t, e, out, "the other responses"), http.StatusOK, "")
+	}
+
+	st, err := lrs.NextStream(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextRequest(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var issued, dropped uint64
+	for issued < 2 || dropped < 1 {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatalf("%v; reported so far: %d issued, %d dropped", err, issued, dropped)
+		}
+		for _, cs := range req.ClusterStats {
+			dropped += cs.TotalDroppedRequests
+			for _, ls := range cs.UpstreamLocalityStats {
+				issued += ls.TotalIssuedRequests
+			}
+		}
+	}
+	if issued != 2 || dropped != 1 {
+		t.Errorf("reported %d issued, %d dropped; want 2 and 1", issued, dropped)
 	}
 }
