@@ -35,8 +35,10 @@ import (
 //     Past the limit the dial waits for a connection of the cluster to
 //     close, while net/http hands the request the endpoint's own
 //     connection if one frees first: the request waits as Envoy's pending
-//     request does. An endpoint with no connection at all dials anyway,
-//     as Envoy makes sure a host the balancer picks has one.
+//     request does, and its dial, which net/http would keep going, gives
+//     up (so that it takes no place another request waits for). An
+//     endpoint with no connection at all dials anyway, as Envoy makes
+//     sure a host the balancer picks has one.
 //
 // A connection counts against the leaf of the request that dialled it
 // (its context carries the leaf's Limits; a dial net/http starts for a
@@ -45,9 +47,9 @@ import (
 // last pending request). An endpoint shared by two clusters keeps one
 // pool, so its connections serve both.
 
-// limitsKey is the context key of a pending request's cluster.Limits,
-// read by the dialer.
-type limitsKey struct{}
+// pendingKey is the context key of a pending request's pendingWait, read
+// by the dialer.
+type pendingKey struct{}
 
 // Dispatch implements cluster.PendingConn.
 func (c *httpConn) Dispatch() bool {
@@ -70,20 +72,25 @@ type pendingWait struct {
 	lim   *cluster.Limits
 	c     *httpConn
 	trace httptrace.ClientTrace
-	// state: 0 waiting, 1 got a connection, 2 ended without.
+	// state: 0 waiting, 1 got a connection, 2 ended without; done is
+	// closed when it leaves 0, so that a dial of the request still
+	// waiting for a place under max_connections gives up (net/http
+	// dials for each request that finds no idle connection, and keeps
+	// the dial going when the request is served otherwise).
 	state atomic.Int32
+	done  chan struct{}
 }
 
 // pending returns req to be sent as a pending request of lim: its
-// context carries lim for the dialer, and a trace whose GotConn ends the
-// wait.
+// context carries the wait for the dialer, and a trace whose GotConn
+// ends it.
 func (c *httpConn) pending(req *http.Request, lim *cluster.Limits) (*http.Request, *pendingWait) {
-	pw := &pendingWait{lim: lim, c: c}
+	pw := &pendingWait{lim: lim, c: c, done: make(chan struct{})}
 	pw.trace.GotConn = pw.gotConn
 	if c.limits.Load() != lim {
 		c.limits.Store(lim)
 	}
-	ctx := context.WithValue(httptrace.WithClientTrace(req.Context(), &pw.trace), limitsKey{}, lim)
+	ctx := context.WithValue(httptrace.WithClientTrace(req.Context(), &pw.trace), pendingKey{}, pw)
 	return req.WithContext(ctx), pw
 }
 
@@ -91,6 +98,7 @@ func (pw *pendingWait) gotConn(httptrace.GotConnInfo) {
 	if pw.state.CompareAndSwap(0, 1) {
 		pw.lim.EndPending()
 		pw.c.busy.Add(1)
+		close(pw.done)
 	}
 }
 
@@ -99,6 +107,7 @@ func (pw *pendingWait) gotConn(httptrace.GotConnInfo) {
 func (pw *pendingWait) end() bool {
 	if pw.state.CompareAndSwap(0, 2) {
 		pw.lim.EndPending()
+		close(pw.done)
 		return false
 	}
 	return pw.state.Load() == 1
@@ -128,13 +137,14 @@ func (c *httpConn) unpick(res *cluster.Result) {
 // dialLimited makes a connection with dial under the max_connections
 // of the leaf whose request asked for it.
 func (c *httpConn) dialLimited(ctx context.Context, dial func() (net.Conn, error)) (net.Conn, error) {
-	lim, _ := ctx.Value(limitsKey{}).(*cluster.Limits)
-	if lim == nil {
-		lim = c.limits.Load()
+	lim := c.limits.Load()
+	var abandon chan struct{}
+	if pw, _ := ctx.Value(pendingKey{}).(*pendingWait); pw != nil {
+		lim, abandon = pw.lim, pw.done
 	}
 	force := c.open.Add(1) == 1 // the endpoint has no other connection
 	if lim != nil {
-		if err := lim.AcquireConn(ctx, force, c.gone); err != nil {
+		if err := lim.AcquireConn(ctx, force, c.gone, abandon); err != nil {
 			c.open.Add(-1)
 			return nil, fmt.Errorf("waiting for a connection under cluster %q's max_connections (%d): %w", lim.Cluster(), lim.MaxConnections(), err)
 		}

@@ -110,19 +110,32 @@ func (l *Limits) startPending() bool {
 // such request.
 func (l *Limits) EndPending() { l.pending.Add(-1) }
 
-// ErrConnWaitStopped is AcquireConn's error when stop closed first.
-var ErrConnWaitStopped = errors.New("stopped while waiting for a connection under max_connections")
+// AcquireConn's errors when stop or abandon closed first.
+var (
+	ErrConnWaitStopped = errors.New("stopped while waiting for a connection under max_connections")
+	ErrConnNotWanted   = errors.New("the request waiting for a connection under max_connections has one, or ended")
+)
 
 // AcquireConn takes a place for a new connection under max_connections:
 // at once if there is one, or if force (the endpoint picked has no
 // connection, open or being made: Envoy makes one anyway, so that a host
 // the balancer picks can serve its pending requests), else once a
 // connection of the cluster closes, counting an overflow. It fails with
-// ctx's error, or ErrConnWaitStopped when stop closes first. Each place
-// taken is given back by one ReleaseConn.
-func (l *Limits) AcquireConn(ctx context.Context, force bool, stop <-chan struct{}) error {
+// ctx's error, ErrConnWaitStopped when stop closes first (the endpoint
+// is gone), or ErrConnNotWanted when abandon does (the request that
+// wanted the connection no longer does: a dial waiting for it would take
+// a place that another request waits for). Nil channels never close.
+// Each place taken is given back by one ReleaseConn.
+func (l *Limits) AcquireConn(ctx context.Context, force bool, stop, abandon <-chan struct{}) error {
 	counted := false
 	for {
+		if !force {
+			select {
+			case <-abandon:
+				return ErrConnNotWanted
+			default:
+			}
+		}
 		l.mu.Lock()
 		if force || l.conns < int64(l.maxConns) {
 			l.conns++
@@ -147,6 +160,8 @@ func (l *Limits) AcquireConn(ctx context.Context, force bool, stop <-chan struct
 			return context.Cause(ctx)
 		case <-stop:
 			return ErrConnWaitStopped
+		case <-abandon:
+			return ErrConnNotWanted
 		}
 	}
 }

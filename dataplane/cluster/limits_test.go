@@ -89,7 +89,7 @@ func TestPickerMaxPendingRequests(t *testing.T) {
 
 // max_connections: a connection past the limit waits for one of the
 // cluster's to close, or for the limit to rise, unless forced (its
-// endpoint has none); its wait ends with its context or stop.
+// endpoint has none); its wait ends with its context, stop or abandon.
 func TestLimitsMaxConnections(t *testing.T) {
 	lim := &Limits{leaf: "c"}
 	lim.set(1024, 1)
@@ -97,14 +97,14 @@ func TestLimitsMaxConnections(t *testing.T) {
 	lim.waiting = func() { waits <- struct{}{} }
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := lim.AcquireConn(ctx, false, nil); err != nil {
+	if err := lim.AcquireConn(ctx, false, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := lim.AcquireConn(ctx, true, nil); err != nil {
+	if err := lim.AcquireConn(ctx, true, nil, nil); err != nil {
 		t.Fatalf("forced: %v", err)
 	}
 	acquired := make(chan error, 1)
-	go func() { acquired <- lim.AcquireConn(ctx, false, nil) }()
+	go func() { acquired <- lim.AcquireConn(ctx, false, nil, nil) }()
 	<-waits
 	lim.ReleaseConn()
 	select {
@@ -117,7 +117,7 @@ func TestLimitsMaxConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A raised limit wakes a waiter.
-	go func() { acquired <- lim.AcquireConn(ctx, false, nil) }()
+	go func() { acquired <- lim.AcquireConn(ctx, false, nil, nil) }()
 	<-waits
 	lim.set(1024, 2)
 	if err := <-acquired; err != nil {
@@ -128,15 +128,22 @@ func TestLimitsMaxConnections(t *testing.T) {
 	}
 	// stop and the context end a wait.
 	stop := make(chan struct{})
-	go func() { acquired <- lim.AcquireConn(ctx, false, stop) }()
+	go func() { acquired <- lim.AcquireConn(ctx, false, stop, nil) }()
 	<-waits
 	close(stop)
 	if err := <-acquired; !errors.Is(err, ErrConnWaitStopped) {
 		t.Errorf("stopped: %v", err)
 	}
+	abandon := make(chan struct{})
+	go func() { acquired <- lim.AcquireConn(ctx, false, nil, abandon) }()
+	<-waits
+	close(abandon)
+	if err := <-acquired; !errors.Is(err, ErrConnNotWanted) {
+		t.Errorf("abandoned: %v", err)
+	}
 	done, cancelDone := context.WithCancel(ctx)
 	cancelDone()
-	if err := lim.AcquireConn(done, false, nil); !errors.Is(err, context.Canceled) {
+	if err := lim.AcquireConn(done, false, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
