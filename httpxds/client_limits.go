@@ -27,8 +27,12 @@ import (
 //     is pending, under the leaf's max_pending_requests, which the picker
 //     applies (503 with x-envoy-overloaded past it): it goes out with an
 //     httptrace.ClientTrace whose GotConn ends the wait and counts it
-//     busy. Only such requests pay for the trace (a context and a copy
-//     of the request): the keep-alive path pays two atomic adds.
+//     busy. Only such requests pay for it (two contexts, the wait with
+//     its trace, and a copy of the request): the keep-alive path pays
+//     two atomic adds. An HTTP/2 request that net/http finds no stream
+//     for (the server's MAX_CONCURRENT_STREAMS taken on every
+//     connection) waits for a new connection without counting as
+//     pending: the count cannot see it.
 //   - open, its connections open or being dialled, and a dialer that
 //     takes each new connection's place under the leaf's max_connections
 //     (cluster.Limits.AcquireConn), given back when the connection closes.
