@@ -204,7 +204,10 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		// Envoy's outlier detection, with its consecutive_5xx and
 		// consecutive_gateway_failure (client_send.go says which failure
 		// a response was).
-		HTTPOutlierDetection: true}
+		HTTPOutlierDetection: true,
+		// max_pending_requests and max_connections over the
+		// endpoints' pools (client_limits.go).
+		ConnectionLimits: true}
 	if opts.OutlierMetrics != nil {
 		ccfg.OutlierMetrics = outlierSink{opts.OutlierMetrics}
 	}

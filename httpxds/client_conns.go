@@ -2,6 +2,7 @@ package httpxds
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -189,8 +190,17 @@ type httpConn struct {
 	scheme string
 	host   string // the URL host requests are sent to: the first address
 	// shut: the pool let it go; its connections close as their requests
-	// end.
+	// end. gone is closed then: dials waiting for max_connections give
+	// up.
 	shut atomic.Bool
+	gone chan struct{}
+	// The counts behind the circuit breakers (client_limits.go):
+	// connections open, open or being dialled, and requests holding
+	// one; multiplexed once it speaks HTTP/2; limits, the leaf of its
+	// last pending request.
+	conns, open, busy atomic.Int64
+	multiplexed       atomic.Bool
+	limits            atomic.Pointer[cluster.Limits]
 }
 
 // NewConn implements endpoint.Dialer.
@@ -201,7 +211,7 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("endpoint has no address")
 	}
-	c := &httpConn{t: t, ep: ep, scheme: "http", host: addrs[0]}
+	c := &httpConn{t: t, ep: ep, scheme: "http", host: addrs[0], gone: make(chan struct{})}
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
@@ -224,22 +234,24 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		}
 	}
 	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		// Every address of the endpoint, in order (gRFC A61's endpoints
-		// with several addresses).
-		var first error
-		for _, a := range addrs {
-			conn, err := dial(ctx, network, a)
-			if err == nil {
-				return conn, nil
+		return c.dialLimited(ctx, func() (net.Conn, error) {
+			// Every address of the endpoint, in order (gRFC A61's
+			// endpoints with several addresses).
+			var first error
+			for _, a := range addrs {
+				conn, err := dial(ctx, network, a)
+				if err == nil {
+					return conn, nil
+				}
+				if first == nil {
+					first = err
+				}
+				if ctx.Err() != nil {
+					break
+				}
 			}
-			if first == nil {
-				first = err
-			}
-			if ctx.Err() != nil {
-				break
-			}
-		}
-		return nil, first
+			return nil, first
+		})
 	}
 	var lc *leafConn
 	if tag != nil {
@@ -262,18 +274,24 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 			if err != nil {
 				return nil, err
 			}
-			return sec.handshake(ctx, raw, hostname, proto)
+			conn, err := sec.handshake(ctx, raw, hostname, proto)
+			if tc, ok := conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+				c.multiplexed.Store(true) // auto_config's ALPN chose it
+			}
+			return conn, err
 		}
 		switch proto {
 		case protoHTTP2:
 			tr.Protocols.SetHTTP1(false)
 			tr.Protocols.SetHTTP2(true)
+			c.multiplexed.Store(true)
 		case protoAuto:
 			tr.Protocols.SetHTTP2(true)
 		}
 	case proto == protoHTTP2:
 		tr.Protocols.SetHTTP1(false)
 		tr.Protocols.SetUnencryptedHTTP2(true)
+		c.multiplexed.Store(true)
 	}
 	c.tr = tr
 	return c, nil
@@ -287,13 +305,19 @@ func (c *httpConn) Connect() { c.t.pending = append(c.t.pending, c) }
 // Shutdown implements endpoint.Conn: idle connections close now, the
 // others as their requests end.
 func (c *httpConn) Shutdown() {
-	c.shut.Store(true)
+	if c.shut.CompareAndSwap(false, true) {
+		close(c.gone)
+	}
 	c.tr.CloseIdleConnections()
 }
 
-// afterUse closes the connection a request left idle if the endpoint was
-// let go meanwhile.
-func (c *httpConn) afterUse() {
+// afterUse ends a request's use of the endpoint: it no longer holds a
+// connection if it was busy (client_limits.go), and the connection it
+// left idle is closed if the endpoint was let go meanwhile.
+func (c *httpConn) afterUse(busy bool) {
+	if busy {
+		c.busy.Add(-1)
+	}
 	if c.shut.Load() {
 		c.tr.CloseIdleConnections()
 	}

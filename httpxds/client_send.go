@@ -251,7 +251,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 			// EDS drop_overloads: Envoy answers 503 "drop_overload".
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: cluster %q: request dropped (drop_overload category %q)\n", a.cluster, drop.Category), nil), nil
 		case errors.As(err, &over):
-			// max_requests: Envoy answers 503 with x-envoy-overloaded
+			// max_requests, max_pending_requests: Envoy answers 503 with x-envoy-overloaded
 			// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking).
 			h := http.Header{"X-Envoy-Overloaded": {"true"}}
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: upstream overflow: %v\n", err), h), nil
@@ -267,6 +267,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	}
 	if a.wantTLS && c.scheme != "https" {
 		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
+		c.unpick(&res)
 		res.Done.Finish(err, nil)
 		return nil, notSent{err}
 	}
@@ -294,14 +295,19 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if a.idle != nil {
 		a.idle.touch()
 	}
+	var pw *pendingWait
+	if res.Pending { // max_pending_requests (client_limits.go)
+		out, pw = c.pending(out, res.Limits)
+	}
 	resp, err := c.tr.RoundTrip(out)
+	busy := c.claimed(&res, pw)
 	if err != nil {
 		// A connection failure or reset counts against the endpoint,
 		// as Envoy's outlier detection counts locally originated errors
 		// with the 5xx unless split_external_local_origin_errors
 		// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 		res.Done.Finish(upstreamFailure{err}, nil)
-		c.afterUse()
+		c.afterUse(busy)
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
 			(*setHost)(a.t).Do(tag.dns.ResolveNow)
 		}
@@ -325,7 +331,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	} else {
 		body = new(doneBody)
 	}
-	body.ReadCloser, body.done, body.outcome, body.conn, body.idle = resp.Body, res.Done, outcome, c, a.idle
+	body.ReadCloser, body.done, body.outcome, body.conn, body.idle, body.busy = resp.Body, res.Done, outcome, c, a.idle, busy
 	resp.Body = body
 	return resp, nil
 }
@@ -349,13 +355,13 @@ func (e outcomeError) Error() string            { return e.msg }
 func (e outcomeError) Outcome() outlier.Outcome { return e.o }
 
 // upstreamFailure is a request the endpoint never answered (refused,
-// reset, timed out): a gateway failure, as Envoy counts a locally
-// originated error without split_external_local_origin_errors.
+// reset, timed out): Envoy's locally originated error, a gateway failure
+// unless the cluster's split_external_local_origin_errors counts it apart.
 type upstreamFailure struct{ err error }
 
 func (e upstreamFailure) Error() string            { return e.err.Error() }
 func (e upstreamFailure) Unwrap() error            { return e.err }
-func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.GatewayFailure }
+func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.LocalOriginFailure }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {
@@ -376,6 +382,9 @@ type doneBody struct {
 	// that roundTrip returns is this one's.
 	cancel context.CancelFunc
 	once   sync.Once
+	// busy: the request holds a connection of conn (client_limits.go);
+	// after once, in its padding.
+	busy bool
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
@@ -402,7 +411,7 @@ func (b *doneBody) Close() error {
 func (b *doneBody) finish(outcome error) {
 	b.once.Do(func() {
 		b.done.Finish(outcome, nil)
-		b.conn.afterUse()
+		b.conn.afterUse(b.busy)
 		if b.cancel != nil {
 			b.cancel()
 			if b.idle != nil {

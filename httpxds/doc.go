@@ -233,21 +233,45 @@
 // (ring_hash with the route's hash policies: header, cookie and query
 // parameter; connection_properties and filter_state hash a downstream
 // connection a client does not have, and are skipped), aggregate and
-// LOGICAL_DNS clusters, EDS drops (503 naming the category), max_requests
-// (503 with x-envoy-overloaded, the body naming the cluster), no healthy
+// LOGICAL_DNS clusters, EDS drops (503 naming the category), the circuit
+// breakers (max_requests, max_pending_requests and max_connections of
+// priority DEFAULT, 1024 each by default; over max_requests, or with
+// max_pending_requests waiting for a connection already, 503 with
+// x-envoy-overloaded, the body naming the cluster and the limit), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
-// request's outcome (a 5xx, or a connection failure or reset, is a
-// failure, as Envoy counts them unless split_external_local_origin_errors;
-// Envoy's consecutive_5xx and consecutive_gateway_failure eject an
-// endpoint the moment its run of 5xx, or of 502, 503, 504 and connection
-// failures, reaches the threshold, as
+// request's outcome (a 5xx, or a connection failure, reset or timeout, is
+// a failure; Envoy's consecutive_5xx and consecutive_gateway_failure eject
+// an endpoint the moment its run of 5xx, or of 502, 503, 504 and
+// connection failures, reaches the threshold, as
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
-// describes) and LRS load reports (a 5xx is an error). A request counts under the
+// describes; with split_external_local_origin_errors the requests an
+// endpoint never answered are counted apart, by
+// consecutive_local_origin_failure and the success rate and failure
+// percentage at enforcing_local_origin_success_rate and
+// enforcing_failure_percentage_local_origin, and every response is a
+// local success, as that page's "Detection types" says) and LRS load reports (a 5xx is an error). A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
 // read or closed. TransportOptions.OutlierMetrics, if set, hears of each
 // outlier found, ejected or not (gRFC A91's counters, with the cluster
 // and the detection method, consecutive_5xx included, and an empty
 // target: the Transport's clusters serve every host it routes).
+//
+// The connection circuit breakers follow
+// https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking
+// over net/http's pools. A request is pending when the endpoint picked has
+// no free connection (on HTTP/1.1 one request holds a connection until its
+// response body is read or closed; on HTTP/2 any open connection takes it)
+// until net/http hands it one; max_connections counts the connections to
+// all endpoints of the cluster, open or closing, and a connection past it
+// is not dialled until one of the cluster's closes: the request waits for
+// its endpoint's own connection to free, as a pending request. An endpoint
+// with no connection at all gets one past the limit, as Envoy makes sure a
+// host it picks has one. With max_pending_requests 0 no request waits for
+// a connection, so one that needs a new connection is refused, as Envoy
+// refuses it. The counts are per leaf cluster, shared by the clusters
+// (and hosts) naming it; an endpoint listed by two clusters keeps one
+// pool, its connections counted against the cluster whose request made
+// them.
 //
 // Each endpoint's connections are an http.Transport of its own, dialling
 // its addresses in turn (through its HTTP CONNECT proxy, gRFC A86): HTTP/1.1

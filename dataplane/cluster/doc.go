@@ -34,7 +34,9 @@
 //     by one configuration expire as one batch, with one picker;
 //   - each priority's picker: the leaf's drops (EDS drop_overloads), its
 //     circuit breaker (max_requests, counted per leaf across the clusters
-//     that share it), its outlier detection (gRFC A50), and load recording
+//     that share it; with Config.ConnectionLimits, for a transport with
+//     connection pools of its own, max_pending_requests at the pick and
+//     max_connections through the leaf's [Limits], limits.go), its outlier detection (gRFC A50), and load recording
 //     for LRS (gRFC A27), in the client.LoadStore of the server that sent
 //     the Cluster (its LRSServer, so after a fallback the fallback's): per
 //     locality the requests issued, in progress, succeeded and errored
