@@ -15,6 +15,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
 )
@@ -74,6 +75,11 @@ type TransportOptions struct {
 	// outlier detection finds, ejected or not (gRFC A91's counters; see
 	// OutlierMetrics for the labels). Nil: nothing is measured.
 	OutlierMetrics OutlierMetrics
+	// ConnectionMetrics, if not nil, hears of the connections the
+	// Transport makes to its endpoints: attempts, disconnections and the
+	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
+	// is measured, and connections are net/http's as dialled.
+	ConnectionMetrics ConnectionMetrics
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -106,6 +112,9 @@ type Transport struct {
 	// ready at once (connections are made per request), reported before
 	// the Set settles.
 	pending []*httpConn
+	// closing are connections shut down, whose idle connections close
+	// once mu is released.
+	closing []*httpConn
 	// leafConns are the leaves' connection settings by key, tls their
 	// HandshakeInfos (client_tls.go).
 	leafConns map[string]*leafConn
@@ -127,6 +136,7 @@ type transportSettings struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	faults   *route.Faults
 	retrier  retrier
+	conns    *endpoint.ConnSink // nil: connections are not measured
 }
 
 // published is the pickers of one publication and a channel closed at
@@ -159,6 +169,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	}
 	t.lbClock = lbClock{t.clock}
 	t.retrier = retrier{clock: t.clock, bufferLimit: opts.RetryBufferLimit}
+	t.conns = endpoint.NewConnSink(opts.ConnectionMetrics, "")
 	switch {
 	case t.timeout == 0:
 		t.timeout = DefaultRouteTimeout
@@ -242,7 +253,10 @@ func (t *Transport) Close() error {
 	after := t.set.Close()
 	t.closeTLSLocked()
 	t.pending = nil
+	closing := t.closing
+	t.closing = nil
 	t.mu.Unlock()
+	closeIdle(closing)
 	for _, h := range hosts {
 		if h.cancel != nil {
 			h.cancel()
