@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 )
 
@@ -212,7 +213,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		// a response was).
 		HTTPOutlierDetection: true}
 	if opts.OutlierMetrics != nil {
-		ccfg.OutlierMetrics = outlierSink{opts.OutlierMetrics}
+		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}
 	t.set = cluster.NewSet((*setHost)(t), t.lbClock, ccfg)
 	t.set.SetClient(t.xc)

@@ -39,18 +39,6 @@ type OutlierMetrics interface {
 	EjectionUnenforced(target, backendService, method, reason string)
 }
 
-// outlierSink is the outlier.Metrics the Transport's detectors report to:
-// OutlierMetrics with the empty target.
-type outlierSink struct{ m OutlierMetrics }
-
-func (s outlierSink) EjectionEnforced(backendService, method string) {
-	s.m.EjectionEnforced("", backendService, method)
-}
-
-func (s outlierSink) EjectionUnenforced(backendService, method, reason string) {
-	s.m.EjectionUnenforced("", backendService, method, reason)
-}
-
 // ConnectionMetrics records what gRFC A94 measures of a client's
 // connections, for the Transport's TCP connections to its endpoints:
 // connection attempts succeeded and failed, disconnections with their
