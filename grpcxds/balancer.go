@@ -112,8 +112,8 @@ type balancerConnMetrics struct {
 	// connSink is where the SubConns' metrics go, nil when the channel
 	// does not measure them; connEvents the measurements to report once
 	// mu is released.
-	connSink   *connSink
-	connEvents []connEvent
+	connSink   *endpoint.ConnSink
+	connEvents endpoint.ConnEvents
 }
 
 // channelInfo is what the balancer learns of its channel from the
@@ -247,7 +247,7 @@ func (b *xdsBalancer) Close() {
 	plugins := b.rls.closeLocked()
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
-	reportConns(conns)
+	conns.Report()
 	if plugins != nil {
 		plugins.Close()
 	}
@@ -264,7 +264,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 		b.logs = nil
 		conns := b.takeConnEventsLocked()
 		b.mu.Unlock()
-		reportConns(conns)
+		conns.Report()
 		return
 	}
 	if b.set.Settle() {
@@ -282,7 +282,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	b.rls.holds.Publish(b.set)
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
-	reportConns(conns)
+	conns.Report()
 	for _, l := range logs {
 		logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 )
@@ -75,6 +77,11 @@ type TransportOptions struct {
 	// outlier detection finds, ejected or not (gRFC A91's counters; see
 	// OutlierMetrics for the labels). Nil: nothing is measured.
 	OutlierMetrics OutlierMetrics
+	// ConnectionMetrics, if not nil, hears of the connections the
+	// Transport makes to its endpoints: attempts, disconnections and the
+	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
+	// is measured, and connections are net/http's as dialled.
+	ConnectionMetrics ConnectionMetrics
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -111,6 +118,9 @@ type Transport struct {
 	// ready at once (connections are made per request), reported before
 	// the Set settles.
 	pending []*httpConn
+	// closing are connections shut down, whose idle connections close
+	// once mu is released.
+	closing []*httpConn
 	// leafConns are the leaves' connection settings by key, tls their
 	// HandshakeInfos (client_tls.go).
 	leafConns map[string]*leafConn
@@ -132,6 +142,7 @@ type transportSettings struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	faults   *route.Faults
 	retrier  retrier
+	conns    *endpoint.ConnSink // nil: connections are not measured
 }
 
 // published is the pickers of one publication and a channel closed at
@@ -164,6 +175,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	}
 	t.lbClock = lbClock{t.clock}
 	t.retrier = retrier{clock: t.clock, bufferLimit: opts.RetryBufferLimit}
+	t.conns = endpoint.NewConnSink(opts.ConnectionMetrics, "")
 	switch {
 	case t.timeout == 0:
 		t.timeout = DefaultRouteTimeout
@@ -209,7 +221,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		// endpoints' pools (client_limits.go).
 		ConnectionLimits: true}
 	if opts.OutlierMetrics != nil {
-		ccfg.OutlierMetrics = outlierSink{opts.OutlierMetrics}
+		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}
 	t.set = cluster.NewSet((*setHost)(t), t.lbClock, ccfg)
 	t.set.SetClient(t.xc)
@@ -250,7 +262,10 @@ func (t *Transport) Close() error {
 	after := t.set.Close()
 	t.closeTLSLocked()
 	t.pending = nil
+	closing := t.closing
+	t.closing = nil
 	t.mu.Unlock()
+	closeIdle(closing)
 	for _, h := range hosts {
 		if h.cancel != nil {
 			h.cancel()

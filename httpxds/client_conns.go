@@ -106,6 +106,7 @@ type epTag struct {
 	hostname string // the EDS hostname, for auto_host_sni
 	proxy    string // HTTP CONNECT proxy host:port, "" for none
 	dns      *cluster.Resolution
+	labels   *endpoint.ConnLabels // of its connections' metrics, nil for none
 }
 
 // Security implements cluster.Host: the leaf's TLS and HTTP version. A
@@ -138,7 +139,7 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 
 // Endpoint implements cluster.Host: the pool's endpoint of spec's
 // addresses, through its proxy, with its leaf's TLS and HTTP version.
-func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
+func (h *setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
 	if lc == nil || lc.tls == nil || !lc.tls.hi.UsesHostname() {
@@ -151,7 +152,7 @@ func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoi
 	extra += "|" + hostname + "|" + spec.Proxy
 	ep, isNew := pool.Get(spec.Addrs, extra)
 	if isNew {
-		ep.Tag = &epTag{lc: lc, hostname: hostname, proxy: spec.Proxy, dns: spec.DNS}
+		ep.Tag = &epTag{lc: lc, hostname: hostname, proxy: spec.Proxy, dns: spec.DNS, labels: h.connLabels(spec)}
 		if lc != nil {
 			lc.refs++
 		}
@@ -294,6 +295,7 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		c.multiplexed.Store(true)
 	}
 	c.tr = tr
+	t.meterConnsLocked(c, tr)
 	return c, nil
 }
 
@@ -302,13 +304,22 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 // its own work).
 func (c *httpConn) Connect() { c.t.pending = append(c.t.pending, c) }
 
-// Shutdown implements endpoint.Conn: idle connections close now, the
-// others as their requests end.
+// Shutdown implements endpoint.Conn: idle connections close once mu is
+// released (closing a net.Conn may run the user's DialContext's code, and
+// reports its metrics), the others as their requests end.
 func (c *httpConn) Shutdown() {
 	if c.shut.CompareAndSwap(false, true) {
 		close(c.gone)
+		c.t.closing = append(c.t.closing, c)
 	}
-	c.tr.CloseIdleConnections()
+}
+
+// closeIdle closes the idle connections of the endpoints shut down, with
+// mu not held.
+func closeIdle(cs []*httpConn) {
+	for _, c := range cs {
+		c.tr.CloseIdleConnections()
+	}
 }
 
 // afterUse ends a request's use of the endpoint: it no longer holds a
@@ -387,9 +398,10 @@ func (t *Transport) finishAndUnlock() {
 	}
 	after := t.set.Finish()
 	t.pruneLeafConnsLocked()
-	logs := t.logs
-	t.logs = nil
+	logs, closing := t.logs, t.closing
+	t.logs, t.closing = nil, nil
 	t.mu.Unlock()
+	closeIdle(closing)
 	for _, l := range logs {
 		t.logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}

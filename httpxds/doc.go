@@ -255,6 +255,15 @@
 // outlier found, ejected or not (gRFC A91's counters, with the cluster
 // and the detection method, consecutive_5xx included, and an empty
 // target: the Transport's clusters serve every host it routes).
+// TransportOptions.ConnectionMetrics, if set, hears of each TCP
+// connection to an endpoint as gRFC A94 measures a gRPC subchannel's:
+// each dial (TLS handshake included) an attempt succeeded or failed, each
+// connection made one open until it closes, a disconnection with the
+// socket error it was lost with, "subchannel shutdown" when the Transport
+// let it go, or "unknown" (see ConnectionMetrics);
+// metrics/otelxds.NewHTTPConnectionMetrics and
+// metrics/promxds.NewHTTPConnectionCollector record them as
+// goxds.http.client.* (goxds_http_client_*).
 //
 // The connection circuit breakers follow
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking
