@@ -21,9 +21,11 @@
 //     of each direction the configured attributes the adapter knows;
 //     headers are filtered by forward_rules.
 //   - Headers and trailers wait for their answer, whose header_mutation
-//     is applied under mutation_rules (pseudo-headers and host are never
-//     changed; a disallowed change is ignored, or with disallow_is_error
-//     fails the stream; an invalid one fails the stream).
+//     is applied under mutation_rules: a disallowed change is ignored, or
+//     with disallow_is_error fails the stream; an invalid one (gRFC A102:
+//     a pseudo-header, host, a grpc- header, a name or value gRPC cannot
+//     carry) fails the stream. An empty value is set, not removed
+//     (keep_empty_value is not read).
 //   - Bodies, in GRPC mode, are not held: the processor sends back the
 //     messages to use, as many as it likes ([Call.NextClientMessage],
 //     [Call.NextServerMessage]); its end_of_stream on a request body is
