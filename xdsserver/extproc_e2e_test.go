@@ -1,0 +1,468 @@
+package xdsserver_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/xdsserver"
+)
+
+// The external processing filter (gRFC A93) on an xDS-enabled server,
+// configured by go-control-plane's server, calling a fake processor
+// (testutils.ProcServer) that each test scripts.
+
+// procRoutes serves every method (non-forwarding); SayBye's route has
+// sayBye as its typed_per_filter_config for the filter "proc", when set.
+func procRoutes(sayByeOverride *anypb.Any) *routev3.RouteConfiguration {
+	nf := &routev3.Route_NonForwardingAction{NonForwardingAction: &routev3.NonForwardingAction{}}
+	bye := &routev3.Route{Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Path{Path: sayBye}}, Action: nf}
+	if sayByeOverride != nil {
+		bye.TypedPerFilterConfig = map[string]*anypb.Any{"proc": sayByeOverride}
+	}
+	return &routev3.RouteConfiguration{Name: "proc-routes", VirtualHosts: []*routev3.VirtualHost{{
+		Name: "all", Domains: []string{"*"},
+		Routes: []*routev3.Route{bye, {Match: &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: "/"}}, Action: nf}},
+	}}}
+}
+
+// procEnv is a serving server (Greeter and Echo) whose chain has filter,
+// with target in the bootstrap's allowed_grpc_services.
+func procEnv(t *testing.T, target string, filter *hcmv3.HttpFilter, rc *routev3.RouteConfiguration) *env {
+	t.Helper()
+	e := newEnvWith(t, testutils.ManagementServerOptions{}, testutils.AllowGRPCService(target))
+	e.srv.RegisterService(&echoDesc, struct{}{})
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, rc, filter)}})
+	e.waitMode(xdsserver.ServingModeServing)
+	return e
+}
+
+// startProc starts a processor answering each request as f says, and
+// counts the streams opened.
+func startProc(t *testing.T, f func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)) (*testutils.ProcServer, *atomic.Int32) {
+	t.Helper()
+	var streams atomic.Int32
+	each := testutils.ProcessEach(f)
+	p, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
+		streams.Add(1)
+		return each(s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p, &streams
+}
+
+// setHeaders is a mutation setting each key to its value (key, value,
+// key, value...).
+func setHeaders(kv ...string) *procv3.HeaderMutation {
+	m := &procv3.HeaderMutation{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m.SetHeaders = append(m.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])}})
+	}
+	return m
+}
+
+func answerRequestHeaders(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
+	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_RequestHeaders{RequestHeaders: &procv3.HeadersResponse{
+		Response: &procv3.CommonResponse{HeaderMutation: m}}}}
+}
+
+func answerResponseHeaders(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
+	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &procv3.HeadersResponse{
+		Response: &procv3.CommonResponse{HeaderMutation: m}}}}
+}
+
+func answerTrailers(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
+	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &procv3.TrailersResponse{HeaderMutation: m}}}
+}
+
+// answerBody gives back one message (a StringValue of v; none when
+// noMessage), ending the client's messages when eos.
+func answerBody(request bool, v string, eos, noMessage bool) *procv3.ProcessingResponse {
+	var body []byte
+	if !noMessage {
+		body, _ = proto.Marshal(wrapperspb.String(v))
+	}
+	br := &procv3.BodyResponse{Response: &procv3.CommonResponse{BodyMutation: &procv3.BodyMutation{Mutation: &procv3.BodyMutation_StreamedResponse{
+		StreamedResponse: &procv3.StreamedBodyResponse{Body: body, EndOfStream: eos, EndOfStreamWithoutMessage: eos && noMessage}}}}}
+	if request {
+		return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_RequestBody{RequestBody: br}}
+	}
+	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
+}
+
+// bodyValue is the StringValue a body event carries ("" for none).
+func bodyValue(t *testing.T, b *procv3.HttpBody) string {
+	v := new(wrapperspb.StringValue)
+	if err := proto.Unmarshal(b.GetBody(), v); err != nil {
+		t.Errorf("body %q is not a StringValue: %v", b.GetBody(), err)
+	}
+	return v.GetValue()
+}
+
+func headerValue(h *corev3.HeaderMap, key string) string {
+	for _, v := range h.GetHeaders() {
+		if v.GetKey() == key {
+			return string(v.GetRawValue())
+		}
+	}
+	return ""
+}
+
+// The processor sees the client's headers (with :path, and the
+// attributes configured) and its changes reach the handler: a header set,
+// one removed; it changes the server's headers and trailers too, which
+// the client gets.
+func TestExtProcHeadersMutated(t *testing.T) {
+	seen := make(chan *procv3.ProcessingRequest, 64)
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		seen <- r
+		switch {
+		case r.GetRequestHeaders() != nil:
+			m := setHeaders("x-proc", "yes")
+			m.RemoveHeaders = []string{"x-drop"}
+			return []*procv3.ProcessingResponse{answerRequestHeaders(m)}, nil
+		case r.GetResponseHeaders() != nil:
+			return []*procv3.ProcessingResponse{answerResponseHeaders(setHeaders("x-resp", "changed"))}, nil
+		case r.GetResponseTrailers() != nil:
+			return []*procv3.ProcessingResponse{answerTrailers(setHeaders("x-trl", "t"))}, nil
+		}
+		return nil, nil
+	})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
+		m.RequestAttributes = []string{"request.path", "source.address"}
+	}), procRoutes(nil))
+	conn := e.dial()
+
+	ctx := metadata.AppendToOutgoingContext(e.ctx, "x-drop", "d", "x-keep", "k")
+	var hdr, trl metadata.MD
+	got, err := echo(ctx, conn, "x-proc", grpc.Header(&hdr), grpc.Trailer(&trl))
+	if err != nil || got != "yes" {
+		t.Fatalf("the handler saw x-proc %q (err %v), want yes", got, err)
+	}
+	if got, err := echo(ctx, conn, "x-drop"); err != nil || got != "" {
+		t.Fatalf("the handler saw x-drop %q (err %v), want it removed", got, err)
+	}
+	if got, err := echo(ctx, conn, "x-keep"); err != nil || got != "k" {
+		t.Fatalf("the handler saw x-keep %q (err %v), want k", got, err)
+	}
+	if hdr.Get("x-resp") == nil || hdr.Get("x-resp")[0] != "changed" || trl.Get("x-trl") == nil || trl.Get("x-trl")[0] != "t" {
+		t.Fatalf("the client got headers %v, trailers %v; want x-resp: changed, x-trl: t", hdr, trl)
+	}
+	first := <-seen
+	h := first.GetRequestHeaders().GetHeaders()
+	if headerValue(h, ":path") != echoMethod || headerValue(h, "x-drop") != "d" {
+		t.Errorf("the processor saw client headers %v", h)
+	}
+	attrs := first.GetAttributes()["envoy.filters.http.ext_proc"].GetFields()
+	if attrs["request.path"].GetStringValue() != echoMethod || attrs["source.address"].GetStringValue() != "127.0.0.1" {
+		t.Errorf("attributes %v", attrs)
+	}
+	if first.GetProtocolConfig() == nil {
+		t.Errorf("the first message has no protocol_config")
+	}
+	var trailers *procv3.ProcessingRequest
+	for trailers == nil {
+		if r := <-seen; r.GetResponseTrailers() != nil {
+			trailers = r
+		}
+	}
+	if headerValue(trailers.GetResponseTrailers().GetTrailers(), "grpc-status") != "0" {
+		t.Errorf("the processor saw trailers %v, want grpc-status 0", trailers.GetResponseTrailers().GetTrailers())
+	}
+}
+
+// marking is a processor in GRPC body mode for both directions that
+// appends "-proc" to every client message (its end_of_stream kept) and
+// wraps every server message in <>, and answers headers and trailers
+// unchanged.
+func marking(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	switch {
+	case r.GetRequestHeaders() != nil:
+		return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+	case r.GetResponseHeaders() != nil:
+		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+	case r.GetResponseTrailers() != nil:
+		return []*procv3.ProcessingResponse{answerTrailers(nil)}, nil
+	case r.GetRequestBody() != nil:
+		b := r.GetRequestBody()
+		v, _ := unmarshalString(b.GetBody())
+		if !b.GetEndOfStreamWithoutMessage() {
+			v += "-proc"
+		}
+		return []*procv3.ProcessingResponse{answerBody(true, v, b.GetEndOfStream(), b.GetEndOfStreamWithoutMessage())}, nil
+	case r.GetResponseBody() != nil:
+		v, _ := unmarshalString(r.GetResponseBody().GetBody())
+		return []*procv3.ProcessingResponse{answerBody(false, "<"+v+">", false, false)}, nil
+	}
+	return nil, nil
+}
+
+func unmarshalString(b []byte) (string, error) {
+	v := new(wrapperspb.StringValue)
+	err := proto.Unmarshal(b, v)
+	return v.GetValue(), err
+}
+
+func grpcBodies(m *extprocv3.ExternalProcessor) {
+	m.ProcessingMode = &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_GRPC,
+		ResponseBodyMode: extprocv3.ProcessingMode_GRPC, ResponseTrailerMode: extprocv3.ProcessingMode_SEND}
+}
+
+// In GRPC body mode the handler gets the processor's messages, and the
+// client the processor's replies: for a unary RPC (its request and
+// response each replaced) and a bidirectional stream.
+func TestExtProcMessagesReplaced(t *testing.T) {
+	p, _ := startProc(t, marking)
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), grpcBodies), procRoutes(nil))
+	conn := e.dial()
+
+	// The client asks for x-up; the processor makes it x-up-proc, whose
+	// value the handler answers with, and wraps the answer.
+	ctx := metadata.AppendToOutgoingContext(e.ctx, "x-up", "wrong", "x-up-proc", "found")
+	if got, err := echo(ctx, conn, "x-up"); err != nil || got != "<found>" {
+		t.Fatalf("unary: got %q, %v; want <found>", got, err)
+	}
+
+	st, err := conn.NewStream(e.ctx, &greeterDesc.Streams[0], chatMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"a", "bc"} {
+		if err := st.SendMsg(wrapperspb.String(m)); err != nil {
+			t.Fatal(err)
+		}
+		out := new(wrapperspb.StringValue)
+		if err := st.RecvMsg(out); err != nil {
+			t.Fatal(err)
+		}
+		if want := "<" + m + "-proc>"; out.GetValue() != want {
+			t.Fatalf("chat: sent %q, got %q, want %q", m, out.GetValue(), want)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(new(wrapperspb.StringValue)); !errors.Is(err, io.EOF) {
+		t.Fatalf("chat after the half-close: %v, want the stream's OK end", err)
+	}
+}
+
+// An immediate response ends the RPC with its grpc_status and details,
+// before the handler runs when it answers the client's headers, and with
+// the status it sets when it answers the trailers.
+func TestExtProcImmediateResponse(t *testing.T) {
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		switch {
+		case r.GetRequestHeaders() != nil:
+			if headerValue(r.GetRequestHeaders().GetHeaders(), ":path") == sayHello {
+				return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+					GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.PermissionDenied)}, Details: "go away"}}}}, nil
+			}
+			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+		case r.GetResponseTrailers() != nil:
+			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.DataLoss)}, Details: "lost", Headers: setHeaders("x-why", "because")}}}}, nil
+		}
+		return nil, nil
+	})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode = &extprocv3.ProcessingMode{ResponseHeaderMode: extprocv3.ProcessingMode_SKIP, ResponseTrailerMode: extprocv3.ProcessingMode_SEND}
+	}), procRoutes(nil))
+	conn := e.dial()
+	err := call(e.ctx, conn, sayHello)
+	if s := status.Convert(err); s.Code() != codes.PermissionDenied || s.Message() != "go away" {
+		t.Fatalf("SayHello: %v, want PermissionDenied: go away", err)
+	}
+	var trl metadata.MD
+	err = call(e.ctx, conn, sayBye, grpc.Trailer(&trl))
+	if s := status.Convert(err); s.Code() != codes.DataLoss || s.Message() != "lost" || trl.Get("x-why") == nil {
+		t.Fatalf("SayBye: %v with trailers %v, want DataLoss: lost and x-why", err, trl)
+	}
+}
+
+// A processor that cannot be reached fails the RPC with INTERNAL, or with
+// failure_mode_allow lets it through untouched.
+func TestExtProcUnreachable(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := "passthrough:///" + lis.Addr().String()
+	lis.Close() // nothing listens there now
+	for _, allow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deny", true: "failure_mode_allow"}[allow], func(t *testing.T) {
+			e := procEnv(t, target, testutils.ExtProcFilter(target, func(m *extprocv3.ExternalProcessor) { m.FailureModeAllow = allow }), procRoutes(nil))
+			err := call(e.ctx, e.dial(), sayHello)
+			if allow && err != nil {
+				t.Fatalf("with failure_mode_allow: %v, want the RPC served", err)
+			}
+			if !allow && status.Code(err) != codes.Internal {
+				t.Fatalf("%v, want INTERNAL", err)
+			}
+		})
+	}
+}
+
+// A route whose FilterConfig disables the filter is served without the
+// processor; an ExtProcPerRoute override's processing_mode replaces the
+// filter's on its route.
+func TestExtProcPerRoute(t *testing.T) {
+	seen := make(chan string, 64)
+	p, streams := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		switch {
+		case r.GetRequestHeaders() != nil:
+			seen <- "request_headers"
+			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+		case r.GetResponseHeaders() != nil:
+			seen <- "response_headers"
+			return []*procv3.ProcessingResponse{answerResponseHeaders(setHeaders("x-resp", "p"))}, nil
+		}
+		return nil, nil
+	})
+	filter := testutils.ExtProcFilter(p.Target(), nil)
+	t.Run("disabled", func(t *testing.T) {
+		e := procEnv(t, p.Target(), filter, procRoutes(testutils.MarshalAny(&routev3.FilterConfig{Disabled: true})))
+		conn := e.dial()
+		if err := call(e.ctx, conn, sayBye); err != nil {
+			t.Fatal(err)
+		}
+		if n := streams.Load(); n != 0 {
+			t.Fatalf("%d processing streams for a route that disables the filter, want 0", n)
+		}
+		if err := call(e.ctx, conn, sayHello); err != nil || streams.Load() != 1 {
+			t.Fatalf("SayHello: %v with %d streams, want 1", err, streams.Load())
+		}
+		if a, b := <-seen, <-seen; a != "request_headers" || b != "response_headers" {
+			t.Fatalf("SayHello's events: %s, %s", a, b)
+		}
+	})
+	t.Run("overrides", func(t *testing.T) {
+		override := testutils.MarshalAny(&extprocv3.ExtProcPerRoute{Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
+			ProcessingMode: &extprocv3.ProcessingMode{RequestHeaderMode: extprocv3.ProcessingMode_SKIP},
+		}}})
+		e := procEnv(t, p.Target(), filter, procRoutes(override))
+		var hdr metadata.MD
+		if err := call(e.ctx, e.dial(), sayBye, grpc.Header(&hdr)); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-seen; got != "response_headers" || hdr.Get("x-resp") == nil {
+			t.Fatalf("first event %s, response headers %v; want response_headers only (request_header_mode SKIP), and x-resp", got, hdr)
+		}
+	})
+}
+
+// A change gRFC A102 forbids (a grpc- header, host, a pseudo-header)
+// fails the processing stream: the RPC fails with INTERNAL, or with
+// failure_mode_allow goes on with its headers unchanged.
+func TestExtProcForbiddenMutation(t *testing.T) {
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetRequestHeaders() != nil {
+			return []*procv3.ProcessingResponse{answerRequestHeaders(setHeaders("x-proc", "yes", "grpc-timeout", "1n"))}, nil
+		}
+		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+	})
+	for _, allow := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deny", true: "failure_mode_allow"}[allow], func(t *testing.T) {
+			e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) { m.FailureModeAllow = allow }), procRoutes(nil))
+			got, err := echo(e.ctx, e.dial(), "x-proc")
+			if !allow {
+				if status.Code(err) != codes.Internal || !strings.Contains(status.Convert(err).Message(), "grpc-timeout") {
+					t.Fatalf("%v, want INTERNAL naming grpc-timeout", err)
+				}
+				return
+			}
+			if err != nil || got != "" {
+				t.Fatalf("the handler saw x-proc %q (err %v), want the headers unchanged", got, err)
+			}
+		})
+	}
+}
+
+// The GrpcService's timeout bounds the processing stream (gRFC A102): a
+// processor that never answers fails the RPC with INTERNAL once it
+// passes.
+func TestExtProcTimeout(t *testing.T) {
+	p, _ := startProc(t, func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) { return nil, nil })
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.GrpcService.Timeout = durationpb.New(100 * time.Millisecond)
+	}), procRoutes(nil))
+	if err := call(e.ctx, e.dial(), sayHello); status.Code(err) != codes.Internal {
+		t.Fatalf("%v, want INTERNAL", err)
+	}
+}
+
+// In observability mode the processor hears every event, marked so, and
+// the RPC goes on without waiting for it.
+func TestExtProcObservabilityMode(t *testing.T) {
+	seen := make(chan *procv3.ProcessingRequest, 64)
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		seen <- r
+		return nil, nil // never answers
+	})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		grpcBodies(m)
+		m.ObservabilityMode = true
+		// Long enough for every event to reach the processor before the
+		// stream closes (the half-close at the RPC's end lets it end the
+		// stream itself); the server's Stop ends it anyway.
+		m.DeferredCloseTimeout = durationpb.New(time.Hour)
+	}), procRoutes(nil))
+	if got, err := echo(metadata.AppendToOutgoingContext(e.ctx, "x-a", "v"), e.dial(), "x-a"); err != nil || got != "v" {
+		t.Fatalf("got %q, %v; want v", got, err)
+	}
+	var kinds []string
+	for len(kinds) == 0 || kinds[len(kinds)-1] != "response_trailers" {
+		var r *procv3.ProcessingRequest
+		select {
+		case r = <-seen:
+		case <-e.ctx.Done():
+			t.Fatalf("the processor heard %v, and nothing more", kinds)
+		}
+		if !r.GetObservabilityMode() {
+			t.Errorf("%v not marked observability_mode", r)
+		}
+		switch {
+		case r.GetRequestHeaders() != nil:
+			kinds = append(kinds, "request_headers")
+		case r.GetRequestBody() != nil:
+			kinds = append(kinds, "request_body")
+		case r.GetResponseHeaders() != nil:
+			kinds = append(kinds, "response_headers")
+		case r.GetResponseBody() != nil:
+			if v := bodyValue(t, r.GetResponseBody()); v != "v" {
+				t.Errorf("response body %q, want v", v)
+			}
+			kinds = append(kinds, "response_body")
+		case r.GetResponseTrailers() != nil:
+			kinds = append(kinds, "response_trailers")
+		}
+	}
+	// The request's message, then its half-close.
+	if got, want := strings.Join(kinds, ","), "request_headers,request_body,request_body,response_headers,response_body,response_trailers"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
+}
