@@ -466,3 +466,25 @@ func TestExtProcObservabilityMode(t *testing.T) {
 		t.Fatalf("events %s, want %s", got, want)
 	}
 }
+
+// An immediate response in answer to a client message of a stream ends
+// the stream with its status while the handler waits for the message.
+func TestExtProcImmediateResponseMidStream(t *testing.T) {
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		switch {
+		case r.GetRequestHeaders() != nil:
+			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+		case r.GetRequestBody() != nil:
+			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.Aborted)}, Details: "enough"}}}}, nil
+		}
+		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+	})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.RequestBodyMode = extprocv3.ProcessingMode_GRPC
+	}), procRoutes(nil))
+	err := chat(e.ctx, e.dial())
+	if s := status.Convert(err); s.Code() != codes.Aborted || s.Message() != "enough" {
+		t.Fatalf("%v, want Aborted: enough", err)
+	}
+}

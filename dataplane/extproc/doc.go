@@ -57,7 +57,7 @@
 // deadlock the case the gRFC describes (an application that writes much
 // before it reads, while the processor answers many server messages).
 // The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
-// and trace propagation are not implemented. The adapters (a gRPC
-// processing stream, and the client and server runtimes) are not written
-// yet.
+// and trace propagation are not implemented. The adapters:
+// internal/extprocgrpc (the gRPC processing stream) and xdsserver (the
+// server runtime); a client runtime is not written yet.
 package extproc
