@@ -11,10 +11,13 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	rbacv3 "github.com/envoyproxy/go-control-plane/envoy/config/rbac/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	rbacfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/rbac/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -50,9 +53,15 @@ func procRoutes(sayByeOverride *anypb.Any) *routev3.RouteConfiguration {
 // with target in the bootstrap's allowed_grpc_services.
 func procEnv(t *testing.T, target string, filter *hcmv3.HttpFilter, rc *routev3.RouteConfiguration) *env {
 	t.Helper()
+	return procEnvChain(t, target, rc, filter)
+}
+
+// procEnvChain is procEnv with a chain of filters.
+func procEnvChain(t *testing.T, target string, rc *routev3.RouteConfiguration, filters ...*hcmv3.HttpFilter) *env {
+	t.Helper()
 	e := newEnvWith(t, testutils.ManagementServerOptions{}, testutils.AllowGRPCService(target))
 	e.srv.RegisterService(&echoDesc, struct{}{})
-	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, rc, filter)}})
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{e.serverListener(nil, rc, filters...)}})
 	e.waitMode(xdsserver.ServingModeServing)
 	return e
 }
@@ -486,5 +495,113 @@ func TestExtProcImmediateResponseMidStream(t *testing.T) {
 	err := chat(e.ctx, e.dial())
 	if s := status.Convert(err); s.Code() != codes.Aborted || s.Message() != "enough" {
 		t.Fatalf("%v, want Aborted: enough", err)
+	}
+}
+
+// Two processing filters around RBAC: RBAC, and the second filter, see
+// the first one's header change; the response's headers go through the
+// second filter, then the first. An RPC RBAC denies ends as Trailers-Only:
+// the first filter's processor hears response headers with end_of_stream
+// and no trailers event (which it asks for); the second filter never
+// starts.
+func TestExtProcChainAndTrailersOnly(t *testing.T) {
+	type event struct {
+		filter string
+		kind   string
+		eos    bool
+	}
+	events := make(chan event, 64)
+	p, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
+		filter := ""
+		for {
+			r, err := s.Recv()
+			if err != nil {
+				return nil
+			}
+			var resp *procv3.ProcessingResponse
+			switch {
+			case r.GetRequestHeaders() != nil:
+				// The second filter's stream sees the first's change.
+				filter, resp = "first", answerRequestHeaders(setHeaders("x-proc", "yes"))
+				if headerValue(r.GetRequestHeaders().GetHeaders(), "x-proc") == "yes" {
+					filter, resp = "second", answerRequestHeaders(nil)
+				}
+				events <- event{filter, "request_headers", false}
+			case r.GetResponseHeaders() != nil:
+				events <- event{filter, "response_headers", r.GetResponseHeaders().GetEndOfStream()}
+				resp = answerResponseHeaders(setHeaders("x-order", filter))
+			case r.GetResponseTrailers() != nil:
+				events <- event{filter, "response_trailers", false}
+				resp = answerTrailers(nil)
+			default:
+				events <- event{filter, "other", false}
+				continue
+			}
+			if err := s.Send(resp); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	rbac := rbacWith(&rbacfilterv3.RBAC{Rules: &rbacv3.RBAC{
+		Action: rbacv3.RBAC_ALLOW,
+		Policies: map[string]*rbacv3.Policy{"hello-with-x-proc": {
+			Permissions: []*rbacv3.Permission{{Rule: &rbacv3.Permission_AndRules{AndRules: &rbacv3.Permission_Set{Rules: []*rbacv3.Permission{
+				{Rule: &rbacv3.Permission_Header{Header: &routev3.HeaderMatcher{Name: "x-proc",
+					HeaderMatchSpecifier: &routev3.HeaderMatcher_ExactMatch{ExactMatch: "yes"}}}},
+				{Rule: &rbacv3.Permission_UrlPath{UrlPath: &matcherv3.PathMatcher{Rule: &matcherv3.PathMatcher_Path{
+					Path: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: sayHello}}}}}},
+			}}}}},
+			Principals: []*rbacv3.Principal{{Identifier: &rbacv3.Principal_Any{Any: true}}},
+		}},
+	}})
+	second := testutils.ExtProcFilter(p.Target(), nil)
+	second.Name = "proc-2"
+	// The first filter asks for trailers too: a Trailers-Only response
+	// has none to send it.
+	first := testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
+	})
+	e := procEnvChain(t, p.Target(), procRoutes(nil), first, rbac, second)
+	conn := e.dial()
+	next := func() event {
+		t.Helper()
+		select {
+		case ev := <-events:
+			return ev
+		case <-e.ctx.Done():
+			t.Fatal("no event")
+			return event{}
+		}
+	}
+
+	var hdr metadata.MD
+	if err := call(e.ctx, conn, sayHello, grpc.Header(&hdr)); err != nil {
+		t.Fatalf("SayHello: %v, want RBAC to see the processor's x-proc", err)
+	}
+	if got := strings.Join(hdr.Get("x-order"), ","); got != "second,first" {
+		t.Errorf("response header x-order %q, want second,first", got)
+	}
+	for range 5 {
+		next() // both filters' request and response headers, the first's trailers
+	}
+
+	err = call(e.ctx, conn, sayBye)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("SayBye: %v, want PERMISSION_DENIED", err)
+	}
+	want := []event{{"first", "request_headers", false}, {"first", "response_headers", true}}
+	for _, w := range want {
+		if got := next(); got != w {
+			t.Fatalf("event %+v, want %+v", got, w)
+		}
+	}
+	select {
+	case ev := <-events:
+		t.Fatalf("unexpected event %+v after the Trailers-Only response", ev)
+	default:
 	}
 }
