@@ -456,3 +456,46 @@ func TestExtProcChainAndTrailersOnly(t *testing.T) {
 	default:
 	}
 }
+
+// request_drain: the processor answers the first client message and asks
+// for a drain; the filter half-closes its stream, the processor ends it
+// with OK, and the stream's later messages go on untouched.
+func TestExtProcDrain(t *testing.T) {
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		switch {
+		case r.GetRequestHeaders() != nil:
+			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+		case r.GetRequestBody() != nil:
+			v, _ := unmarshalString(r.GetRequestBody().GetBody())
+			resp := answerBody(true, v+"-proc", false, false)
+			resp.RequestDrain = true
+			return []*procv3.ProcessingResponse{resp}, nil
+		}
+		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+	})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.RequestBodyMode = extprocv3.ProcessingMode_GRPC
+	}), procRoutes(nil))
+	st, err := e.dial().NewStream(e.ctx, &greeterDesc.Streams[0], chatMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ send, want string }{{"a", "a-proc"}, {"b", "b"}, {"c", "c"}} {
+		if err := st.SendMsg(wrapperspb.String(tc.send)); err != nil {
+			t.Fatal(err)
+		}
+		out := new(wrapperspb.StringValue)
+		if err := st.RecvMsg(out); err != nil {
+			t.Fatalf("after sending %q: %v", tc.send, err)
+		}
+		if out.GetValue() != tc.want {
+			t.Fatalf("sent %q, got %q, want %q", tc.send, out.GetValue(), tc.want)
+		}
+	}
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecvMsg(new(wrapperspb.StringValue)); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the half-close: %v, want the stream's OK end", err)
+	}
+}
