@@ -44,14 +44,22 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 		// failure_mode_allow may let through.
 		client = failingProcClient{err}
 	}
+	real := grpc.ServerTransportStreamFromContext(ctx)
+	if real == nil {
+		return nil, ctx, status.Error(codes.Internal, "xdsserver: ext_proc: RPC without a ServerTransportStream")
+	}
 	call := extproc.New(s.procOwner, c, client).NewCall(ctx, procAttributes(method, md, local, remote))
 	h := make(map[string][]string, len(md)+2)
 	for k, v := range md {
 		h[k] = v
 	}
 	h[":path"], h[":method"] = []string{method}, []string{"POST"}
+	// The RPC's end (its deadline, the client's cancel) ends the filter's
+	// waits for the processor, this first one included.
+	stopDone := context.AfterFunc(ctx, call.Done)
 	out, err := call.ClientHeaders(h)
 	if err != nil {
+		stopDone()
 		call.Done()
 		return nil, ctx, procStatus(err)
 	}
@@ -60,11 +68,6 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 	delete(out, ":path")
 	delete(out, ":method")
 	ctx = metadata.NewIncomingContext(ctx, metadata.MD(out))
-	real := grpc.ServerTransportStreamFromContext(ctx)
-	if real == nil {
-		call.Done()
-		return nil, ctx, status.Error(codes.Internal, "xdsserver: ext_proc: RPC without a ServerTransportStream")
-	}
 	rpcCtx := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	p := newProcRPC(rpcCtx, ctx, call, c.Modes, real)
@@ -78,9 +81,7 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 				cancel()
 			}
 		}),
-		// The RPC's end (its deadline, the client's cancel) ends the
-		// filter's waits for the processor.
-		context.AfterFunc(rpcCtx, call.Done),
+		stopDone,
 	}
 	return p, grpc.NewContextWithServerTransportStream(ctx, p), nil
 }

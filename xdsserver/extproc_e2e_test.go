@@ -1,6 +1,7 @@
 package xdsserver_test
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -497,5 +498,39 @@ func TestExtProcDrain(t *testing.T) {
 	}
 	if err := st.RecvMsg(new(wrapperspb.StringValue)); !errors.Is(err, io.EOF) {
 		t.Fatalf("after the half-close: %v, want the stream's OK end", err)
+	}
+}
+
+// The RPC's deadline bounds the wait for the processor: a processor that
+// never answers fails the RPC with DEADLINE_EXCEEDED at the client's
+// deadline, and the filter then ends its processing stream, rather than
+// wait on for the answer.
+func TestExtProcRPCDeadline(t *testing.T) {
+	ended := make(chan error, 1)
+	p, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+		_, err := s.Recv() // never answered: ends when the filter ends the stream
+		ended <- err
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), nil), procRoutes(nil))
+	ctx, cancel := context.WithTimeout(e.ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := call(ctx, e.dial(), sayHello); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("%v, want DEADLINE_EXCEEDED", err)
+	}
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.Canceled {
+			t.Errorf("the processing stream ended with %v, want CANCELLED", err)
+		}
+	case <-e.ctx.Done():
+		t.Fatal("the processing stream outlived its RPC")
 	}
 }

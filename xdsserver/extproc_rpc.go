@@ -52,7 +52,9 @@ type procRPC struct {
 	hdrReady    chan struct{}
 	senderDone  chan struct{} // closed when the sender ends; nil until it starts
 	sendErr     error         // why the sender failed the RPC
-	recvCancel  context.CancelCauseFunc
+	// failTrailerSet: the trailers of the filter's failure were set.
+	failTrailerSet bool
+	recvCancel     context.CancelCauseFunc
 }
 
 func newProcRPC(rpcCtx, ctx context.Context, call *extproc.Call, modes resources.ExtProcModes, real grpc.ServerTransportStream) *procRPC {
@@ -246,7 +248,13 @@ func (p *procRPC) failure() error {
 	}
 	var st *extproc.Status
 	if errors.As(err, &st) && st.Trailers != nil {
-		p.forwardTrailer(st.Trailers)
+		p.mu.Lock()
+		first := !p.failTrailerSet
+		p.failTrailerSet = true
+		p.mu.Unlock()
+		if first {
+			p.forwardTrailer(st.Trailers)
+		}
 	}
 	return procStatus(err)
 }
