@@ -77,17 +77,21 @@
 // message goes to the processor serialized, and the handler and the
 // client get the processor's messages instead, as many as it sends
 // (a unary RPC must get exactly one each way, else INTERNAL): messages
-// must be protocol buffers. A change to a header gRFC A102 forbids
-// (host, a pseudo-header, grpc-*), an answer out of order or a failed
-// stream fails the RPC with INTERNAL, unless failure_mode_allow lets it
-// on untouched (until a message was sent); an immediate response ends it
-// with its status, cancelling the handler's context (a handler waiting
-// for a client message with request_body_mode NONE notices when it
-// returns). The GrpcService's timeout is the stream's deadline;
-// message_timeout is ignored, as the gRFC says. Not done: the gRFC's
-// flow-control messages, its metrics, trace propagation; response
-// attributes (the request's are :authority, path, method, protocol,
-// user agent, referer, x-request-id and the addresses).
+// must be protocol buffers, and the processor's are sent uncompressed.
+// Inside the filter a handler's grpc.SetSendCompressor and
+// grpc.ClientSupportedCompressors fail: they need grpc-go's own
+// ServerTransportStream, which the filter wraps. A change to a header
+// gRFC A102 forbids (host, a pseudo-header, grpc-*), an answer out of
+// order or a failed stream fails the RPC with INTERNAL, unless
+// failure_mode_allow lets it on untouched (until a message was sent); an
+// immediate response ends it with its status, cancelling the handler's
+// context (a handler waiting for a client message with request_body_mode
+// NONE notices when it returns). The GrpcService's timeout is the
+// stream's deadline, and the RPC's end ends the stream; message_timeout
+// is ignored, as the gRFC says. Not done: the gRFC's flow-control
+// messages, its metrics, trace propagation; response attributes (the
+// request's are :authority, path, method, protocol, user agent, referer,
+// x-request-id and the addresses).
 //
 // # Security
 //

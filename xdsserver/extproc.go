@@ -48,6 +48,17 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 	if real == nil {
 		return nil, ctx, status.Error(codes.Internal, "xdsserver: ext_proc: RPC without a ServerTransportStream")
 	}
+	if c.Modes.ResponseBody && !c.ObservabilityMode {
+		// gRFC A93: the processor's messages are not compressed, since
+		// whether the handler's could be (a sensitive payload) does not
+		// carry over to them. grpc-go's per-RPC setting, on the transport's
+		// own stream (an earlier processing filter wraps it).
+		base := real
+		for pr, ok := base.(*procRPC); ok; pr, ok = base.(*procRPC) {
+			base = pr.real
+		}
+		_ = grpc.SetSendCompressor(grpc.NewContextWithServerTransportStream(ctx, base), "identity")
+	}
 	call := extproc.New(s.procOwner, c, client).NewCall(ctx, procAttributes(method, md, local, remote))
 	h := make(map[string][]string, len(md)+2)
 	for k, v := range md {

@@ -17,7 +17,10 @@ import (
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -532,5 +535,43 @@ func TestExtProcRPCDeadline(t *testing.T) {
 		}
 	case <-e.ctx.Done():
 		t.Fatal("the processing stream outlived its RPC")
+	}
+}
+
+// compressions records the compression of each response's headers a
+// client hears.
+type compressions chan string
+
+func (c compressions) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (c compressions) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok && h.Client {
+		c <- h.Compression
+	}
+}
+func (c compressions) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c compressions) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// The processor's messages are sent uncompressed (gRFC A93), where the
+// server would otherwise answer a gzip client with gzip.
+func TestExtProcRepliesUncompressed(t *testing.T) {
+	p, _ := startProc(t, marking)
+	noBodies := testutils.MarshalAny(&extprocv3.ExtProcPerRoute{Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
+		ProcessingMode: &extprocv3.ProcessingMode{},
+	}}})
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), grpcBodies), procRoutes(noBodies))
+	got := make(compressions, 4)
+	conn, err := grpc.NewClient(e.lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, tc := range []struct{ method, want string }{{sayBye, "gzip"}, {sayHello, "identity"}} {
+		out := new(wrapperspb.StringValue)
+		if err := conn.Invoke(e.ctx, tc.method, wrapperspb.String("hi"), out, grpc.UseCompressor(gzip.Name)); err != nil {
+			t.Fatalf("%s: %v", tc.method, err)
+		}
+		if c := <-got; c != tc.want {
+			t.Errorf("%s answered with compression %q, want %q", tc.method, c, tc.want)
+		}
 	}
 }
