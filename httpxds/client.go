@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/watchers"
 )
 
 // DefaultRouteTimeout is the timeout of a request whose route sets none:
@@ -112,6 +113,10 @@ type Transport struct {
 	tls       map[string]*clientTLS
 	logs      []logLine
 	sweep     client.Timer // the host idle sweep; nil when not armed
+	// applied, if set (tests, through export_test.go), hears of each
+	// configuration a host takes, or its error, once requests route by
+	// it: called on the client's callback goroutine, with mu released.
+	applied func(host, authority string, s *watchers.Snapshot, err error)
 	// wg counts the DNS lookups in flight.
 	wg sync.WaitGroup
 }

@@ -171,8 +171,12 @@ func (h *hostWatch) Update(s *watchers.Snapshot) {
 	t.updateSetLocked(h, prevSnap)
 	t.logLocked(slog.LevelDebug, "xDS configuration applied", "host", h.key.host, "listener", h.listener,
 		"route_config", s.RouteConfig.Name, "virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
+	applied := t.applied
 	t.finishAndUnlock()
 	h.setState(&hostState{cfg: cfg})
+	if applied != nil {
+		applied(h.key.host, h.key.authority, s, nil)
+	}
 }
 
 // ResourceError implements watchers.TreeWatcher: the host has no usable
@@ -191,8 +195,12 @@ func (h *hostWatch) ResourceError(err error) {
 		t.updateSetLocked(h, nil)
 	}
 	t.logLocked(slog.LevelWarn, "no usable xDS configuration: requests to the host fail until there is one", "host", h.key.host, "err", err)
+	applied := t.applied
 	t.finishAndUnlock()
 	h.setState(&hostState{err: herr})
+	if applied != nil {
+		applied(h.key.host, h.key.authority, nil, herr)
+	}
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in
