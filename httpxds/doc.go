@@ -73,8 +73,9 @@
 //     to Options.Logger at debug level); fault injection (delay,
 //     abort with an HTTP status, both header-controllable by Envoy's
 //     x-envoy-fault-* headers) answers "fault filter abort" with the
-//     status. A filter this server has no code for fails the request
-//     (503) rather than being skipped.
+//     status; external authorization (ext_authz, below). A filter this
+//     server has no code for fails the request (503) rather than being
+//     skipped.
 //  5. The route's action: non_forwarding_action serves the handler, with
 //     the request and response header mutations of the route, its virtual
 //     host and its route configuration (request_headers_to_add/remove,
@@ -100,6 +101,33 @@
 // RBAC's url_path sees the normalized path without the query; a :path
 // header matcher (in RBAC and in routing) sees the normalized path with
 // the query as received, as Envoy's :path holds it.
+//
+// # External authorization
+//
+// The ext_authz filter asks the authorization service of its grpc_service
+// (gRFC A102's trust rules, the channel kept until the server stops)
+// with Envoy's HTTP semantics
+// (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter);
+// the decision is dataplane/extauthz's, as on an xdsserver (gRFC A92). The
+// service is told the request's method, host, :path with the query,
+// scheme, protocol, size and headers (Envoy's pseudo-headers included,
+// filtered by allowed_headers and disallowed_headers), the peer, and with
+// with_request_body its body (raw_body with pack_as_bytes) and
+// x-envoy-auth-partial-body; a body over max_request_bytes is answered
+// 413 before the service is asked, unless allow_partial_message. An
+// allowed request reaches the filters after it and the handler with the
+// service's header changes, and its response gets
+// response_headers_to_add. A denial is answered with the service's status
+// (403 when it gives none), its headers and body. A call that fails, and
+// deny_at_disable, answer status_on_error (403 when unset) unless
+// failure_mode_allow lets the request on; a header change the
+// decoder_header_mutation_rules disallow, with disallow_is_error, 500.
+// Why is logged as a warning; the caller learns only that the filter
+// refused. ExtAuthzPerRoute is honoured: disabled skips the filter for
+// its route, check_settings give context_extensions, with_request_body
+// and disable_request_body_buffering (the most specific override wins;
+// they are not merged). Not done: http_service (refused when the
+// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache.
 //
 // # Security
 //

@@ -84,7 +84,8 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Host, path, rc.Name, vh.Name, l.core.Name())
 		return
 	}
-	if !g.runFilters(w, req, cs.fc, vh, rt, rc) {
+	w, ok := g.runFilters(w, req, cs.fc, vh, rt, rc)
+	if !ok {
 		return
 	}
 	switch rt.Action {
@@ -186,10 +187,11 @@ func withPath(r *http.Request, raw, path string) *http.Request {
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). It answers the request itself and
-// returns false when a filter stops it. A filter this server has no code
-// for fails the request rather than being skipped: it may be a security
-// filter.
-func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resources.FilterChain, vh *resources.VirtualHost, rt *resources.Route, rc *resources.RouteConfig) bool {
+// returns false when a filter stops it; else the writer the response
+// goes through (ext_authz may add response headers). A filter this
+// server has no code for fails the request rather than being skipped: it
+// may be a security filter.
+func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resources.FilterChain, vh *resources.VirtualHost, rt *resources.Route, rc *resources.RouteConfig) (http.ResponseWriter, bool) {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
 		cfg, on := f.EffectiveConfig(rt.FilterOverrides, vh.FilterOverrides)
@@ -214,18 +216,23 @@ func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resourc
 				g.l.s.logger.Debug("httpxds: RBAC: access denied", "method", req.r.Method, "path", req.path,
 					"why", why, "filter", f.Name, "route_configuration", rc.Name)
 				failf(w, http.StatusForbidden, "RBAC: access denied")
-				return false
+				return w, false
 			}
 		case *resources.FaultConfig:
 			if !g.fault(w, req, c) {
-				return false
+				return w, false
+			}
+		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
+			var ok bool
+			if w, ok = g.extAuthz(w, req, f, cfg, rc); !ok {
+				return w, false
 			}
 		default:
 			failf(w, http.StatusServiceUnavailable, "HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
-			return false
+			return w, false
 		}
 	}
-	return true
+	return w, true
 }
 
 // fault applies the fault injection filter (Envoy's HTTPFault, as
