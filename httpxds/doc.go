@@ -127,7 +127,9 @@
 // its route, check_settings give context_extensions, with_request_body
 // and disable_request_body_buffering (the most specific override wins;
 // they are not merged). Not done: http_service (refused when the
-// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache.
+// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache;
+// a header whose name ends in -bin is sent base64-encoded, as the engine
+// does for gRPC metadata.
 //
 // # Security
 //

@@ -189,7 +189,9 @@ func TestServerExtAuthz(t *testing.T) {
 // status_on_error (Envoy's default 403 when unset), unless
 // failure_mode_allow lets it through, with
 // x-envoy-auth-failure-mode-allowed: true when
-// failure_mode_allow_header_add says so.
+// failure_mode_allow_header_add says so. A request filter_enabled leaves
+// out is not checked, and goes on unless deny_at_disable, which answers
+// status_on_error.
 func TestServerExtAuthzServiceDown(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -210,6 +212,16 @@ func TestServerExtAuthzServiceDown(t *testing.T) {
 		{"failure_mode_allow", func(m *extauthzv3.ExtAuthz) {
 			m.FailureModeAllow, m.FailureModeAllowHeaderAdd = true, true
 		}, http.StatusOK, "failure-allowed=true"},
+		// filter_enabled at 0%: the service is not asked, and the
+		// request goes on, or with deny_at_disable gets status_on_error.
+		{"filter_disabled", func(m *extauthzv3.ExtAuthz) {
+			m.FilterEnabled = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{}}
+		}, http.StatusOK, "failure-allowed= "},
+		{"deny_at_disable", func(m *extauthzv3.ExtAuthz) {
+			m.FilterEnabled = &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{}}
+			m.DenyAtDisable = &corev3.RuntimeFeatureFlag{DefaultValue: wrapperspb.Bool(true)}
+			m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_TooManyRequests}
+		}, http.StatusTooManyRequests, "could not authorize"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := authzServerEnv(t, down, tc.change)
