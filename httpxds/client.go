@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -294,6 +295,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		closeBody(req)
 		return nil, err
+	}
+	if l := cfg.snap.Listener; l != nil && (l.StripHostPort != resources.HostPortKeep || l.StripTrailingHostDot) {
+		// The routes and the endpoint see the host the virtual host was
+		// chosen by, as Envoy forwards it.
+		if a := h.vhAuthority(l, authority); a != authority {
+			r2 := *req
+			r2.Host = a
+			req = &r2
+		}
 	}
 	return t.roundTrip(req, cfg)
 }

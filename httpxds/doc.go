@@ -59,7 +59,9 @@
 //     sets strip_matching_host_port (the port is dropped when it is the
 //     listener's) or strip_any_host_port (any port is dropped); then
 //     routing, RBAC's :authority and the handler (Request.Host) see the
-//     host without it, as Envoy forwards it.
+//     host without it, as Envoy forwards it. strip_trailing_host_dot
+//     drops a trailing dot of the name the same way ("example.com.:80"
+//     is "example.com:80").
 //  3. The first route whose path, header (Envoy's pseudo-headers :method,
 //     :authority, :path, :scheme included) and query parameter matchers
 //     all match (the first value of a repeated parameter), and whose
@@ -173,7 +175,11 @@
 // naming the listener and the node ID. The meaning of the configuration
 // is Envoy's, each rule as Envoy's documentation states it:
 //
-//  1. The virtual host for the request's Host (Envoy's domain matching),
+//  1. The virtual host for the request's Host (Envoy's domain matching;
+//     the Host rewritten first as the Listener's connection manager
+//     says: strip_trailing_host_dot drops a trailing dot of the name,
+//     strip_any_host_port any port, strip_matching_host_port the port the
+//     URL names, and the routes and the endpoint then see that Host),
 //     then the first route whose path (prefix, exact, regex,
 //     path-separated prefix, matched on the path as sent), headers
 //     (:method, :authority, :path, :scheme included) and query parameters

@@ -41,8 +41,8 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.core.Name(), cs.fc.Name, err)
 		return
 	}
-	if cs.strip != resources.HostPortKeep {
-		if h := stripPort(r.Host, cs.strip, cs.port); h != r.Host {
+	if cs.strip != resources.HostPortKeep || cs.stripDot {
+		if h := rewriteHost(r.Host, cs.strip, cs.stripDot, cs.port); h != r.Host {
 			// As Envoy, before routing and filters, and the handler
 			// is served the host they saw.
 			r2 := new(http.Request)
@@ -141,20 +141,28 @@ func rawPath(r *http.Request) string {
 	return r.URL.EscapedPath()
 }
 
-// stripPort is host without its port under strip_any_host_port, or under
-// strip_matching_host_port when the port is the listener's; a host
-// without one is kept.
-func stripPort(host string, mode resources.HostPortStrip, listenerPort int) string {
-	h, port, ok := splitPort(host)
-	if !ok {
-		return host
-	}
-	if mode == resources.HostPortStripMatching {
-		if p, err := strconv.Atoi(port); err != nil || p != listenerPort {
-			return host
+// rewriteHost is host as a connection manager leaves it before routing:
+// without its port under strip_any_host_port, or under
+// strip_matching_host_port when the port is listenerPort; and with
+// strip_trailing_host_dot (dot), without a trailing dot of its name, the
+// port kept ("example.com.:80" is "example.com:80"), as Envoy's
+// HttpConnectionManager documents the three fields. A name that is only
+// a dot is kept.
+func rewriteHost(host string, mode resources.HostPortStrip, dot bool, listenerPort int) string {
+	name, port, hasPort := splitPort(host)
+	if hasPort && mode != resources.HostPortKeep {
+		if p, err := strconv.Atoi(port); mode == resources.HostPortStripAny || err == nil && p == listenerPort {
+			host, hasPort = name, false
 		}
 	}
-	return h
+	if !dot || len(name) < 2 || name[len(name)-1] != '.' {
+		return host
+	}
+	name = name[:len(name)-1]
+	if hasPort {
+		return name + ":" + port
+	}
+	return name
 }
 
 // querySuffix is the request target's query with its "?", "" without
