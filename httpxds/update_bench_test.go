@@ -19,11 +19,14 @@ import (
 // shared), as grpcxds's benchmark of the same name feeds a channel.
 type oneEndpointChange struct {
 	t     *Transport
-	h     *hostWatch
+	hs    []*hostWatch
 	snaps []*watchers.Snapshot
 }
 
-func newOneEndpointChange(tb testing.TB, n, m int) *oneEndpointChange {
+// newOneEndpointChange makes the Transport, with hosts hosts routing to
+// the same clusters (the Set then takes their union, and each host's
+// change in turn).
+func newOneEndpointChange(tb testing.TB, n, m, hosts int) *oneEndpointChange {
 	tb.Helper()
 	// A management server that is never dialled: the Transport's client
 	// connects at its first watch, and the host here is fed by hand.
@@ -36,9 +39,14 @@ func newOneEndpointChange(tb testing.TB, n, m int) *oneEndpointChange {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { t.Close() })
-	h := &hostWatch{t: t, key: hostKey{"svc", "svc"}, listener: "svc", first: make(chan struct{}), cancel: func() {}}
+	var hs []*hostWatch
 	t.mu.Lock()
-	t.hosts[h.key] = h
+	for i := range hosts {
+		name := fmt.Sprintf("svc%d", i)
+		h := &hostWatch{t: t, key: hostKey{name, name}, listener: name, first: make(chan struct{}), cancel: func() {}}
+		t.hosts[h.key] = h
+		hs = append(hs, h)
+	}
 	t.mu.Unlock()
 
 	vh := &resources.VirtualHost{Name: "vh", Domains: []string{"*"}}
@@ -68,21 +76,31 @@ func newOneEndpointChange(tb testing.TB, n, m int) *oneEndpointChange {
 	eps.Localities = []resources.Locality{{Weight: 1, Endpoints: []resources.Endpoint{{Addresses: []string{"10.255.0.1:80"}, Weight: 1}}}}
 	c0.Endpoints = &eps
 	b := &watchers.Snapshot{Listener: a.Listener, RouteConfig: a.RouteConfig, VirtualHost: vh, Clusters: a.Clusters.With("c0", &c0)}
-	o := &oneEndpointChange{t: t, h: h, snaps: []*watchers.Snapshot{a, b}}
+	o := &oneEndpointChange{t: t, hs: hs, snaps: []*watchers.Snapshot{a, b}}
 	o.apply(0)
 	return o
 }
 
-// apply hands the host the i'th snapshot, as the config tree does.
-func (o *oneEndpointChange) apply(i int) { o.h.Update(o.snaps[i%2]) }
+// apply hands each host the i'th snapshot, as their config trees do.
+func (o *oneEndpointChange) apply(i int) {
+	for _, h := range o.hs {
+		h.Update(o.snaps[i%2])
+	}
+}
 
 // BenchmarkOneEndpointChange measures what one EDS change costs the
 // Transport at n clusters × m endpoints: the host's configuration, the
-// cluster Set's update and the pickers published.
+// cluster Set's update and the pickers published; with two hosts
+// routing to the same clusters, both hosts' updates (the Set's union of
+// their clusters).
 func BenchmarkOneEndpointChange(b *testing.B) {
-	for _, c := range []struct{ n, m int }{{1000, 3}, {10000, 3}} {
-		b.Run(fmt.Sprintf("%dx%d", c.n, c.m), func(b *testing.B) {
-			o := newOneEndpointChange(b, c.n, c.m)
+	for _, c := range []struct{ n, m, hosts int }{{1000, 3, 1}, {10000, 3, 1}, {1000, 3, 2}, {10000, 3, 2}} {
+		name := fmt.Sprintf("%dx%d", c.n, c.m)
+		if c.hosts > 1 {
+			name += fmt.Sprintf("-%dhosts", c.hosts)
+		}
+		b.Run(name, func(b *testing.B) {
+			o := newOneEndpointChange(b, c.n, c.m, c.hosts)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -98,7 +116,7 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 // cluster would make the second 20 times the first.
 func TestOneEndpointChangeCostsOneCluster(t *testing.T) {
 	fastest := func(n int) time.Duration {
-		o := newOneEndpointChange(t, n, 1)
+		o := newOneEndpointChange(t, n, 1, 1)
 		best := time.Duration(1 << 62)
 		for i := range 40 {
 			start := time.Now()
