@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -96,6 +97,10 @@ type Transport struct {
 	// replaced at each publication, for requests waiting on a cluster
 	// still connecting.
 	pickers atomic.Pointer[published]
+	// authz are the channels to the authorization services the
+	// listeners' ext_authz filters call (client_filters.go), with a lock of
+	// their own; closed by Close.
+	authz extauthzgrpc.Channels
 
 	// mu guards what follows, the Set's state included (cluster.Host's
 	// lock).
@@ -260,6 +265,7 @@ func (t *Transport) Close() error {
 	after.Run()
 	t.set.StopWaking()
 	t.wg.Wait()
+	t.authz.Close()
 	close(t.pickers.Load().next)
 	if t.ownsXC {
 		t.xc.Close()

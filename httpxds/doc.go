@@ -188,10 +188,30 @@
 //     listener (Envoy's router answers 404).
 //  2. A weighted cluster is drawn by weight, once per request.
 //  3. The listener's HTTP filters with their per-route overrides
-//     (weighted cluster, route, virtual host): the fault filter (delay,
-//     abort with the HTTP status and Envoy's body "fault filter abort",
-//     both header-controllable); a filter this client has no code for
-//     fails the request with 503 rather than being skipped.
+//     (weighted cluster, route, virtual host), run by
+//     dataplane/httpfilter, the runtime grpcxds's channels share: the
+//     fault filter (delay, abort with the HTTP status and Envoy's body
+//     "fault filter abort", both header-controllable; an abort that gives
+//     only a gRPC status is answered 200 with grpc-status); and external
+//     authorization (ext_authz, gRFC A92 with Envoy's HTTP semantics,
+//     https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter).
+//     The authorization service is called over gRPC, on channels the
+//     Transport keeps until Close, with gRFC A102's rules as for gRPC: a
+//     service named by a server not marked trusted_xds_server must be in
+//     the bootstrap's allowed_grpc_services, whose credentials it gets.
+//     The service is told the request's method, host, scheme, protocol,
+//     size, path with its query, and headers (lower case, with
+//     :authority, :method and :path) in header_map and in the headers
+//     map Envoy fills by default; an allowed request is
+//     sent with ok_response's header changes and its response gets
+//     response_headers_to_add; a denied one is answered with
+//     denied_response's status (403 when unset), body and headers, and
+//     one the service could not decide with status_on_error (403 when
+//     unset; the body names the service and why) unless
+//     failure_mode_allow lets it through (x-envoy-auth-failure-mode-allowed
+//     added with failure_mode_allow_header_add). A filter this client has
+//     no code for fails the request with 503 naming the listener and the
+//     filter rather than being skipped, unless it is optional.
 //  4. A direct_response route is answered with its status and body, a
 //     redirect with its status and Location (http.Client follows it as a
 //     server's), as Envoy's router answers them; a non_forwarding_action

@@ -31,12 +31,12 @@ import (
 // and the ExtAuthz proto's fields,
 // https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/http/ext_authz/v3/ext_authz.proto.
 
-// authzDecide answers by the request's x-want header: "deny" denies with
+// serverAuthzDecide answers by the request's x-want header: "deny" denies with
 // 401, a header and a body; "deny-bare" denies with no denied_response;
 // "disallowed" allows with a change to a header the mutation rules
 // disallow; anything else allows, adding x-authz: yes to the request,
 // removing x-secret from it, and adding x-resp: r to the response.
-func authzDecide(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+func serverAuthzDecide(_ context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
 	want := ""
 	for _, h := range req.GetAttributes().GetRequest().GetHttp().GetHeaderMap().GetHeaders() {
 		if h.GetKey() == "x-want" {
@@ -110,7 +110,7 @@ func authzServerEnv(t *testing.T, target string, change func(*extauthzv3.ExtAuth
 
 func startAuthzServer(t *testing.T) *testutils.AuthzServer {
 	t.Helper()
-	a, err := testutils.StartAuthzServer(authzDecide)
+	a, err := testutils.StartAuthzServer(serverAuthzDecide)
 	if err != nil {
 		t.Fatal(err)
 	}

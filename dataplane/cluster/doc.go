@@ -11,6 +11,11 @@
 // A [Set] holds every cluster of one channel: the clusters the routes of
 // the snapshot send to (Set.Update, with [RouteClusters] as its roots),
 // and those the host adds besides them (Set.Add: grpcxds's RLS targets).
+// [Holds] keeps the accounts of the latter: the holds on each cluster
+// (a route's cluster specifier plugin choosing it for requests), the
+// config tree following it ([Subscriber]), its place among the roots
+// once a snapshot has it (Holds.Update), its release, and whether it is
+// failing, which pickers read without a lock (Holds.Failing).
 // A cluster ([Cluster]) is built from its watchers.ClusterConfig:
 //   - its priorities (gRFC A56): an EDS leaf's localities by priority,
 //     with their weights and only the HEALTHY and UNKNOWN endpoints; a
@@ -56,7 +61,7 @@
 // no lock held), its view of a request's headers (Host.HeaderHash, for
 // ring_hash's request_hash_header) and the clusters it keeps awake
 // (Host.Pinned: never idle, spared by the idle sweep; grpcxds: the RLS
-// targets).
+// targets, Holds.Held).
 //
 // # Picking
 //
