@@ -110,10 +110,12 @@
 // (gRFC A102's trust rules, the channel kept until the server stops)
 // with Envoy's HTTP semantics
 // (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter);
-// the decision is dataplane/extauthz's, as on an xdsserver (gRFC A92). The
-// service is told the request's method, host, :path with the query,
-// scheme, protocol, size and headers (Envoy's pseudo-headers included,
-// filtered by allowed_headers and disallowed_headers), the peer, and with
+// the decision is dataplane/extauthz's, as on an xdsserver (gRFC A92)
+// and the HTTP client. The service is told the request's method, host,
+// :path with the query, scheme, protocol, size and headers (lower case,
+// with :authority, :method, :path and :scheme, filtered by allowed_headers
+// and disallowed_headers; in header_map and in the headers map Envoy
+// fills by default), the peer, and with
 // with_request_body its body (raw_body with pack_as_bytes) and
 // x-envoy-auth-partial-body; a body over max_request_bytes is answered
 // 413 before the service is asked, unless allow_partial_message. An
@@ -129,9 +131,7 @@
 // its route, check_settings give context_extensions, with_request_body
 // and disable_request_body_buffering (the most specific override wins;
 // they are not merged). Not done: http_service (refused when the
-// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache;
-// a header whose name ends in -bin is sent base64-encoded, as the engine
-// does for gRPC metadata.
+// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache.
 //
 // # Security
 //

@@ -23,14 +23,13 @@ import (
 // The external authorization filter on the server, with the semantics of
 // Envoy's HTTP filter
 // (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter).
-// The decision is dataplane/extauthz's, as for gRPC (gRFC A92): the share
-// of requests checked, the headers sent, the failure mode, the header
-// changes the service may make. What differs from gRPC is the request the
-// service is told of (its own method, host, scheme, protocol and size; the
-// body with with_request_body; the route's context_extensions) and the
-// answer: HTTP statuses as they are rather than mapped to gRPC codes, a
-// denial's headers and body on the response, and ExtAuthzPerRoute honoured
-// (disabled, check_settings), where gRPC ignores it.
+// The decision is dataplane/extauthz's, as for gRPC (gRFC A92) and the
+// HTTP client: the share of requests checked, the headers sent, the
+// failure mode, the header changes the service may make, and for a plain
+// HTTP request its own method, host, scheme, protocol and size and the
+// HTTP answer (status, headers and body). What is the server's here: the
+// body with with_request_body, and ExtAuthzPerRoute honoured (disabled,
+// check_settings), where gRPC ignores it.
 
 // partialBodyHeader tells the service whether the body it is sent is
 // only the first max_request_bytes of the request's (with_request_body).
@@ -56,14 +55,14 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 		return w, false
 	}
 	r := req.r
-	hc := &extauthzgrpc.HTTPCheck{Method: r.Method, Host: r.Host, Scheme: "http", Protocol: protocolOf(r),
-		Size: r.ContentLength, ContextExtensions: settings.GetContextExtensions()}
-	if r.TLS != nil {
-		hc.Scheme = "https"
-	}
 	a := req.authz()
-	ar := &extauthz.Request{Path: a.Path + a.Query, Headers: checkHeaders(req, hc), Time: time.Now(), Server: true,
-		Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates}
+	attrs := &extauthz.HTTPAttributes{Method: r.Method, Host: r.Host, Scheme: "http", Protocol: protocolOf(r), Size: r.ContentLength}
+	if r.TLS != nil {
+		attrs.Scheme = "https"
+	}
+	ar := &extauthz.Request{Path: a.Path + a.Query, Headers: checkHeaders(req, attrs.Scheme), HTTP: attrs, Time: time.Now(),
+		Server: true, Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates}
+	x := extauthzgrpc.HTTPExtras{ContextExtensions: settings.GetContextExtensions()}
 	if wb := bodySettings(c.Raw, settings); wb != nil {
 		body, partial, err := bufferBody(r, wb.GetMaxRequestBytes())
 		switch {
@@ -76,18 +75,18 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 			failf(w, http.StatusBadRequest, "ext_authz: reading the request body: %v", err)
 			return w, false
 		}
-		hc.Body, hc.RawBody = body, wb.GetPackAsBytes()
+		x.Body, x.RawBody = body, wb.GetPackAsBytes()
 		ar.Headers[partialBodyHeader] = []string{strconv.FormatBool(partial)}
 	}
 	var d extauthz.Decision
-	if client, err := g.l.s.authzChannels.HTTPClient(c.GrpcService, hc); err != nil {
+	if client, err := g.l.s.authzChannels.HTTPClient(c.GrpcService, x); err != nil {
 		// No channel can be made: as a failed call.
 		d = (&extauthz.Checker{Config: c, Client: failingClient{err}}).Check(r.Context(), ar)
 	} else {
 		d = (&extauthz.Checker{Config: c, Client: client}).Check(r.Context(), ar)
 	}
 	if !d.Allow {
-		g.deny(w, f, c, hc, d, rc)
+		g.deny(w, f, d, r, rc)
 		return w, false
 	}
 	if len(d.RequestHeaders) > 0 {
@@ -100,44 +99,30 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 	return w, true
 }
 
-// deny answers a request the filter does not let on: a denial with the
-// service's status (403 when it gives none), headers and body; a check
-// that failed, or deny_at_disable, with status_on_error (403 when unset);
-// header changes the decoder_header_mutation_rules disallow, with
-// disallow_is_error, with 500.
-func (g *generation) deny(w http.ResponseWriter, f *resources.HTTPFilter, c *resources.ExtAuthzConfig, hc *extauthzgrpc.HTTPCheck, d extauthz.Decision, rc *resources.RouteConfig) {
+// deny answers a request the filter does not let on with the engine's
+// HTTP status: a denial with the service's status (403 when it gives
+// none), headers and body; a check that failed, or deny_at_disable, with
+// status_on_error (403 when unset); header changes the
+// decoder_header_mutation_rules disallow, with disallow_is_error, with
+// 500. Why a check failed goes to the log: the caller learns only that the
+// filter refused.
+func (g *generation) deny(w http.ResponseWriter, f *resources.HTTPFilter, d extauthz.Decision, r *http.Request, rc *resources.RouteConfig) {
+	status := d.HTTPStatus
+	if status < 100 || status > 599 {
+		status = http.StatusForbidden
+	}
 	if d.Outcome == extauthz.Denied {
-		status := http.StatusForbidden
-		if s := hc.Response.DeniedStatus; s >= 100 && s <= 599 {
-			status = s
-		}
 		apply(steps(d.Trailers), w.Header())
-		if hc.DeniedBody != "" && w.Header().Get("Content-Type") == "" {
+		if d.Body != "" && w.Header().Get("Content-Type") == "" {
 			w.Header().Set("Content-Type", "text/plain")
 		}
 		w.WriteHeader(status)
-		io.WriteString(w, hc.DeniedBody)
+		io.WriteString(w, d.Body)
 		return
 	}
-	status := statusOnError(c.Raw)
-	if d.Outcome == extauthz.Failed && hc.Response != nil {
-		if _, err := extauthz.Interpret(c, hc.Response); err == nil {
-			status = http.StatusInternalServerError // a disallowed change
-		}
-	}
-	// Why goes to the log: the caller learns only that the filter refused.
 	g.l.s.logger.Warn("httpxds: ext_authz refused a request", "filter", f.Name, "status", status,
-		"why", d.Message, "method", hc.Method, "host", hc.Host, "route_configuration", rc.Name)
+		"why", d.Message, "method", r.Method, "host", r.Host, "route_configuration", rc.Name)
 	failf(w, status, "ext_authz filter %q could not authorize the request", f.Name)
-}
-
-// statusOnError is status_on_error's HTTP status, 403 when unset
-// (Envoy's default) or not an HTTP status.
-func statusOnError(m *extauthzv3.ExtAuthz) int {
-	if s := int(m.GetStatusOnError().GetCode()); s >= 100 && s <= 599 {
-		return s
-	}
-	return http.StatusForbidden
 }
 
 // bodySettings is the with_request_body the request goes by: the route's
@@ -186,7 +171,7 @@ func (b readCloser) Close() error { return b.c.Close() }
 // lower-case name, with Envoy's pseudo-headers (:authority, :method,
 // :path with the query, :scheme): the names allowed_headers and
 // disallowed_headers match.
-func checkHeaders(req *request, hc *extauthzgrpc.HTTPCheck) map[string][]string {
+func checkHeaders(req *request, scheme string) map[string][]string {
 	r := req.r
 	h := make(map[string][]string, len(r.Header)+5)
 	for k, vs := range r.Header {
@@ -196,7 +181,7 @@ func checkHeaders(req *request, hc *extauthzgrpc.HTTPCheck) map[string][]string 
 	h[":authority"] = []string{r.Host}
 	h[":method"] = []string{r.Method}
 	h[":path"] = []string{p}
-	h[":scheme"] = []string{hc.Scheme}
+	h[":scheme"] = []string{scheme}
 	return h
 }
 

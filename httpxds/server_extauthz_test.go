@@ -155,8 +155,11 @@ func TestServerExtAuthz(t *testing.T) {
 	for _, hv := range h.GetHeaderMap().GetHeaders() {
 		sent[hv.GetKey()] = string(hv.GetRawValue())
 	}
-	if sent["x-secret"] != "s3" || sent[":method"] != "GET" || sent[":authority"] != "svc.test:80" || sent[":path"] != "/x?q=1" {
+	if sent["x-secret"] != "s3" || sent[":method"] != "GET" || sent[":authority"] != "svc.test:80" || sent[":path"] != "/x?q=1" || sent[":scheme"] != "http" {
 		t.Errorf("headers sent to the service: %v", sent)
+	}
+	if m := h.GetHeaders(); m["x-secret"] != "s3" || m[":path"] != "/x?q=1" {
+		t.Errorf("the headers map Envoy fills by default: %v", m)
 	}
 	if src := attrs.GetSource().GetAddress().GetSocketAddress(); src.GetAddress() != "127.0.0.1" || attrs.GetDestination().GetAddress().GetSocketAddress().GetPortValue() != e.port {
 		t.Errorf("source %v, destination %v", attrs.GetSource(), attrs.GetDestination())
