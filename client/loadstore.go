@@ -131,6 +131,17 @@ func (l *LocalityLoad) CallFinished(failed bool) {
 	}
 }
 
+// CallCancelled records the end of an RPC that CallStarted recorded,
+// which its caller cancelled before it ended: it stays counted as issued,
+// but neither as succeeded nor as errored. An HTTP transport ends so a
+// request whose caller went away, as Envoy's load reports count it: its
+// router charges an upstream host an error only for a 5xx it got or made
+// itself, and a downstream reset makes none. gRPC counts a cancelled RPC
+// as any other status but OK (CallFinished(true)).
+func (l *LocalityLoad) CallCancelled() {
+	l.inProgress.Add(-1)
+}
+
 // CallServerLoad records one value of a backend metric that an RPC of the
 // locality reported as it ended (an ORCA load report, gRFC A64). The
 // report carries, per metric, how many RPCs reported it and the sum of

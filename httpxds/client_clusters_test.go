@@ -1,6 +1,8 @@
 package httpxds_test
 
 import (
+	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -280,5 +282,85 @@ func TestClientLeafPolicies(t *testing.T) {
 			}
 			tc.check(t, n1.count(), n2.count(), f.count())
 		})
+	}
+}
+
+// A request its caller cancels is reported as issued, neither succeeded
+// nor errored, as Envoy's load reports count it: its router charges a
+// host an error (rq_error, LRS's total_error_requests) only for a 5xx,
+// and a downstream reset charges none (router.cc, Filter::onDestroy).
+func TestClientLoadReportingCallerCancel(t *testing.T) {
+	lrs := testutils.NewLRSServer()
+	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
+	b := newBackend(t, "b")
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the server closes
+	b.handler = func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+	c := testutils.Cluster("c", "c")
+	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters = []*clusterv3.Cluster{c}
+	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
+		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	})}
+	e.update(res)
+	const n = 5
+	for range n {
+		ctx, cancel := context.WithCancel(e.ctx)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+svcHost+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			resp, err := e.hc.Do(req)
+			if err == nil {
+				resp.Body.Close()
+			}
+			done <- err
+		}()
+		select {
+		case <-arrived:
+		case <-e.ctx.Done():
+			t.Fatal("the request never reached the backend")
+		}
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled request: %v, want context.Canceled", err)
+		}
+	}
+	st, err := lrs.NextStream(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextRequest(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var issued, succeeded, errored, inProgress uint64
+	for issued < n {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatalf("%v; issued so far: %d", err, issued)
+		}
+		for _, cs := range req.ClusterStats {
+			for _, ls := range cs.UpstreamLocalityStats {
+				issued += ls.TotalIssuedRequests
+				succeeded += ls.TotalSuccessfulRequests
+				errored += ls.TotalErrorRequests
+				inProgress = ls.TotalRequestsInProgress
+			}
+		}
+	}
+	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 {
+		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d; want %d, 0, 0, 0", issued, succeeded, errored, inProgress, n)
 	}
 }

@@ -1,6 +1,9 @@
 package httpxds_test
 
 import (
+	"context"
+	"errors"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -231,6 +234,119 @@ func TestClientLocalOriginFailurePercentage(t *testing.T) {
 			clock.Advance(10 * time.Second)
 			if n, want := send(), map[bool]int{true: 0, false: 10}[tc.wantEjected]; n != want {
 				t.Errorf("after the interval %d of 20 requests failed, want %d (bad ejected: %v)", n, want, tc.wantEjected)
+			}
+		})
+	}
+}
+
+// A request its caller cancels says nothing of the endpoint: Envoy's
+// router resets the upstream request when the downstream goes away and
+// records no outlier result for it (source/common/router/router.cc,
+// Filter::onDestroy, unlike its timeouts), so twenty cancelled requests
+// in a row do not eject the endpoint, whether cancelled before the
+// response (consecutive_gateway_failure enforced, which counts the
+// requests an endpoint never answered) or while its body is read
+// (failure_percentage at the end of an interval).
+func TestClientCallerCancelDoesNotEject(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// headers: bad answers its headers before it blocks, and
+		// the caller cancels while reading the body.
+		headers bool
+	}{
+		{"before the response", false},
+		{"during the body", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			arrived := make(chan struct{}, 1)
+			release := make(chan struct{})
+			blocked := func(w http.ResponseWriter, r *http.Request) {
+				if tc.headers {
+					w.WriteHeader(http.StatusOK)
+					w.Write([]byte("partial"))
+					http.NewResponseController(w).Flush()
+				}
+				arrived <- struct{}{}
+				select {
+				case <-r.Context().Done():
+				case <-release:
+				}
+			}
+			clock := testutils.NewFakeClock(time.Unix(1000, 0))
+			e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
+			bad, good := newBackend(t, "bad"), newBackend(t, "good")
+			t.Cleanup(func() { close(release) }) // before the servers close
+			bad.handler = blocked
+			res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
+			res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
+				Interval:                           durationpb.New(10 * time.Second),
+				BaseEjectionTime:                   durationpb.New(time.Minute),
+				MaxEjectionPercent:                 wrapperspb.UInt32(50),
+				EnforcingSuccessRate:               wrapperspb.UInt32(0),
+				Consecutive_5Xx:                    wrapperspb.UInt32(5),
+				ConsecutiveGatewayFailure:          wrapperspb.UInt32(5),
+				EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
+				FailurePercentageThreshold:         wrapperspb.UInt32(50),
+				EnforcingFailurePercentage:         wrapperspb.UInt32(100),
+				FailurePercentageMinimumHosts:      wrapperspb.UInt32(1),
+				FailurePercentageRequestVolume:     wrapperspb.UInt32(5),
+			}
+			e.update(res)
+			// send sends n requests, cancelling each that reaches bad,
+			// and returns how many did.
+			send := func(n int) (cancelled int) {
+				for range n {
+					ctx, cancel := context.WithCancel(e.ctx)
+					done := make(chan error, 1)
+					reading := make(chan struct{}, 1)
+					go func() {
+						req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+svcHost+"/x", nil)
+						if err != nil {
+							done <- err
+							return
+						}
+						resp, err := e.hc.Do(req)
+						if err == nil {
+							// bad's first bytes: the response is in, its
+							// body being read.
+							head := make([]byte, len("partial"))
+							if _, err = io.ReadFull(resp.Body, head); err == nil && string(head) == "partial" {
+								reading <- struct{}{}
+							}
+							if err == nil {
+								_, err = io.ReadAll(resp.Body)
+							}
+							resp.Body.Close()
+						}
+						done <- err
+					}()
+					select {
+					case err := <-done:
+						if err != nil {
+							t.Fatalf("a request to good: %v", err)
+						}
+					case <-arrived:
+						if tc.headers {
+							<-reading // cancel while the body is read
+						}
+						cancel()
+						if err := <-done; !errors.Is(err, context.Canceled) {
+							t.Fatalf("a request to bad, cancelled: %v, want context.Canceled", err)
+						}
+						cancelled++
+					case <-e.ctx.Done():
+						t.Fatal("test timed out")
+					}
+					cancel()
+				}
+				return cancelled
+			}
+			if got := send(20); got != 10 {
+				t.Fatalf("%d of 20 requests reached bad and were cancelled, want 10 (round robin, bad never ejected)", got)
+			}
+			clock.Advance(10 * time.Second) // the interval ends: failure_percentage judges
+			if got := send(20); got != 10 {
+				t.Errorf("after the interval %d of 20 requests reached bad, want 10 (bad not ejected)", got)
 			}
 		})
 	}

@@ -26,7 +26,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (resp *http.Re
 	vh, rc := s.VirtualHost, s.RouteConfig
 	// One allocation holds the request's routing view, its attempt state
 	// and the URL it is sent to.
-	a := &attempt{t: t, view: reqView{r: req, path: req.URL.EscapedPath()}}
+	a := &attempt{t: t, view: reqView{r: req, path: req.URL.EscapedPath()}, caller: req.Context()}
 	view := &a.view
 	rt := route.MatchHTTP(vh.Routes, view.path, view, view.query())
 	if rt == nil {
@@ -209,6 +209,10 @@ type attempt struct {
 	// rctx is the request's context when it carries the route's timeout
 	// itself (client_deadline.go).
 	rctx routeCtx
+	// caller is the caller's own context, without the route's timeouts:
+	// once it is done, an attempt's end is the caller's doing, not the
+	// endpoint's (callerGone).
+	caller context.Context
 }
 
 // do is the attemptFunc of the request: it picks an endpoint of the
@@ -302,6 +306,13 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	resp, err := c.tr.RoundTrip(out)
 	busy := c.claimed(&res, pw)
 	if err != nil {
+		if a.caller.Err() != nil {
+			// The caller went away (its context cancelled or past its
+			// own deadline): nothing is known of the endpoint.
+			res.Done.Finish(callerGone{err}, nil)
+			c.afterUse(busy)
+			return nil, fmt.Errorf("httpxds: cluster %q endpoint %s: %w", a.cluster, c.host, err)
+		}
 		// A connection failure or reset counts against the endpoint,
 		// as Envoy's outlier detection counts locally originated errors
 		// with the 5xx unless split_external_local_origin_errors
@@ -332,6 +343,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		body = new(doneBody)
 	}
 	body.ReadCloser, body.done, body.outcome, body.conn, body.idle, body.busy = resp.Body, res.Done, outcome, c, a.idle, busy
+	body.caller = a.caller
 	resp.Body = body
 	return resp, nil
 }
@@ -363,6 +375,20 @@ func (e upstreamFailure) Error() string            { return e.err.Error() }
 func (e upstreamFailure) Unwrap() error            { return e.err }
 func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.LocalOriginFailure }
 
+// callerGone is an attempt that ended because its caller went away: its
+// context cancelled, or past its own deadline (not the route's timeout
+// nor the per-try timeout, which are the endpoint's slowness). Envoy's
+// router records no outlier result for the upstream request it resets
+// when the downstream goes away (router.cc, Filter::onDestroy), and
+// charges the host no error; so outlier detection records nothing, and
+// the load report counts the request as issued only
+// (cluster.Done.Finish, outlier.Cancelled).
+type callerGone struct{ err error }
+
+func (e callerGone) Error() string            { return e.err.Error() }
+func (e callerGone) Unwrap() error            { return e.err }
+func (e callerGone) Outcome() outlier.Outcome { return outlier.Cancelled }
+
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {
 	t.mu.Lock()
@@ -385,6 +411,9 @@ type doneBody struct {
 	// busy: the request holds a connection of conn (client_limits.go);
 	// after once, in its padding.
 	busy bool
+	// caller is the caller's own context (attempt.caller): a body that
+	// fails once it is done failed by the caller's doing.
+	caller context.Context
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
@@ -396,6 +425,9 @@ func (b *doneBody) Read(p []byte) (int, error) {
 		outcome := b.outcome
 		if err != io.EOF && outcome == nil {
 			outcome = err
+			if b.caller != nil && b.caller.Err() != nil {
+				outcome = callerGone{err}
+			}
 		}
 		b.finish(outcome)
 	}

@@ -285,7 +285,11 @@
 // consecutive_local_origin_failure and the success rate and failure
 // percentage at enforcing_local_origin_success_rate and
 // enforcing_failure_percentage_local_origin, and every response is a
-// local success, as that page's "Detection types" says) and LRS load reports (a 5xx is an error). A request counts under the
+// local success, as that page's "Detection types" says) and LRS load reports (a 5xx is an error). A request its
+// caller cancels (its context cancelled or past its own deadline, not the
+// route's timeouts) is no outlier result and no LRS error, only an issued
+// request, as Envoy counts a downstream reset: its router resets the
+// upstream request without judging the host. A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
 // read or closed. TransportOptions.OutlierMetrics, if set, hears of each
 // outlier found, ejected or not (gRFC A91's counters, with the cluster

@@ -61,7 +61,9 @@ type Done struct {
 // Finish records the end of the request: err is its error (nil: success;
 // an outlier.OutcomeError says which failure, for an HTTP cluster's
 // consecutive detectors, which may eject the endpoint from this call, so
-// it runs with no lock of the owner held),
+// it runs with no lock of the owner held; outlier.Cancelled, a request
+// its caller gave up on, is recorded by neither outlier detection nor the
+// load report's success and error counts),
 // serverLoad the backend's ORCA report at its end, if any (a
 // *v3orcapb.OrcaLoadReport; anything else is ignored). It must be called
 // once per picked request.
@@ -70,14 +72,19 @@ func (d Done) Finish(err error, serverLoad any) {
 		return
 	}
 	d.p.inflight.Add(-1)
+	o := outlier.OutcomeOf(err)
 	if d.p.od != nil {
 		// Any error is a failure, as in gRPC; an HTTP transport's say
 		// which (outlier.OutcomeError), for the consecutive detectors.
-		d.p.od.RecordOutcome(d.ep, outlier.OutcomeOf(err))
+		d.p.od.RecordOutcome(d.ep, o)
 	}
 	r, _ := serverLoad.(*v3orcapb.OrcaLoadReport)
 	if d.ll != nil {
-		d.ll.CallFinished(err != nil)
+		if o == outlier.Cancelled {
+			d.ll.CallCancelled()
+		} else {
+			d.ll.CallFinished(err != nil)
+		}
 		if r != nil && d.p.metrics != nil {
 			d.p.metrics.record(d.ll, r)
 		}

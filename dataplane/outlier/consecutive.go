@@ -37,6 +37,13 @@ const (
 	// response came) is a local-origin success
 	// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 	LocalOriginFailure
+	// Cancelled is a request its caller gave up on before it ended (the
+	// caller's context cancelled, not a timeout of the route): it says
+	// nothing of the endpoint, so it is recorded by nothing, as Envoy's
+	// router records no outlier result for a stream it resets because
+	// the downstream went away (router.cc's Filter::onDestroy resets the
+	// upstream request without putResult, unlike its timeouts).
+	Cancelled
 )
 
 // OutcomeError is an error that says which failure it is: a transport

@@ -172,7 +172,7 @@ func (d *Detector) Record(ep *endpoint.Endpoint, success bool) {
 // through the owner's locked callback: so, with a consecutive detector
 // on, RecordOutcome must be called with no lock of the owner held.
 func (d *Detector) RecordOutcome(ep *endpoint.Endpoint, o Outcome) {
-	if d == nil {
+	if d == nil || o == Cancelled {
 		return
 	}
 	st := (*d.eps.Load())[ep]
