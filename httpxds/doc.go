@@ -152,7 +152,8 @@
 // gRPC runs the fault filter on clients only, and goxds's default registry
 // refuses it on a server Listener as grpc-go does. A Server's own client
 // accepts it (RegisterServerFilters on a copy of its registry); a shared
-// client (Options.Client) needs RegisterServerFilters on its registry.//
+// client (Options.Client) needs RegisterServerFilters on its registry.
+//
 // # The client
 //
 // A [Transport] is an http.RoundTripper on goxds's data plane (package
