@@ -136,6 +136,49 @@ func testClientExtAuthz(t *testing.T, apiType string) {
 	}
 }
 
+// The HTTP client follows Envoy's ExtAuthzPerRoute, as the server does
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/http/ext_authz/v3/ext_authz.proto):
+// disabled turns the filter off for its route, and
+// check_settings.context_extensions reach the service with the route's
+// checks. (gRPC ignores both, as gRFC A92 says.)
+func TestClientExtAuthzPerRoute(t *testing.T) {
+	a, err := testutils.StartAuthzServer(authzDecide)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	e := newCEnv(t, cenvOptions{edit: testutils.AllowGRPCService(a.Target())})
+	b := newBackend(t, "a")
+	perRoute := func(r *routev3.Route, m *extauthzv3.ExtAuthzPerRoute) *routev3.Route {
+		r.TypedPerFilterConfig = map[string]*anypb.Any{"authz": testutils.MarshalAny(m)}
+		return r
+	}
+	rc := routes("rc",
+		perRoute(toCluster(prefix("/off"), "c", nil), &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_Disabled{Disabled: true}}),
+		perRoute(toCluster(prefix("/ctx"), "c", nil), &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_CheckSettings{
+			CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: map[string]string{"tier": "gold"}}}}),
+		toCluster(prefix("/"), "c", nil),
+	)
+	e.update(world(rc, map[string][]*backend{"c": {b}}, testutils.ExtAuthzFilter(a.Target(), nil)))
+
+	e.want(e.get("/x", "x-want: deny"), http.StatusUnauthorized, "who are you?")
+	e.want(e.get("/off/y", "x-want: deny"), http.StatusOK, "a GET /off/y")
+	if n := len(a.Checks()); n != 1 {
+		t.Errorf("%d checks, want 1: the route whose ExtAuthzPerRoute is disabled asks nothing", n)
+	}
+	e.want(e.get("/ctx/y", "x-want: allow"), http.StatusOK, "a GET /ctx/y")
+	checks := a.Checks()
+	if len(checks) != 2 {
+		t.Fatalf("%d checks, want 2", len(checks))
+	}
+	if ext := checks[1].Request.GetAttributes().GetContextExtensions(); ext["tier"] != "gold" {
+		t.Errorf("context_extensions %v, want the route's tier: gold", ext)
+	}
+	if ext := checks[0].Request.GetAttributes().GetContextExtensions(); len(ext) != 0 {
+		t.Errorf("a route without check_settings sent context_extensions %v", ext)
+	}
+}
+
 // An authorization service that cannot be reached: the request is
 // answered with status_on_error, naming the service, unless
 // failure_mode_allow lets it through with

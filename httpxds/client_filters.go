@@ -9,6 +9,8 @@ import (
 
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/httpfilter"
+	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/resources"
 )
 
 // The listener's HTTP filters run on the client's requests through
@@ -22,9 +24,25 @@ import (
 // configurations: its count of active faults, and the channels to
 // authorization services (closed by Close). The authorization service is
 // called over gRPC whatever the request's transport (gRFC A92, A102's
-// allowed_grpc_services as for gRPC channels).
+// allowed_grpc_services as for gRPC channels). ext_authz follows Envoy's
+// ExtAuthzPerRoute, as the server does (server_extauthz.go): disabled
+// turns it off for the route, check_settings.context_extensions go to
+// the service.
 func (t *Transport) filterEnv() httpfilter.Env {
-	return httpfilter.Env{Client: "an HTTP client", Faults: t.faults, Authz: &t.authz}
+	return httpfilter.Env{Client: "an HTTP client", Faults: t.faults, Authz: (*authzClients)(&t.authz), AuthzPerRoute: true}
+}
+
+// authzClients gives the ext_authz runtime the Transport's channels to
+// authorization services, with a route's context_extensions when it has
+// some (httpfilter.AuthzContextClients).
+type authzClients extauthzgrpc.Channels
+
+func (c *authzClients) Client(gs *resources.GrpcService) (extauthz.Client, error) {
+	return (*extauthzgrpc.Channels)(c).Client(gs)
+}
+
+func (c *authzClients) ClientWithContext(gs *resources.GrpcService, contextExtensions map[string]string) (extauthz.Client, error) {
+	return (*extauthzgrpc.Channels)(c).HTTPClient(gs, extauthzgrpc.HTTPExtras{ContextExtensions: contextExtensions})
 }
 
 // AuthzRequest implements httpfilter.Request: what Envoy's ext_authz

@@ -210,7 +210,10 @@
 //     one the service could not decide with status_on_error (403 when
 //     unset; the body names the service and why) unless
 //     failure_mode_allow lets it through (x-envoy-auth-failure-mode-allowed
-//     added with failure_mode_allow_header_add). A filter this client has
+//     added with failure_mode_allow_header_add). ExtAuthzPerRoute is
+//     Envoy's, as on the server: disabled skips the filter for the
+//     route, check_settings.context_extensions go to the service (gRPC
+//     ignores both, gRFC A92). A filter this client has
 //     no code for fails the request with 503 naming the listener and the
 //     filter rather than being skipped, unless it is optional.
 //  4. A direct_response route is answered with its status and body, a

@@ -84,6 +84,10 @@ func (c *ExtAuthzConfig) DependsOnSource() bool { return c != nil }
 // fields, its own disabled included: an override of this type turns the
 // filter on with its top-level configuration, and it is switched off
 // only by a FilterConfig wrapper's disabled (DisabledFilterOverride).
+// An HTTP transport follows Envoy instead, whose disabled turns the filter
+// off and whose check_settings change what the service is told (httpxds's
+// server, and its client through dataplane/httpfilter's
+// Env.AuthzPerRoute).
 type ExtAuthzPerRouteConfig struct {
 	// Raw is the message as received.
 	Raw *extauthzv3.ExtAuthzPerRoute

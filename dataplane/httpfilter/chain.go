@@ -51,6 +51,21 @@ type Env struct {
 	// Authz gives the clients of authorization services; nil: none can be
 	// made, and every check fails (failure_mode_allow decides).
 	Authz AuthzClients
+	// AuthzPerRoute makes ext_authz follow Envoy's ExtAuthzPerRoute, as
+	// an HTTP client must (its configuration is Envoy's): disabled turns
+	// the filter off for the route, and check_settings.context_extensions
+	// go to the service when Authz is an AuthzContextClients. gRPC leaves
+	// it false: gRFC A92 ignores the override's fields
+	// (resources.ExtAuthzPerRouteConfig).
+	AuthzPerRoute bool
+}
+
+// AuthzContextClients is AuthzClients that can also give a client whose
+// checks carry a route's check_settings.context_extensions (Envoy's
+// ExtAuthzPerRoute, for Env.AuthzPerRoute).
+type AuthzContextClients interface {
+	AuthzClients
+	ClientWithContext(gs *resources.GrpcService, contextExtensions map[string]string) (extauthz.Client, error)
 }
 
 // Denial ends a request before it is sent: what the filter that refused
@@ -106,7 +121,7 @@ const (
 var runtimes = map[string]func(f *resources.HTTPFilter, env Env) Runtime{
 	FaultConfigName: func(f *resources.HTTPFilter, env Env) Runtime { return faultRuntime{name: f.Name, faults: env.Faults} },
 	ExtAuthzConfigName: func(f *resources.HTTPFilter, env Env) Runtime {
-		return &authzRuntime{name: f.Name, top: f.Parsed, clients: env.Authz}
+		return &authzRuntime{name: f.Name, top: f.Parsed, clients: env.Authz, perRoute: env.AuthzPerRoute}
 	},
 }
 

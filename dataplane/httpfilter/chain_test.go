@@ -318,3 +318,20 @@ func (f runtimeFunc) Start(context.Context, resources.HTTPFilterConfig, Request)
 	release, d := f()
 	return release, nil, d
 }
+
+// ExtAuthzPerRoute's disabled is ignored for gRPC (gRFC A92: the
+// override's fields are not used) and turns the filter off for an
+// Env.AuthzPerRoute transport (httpxds's client, as Envoy).
+func TestAuthzPerRouteDisabledByTransport(t *testing.T) {
+	for _, perRoute := range []bool{false, true} {
+		fa := &fakeAuthz{resp: &extauthz.CheckResponse{}}
+		l := &resources.Listener{HTTPFilters: []resources.HTTPFilter{authzFilter(t, "authz", nil), router()}}
+		c := NewChain(l, Env{Authz: fa, AuthzPerRoute: perRoute})
+		off := &resources.ExtAuthzPerRouteConfig{Raw: &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_Disabled{Disabled: true}}}
+		rt := &resources.Route{FilterOverrides: map[string]resources.HTTPFilterConfig{"authz": off}}
+		res := c.RunRoute(context.Background(), nil, rt, -1, pairs())
+		if want := map[bool]int{false: 1, true: 0}[perRoute]; res.Denial != nil || len(fa.got) != want {
+			t.Errorf("AuthzPerRoute %v: %+v, %d checks, want %d", perRoute, res, len(fa.got), want)
+		}
+	}
+}

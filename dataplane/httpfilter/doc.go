@@ -58,5 +58,9 @@
 //     failure_mode_allow lets it on (with x-envoy-auth-failure-mode-allowed
 //     when failure_mode_allow_header_add says so). An ExtAuthzPerRoute
 //     override runs the top-level configuration; a FilterConfig override
-//     with disabled skips the check.
+//     with disabled skips the check. ExtAuthzPerRoute's own fields are
+//     ignored, as gRFC A92 says, unless the transport follows Envoy
+//     ([Env].AuthzPerRoute, httpxds's client): then its disabled skips
+//     the check and its check_settings.context_extensions go to the
+//     service ([AuthzContextClients]).
 package httpfilter

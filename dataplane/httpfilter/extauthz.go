@@ -19,6 +19,8 @@ type authzRuntime struct {
 	// ExtAuthzPerRoute override keeps.
 	top     resources.HTTPFilterConfig
 	clients AuthzClients
+	// perRoute: ExtAuthzPerRoute's fields apply (Env.AuthzPerRoute).
+	perRoute bool
 	// now is the clock of the request's time; nil: time.Now.
 	now func() time.Time
 }
@@ -30,6 +32,17 @@ type authzRuntime struct {
 // headers; one the service could not decide with status_on_error, unless
 // failure_mode_allow lets it on.
 func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterConfig, req Request) (func(), []extauthz.Mutation, *Denial) {
+	var contextExtensions map[string]string
+	if pr, ok := config.(*resources.ExtAuthzPerRouteConfig); ok && r.perRoute {
+		// Envoy's ExtAuthzPerRoute
+		// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/http/ext_authz/v3/ext_authz.proto):
+		// disabled turns the filter off for the route; the route's
+		// context_extensions go to the service with the check.
+		if pr.Raw.GetDisabled() {
+			return nil, nil, nil
+		}
+		contextExtensions = pr.Raw.GetCheckSettings().GetContextExtensions()
+	}
 	c, err := resources.ExtAuthzOf(config, r.top)
 	if err != nil {
 		msg := fmt.Sprintf("ext_authz filter %q: %v", r.name, err)
@@ -41,7 +54,7 @@ func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterCon
 	} else {
 		areq.Time = time.Now()
 	}
-	d := (&extauthz.Checker{Config: c, Client: r.client(c.GrpcService)}).Check(ctx, &areq)
+	d := (&extauthz.Checker{Config: c, Client: r.client(c.GrpcService, contextExtensions)}).Check(ctx, &areq)
 	if !d.Allow {
 		body := d.Body
 		if d.Outcome != extauthz.Denied {
@@ -57,13 +70,20 @@ func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterCon
 	return nil, d.ResponseHeaders, nil
 }
 
-// client is the client of gs's service; one that fails every check with
-// the reason when none can be had, for the failure mode to decide.
-func (r *authzRuntime) client(gs *resources.GrpcService) extauthz.Client {
+// client is the client of gs's service, whose checks carry
+// contextExtensions if any; one that fails every check with the reason
+// when none can be had, for the failure mode to decide.
+func (r *authzRuntime) client(gs *resources.GrpcService, contextExtensions map[string]string) extauthz.Client {
 	if r.clients == nil {
 		return failedClient{fmt.Errorf("no channel to the authorization service %q can be made here", gs.TargetURI)}
 	}
-	cl, err := r.clients.Client(gs)
+	var cl extauthz.Client
+	var err error
+	if cc, ok := r.clients.(AuthzContextClients); ok && len(contextExtensions) > 0 {
+		cl, err = cc.ClientWithContext(gs, contextExtensions)
+	} else {
+		cl, err = r.clients.Client(gs)
+	}
 	if err != nil {
 		return failedClient{err}
 	}
