@@ -76,8 +76,10 @@
 //     abort with an HTTP status, both header-controllable by Envoy's
 //     x-envoy-fault-* headers) answers "fault filter abort" with the
 //     status; external authorization (ext_authz, below). A filter this
-//     server has no code for fails the request (503) rather than being
-//     skipped.
+//     server has no code for (ext_proc, which xdsserver runs) fails every
+//     request with 503 naming the listener and the filter rather than
+//     being skipped, unless it is optional (is_optional), when it is
+//     skipped: the HTTP client's rule.
 //  5. The route's action: non_forwarding_action serves the handler, with
 //     the request and response header mutations of the route, its virtual
 //     host and its route configuration (request_headers_to_add/remove,

@@ -197,8 +197,8 @@ func withPath(r *http.Request, raw, path string) *http.Request {
 // override (route, then virtual host). It answers the request itself and
 // returns false when a filter stops it; else the writer the response
 // goes through (ext_authz may add response headers). A filter this
-// server has no code for fails the request rather than being skipped: it
-// may be a security filter.
+// server has no code for fails the request rather than being skipped (it
+// may be a security filter), unless it is optional.
 func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resources.FilterChain, vh *resources.VirtualHost, rt *resources.Route, rc *resources.RouteConfig) (http.ResponseWriter, bool) {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
@@ -236,7 +236,14 @@ func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resourc
 				return w, false
 			}
 		default:
-			failf(w, http.StatusServiceUnavailable, "HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
+			// A filter the registry knows but this server has no code
+			// for (ext_proc, which xdsserver runs): as the HTTP client
+			// treats one it cannot run (dataplane/httpfilter), Envoy's
+			// is_optional says whether it may be skipped.
+			if f.IsOptional {
+				continue
+			}
+			failf(w, http.StatusServiceUnavailable, "listener %q: HTTP filter %q of type %s cannot run on an HTTP server", g.l.core.Name(), f.Name, f.TypeURL)
 			return w, false
 		}
 	}
