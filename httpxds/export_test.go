@@ -2,6 +2,14 @@ package httpxds
 
 import "github.com/goxds/xds/watchers"
 
+// OnConfigApplied makes f hear, with no lock held, each time a Listener or
+// route configuration update of an address s serves has been handled
+// (internal/serverlds's Config.Applied): the event the server's tests wait
+// on instead of polling with requests. Set it before Serve.
+func OnConfigApplied(s *Server, f func()) {
+	s.applied = f
+}
+
 // OnHostApplied makes f hear of each configuration a host of t takes (s),
 // or the error its requests fail with (err), once the next request routes
 // by it: the event tests wait on instead of polling with requests. Set it

@@ -53,6 +53,9 @@ type env struct {
 	name  string
 	port  uint32
 	modes chan httpxds.ServingModeChangeArgs
+	// applied has a token when a configuration update was handled since
+	// it was last taken (httpxds.OnConfigApplied).
+	applied chan struct{}
 }
 
 var quietClient = client.Options{
@@ -90,7 +93,7 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if o.edit != nil {
 		o.edit(cfg)
 	}
-	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan httpxds.ServingModeChangeArgs, 16)}
+	e := &env{t: t, ctx: ctx, ms: ms, modes: make(chan httpxds.ServingModeChangeArgs, 16), applied: make(chan struct{}, 1)}
 	h := o.handler
 	if h == nil {
 		h = echo
@@ -110,6 +113,12 @@ func newEnv(t testing.TB, o envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	httpxds.OnConfigApplied(srv, func() {
+		select {
+		case e.applied <- struct{}{}:
+		default: // a token already waits
+		}
+	})
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -72,6 +72,9 @@ type Server struct {
 	listeners serverlds.Set[*generation]
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
+	// applied is the tests' hook (export_test.go): serverlds's
+	// Config.Applied for each address served. Set before Serve.
+	applied func()
 }
 
 // ErrServerClosed is what Serve returns after Close or Shutdown, as

@@ -25,4 +25,8 @@
 //     says to ignore) keeps the version held and is logged.
 //   - Mode changes are queued under the Listener's lock in the order they
 //     happen and told one at a time with no lock held (Reporter).
+//   - Config.Applied, a hook for a server's tests, hears each update once
+//     it has been handled (routes and generation replaced), with no lock
+//     held: tests wait on it for a configuration to take effect rather
+//     than polling with requests.
 package serverlds

@@ -60,6 +60,13 @@ type Config[G comparable] struct {
 	// Reports tells the serving-mode changes; one per server, so that
 	// its listeners' reports never overlap.
 	Reports *Reporter
+	// Applied, if set, is called with no lock held each time a Listener
+	// or route configuration update (or the Listener's loss) has been
+	// handled: the generation in force and the routes replaced, a
+	// replaced generation told to drain. It is the event a server's tests
+	// wait on for a configuration to take effect, rather than polling
+	// with requests.
+	Applied func()
 }
 
 // Listener is one address a server serves: the Listener watch, the route
@@ -272,6 +279,9 @@ func (l *Listener[G]) after(old G, cancels []func()) {
 	}
 	l.stop(old, true)
 	l.cfg.Reports.flush()
+	if l.cfg.Applied != nil {
+		l.cfg.Applied()
+	}
 }
 
 // stop stops g (none if zero), first ending the handshakes that wait for

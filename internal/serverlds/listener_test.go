@@ -24,6 +24,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/internal/servertls"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -115,6 +116,9 @@ type env struct {
 	port    uint32
 	reports chan serverlds.Report
 	served  chan error
+	// applied has a token when an update was handled since it was last
+	// taken (Config.Applied).
+	applied chan struct{}
 }
 
 func newEnv(t *testing.T, drain bool) *env {
@@ -140,10 +144,15 @@ func newEnv(t *testing.T, drain bool) *env {
 	}
 	e := &env{t: t, ctx: ctx, ms: ms, raw: raw, port: uint32(raw.Addr().(*net.TCPAddr).Port),
 		srv:     &fakeServer{t: t, drain: drain, events: make(chan event, 64)},
-		reports: make(chan serverlds.Report, 16), served: make(chan error, 1)}
+		reports: make(chan serverlds.Report, 16), served: make(chan error, 1), applied: make(chan struct{}, 1)}
 	reporter := serverlds.NewReporter(func(r serverlds.Report) { e.reports <- r })
 	e.l = serverlds.New(serverlds.Config[*fakeGen]{Client: xc, Bootstrap: cfg, Raw: raw, Name: "lds",
-		Server: e.srv, Reports: reporter})
+		Server: e.srv, Reports: reporter, Applied: func() {
+			select {
+			case e.applied <- struct{}{}:
+			default: // a token already waits
+			}
+		}})
 	e.srv.l = e.l
 	go func() { e.served <- e.l.Serve() }()
 	t.Cleanup(func() {
@@ -358,5 +367,43 @@ func TestSet(t *testing.T) {
 			c.Close()
 		}
 		t.Errorf("Accept after Serve refused = %v, want the socket closed", err)
+	}
+}
+
+// Config.Applied is called once an update has been handled: after it, the
+// route configuration an RDS update brought is the one requests read (no
+// new generation), and a new Listener version's generation is the one in
+// force. Each event here is waited for with the test's deadline.
+func TestApplied(t *testing.T) {
+	e := newEnv(t, false)
+	rc := func(vh string) *routev3.RouteConfiguration {
+		r := routes("rc1")
+		r.VirtualHosts[0].Name = vh
+		return r
+	}
+	// waitVH waits for the update after which rc1's virtual host is vh.
+	waitVH := func(vh string) {
+		t.Helper()
+		for {
+			select {
+			case <-e.applied:
+			case <-e.ctx.Done():
+				t.Fatalf("no update applied route configuration rc1 with virtual host %q", vh)
+			}
+			got, err := e.l.Routes().Config(&resources.FilterChain{RouteConfigName: "rc1"})
+			if err == nil && got.VirtualHosts[0].Name == vh {
+				return
+			}
+		}
+	}
+	e.publish([]*listenerv3.Listener{listener(e.port, "one", nil, "rc1")}, rc("v1"))
+	e.next(event{what: "start", gen: 1})
+	waitVH("v1")
+	e.publish([]*listenerv3.Listener{listener(e.port, "one", nil, "rc1")}, rc("v2"))
+	waitVH("v2")
+	select {
+	case ev := <-e.srv.events:
+		t.Errorf("an RDS update made the server %+v, want nothing", ev)
+	default:
 	}
 }
