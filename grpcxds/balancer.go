@@ -261,7 +261,7 @@ func (b *xdsBalancer) Close() {
 	b.mu.Lock()
 	b.closed = true
 	after := b.set.Close()
-	b.closeTLSLocked()
+	b.tls.security.Close()
 	plugins := b.rls.closeLocked()
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
@@ -294,7 +294,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	// After publishing: no picker in force hands out what is shut down.
 	after := b.set.Finish()
-	b.pruneSecurityLocked()
+	b.tls.security.Prune()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.rlsStatesLocked()

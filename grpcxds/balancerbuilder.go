@@ -48,7 +48,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		cc:       cc,
 		bopts:    opts,
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
-		tls:      tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
+		tls:      tlsState{warnedPlain: make(map[string]bool)},
 		ch:       channelInfo{id: rand.Uint64()},
 		clock:    realClock{},
 	}

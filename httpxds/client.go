@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/upstreamtls"
 )
 
 // DefaultRouteTimeout is the timeout of a request whose route sets none:
@@ -109,7 +110,7 @@ type Transport struct {
 	// leafConns are the leaves' connection settings by key, tls their
 	// HandshakeInfos (client_tls.go).
 	leafConns map[string]*leafConn
-	tls       map[string]*clientTLS
+	tls       upstreamtls.Cache
 	logs      []logLine
 	sweep     client.Timer // the host idle sweep; nil when not armed
 	// wg counts the DNS lookups in flight.
@@ -147,8 +148,7 @@ type logLine struct {
 // NewTransport returns a Transport for opts. It fails when no bootstrap
 // can be had or the client cannot be made.
 func NewTransport(opts TransportOptions) (*Transport, error) {
-	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn),
-		tls: make(map[string]*clientTLS)}
+	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn)}
 	t.transportSettings = transportSettings{logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
 		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil)}
 	if t.logger == nil {
@@ -240,7 +240,7 @@ func (t *Transport) Close() error {
 		t.sweep = nil
 	}
 	after := t.set.Close()
-	t.closeTLSLocked()
+	t.tls.Close()
 	t.pending = nil
 	t.mu.Unlock()
 	for _, h := range hosts {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/goxds/xds/internal/httpconnect"
+	"github.com/goxds/xds/internal/upstreamtls"
 
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
@@ -95,8 +96,8 @@ func protoOf(c *resources.Cluster) (upstreamProto, error) {
 type leafConn struct {
 	key   string
 	proto upstreamProto
-	tls   *clientTLS // nil: plaintext
-	refs  int        // endpoints holding it
+	tls   *upstreamtls.Shared // nil: plaintext
+	refs  int                 // endpoints holding it
 }
 
 // epTag is what the Transport keeps on an endpoint (Endpoint.Tag).
@@ -117,19 +118,19 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 		return nil, fmt.Errorf("cluster %q: %w", leaf.Name, err)
 	}
 	key := fmt.Sprint(proto)
-	var sec *clientTLS
+	var sec *upstreamtls.Shared
 	if sc := leaf.Cluster.Security; sc != nil {
-		if sec, err = t.tlsFor(sc); err != nil {
+		if sec, err = t.tls.Get(t.b, sc); err != nil {
 			return nil, fmt.Errorf("cluster %q: TLS cannot be set up: %w", leaf.Name, err)
 		}
-		key += "|" + sec.key
+		key += "|" + sec.Key
 	}
 	if lc := t.leafConns[key]; lc != nil {
 		return lc, nil
 	}
 	lc := &leafConn{key: key, proto: proto, tls: sec}
 	if sec != nil {
-		sec.refs++
+		sec.Hold()
 	}
 	t.leafConns[key] = lc
 	return lc, nil
@@ -140,7 +141,7 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
-	if lc == nil || lc.tls == nil || !lc.tls.hi.UsesHostname() {
+	if lc == nil || lc.tls == nil || !lc.tls.Info.UsesHostname() {
 		hostname = "" // the handshake does not send it: share the endpoint
 	}
 	extra := ""
@@ -174,11 +175,11 @@ func (t *Transport) pruneLeafConnsLocked() {
 		if lc.refs == 0 {
 			delete(t.leafConns, key)
 			if lc.tls != nil {
-				lc.tls.refs--
+				lc.tls.Release()
 			}
 		}
 	}
-	t.pruneTLSLocked()
+	t.tls.Prune()
 }
 
 // httpConn is an endpoint's connection: an http.Transport of its own.
@@ -262,7 +263,7 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 			if err != nil {
 				return nil, err
 			}
-			return sec.handshake(ctx, raw, hostname, proto)
+			return handshake(ctx, sec.Info, raw, hostname, proto)
 		}
 		switch proto {
 		case protoHTTP2:

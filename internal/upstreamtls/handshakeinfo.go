@@ -2,8 +2,10 @@
 // shared by grpcxds's credentials (package xdscreds) and httpxds's HTTP
 // client: a cluster's UpstreamTlsContext with the bootstrap's certificate
 // providers becomes a HandshakeInfo, which makes each handshake's
-// tls.Config and verifies the server's chain and SANs. It knows nothing of
-// the transport that carries the connection.
+// tls.Config and verifies the server's chain and SANs; a Cache shares one
+// HandshakeInfo between the clusters with equal security, for as long as
+// an endpoint holds it. It knows nothing of the transport that carries
+// the connection.
 package upstreamtls
 
 import (
