@@ -15,6 +15,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -101,9 +102,8 @@ type balancerLogs struct {
 	// handler is the user's code, and runs under no lock of ours.
 	logger *slog.Logger
 	logs   []logLine
-	// warnings keeps a burst of like warnings from flooding the log
-	// (warnlimit.go).
-	warnings warnLimiter
+	// warnings keeps a burst of like warnings from flooding the log.
+	warnings warnlimit.Limiter
 }
 
 // balancerConnMetrics are a balancer's SubConn measurements (subchannelmetrics.go),
@@ -400,7 +400,7 @@ type logLine struct {
 // level is enabled is asked then: that too is the handler's code. Lines
 // are few, one per decision, so queueing them unasked costs little.
 func (b *xdsBalancer) logLocked(level slog.Level, msg string, args ...any) {
-	if ok, args := b.limitLocked(level, msg, args); ok {
+	if ok, args := b.warnings.Limit(level, msg, args, b.clock.Now()); ok {
 		b.logs = append(b.logs, logLine{level, msg, args})
 	}
 }

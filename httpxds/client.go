@@ -18,6 +18,7 @@ import (
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/upstreamtls"
+	"github.com/goxds/xds/internal/warnlimit"
 )
 
 // DefaultRouteTimeout is the timeout of a request whose route sets none:
@@ -47,7 +48,10 @@ type TransportOptions struct {
 	// Client.
 	ClientOptions client.Options
 	// Logger gets what the Transport decides (debug) and what fails
-	// (warnings). Nil: client.DefaultLogger().
+	// (warnings). At most 10 warnings of one kind are written in 10
+	// seconds (a zone going down fails thousands of clusters at once): the
+	// tenth says that more are held back, and the first after the pause
+	// carries held_back, how many were. Nil: client.DefaultLogger().
 	Logger *slog.Logger
 	// DefaultRouteTimeout is the timeout of a request whose route sets no
 	// timeout. Zero: DefaultRouteTimeout (Envoy's 15 s); negative: none.
@@ -112,7 +116,10 @@ type Transport struct {
 	leafConns map[string]*leafConn
 	tls       upstreamtls.Cache
 	logs      []logLine
-	sweep     client.Timer // the host idle sweep; nil when not armed
+	// warnings keeps a burst of like warnings (every cluster of a zone
+	// failing at once) from flooding the log.
+	warnings warnlimit.Limiter
+	sweep    client.Timer // the host idle sweep; nil when not armed
 	// wg counts the DNS lookups in flight.
 	wg sync.WaitGroup
 }
@@ -301,9 +308,12 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// logLocked queues a line for when mu is released.
+// logLocked queues a line for when mu is released, unless it is one
+// warning too many of a burst (warnings).
 func (t *Transport) logLocked(level slog.Level, msg string, args ...any) {
-	t.logs = append(t.logs, logLine{level, msg, args})
+	if ok, args := t.warnings.Limit(level, msg, args, t.clock.Now()); ok {
+		t.logs = append(t.logs, logLine{level, msg, args})
+	}
 }
 
 // realClock is time's.
