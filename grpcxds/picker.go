@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -130,7 +129,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	}
 	var d route.Decision
 	if err := route.Select(p.routes, &req, &d); err != nil {
-		return balancer.PickResult{}, nil, p.routeStatus(err, info.FullMethodName)
+		return balancer.PickResult{}, nil, routeStatus(err, info.FullMethodName, "")
 	}
 	if d.Plugin != "" {
 		res, _, err := p.pluginPick(d.Route, sel, info)
@@ -138,7 +137,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	}
 	cp := p.clusters.Get(d.Cluster)
 	if cp == nil { // the snapshot has every cluster a route names
-		return balancer.PickResult{}, nil, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
+		return balancer.PickResult{}, nil, routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName, "")
 	}
 	res, err := pickFor(cp, info, d.Hash, sel)
 	if sel != nil {
@@ -146,25 +145,4 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 		sel.statusPick.Store(err != nil && isStatus)
 	}
 	return res, d.Route, err
-}
-
-// routeStatus is the status a pick of an RPC to method fails with when
-// routing fails with err.
-func (p *routePicker) routeStatus(err error, method string) error {
-	re, ok := err.(*route.Error)
-	if !ok {
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
-	}
-	switch re.Kind {
-	case route.NoRoute:
-		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s", method)
-	case route.NotForwarding:
-		return status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out", method, route.Describe(re.Route), re.Route.Action)
-	case route.NoCluster:
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster", method, route.Describe(re.Route))
-	case route.ClusterNotConfigured:
-		return status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", route.Describe(re.Route), re.Cluster)
-	}
-	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
 }

@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -227,20 +228,27 @@ func (c *channelConfig) selectInto(sel *selection, method string, channelID uint
 }
 
 // routeStatus is the status an RPC to method fails with when routing
-// fails with err, as the interceptors report it.
+// fails with err: UNAVAILABLE, saying why in gRPC's terms, and naming the
+// xDS node ID when the interceptors report it (the picker has none).
 func routeStatus(err error, method, nodeID string) error {
+	node := ""
+	if nodeID != "" {
+		node = fmt.Sprintf(" (xDS node ID %q)", nodeID)
+	}
 	re, ok := err.(*route.Error)
 	if !ok {
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v%s", method, err, node)
 	}
 	switch re.Kind {
 	case route.NoRoute:
-		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s (xDS node ID %q)", method, nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s%s", method, node)
 	case route.NotForwarding:
 		return status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out (xDS node ID %q)", method, route.Describe(re.Route), re.Route.Action, nodeID)
+			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out%s", method, route.Describe(re.Route), re.Route.Action, node)
 	case route.NoCluster:
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, route.Describe(re.Route), nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster%s", method, route.Describe(re.Route), node)
+	case route.ClusterNotConfigured:
+		return status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured%s", route.Describe(re.Route), re.Cluster, node)
 	}
-	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
+	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v%s", method, err, node)
 }
