@@ -15,6 +15,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -69,7 +70,7 @@ type xdsBalancer struct {
 	ch     channelInfo
 	// clock runs the Set's timers and paces warnings: the real one, but in
 	// tests.
-	clock clock
+	clock lbpolicy.Clock
 	balancerLogs
 	// snap is the snapshot in force; nil before the first one and while
 	// the configuration is unusable, failErr then saying why (a status

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
@@ -50,7 +51,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
 		tls:      tlsState{warnedPlain: make(map[string]bool)},
 		ch:       channelInfo{id: rand.Uint64()},
-		clock:    realClock{},
+		clock:    lbpolicy.RealClock{},
 	}
 	b.logger = client.DefaultLogger()
 	b.set = cluster.NewSet(b, b.clock, cluster.Config{FailoverTimeout: DefaultFailoverTimeout})
