@@ -60,7 +60,7 @@ type subConn struct {
 // sent as SNI when the security says auto_host_sni.
 //
 // An endpoint with an authority (the EDS hostname, or the DNS name of a
-// LOGICAL_DNS cluster: authorityOf) is an endpoint of its own, apart
+// LOGICAL_DNS cluster: cluster.EndpointSpec.Authority) is an endpoint of its own, apart
 // from the same addresses with another authority or none: an RPC picks
 // an endpoint, and learns its authority from the endpoint's SubConn, so
 // one connection must not stand for two hostnames. Addresses listed
@@ -71,7 +71,7 @@ func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *
 		addrs = proxiedAddrs(spec.Proxy, addrs)
 	}
 	sec, _ := spec.Security.(*upstreamtls.Shared)
-	authority := authorityOf(dns, hostname)
+	authority := spec.Authority()
 	var extra string
 	if sec != nil {
 		if !sec.Info.UsesHostname() {
@@ -80,7 +80,7 @@ func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *
 		extra = sec.Key + "|" + hostname
 	}
 	if authority != "" {
-		extra = authorityKey(authority, extra)
+		extra = cluster.AuthorityKey(authority, extra)
 	}
 	ep, isNew := pool.Get(addrs, extra)
 	if isNew && (sec != nil || dns != nil || authority != "") {
