@@ -104,8 +104,12 @@ type leafConn struct {
 type epTag struct {
 	lc       *leafConn
 	hostname string // the EDS hostname, for auto_host_sni
-	proxy    string // HTTP CONNECT proxy host:port, "" for none
-	dns      *cluster.Resolution
+	// authority is the Host of a request on a route with
+	// auto_host_rewrite: the EDS hostname, a LOGICAL_DNS cluster's DNS
+	// name; "" for none.
+	authority string
+	proxy     string // HTTP CONNECT proxy host:port, "" for none
+	dns       *cluster.Resolution
 }
 
 // Security implements cluster.Host: the leaf's TLS and HTTP version. A
@@ -137,21 +141,32 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 }
 
 // Endpoint implements cluster.Host: the pool's endpoint of spec's
-// addresses, through its proxy, with its leaf's TLS and HTTP version.
+// addresses, through its proxy, with its leaf's TLS and HTTP version. An
+// endpoint with an authority (auto_host_rewrite's Host) is one of its own
+// (cluster.AuthorityKey): a request learns its Host from the endpoint it
+// picks.
 func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
 	if lc == nil || lc.tls == nil || !lc.tls.Info.UsesHostname() {
 		hostname = "" // the handshake does not send it: share the endpoint
 	}
+	authority := spec.Authority()
+	if spec.DNS != nil {
+		// Envoy names a LOGICAL_DNS cluster's host by its DNS name alone:
+		// auto_host_rewrite's Host carries no port.
+		if host, _, err := net.SplitHostPort(authority); err == nil {
+			authority = host
+		}
+	}
 	extra := ""
 	if lc != nil {
 		extra = lc.key
 	}
-	extra += "|" + hostname + "|" + spec.Proxy
+	extra = cluster.AuthorityKey(authority, extra+"|"+hostname+"|"+spec.Proxy)
 	ep, isNew := pool.Get(spec.Addrs, extra)
 	if isNew {
-		ep.Tag = &epTag{lc: lc, hostname: hostname, proxy: spec.Proxy, dns: spec.DNS}
+		ep.Tag = &epTag{lc: lc, hostname: hostname, authority: authority, proxy: spec.Proxy, dns: spec.DNS}
 		if lc != nil {
 			lc.refs++
 		}
