@@ -16,6 +16,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -369,7 +370,7 @@ func (b *xdsBalancer) publishLocked() {
 	if b.mdFor != b.snap.VirtualHost {
 		// Once per virtual host: the routes are many where the clusters
 		// are, and an update of endpoints keeps them.
-		b.mdFor, b.needsMD = b.snap.VirtualHost, routesNeedMD(rp.routes)
+		b.mdFor, b.needsMD = b.snap.VirtualHost, route.NeedsHeaders(rp.routes)
 	}
 	rp.needsMD = b.needsMD
 	rp.plugins = b.rls.pickers

@@ -87,6 +87,12 @@ func TestMatchRoute(t *testing.T) {
 	}
 }
 
+// matchRoute reports whether r matches an RPC to method with metadata md,
+// its headers as gRPC routing sees them.
+func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
+	return r.MatchGRPC(method, mdHeaders(md).Get)
+}
+
 func fraction(percent uint32) *corev3.RuntimeFractionalPercent {
 	return &corev3.RuntimeFractionalPercent{DefaultValue: &typev3.FractionalPercent{Numerator: percent}}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
@@ -22,7 +23,7 @@ import (
 // chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
 	routes   []*resources.Route
-	clusters pickerMap
+	clusters cluster.PickerMap // the clusters' pickers, by name
 	// plugins are the pickers of the RLS policies of routes that name a
 	// cluster specifier plugin, by plugin name (rlsplugin.go).
 	plugins   map[string]balancer.Picker
@@ -40,10 +41,6 @@ type routePicker struct {
 	// has one, for routes that rewrite it (authority.go).
 	authorities *sync.Map
 }
-
-// routesNeedMD reports whether some route matches headers or hashes
-// them.
-func routesNeedMD(routes []*resources.Route) bool { return route.NeedsHeaders(routes) }
 
 // headerHash hashes an RPC by one header of its metadata (ring_hash's
 // requestHashHeader, gRFC A76): its values joined with ",", or a random

@@ -3,7 +3,6 @@ package grpcxds
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -124,47 +123,9 @@ func (s *selection) metadata() mdHeaders {
 	return mdHeaders(s.md)
 }
 
-// mdHeaders is gRPC metadata as routing sees a request's headers.
-type mdHeaders metadata.MD
-
-// Get implements route.Headers (header).
-func (h mdHeaders) Get(name string) (string, bool) { return header(metadata.MD(h), name) }
-
-// Last implements route.Headers: the last value as sent.
-func (h mdHeaders) Last(name string) (string, bool) {
-	vs := h[name]
-	if len(vs) == 0 {
-		return "", false
-	}
-	return vs[len(vs)-1], true
-}
-
-// header returns the value of a request header as route matching and hash
-// policies see it: every value joined with ",". Binary headers ("-bin")
-// are never seen, and content-type is always "application/grpc", as gRPC
-// sends it.
-func header(md metadata.MD, name string) (string, bool) {
-	switch {
-	case strings.HasSuffix(name, "-bin"):
-		return "", false
-	case name == "content-type":
-		return "application/grpc", true
-	}
-	vs := md[name]
-	if len(vs) == 0 {
-		return "", false
-	}
-	if len(vs) == 1 {
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
-}
-
-// matchRoute reports whether r matches an RPC to method with metadata md,
-// its headers as header sees them.
-func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	return r.MatchGRPC(method, mdHeaders(md).Get)
-}
+// mdHeaders is gRPC metadata as routing sees a request's headers
+// (gRFC A28's rules, dataplane/route's).
+type mdHeaders = route.GRPCHeaders
 
 // grpcRetryOn are the retry_on conditions gRPC retries on (gRFC A44), by
 // the bit route.RetryPolicy gives them: their status code. Envoy's HTTP

@@ -12,8 +12,8 @@
 //     (gRFC A28: path, headers, runtime fraction; query parameters are
 //     the transport's to give, and a gRPC request has none). Which headers
 //     a request shows, and how repeated ones join, is the adapter's
-//     [Headers] view: gRPC hides "-bin" headers and shows content-type as
-//     "application/grpc".
+//     [Headers] view; gRPC's is [GRPCHeaders], which hides "-bin" headers
+//     and shows content-type as "application/grpc".
 //   - the cluster: the route's, or one of its weighted clusters drawn by
 //     weight, once per request (gRFC A31: every attempt of the request
 //     keeps it), or the name of the cluster specifier plugin that picks it
