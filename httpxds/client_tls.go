@@ -2,8 +2,6 @@ package httpxds
 
 import (
 	"context"
-	"crypto/tls"
-	"fmt"
 	"net"
 
 	"github.com/goxds/xds/internal/upstreamtls"
@@ -33,15 +31,10 @@ func handshake(ctx context.Context, hi *upstreamtls.HandshakeInfo, raw net.Conn,
 	default:
 		alpn = []string{"http/1.1"}
 	}
-	cfg, err := hi.ClientTLSConfig(ctx, hostname, alpn)
+	conn, err := hi.Handshake(ctx, raw, hostname, alpn)
 	if err != nil {
 		raw.Close()
 		return nil, err
-	}
-	conn := tls.Client(raw, cfg)
-	if err := conn.HandshakeContext(ctx); err != nil {
-		raw.Close()
-		return nil, fmt.Errorf("TLS handshake with %s: %w", raw.RemoteAddr(), err)
 	}
 	return conn, nil
 }
