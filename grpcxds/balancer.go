@@ -114,8 +114,8 @@ type balancerConnMetrics struct {
 	// connSink is where the SubConns' metrics go, nil when the channel
 	// does not measure them; connEvents the measurements to report once
 	// mu is released.
-	connSink   *connSink
-	connEvents []connEvent
+	connSink   *endpoint.ConnSink
+	connEvents endpoint.ConnEvents
 }
 
 // channelInfo is what the balancer learns of its channel from the
@@ -190,31 +190,13 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	snap, prev := cfg.snap, b.snap
 	b.snap, b.failErr, b.republish = snap, nil, true
 	b.rlsAdoptSetLocked(s.ResolverState)
-	if prev != nil && prev.VirtualHost == snap.VirtualHost && b.rlsRootsSameLocked() {
-		// The same routes, and the same clusters of RLS targets, so the
-		// same clusters: only those whose ClusterConfig changed, and the
-		// aggregates above them, can have changed. This is the usual
-		// update (one cluster's endpoints), and it costs that cluster,
-		// not every cluster.
-		b.set.Update(snap, nil)
-	} else {
-		roots := cluster.RouteClusters(snap.VirtualHost)
-		b.rlsRootsLocked(roots)
-		b.set.Update(snap, roots)
-	}
+	// The roots are the routes' clusters and those of RLS targets; with
+	// the same virtual host, and the same held clusters, only the
+	// clusters whose ClusterConfig changed are looked at.
+	b.rls.holds.Update(b.set, snap, prev != nil && prev.VirtualHost == snap.VirtualHost)
 	b.finishAndUnlock()
 	b.updatePlugins(snap)
 	return nil
-}
-
-// routesToLocked reports whether the routes of the snapshot in force send
-// to the cluster name.
-func (b *xdsBalancer) routesToLocked(name string) bool {
-	if b.snap == nil {
-		return false
-	}
-	_, ok := cluster.RouteClusters(b.snap.VirtualHost)[name]
-	return ok
 }
 
 // ResolverError implements balancer.Balancer. The goxds resolver hands
@@ -267,7 +249,7 @@ func (b *xdsBalancer) Close() {
 	plugins := b.rls.closeLocked()
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
-	reportConns(conns)
+	conns.Report()
 	if plugins != nil {
 		plugins.Close()
 	}
@@ -284,7 +266,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 		b.logs = nil
 		conns := b.takeConnEventsLocked()
 		b.mu.Unlock()
-		reportConns(conns)
+		conns.Report()
 		return
 	}
 	if b.set.Settle() {
@@ -299,10 +281,10 @@ func (b *xdsBalancer) finishAndUnlock() {
 	b.tls.security.Prune()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
-	b.rlsStatesLocked()
+	b.rls.holds.Publish(b.set)
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
-	reportConns(conns)
+	conns.Report()
 	for _, l := range logs {
 		logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}
@@ -329,7 +311,7 @@ func (b *xdsBalancer) Log(level slog.Level, msg string, args ...any) {
 // Pinned implements cluster.Host: a cluster an RLS policy routes to was
 // named by a lookup made for an RPC, so it connects at once, and stays
 // awake while the policy's cache keeps the target.
-func (b *xdsBalancer) Pinned(name string) bool { return b.rls.targets[name] > 0 }
+func (b *xdsBalancer) Pinned(name string) bool { return b.rls.holds.Held(name) }
 
 // HeaderHash implements cluster.Host: req is the RPC's context.
 func (b *xdsBalancer) HeaderHash(req any, name string) uint64 {

@@ -38,7 +38,7 @@ type connTag struct {
 	authority string
 	// labels are the labels of the connection's metrics (gRFC A94;
 	// subchannelmetrics.go), nil when the channel does not measure them.
-	labels *connLabels
+	labels *endpoint.ConnLabels
 }
 
 // subConn is an endpoint's connection: a SubConn, and what its state
@@ -51,7 +51,7 @@ type subConn struct {
 	authority bool
 	// m is what the SubConn's metrics need (subchannelmetrics.go), nil
 	// when the channel does not measure them. Guarded by b.mu.
-	m *connMetrics
+	m *endpoint.ConnMeter
 }
 
 // Endpoint implements cluster.Host: the endpoint of the given addresses
@@ -146,7 +146,7 @@ func (c *subConn) onState(s balancer.SubConnState) {
 		b.mu.Unlock()
 		return
 	}
-	c.observeLocked(s.ConnectivityState)
+	c.observeLocked(endpointState(s.ConnectivityState))
 	if s.ConnectivityState == connectivity.TransientFailure {
 		if tag, _ := c.ep.Tag.(*connTag); tag != nil && tag.dns != nil {
 			tag.dns.ResolveNow()

@@ -117,7 +117,9 @@
 //     its end (gRFC A96: retries, time waited); gRPC's own transparent
 //     retries happen below the interceptors and are not counted.
 //   - HTTP filters (gRFC A39), once per RPC, not per attempt, with their
-//     per-route overrides. Fault injection (gRFC A33): an abort is not
+//     per-route overrides, run by dataplane/httpfilter (shared with the
+//     HTTP client; this package binds it: the RPC's metadata, a denial as
+//     the RPC's status and trailers). Fault injection (gRFC A33): an abort is not
 //     retried; an abort with status OK ends a stream at once, and a unary
 //     RPC with io.EOF, as in grpc-go; max_active_faults counts the whole
 //     process. External authorization (gRFC A92; package dataplane/extauthz

@@ -1,76 +1,30 @@
 package grpcxds
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/extauthz"
-	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
-	"github.com/goxds/xds/resources"
 )
 
-// extAuthzConfigName is the external authorization filter's top-level
-// configuration message (gRFC A92).
-const extAuthzConfigName = "envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"
+// The selection is the RPC as the HTTP filters see it
+// (httpfilter.Request): its outgoing metadata are its headers.
 
-// extAuthzRuntime runs the external authorization filter on a channel's
-// RPCs: dataplane/extauthz decides, over a channel to the service that the
-// channel's resolver keeps (internal/extauthzgrpc, gRFC A102's
-// credentials) until it closes.
-type extAuthzRuntime struct {
-	// top is the filter's top-level configuration, which an
-	// ExtAuthzPerRoute override keeps.
-	top      resources.HTTPFilterConfig
-	channels *extauthzgrpc.Channels
+// AuthzRequest implements httpfilter.Request: the RPC's method and
+// outgoing metadata.
+func (s *selection) AuthzRequest() extauthz.Request {
+	return extauthz.Request{Path: s.method, Headers: s.metadata()}
 }
 
-// start checks the RPC. An allowed RPC goes on with the outgoing metadata
-// the service changed: h is the RPC's selection, which is the context the
-// interceptors hand gRPC, so the change is made there; the service's
-// response headers to add are returned, for the interceptors to apply to
-// the response headers the application sees. A denied RPC fails with the
-// service's status, as an authzDenied carrying the denial's headers, which
-// the interceptors give the application as the RPC's trailers.
-func (r extAuthzRuntime) start(ctx context.Context, config resources.HTTPFilterConfig, h route.Headers) (func(), []extauthz.Mutation, error) {
-	c, err := resources.ExtAuthzOf(config, r.top)
-	if err != nil {
-		return nil, nil, status.Errorf(codes.Internal, "goxds: ext_authz filter: %v", err)
-	}
-	sel, ok := h.(*selection)
-	if !ok {
-		return nil, nil, status.Errorf(codes.Internal, "goxds: ext_authz filter: RPC without a selection (%T)", h)
-	}
-	md, _ := metadata.FromOutgoingContext(ctx)
-	req := &extauthz.Request{Path: sel.method, Headers: md, Time: time.Now()}
-	var client extauthz.Client
-	if r.channels == nil {
-		client = failedClient{fmt.Errorf("no channel to the authorization service %q can be made here", c.GrpcService.TargetURI)}
-	} else if cl, err := r.channels.Client(c.GrpcService); err != nil {
-		client = failedClient{err}
-	} else {
-		client = cl
-	}
-	d := (&extauthz.Checker{Config: c, Client: client}).Check(ctx, req)
-	if !d.Allow {
-		st := status.New(codes.Code(d.Code), "goxds: "+d.Message)
-		if len(d.Trailers) == 0 {
-			return nil, nil, st.Err()
-		}
-		return nil, nil, &authzDenied{st: st, trailer: extauthzgrpc.Mutations(nil, d.Trailers)}
-	}
-	if len(d.RequestHeaders) > 0 {
-		md = extauthzgrpc.Mutations(md, d.RequestHeaders)
-		sel.Context = metadata.NewOutgoingContext(sel.Context, md)
-		sel.md, sel.mdRead = md, true
-	}
-	return nil, d.ResponseHeaders, nil
+// MutateHeaders implements httpfilter.Request: the RPC goes on with the
+// outgoing metadata changed. The selection is the context the
+// interceptors hand gRPC, so the change is made there.
+func (s *selection) MutateHeaders(ms []extauthz.Mutation) {
+	md := extauthzgrpc.Mutations(metadata.MD(s.metadata()), ms)
+	s.Context = metadata.NewOutgoingContext(s.Context, md)
+	s.md, s.mdRead = md, true
 }
 
 // authzDenied is an RPC's denial by the authorization service that came
@@ -88,7 +42,7 @@ func (e *authzDenied) Error() string { return e.st.Err().Error() }
 func (e *authzDenied) GRPCStatus() *status.Status { return e.st }
 
 // deliverDenial returns the error an RPC that start failed with err ends
-// with. A denial's headers go to the RPC's grpc.Trailer call options,
+// with (denialError). A denial's headers go to the RPC's grpc.Trailer call options,
 // which gRPC would fill from a server's trailers: the application reads
 // them where it reads any failure's trailers.
 func deliverDenial(err error, opts []grpc.CallOption) error {
@@ -144,11 +98,4 @@ func (s *authzHeaderStream) RecvMsg(m any) error {
 		addResponseHeaders(s.opts, s.ms)
 	}
 	return err
-}
-
-// failedClient fails every check with err: the failure mode decides.
-type failedClient struct{ err error }
-
-func (f failedClient) Check(context.Context, *extauthz.CheckRequest) (*extauthz.CheckResponse, error) {
-	return nil, f.err
 }

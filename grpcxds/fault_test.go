@@ -4,287 +4,37 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/dataplane/extauthz"
+	"github.com/goxds/xds/dataplane/httpfilter"
 )
 
-// faultTestTimeout bounds every wait of these tests.
-const faultTestTimeout = 10 * time.Second
-
-// fixedDraw is a random source that always draws v (or n-1 if v >= n), and
-// records the bounds it was asked for.
-type fixedDraw struct {
-	v    uint32
-	asks []uint32
-}
-
-func (d *fixedDraw) intn(n uint32) uint32 {
-	d.asks = append(d.asks, n)
-	return min(d.v, n-1)
-}
-
-// fakeTimers replaces the filter's timer: each timer started is reported
-// on started with its duration, and fires when the test sends on fire.
-type fakeTimers struct {
-	started chan time.Duration
-	fire    chan time.Time
-}
-
-func newFakeTimers(f *faultFilter) *fakeTimers {
-	ft := &fakeTimers{started: make(chan time.Duration, 16), fire: make(chan time.Time)}
-	f.After = func(d time.Duration) (<-chan time.Time, func() bool) {
-		ft.started <- d
-		return ft.fire, func() bool { return true }
+// A filter's denial as the RPC's error: its code and message; a fault's
+// abort with status OK as errFaultAbortOK; a context that ended during a
+// fault's delay as gRPC ends it; a denial's headers as the RPC's trailers.
+// (The filters' runtimes and their tests are dataplane/httpfilter's.)
+func TestDenialError(t *testing.T) {
+	err := denialError(&httpfilter.Denial{Code: uint32(codes.Unavailable), Message: "fault injected: RPC aborted with status Unavailable"})
+	if s := status.Convert(err); s.Code() != codes.Unavailable || s.Message() != "goxds: fault injected: RPC aborted with status Unavailable" {
+		t.Errorf("abort: %v", err)
 	}
-	return ft
-}
-
-func frac(n, d uint32) resources.FaultFraction {
-	return resources.FaultFraction{Numerator: n, Denominator: d}
-}
-
-func abortCfg(code codes.Code, p resources.FaultFraction) *resources.FaultConfig {
-	return &resources.FaultConfig{Abort: &resources.FaultAbort{Code: code, Percentage: p}}
-}
-
-func u32(v uint32) *uint32 { return &v }
-
-// wantCode fails t unless err is a status error with code want (OK: nil).
-func wantCode(t *testing.T, err error, want codes.Code) {
-	t.Helper()
-	if want == codes.OK {
-		if err != nil {
-			t.Fatalf("inject = %v, want no fault", err)
-		}
-		return
-	}
-	if s, ok := status.FromError(err); !ok || s.Code() != want {
-		t.Fatalf("inject = %v, want status %v", err, want)
-	}
-}
-
-// errNilRelease is what inject reports if the filter broke its promise of
-// a release function.
-var errNilRelease = errors.New("inject returned a nil release")
-
-// inject calls f.inject with a context bounded by the test timeout, and
-// calls release as a caller would at the end of the RPC. It may run on
-// any goroutine.
-func inject(f *faultFilter, cfg *resources.FaultConfig, md metadata.MD) error {
-	ctx, cancel := context.WithTimeout(context.Background(), faultTestTimeout)
-	defer cancel()
-	release, err := f.inject(ctx, cfg, md)
-	if release == nil {
-		return errNilRelease
-	}
-	release()
-	return err
-}
-
-// Each denominator is drawn over as configured: num/den applies when the
-// draw is below num.
-func TestFaultPercentages(t *testing.T) {
-	for _, den := range []uint32{100, 10000, 1000000} {
-		for _, tt := range []struct {
-			draw uint32
-			want codes.Code
-		}{{0, codes.Unavailable}, {4, codes.Unavailable}, {5, codes.OK}, {den - 1, codes.OK}} {
-			d := &fixedDraw{v: tt.draw}
-			f := newFaultFilter(d.intn)
-			wantCode(t, inject(f, abortCfg(codes.Unavailable, frac(5, den)), nil), tt.want)
-			if len(d.asks) != 1 || d.asks[0] != den {
-				t.Errorf("5/%d, draw %d: asked for draws in %v, want one in [0, %d)", den, tt.draw, d.asks, den)
-			}
-		}
-	}
-	// 0% never draws nor fires; 100% always fires.
-	d := &fixedDraw{v: 0}
-	wantCode(t, inject(newFaultFilter(d.intn), abortCfg(codes.Internal, frac(0, 100)), nil), codes.OK)
-	if len(d.asks) != 0 {
-		t.Errorf("0%% drew %v", d.asks)
-	}
-	wantCode(t, inject(newFaultFilter((&fixedDraw{v: 99}).intn), abortCfg(codes.Internal, frac(100, 100)), nil), codes.Internal)
-}
-
-func TestFaultAbortStatus(t *testing.T) {
-	always := frac(100, 100)
-	f := newFaultFilter(nil) // the real source: 100% is certain
-	wantCode(t, inject(f, abortCfg(codes.InvalidArgument, always), nil), codes.InvalidArgument)
-	err := inject(f, abortCfg(codes.OK, always), nil)
-	if !errors.Is(err, errFaultAbortOK) {
+	if err := denialError(&httpfilter.Denial{Code: uint32(codes.OK)}); !errors.Is(err, errFaultAbortOK) {
 		t.Errorf("abort with OK = %v, want errFaultAbortOK", err)
 	}
-	wantCode(t, inject(f, nil, nil), codes.OK)
-	wantCode(t, inject(f, &resources.FaultConfig{}, nil), codes.OK)
-	// An HTTP status arrives already mapped; the message names the code.
-	code, _ := resources.HTTPStatusToCode(429)
-	httpCfg := &resources.FaultConfig{Abort: &resources.FaultAbort{Code: code, HTTPStatus: 429, Percentage: always}}
-	err = inject(f, httpCfg, nil)
-	wantCode(t, err, codes.Unavailable)
-	if got := status.Convert(err).Message(); got != "goxds: fault injected: RPC aborted with status Unavailable" {
-		t.Errorf("message = %q", got)
-	}
-}
-
-func TestFaultHeaderAbort(t *testing.T) {
-	cfg := &resources.FaultConfig{Abort: &resources.FaultAbort{FromHeader: true, Percentage: frac(10, 100)}}
-	tests := []struct {
-		name string
-		md   metadata.MD
-		draw uint32
-		want codes.Code
-	}{
-		{"no headers", nil, 0, codes.OK},
-		{"grpc status", metadata.Pairs(faultAbortGRPCHeader, "3"), 0, codes.InvalidArgument},
-		{"grpc status above 16", metadata.Pairs(faultAbortGRPCHeader, "99"), 0, codes.Unknown},
-		{"negative grpc status", metadata.Pairs(faultAbortGRPCHeader, "-1"), 0, codes.Unknown},
-		{"grpc status not a number", metadata.Pairs(faultAbortGRPCHeader, "x"), 0, codes.OK},
-		{"http status mapped", metadata.Pairs(faultAbortHTTPHeader, "503"), 0, codes.Unavailable},
-		{"http 404", metadata.Pairs(faultAbortHTTPHeader, "404"), 0, codes.Unimplemented},
-		{"http 200", metadata.Pairs(faultAbortHTTPHeader, "200"), 0, codes.Unknown},
-		{"http out of range", metadata.Pairs(faultAbortHTTPHeader, "700"), 0, codes.OK},
-		{"http preferred", metadata.Pairs(faultAbortHTTPHeader, "401", faultAbortGRPCHeader, "3"), 0, codes.Unauthenticated},
-		{"bad http hides grpc", metadata.Pairs(faultAbortHTTPHeader, "x", faultAbortGRPCHeader, "3"), 0, codes.OK},
-		{"last value counts", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortGRPCHeader, "5"), 0, codes.NotFound},
-		{"configured percentage: draw 9", metadata.Pairs(faultAbortGRPCHeader, "3"), 9, codes.InvalidArgument},
-		{"configured percentage: draw 10", metadata.Pairs(faultAbortGRPCHeader, "3"), 10, codes.OK},
-		{"percentage lowered: draw 4", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortPercentHeader, "5"), 4, codes.InvalidArgument},
-		{"percentage lowered: draw 5", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortPercentHeader, "5"), 5, codes.OK},
-		{"percentage not raised", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortPercentHeader, "50"), 10, codes.OK},
-		{"negative percentage", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortPercentHeader, "-5"), 0, codes.OK},
-		{"bad percentage ignored", metadata.Pairs(faultAbortGRPCHeader, "3", faultAbortPercentHeader, "x"), 9, codes.InvalidArgument},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := &fixedDraw{v: tt.draw}
-			wantCode(t, inject(newFaultFilter(d.intn), cfg, tt.md), tt.want)
-		})
-	}
-}
-
-func TestFaultDelay(t *testing.T) {
-	f := newFaultFilter((&fixedDraw{v: 0}).intn)
-	ft := newFakeTimers(f)
-	cfg := &resources.FaultConfig{
-		Delay: &resources.FaultDelay{Fixed: 3 * time.Second, Percentage: frac(1, 1000000)},
-		Abort: &resources.FaultAbort{Code: codes.Aborted, Percentage: frac(1, 100)},
-	}
-	done := make(chan error, 1)
-	go func() { done <- inject(f, cfg, nil) }()
-	select {
-	case d := <-ft.started:
-		if d != 3*time.Second {
-			t.Errorf("delay %v, want 3s", d)
+	for ctxErr, want := range map[error]codes.Code{context.DeadlineExceeded: codes.DeadlineExceeded, context.Canceled: codes.Canceled} {
+		if err := denialError(&httpfilter.Denial{Code: uint32(codes.Internal), Err: ctxErr}); status.Code(err) != want {
+			t.Errorf("context ended with %v: %v, want %v", ctxErr, err, want)
 		}
-	case err := <-done:
-		t.Fatalf("inject returned %v before any delay", err)
 	}
-	select {
-	case err := <-done:
-		t.Fatalf("inject returned %v during the delay", err)
-	case ft.fire <- time.Now():
+	err = denialError(&httpfilter.Denial{Code: uint32(codes.PermissionDenied), Message: "denied", Headers: []extauthz.Mutation{{Key: "x-why", Value: "quota"}}})
+	var trailer metadata.MD
+	err = deliverDenial(err, []grpc.CallOption{grpc.Trailer(&trailer)})
+	if status.Code(err) != codes.PermissionDenied || len(trailer.Get("x-why")) != 1 {
+		t.Errorf("denial with headers: %v, trailer %v", err, trailer)
 	}
-	// Then the abort, after the delay.
-	wantCode(t, <-done, codes.Aborted)
-}
-
-func TestFaultHeaderDelay(t *testing.T) {
-	cfg := &resources.FaultConfig{Delay: &resources.FaultDelay{FromHeader: true, Percentage: frac(50, 100)}}
-	tests := []struct {
-		name string
-		md   metadata.MD
-		draw uint32
-		want time.Duration // 0: no delay
-	}{
-		{"no header", nil, 0, 0},
-		{"delay", metadata.Pairs(faultDelayHeader, "25"), 49, 25 * time.Millisecond},
-		{"configured percentage", metadata.Pairs(faultDelayHeader, "25"), 50, 0},
-		{"percentage lowered", metadata.Pairs(faultDelayHeader, "25", faultDelayPercentHeader, "10"), 10, 0},
-		{"percentage lowered, drawn in", metadata.Pairs(faultDelayHeader, "25", faultDelayPercentHeader, "10"), 9, 25 * time.Millisecond},
-		{"not a number", metadata.Pairs(faultDelayHeader, "soon"), 0, 0},
-		{"negative", metadata.Pairs(faultDelayHeader, "-5"), 0, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFaultFilter((&fixedDraw{v: tt.draw}).intn)
-			ft := newFakeTimers(f)
-			done := make(chan error, 1)
-			go func() { done <- inject(f, cfg, tt.md) }()
-			if tt.want == 0 {
-				wantCode(t, <-done, codes.OK)
-				if len(ft.started) != 0 {
-					t.Errorf("a delay of %v started", <-ft.started)
-				}
-				return
-			}
-			if d := <-ft.started; d != tt.want {
-				t.Errorf("delay %v, want %v", d, tt.want)
-			}
-			ft.fire <- time.Now()
-			wantCode(t, <-done, codes.OK)
-		})
-	}
-}
-
-// A deadline or cancellation during the delay ends the RPC as gRPC would:
-// DEADLINE_EXCEEDED or CANCELLED. The real timer runs here.
-func TestFaultDelayContextEnds(t *testing.T) {
-	f := newFaultFilter(nil)
-	cfg := &resources.FaultConfig{
-		Delay: &resources.FaultDelay{Fixed: time.Hour, Percentage: frac(100, 100)},
-		Abort: &resources.FaultAbort{Code: codes.Internal, Percentage: frac(100, 100)},
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	_, err := f.inject(ctx, cfg, nil)
-	wantCode(t, err, codes.DeadlineExceeded)
-
-	ctx, cancel = context.WithCancel(context.Background())
-	cancel()
-	_, err = f.inject(ctx, cfg, nil)
-	wantCode(t, err, codes.Canceled)
-	if n := f.Active(); n != 0 {
-		t.Errorf("%d faults still active", n)
-	}
-}
-
-// max_active_faults: an RPC that would exceed the cap gets no fault, and
-// a fault ends when its delay or abort does.
-func TestFaultMaxActiveFaults(t *testing.T) {
-	f := newFaultFilter(nil)
-	ft := newFakeTimers(f)
-	cfg := &resources.FaultConfig{
-		Delay:           &resources.FaultDelay{Fixed: time.Second, Percentage: frac(100, 100)},
-		Abort:           &resources.FaultAbort{Code: codes.Internal, Percentage: frac(100, 100)},
-		MaxActiveFaults: u32(1),
-	}
-	done := make(chan error, 1)
-	go func() { done <- inject(f, cfg, nil) }()
-	select {
-	case <-ft.started:
-	case <-time.After(faultTestTimeout):
-		t.Fatal("the first RPC was not delayed")
-	}
-	// The cap is reached: no delay, no abort.
-	wantCode(t, inject(f, cfg, nil), codes.OK)
-	if len(ft.started) != 0 {
-		t.Fatal("a second delay started over the cap")
-	}
-	ft.fire <- time.Now()
-	wantCode(t, <-done, codes.Internal)
-	// The first fault has ended: the next RPC gets one again (an abort
-	// only, so that no timer is needed).
-	abortOnly := &resources.FaultConfig{Abort: cfg.Abort, MaxActiveFaults: u32(1)}
-	wantCode(t, inject(f, abortOnly, nil), codes.Internal)
-	if n := f.Active(); n != 0 {
-		t.Errorf("%d faults still active", n)
-	}
-	// 0 turns the filter off.
-	abortOnly.MaxActiveFaults = u32(0)
-	wantCode(t, inject(f, abortOnly, nil), codes.OK)
 }

@@ -54,20 +54,21 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 			}
 		}
 	}
-	release, respHeaders, err := runFilters(ctx, cfg.chain, sel)
+	res := cfg.chain.run(ctx, sel)
 	switch {
-	case release == nil:
+	case res.Release == nil:
 		sel.release = cancel
 	case cancel == nil:
-		sel.release = release
+		sel.release = res.Release
 	default:
+		release := res.Release
 		sel.release = func() { release(); cancel() }
 	}
-	if err != nil {
+	if res.Denial != nil {
 		sel.finish()
-		return ctx, nil, nil, err
+		return ctx, nil, nil, denialError(res.Denial)
 	}
-	return ctx, sel, respHeaders, nil
+	return ctx, sel, res.ResponseHeaders, nil
 }
 
 // waitForReady reports whether an RPC's call options (the channel's
@@ -81,48 +82,6 @@ func waitForReady(opts []grpc.CallOption) bool {
 		}
 	}
 	return wfr
-}
-
-// runFilters runs the filters of the RPC of sel in order. The first to
-// fail the RPC ends the run; what the filters started is released by the
-// returned func when the RPC ends, or at once on failure. It returns nil
-// when no filter started anything (a fault that did not fire), as for most
-// RPCs: they allocate nothing here. The filters' changes to the response
-// headers are returned in the filters' order.
-func runFilters(ctx context.Context, chain *filterChain, sel *selection) (func(), []extauthz.Mutation, error) {
-	var releases []func()
-	var respHeaders []extauthz.Mutation
-	for _, f := range sel.filters {
-		rt := chain.runtime(f)
-		if rt == nil {
-			continue
-		}
-		release, rh, err := rt.start(ctx, f.Config, sel)
-		if err != nil {
-			releaseInReverse(releases)
-			return nil, nil, err
-		}
-		if release != nil {
-			releases = append(releases, release)
-		}
-		if len(rh) > 0 {
-			respHeaders = append(respHeaders, rh...)
-		}
-	}
-	switch len(releases) {
-	case 0:
-		return nil, respHeaders, nil
-	case 1:
-		return releases[0], respHeaders, nil
-	}
-	return func() { releaseInReverse(releases) }, respHeaders, nil
-}
-
-// releaseInReverse releases what filters started, the last first.
-func releaseInReverse(releases []func()) {
-	for i := len(releases) - 1; i >= 0; i-- {
-		releases[i]()
-	}
 }
 
 // replayable reports whether a unary request can be sent again: gRPC keeps

@@ -25,21 +25,6 @@ type OutlierMetrics interface {
 	EjectionUnenforced(target, backendService, method, reason string)
 }
 
-// outlierSink is an OutlierMetrics for one channel's detectors: it adds
-// the channel's target.
-type outlierSink struct {
-	m      OutlierMetrics
-	target string
-}
-
-func (s outlierSink) EjectionEnforced(backendService, method string) {
-	s.m.EjectionEnforced(s.target, backendService, method)
-}
-
-func (s outlierSink) EjectionUnenforced(backendService, method, reason string) {
-	s.m.EjectionUnenforced(s.target, backendService, method, reason)
-}
-
 // outlierMetricsLocked returns what the channel's detectors report to:
 // the Builder's OutlierMetrics with the channel's target; nil if it has
 // none (cs nil: a balancer the goxds resolver did not configure).
@@ -47,5 +32,5 @@ func (b *xdsBalancer) outlierMetricsLocked(cs *channelState) outlier.Metrics {
 	if cs == nil || cs.b.outlierMetrics == nil {
 		return nil
 	}
-	return outlierSink{m: cs.b.outlierMetrics, target: b.bopts.Target.String()}
+	return outlier.WithTarget(cs.b.outlierMetrics, b.bopts.Target.String())
 }

@@ -9,11 +9,11 @@ import (
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/rls"
 	"github.com/goxds/xds/internal/rlsgrpc"
 	"github.com/goxds/xds/resources"
@@ -25,16 +25,16 @@ import (
 // lookups, their cache, throttling, backoff, the default target), with an
 // rlsgrpc channel to the lookup service, and the balancer is their Host.
 // A target a policy uses is a cluster (addTarget), which the balancer
-// adds to the resolver's watchers.ClusterSet, so the tree subscribes to
-// it and its endpoints, and builds like a route's when a snapshot brings
-// it. A route picker hands an RPC whose route names a plugin to that
-// plugin's rlsPicker, which asks the policy for a target and picks in
-// that cluster.
+// holds (cluster.Holds: the resolver's watchers.ClusterSet follows it, so
+// the tree subscribes to it and its endpoints, and the Set builds it like
+// a route's when a snapshot brings it). A route picker hands an RPC whose
+// route names a plugin to that plugin's rlsPicker, which asks the policy
+// for a target and picks in that cluster.
 //
 // Lock order: the policies call the balancer (addTarget, Repick) with no
 // lock of theirs held; the balancer calls them (updatePlugins, Close)
 // with mu released; pickers call them holding nothing, and they read
-// which targets are failing from rlsState.failing, an atomic.
+// which targets are failing from Holds.Failing, which takes no lock.
 
 // clusterSetKey is the resolver state attribute of the resolver's
 // *watchers.ClusterSet.
@@ -45,27 +45,19 @@ type clusterSetKey struct{}
 const rlsDataHeader = "x-google-rls-data"
 
 // rlsState is the balancer's RLS part. Guarded by xdsBalancer.mu, but
-// published and failing, which pickers read.
+// published and holds.Failing, which pickers read.
 type rlsState struct {
 	// plugins runs the policies; made at the first update.
 	plugins *rls.Plugins
 	// pickers are the policies' pickers, by plugin name; replaced, never
 	// modified, since route pickers share it.
 	pickers map[string]balancer.Picker
-	// targets count the policies' holds on clusters (addTarget).
-	targets map[string]int
-	// roots are the clusters of targets that the balancer holds because
-	// the snapshot has them (a route may name them too).
-	roots map[string]struct{}
-	// set is the resolver's ClusterSet, and releases the entries the
-	// balancer holds in it, one per cluster with targets.
-	set      *watchers.ClusterSet
-	releases map[string]func()
+	// holds are the clusters of the policies' targets (addTarget), which
+	// the balancer keeps in its Set and the resolver's ClusterSet.
+	holds cluster.Holds
 	// published is the route picker in force (nil: none), where target
-	// picks find the cluster pickers; failing are the target clusters in
-	// TRANSIENT_FAILURE (nil: none), replaced when that changes.
+	// picks find the cluster pickers.
 	published atomic.Pointer[routePicker]
-	failing   atomic.Pointer[map[string]bool]
 }
 
 // rlsHost is the rls.Host of the balancer's policies.
@@ -82,163 +74,35 @@ func (h rlsHost) Repick() {
 	h.b.finishAndUnlock()
 }
 
-// rlsAdoptSetLocked adopts the resolver's ClusterSet.
+// rlsAdoptSetLocked has the resolver's ClusterSet follow the clusters
+// held: a new resolver (the channel left idle mode) brings a new one.
 func (b *xdsBalancer) rlsAdoptSetLocked(rs resolver.State) {
-	set, _ := rs.Attributes.Value(clusterSetKey{}).(*watchers.ClusterSet)
-	if set == b.rls.set {
-		return
+	var sub cluster.Subscriber
+	if set, _ := rs.Attributes.Value(clusterSetKey{}).(*watchers.ClusterSet); set != nil {
+		sub = set
 	}
-	// A new resolver (the channel left idle mode): its tree must learn
-	// the clusters in use.
-	for name, release := range b.rls.releases {
-		release()
-		delete(b.rls.releases, name)
-	}
-	b.rls.set = set
-	for name := range b.rls.targets {
-		b.holdLocked(name)
-	}
+	b.rls.holds.Subscribe(sub)
 }
 
-// rlsRootsLocked adds to roots the clusters of RLS targets that the
-// snapshot has, and records them as the balancer's (rls.roots).
-func (b *xdsBalancer) rlsRootsLocked(roots map[string]struct{}) {
-	clear(b.rls.roots)
-	for name := range b.rls.targets {
-		if b.snap.Clusters.Get(name) != nil {
-			roots[name] = struct{}{}
-			if b.rls.roots == nil {
-				b.rls.roots = make(map[string]struct{})
-			}
-			b.rls.roots[name] = struct{}{}
-		}
-	}
-}
-
-// rlsRootsSameLocked reports whether the clusters of RLS targets that the
-// snapshot has are the balancer's (rls.roots), so that an update keeping
-// the virtual host keeps the balancer's clusters. It allocates nothing and
-// costs the targets, not the clusters.
-func (b *xdsBalancer) rlsRootsSameLocked() bool {
-	n := 0
-	for name := range b.rls.targets {
-		_, held := b.rls.roots[name]
-		if (b.snap.Clusters.Get(name) != nil) != held {
-			return false
-		}
-		if held {
-			n++
-		}
-	}
-	return n == len(b.rls.roots)
-}
-
-// holdLocked puts name in the resolver's ClusterSet. The set's lock and
-// the tree's come after mu in the lock order (the tree calls the balancer
-// only from its callbacks, with no lock held).
-func (b *xdsBalancer) holdLocked(name string) {
-	if b.rls.set == nil {
-		return
-	}
-	if b.rls.releases == nil {
-		b.rls.releases = make(map[string]func())
-	}
-	b.rls.releases[name] = b.rls.set.Add(name)
-}
-
-// addTarget holds cluster for an RLS policy, and returns the function
-// that releases the hold.
-func (b *xdsBalancer) addTarget(cluster string) (release func()) {
+// addTarget holds the cluster name for an RLS policy, and returns the function
+// that releases the hold, once: the last hold of a cluster releases it,
+// and the balancer drops it unless a route names it.
+func (b *xdsBalancer) addTarget(name string) (release func()) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
 		return func() {}
 	}
-	if b.rls.targets == nil {
-		b.rls.targets = make(map[string]int)
-	}
-	if b.rls.targets[cluster]++; b.rls.targets[cluster] == 1 {
-		b.holdLocked(cluster)
-	}
-	if b.snap != nil && b.snap.Clusters.Get(cluster) != nil {
-		// The snapshot has it already (a route's, or one held before):
-		// a root now, as the next update would find.
-		if b.rls.roots == nil {
-			b.rls.roots = make(map[string]struct{})
-		}
-		b.rls.roots[cluster] = struct{}{}
-		b.set.Add(cluster) // or wakes it: a route's cluster, idle until now
-	}
+	hold := b.rls.holds.Add(b.set, name)
 	b.finishAndUnlock()
-	released := false // guarded by mu
-	return func() { b.removeTarget(cluster, &released) }
-}
-
-// removeTarget undoes addTarget, once: the last hold of a cluster
-// releases it, and the balancer drops it unless a route names it.
-func (b *xdsBalancer) removeTarget(cluster string, released *bool) {
-	b.mu.Lock()
-	if b.closed || *released || b.rls.targets[cluster] == 0 {
-		b.mu.Unlock()
-		return
-	}
-	*released = true
-	if b.rls.targets[cluster]--; b.rls.targets[cluster] == 0 {
-		delete(b.rls.targets, cluster)
-		delete(b.rls.roots, cluster)
-		if release := b.rls.releases[cluster]; release != nil {
-			release()
-			delete(b.rls.releases, cluster)
+	return func() {
+		b.mu.Lock()
+		if b.closed || !b.rls.holds.Release(b.set, hold) {
+			b.mu.Unlock()
+			return
 		}
-		if b.snap != nil && !b.routesToLocked(cluster) {
-			b.set.Remove(cluster)
-		}
+		b.finishAndUnlock()
 	}
-	b.finishAndUnlock()
-}
-
-// rlsStatesLocked publishes which target clusters are in
-// TRANSIENT_FAILURE (rls.failing) when that changed; it allocates only
-// then.
-func (b *xdsBalancer) rlsStatesLocked() {
-	cur := b.rls.failing.Load()
-	n, same := 0, true
-	for name := range b.rls.targets {
-		f := b.targetFailingLocked(name)
-		if f {
-			n++
-		}
-		if f != (cur != nil && (*cur)[name]) {
-			same = false
-		}
-	}
-	if same && (cur == nil || len(*cur) == n) {
-		return
-	}
-	if n == 0 {
-		b.rls.failing.Store(nil)
-		return
-	}
-	failing := make(map[string]bool, n)
-	for name := range b.rls.targets {
-		if b.targetFailingLocked(name) {
-			failing[name] = true
-		}
-	}
-	b.rls.failing.Store(&failing)
-}
-
-// targetFailingLocked reports whether cluster name is in
-// TRANSIENT_FAILURE; one the snapshot has not brought yet is not.
-func (b *xdsBalancer) targetFailingLocked(name string) bool {
-	s, ok := b.set.ClusterState(name)
-	return ok && connectivityOf(s) == connectivity.TransientFailure
-}
-
-// rlsFailing is the policies' failing predicate.
-func (b *xdsBalancer) rlsFailing(cluster string) bool {
-	m := b.rls.failing.Load()
-	return m != nil && (*m)[cluster]
 }
 
 // dialRLS is the policies' rls.Dialer: a channel made as grpc-go's RLS
@@ -292,13 +156,10 @@ func (b *xdsBalancer) updatePlugins(snap *watchers.Snapshot) {
 // closeLocked forgets every RLS policy and cluster held, and returns the
 // policies to close once mu is released.
 func (r *rlsState) closeLocked() *rls.Plugins {
-	for _, release := range r.releases {
-		release()
-	}
+	r.holds.Close()
 	plugins := r.plugins
-	r.plugins, r.pickers, r.targets, r.releases, r.roots = nil, nil, nil, nil, nil
+	r.plugins, r.pickers = nil, nil
 	r.published.Store(nil)
-	r.failing.Store(nil)
 	return plugins
 }
 
@@ -315,7 +176,7 @@ type rlsPicker struct {
 // one fails as gRPC fails a pick's plain error.
 func (p *rlsPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	md, _ := metadata.FromOutgoingContext(info.Ctx)
-	res := p.pol.Pick(&rls.Request{Path: info.FullMethodName, Host: p.host, Headers: rlsHeaders(md)}, p.b.rlsFailing)
+	res := p.pol.Pick(&rls.Request{Path: info.FullMethodName, Host: p.host, Headers: rlsHeaders(md)}, p.b.rls.holds.Failing)
 	var lerr *rls.LookupError
 	switch {
 	case res.Queue:

@@ -1,10 +1,6 @@
 package grpcxds
 
 import (
-	"fmt"
-
-	"google.golang.org/grpc/connectivity"
-
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 )
@@ -56,67 +52,15 @@ type SubchannelMetrics interface {
 	OpenConnections(target, backendService, locality string, delta int)
 }
 
-// The disconnection reasons goxds can tell (gRFC A94's
-// grpc.disconnect_error values).
-const (
-	disconnectShutdown = "subchannel shutdown"
-	disconnectUnknown  = "unknown"
-)
-
-// connSink is where one channel's connection events go: the Builder's
-// SubchannelMetrics, and the channel's target. Read-only once made.
-type connSink struct {
-	m      SubchannelMetrics
-	target string
-}
-
-// connLabels are a connection's labels, fixed when its endpoint is first
-// listed.
-type connLabels struct {
-	backendService, locality string
-}
-
-// connMetrics is what a measured SubConn keeps: where its events go, its
-// labels, and the last state it reported, by which the next is judged.
-// Guarded by the balancer's mu, but sink and labels, which are read-only.
-type connMetrics struct {
-	sink   *connSink
-	labels *connLabels
-	state  connectivity.State
-	// shut: the balancer shut the SubConn down; what it reports after is
-	// not measured.
-	shut bool
-}
-
-// connEvent is one measurement to report once mu is released.
-type connEvent struct {
-	m    *connMetrics
-	kind connEventKind
-}
-
-type connEventKind uint8
-
-const (
-	attemptSucceeded connEventKind = iota
-	attemptFailed
-	// lostUnderneath: a ready connection closed, not by the balancer.
-	lostUnderneath
-	// shutWhileReady: the balancer shut a ready connection down.
-	shutWhileReady
-	// connectedAndLost: the connection was made and lost before it was
-	// reported ready (gRPC goes from CONNECTING to IDLE): an attempt
-	// that succeeded, and a disconnection, as grpc-go counts it, with no
-	// connection left open.
-	connectedAndLost
-)
-
 // setConnSinkLocked takes the Builder's SubchannelMetrics from cs, once:
-// a channel's Builder does not change.
+// a channel's Builder does not change. The measuring itself is
+// dataplane/endpoint's (ConnMeter); the balancer feeds it its SubConns'
+// states, collects what they ended under mu and reports it after.
 func (b *xdsBalancer) setConnSinkLocked(cs *channelState) {
 	if b.connSink != nil || cs == nil || cs.b.subchannelMetrics == nil {
 		return
 	}
-	b.connSink = &connSink{m: cs.b.subchannelMetrics, target: b.bopts.Target.String()}
+	b.connSink = endpoint.NewConnSink(cs.b.subchannelMetrics, b.bopts.Target.String())
 }
 
 // labelConnLocked gives a new endpoint the labels of its connection's
@@ -130,84 +74,30 @@ func (b *xdsBalancer) labelConnLocked(ep *endpoint.Endpoint, tag *connTag, spec 
 		tag = &connTag{}
 		ep.Tag = tag
 	}
-	l := spec.Locality
-	tag.labels = &connLabels{backendService: spec.Leaf,
-		locality: fmt.Sprintf("{region=%q, zone=%q, sub_zone=%q}", l.Region, l.Zone, l.SubZone)}
+	tag.labels = endpoint.NewConnLabels(spec.Leaf, spec.Locality)
 }
 
 // measureLocked makes c measured if its endpoint has labels.
 func (c *subConn) measureLocked(tag *connTag) {
-	if tag != nil && tag.labels != nil && c.b.connSink != nil {
-		c.m = &connMetrics{sink: c.b.connSink, labels: tag.labels, state: connectivity.Idle}
+	if tag != nil {
+		c.m = endpoint.NewConnMeter(c.b.connSink, tag.labels)
 	}
 }
 
-// observeLocked judges the state c's SubConn reports against the last:
-// what ended, if anything.
-func (c *subConn) observeLocked(s connectivity.State) {
-	m := c.m
-	if m == nil || m.shut || s == m.state {
-		return
-	}
-	prev := m.state
-	m.state = s
-	var kind connEventKind
-	switch {
-	case prev == connectivity.Connecting && s == connectivity.Ready:
-		kind = attemptSucceeded
-	case prev == connectivity.Connecting && s == connectivity.TransientFailure:
-		kind = attemptFailed
-	case prev == connectivity.Connecting && s == connectivity.Idle:
-		kind = connectedAndLost
-	case prev == connectivity.Ready:
-		kind = lostUnderneath
-	default:
-		return
-	}
-	c.b.connEvents = append(c.b.connEvents, connEvent{m: m, kind: kind})
+// observeLocked judges the state c's SubConn reports against the last.
+// gRPC tells a balancer no more of a lost connection than that it went
+// idle: its reason is "unknown".
+func (c *subConn) observeLocked(s endpoint.State) {
+	c.b.connEvents.Add(c.m.Observe(s, nil))
 }
 
-// shutLocked notes that the balancer shuts c's SubConn down: a ready
-// connection is a disconnection, an attempt under way is not measured.
-func (c *subConn) shutLocked() {
-	m := c.m
-	if m == nil || m.shut {
-		return
-	}
-	m.shut = true
-	if m.state == connectivity.Ready {
-		c.b.connEvents = append(c.b.connEvents, connEvent{m: m, kind: shutWhileReady})
-	}
-}
+// shutLocked notes that the balancer shuts c's SubConn down.
+func (c *subConn) shutLocked() { c.b.connEvents.Add(c.m.Shut()) }
 
 // takeConnEventsLocked returns the measurements to report once mu is
-// released.
-func (b *xdsBalancer) takeConnEventsLocked() []connEvent {
+// released (ConnEvents.Report).
+func (b *xdsBalancer) takeConnEventsLocked() endpoint.ConnEvents {
 	evs := b.connEvents
 	b.connEvents = nil
 	return evs
-}
-
-// reportConns reports evs, with no lock held.
-func reportConns(evs []connEvent) {
-	for _, ev := range evs {
-		m, l := ev.m.sink, ev.m.labels
-		switch ev.kind {
-		case attemptSucceeded:
-			m.m.ConnectionAttemptSucceeded(m.target, l.backendService, l.locality)
-			m.m.OpenConnections(m.target, l.backendService, l.locality, 1)
-		case attemptFailed:
-			m.m.ConnectionAttemptFailed(m.target, l.backendService, l.locality)
-		case lostUnderneath, shutWhileReady:
-			reason := disconnectUnknown
-			if ev.kind == shutWhileReady {
-				reason = disconnectShutdown
-			}
-			m.m.Disconnection(m.target, l.backendService, l.locality, reason)
-			m.m.OpenConnections(m.target, l.backendService, l.locality, -1)
-		case connectedAndLost:
-			m.m.ConnectionAttemptSucceeded(m.target, l.backendService, l.locality)
-			m.m.Disconnection(m.target, l.backendService, l.locality, disconnectUnknown)
-		}
-	}
 }

@@ -15,8 +15,11 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/internal/warnlimit"
 )
@@ -79,6 +82,11 @@ type TransportOptions struct {
 	// outlier detection finds, ejected or not (gRFC A91's counters; see
 	// OutlierMetrics for the labels). Nil: nothing is measured.
 	OutlierMetrics OutlierMetrics
+	// ConnectionMetrics, if not nil, hears of the connections the
+	// Transport makes to its endpoints: attempts, disconnections and the
+	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
+	// is measured, and connections are net/http's as dialled.
+	ConnectionMetrics ConnectionMetrics
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -99,6 +107,10 @@ type Transport struct {
 	// replaced at each publication, for requests waiting on a cluster
 	// still connecting.
 	pickers atomic.Pointer[published]
+	// authz are the channels to the authorization services the
+	// listeners' ext_authz filters call (client_filters.go), with a lock of
+	// their own; closed by Close.
+	authz extauthzgrpc.Channels
 
 	// mu guards what follows, the Set's state included (cluster.Host's
 	// lock).
@@ -111,6 +123,9 @@ type Transport struct {
 	// ready at once (connections are made per request), reported before
 	// the Set settles.
 	pending []*httpConn
+	// closing are connections shut down, whose idle connections close
+	// once mu is released.
+	closing []*httpConn
 	// leafConns are the leaves' connection settings by key, tls their
 	// HandshakeInfos (client_tls.go).
 	leafConns map[string]*leafConn
@@ -135,6 +150,7 @@ type transportSettings struct {
 	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
 	faults   *route.Faults
 	retrier  retrier
+	conns    *endpoint.ConnSink // nil: connections are not measured
 }
 
 // published is the pickers of one publication and a channel closed at
@@ -166,6 +182,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	}
 	t.lbClock = lbClock{t.clock}
 	t.retrier = retrier{clock: t.clock, bufferLimit: opts.RetryBufferLimit}
+	t.conns = endpoint.NewConnSink(opts.ConnectionMetrics, "")
 	switch {
 	case t.timeout == 0:
 		t.timeout = DefaultRouteTimeout
@@ -206,9 +223,12 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		// Envoy's outlier detection, with its consecutive_5xx and
 		// consecutive_gateway_failure (client_send.go says which failure
 		// a response was).
-		HTTPOutlierDetection: true}
+		HTTPOutlierDetection: true,
+		// max_pending_requests and max_connections over the
+		// endpoints' pools (client_limits.go).
+		ConnectionLimits: true}
 	if opts.OutlierMetrics != nil {
-		ccfg.OutlierMetrics = outlierSink{opts.OutlierMetrics}
+		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}
 	t.set = cluster.NewSet((*setHost)(t), t.lbClock, ccfg)
 	t.set.SetClient(t.xc)
@@ -249,7 +269,10 @@ func (t *Transport) Close() error {
 	after := t.set.Close()
 	t.tls.Close()
 	t.pending = nil
+	closing := t.closing
+	t.closing = nil
 	t.mu.Unlock()
+	closeIdle(closing)
 	for _, h := range hosts {
 		if h.cancel != nil {
 			h.cancel()
@@ -261,6 +284,7 @@ func (t *Transport) Close() error {
 	after.Run()
 	t.set.StopWaking()
 	t.wg.Wait()
+	t.authz.Close()
 	close(t.pickers.Load().next)
 	if t.ownsXC {
 		t.xc.Close()

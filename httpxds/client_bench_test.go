@@ -11,6 +11,8 @@ import (
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/metrics/promxds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -29,7 +31,9 @@ func cpuTime() int64 {
 // TLS (h2c, which the cluster's HttpProtocolOptions ask for). The
 // httpxds case routes by a route configuration of three routes (the last
 // matching), with the default 15 s route timeout, to a round-robin
-// cluster of one endpoint.
+// cluster of one endpoint; httpxds+connmetrics is the same with
+// TransportOptions.ConnectionMetrics (promxds's collector), whose cost is
+// per connection, not per request.
 func BenchmarkClientRoundTrip(b *testing.B) {
 	for _, proto := range []string{"http1", "h2c"} {
 		h2 := proto == "h2c"
@@ -47,6 +51,9 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		}
 		b.Cleanup(plain.CloseIdleConnections)
 		e := newCEnv(b, cenvOptions{})
+		em := newCEnv(b, cenvOptions{opts: func(o *httpxds.TransportOptions) {
+			o.ConnectionMetrics = promxds.NewHTTPConnectionCollector()
+		}})
 		rc := routes("rc", toCluster(prefix("/health"), "c", nil), toCluster(prefix("/static/"), "c", nil), toCluster(prefix("/api/"), "c", nil))
 		res := world(rc, map[string][]*backend{"c": {a}})
 		if h2 {
@@ -58,8 +65,10 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 				}),
 			}
 		}
-		e.update(res)
-		e.want(e.get("/api/warm"), 200, "ok")
+		for _, e := range []*cenv{e, em} {
+			e.update(res)
+			e.want(e.get("/api/warm"), 200, "ok")
+		}
 		for _, tc := range []struct {
 			name string
 			rt   http.RoundTripper
@@ -67,6 +76,7 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		}{
 			{"plain", plain, a.srv.URL + "/api/users/42?fields=name"},
 			{"httpxds", e.tr, "http://" + svcHost + "/api/users/42?fields=name"},
+			{"httpxds+connmetrics", em.tr, "http://" + svcHost + "/api/users/42?fields=name"},
 		} {
 			b.Run(proto+"/"+tc.name, func(b *testing.B) {
 				c := &http.Client{Transport: tc.rt}

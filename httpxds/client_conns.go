@@ -2,6 +2,7 @@ package httpxds
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,7 @@ type epTag struct {
 	authority string
 	proxy     string // HTTP CONNECT proxy host:port, "" for none
 	dns       *cluster.Resolution
+	labels    *endpoint.ConnLabels // of its connections' metrics, nil for none
 }
 
 // Security implements cluster.Host: the leaf's TLS and HTTP version. A
@@ -145,7 +147,7 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 // endpoint with an authority (auto_host_rewrite's Host) is one of its own
 // (cluster.AuthorityKey): a request learns its Host from the endpoint it
 // picks.
-func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
+func (h *setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
 	if lc == nil || lc.tls == nil || !lc.tls.Info.UsesHostname() {
@@ -166,7 +168,7 @@ func (*setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoi
 	extra = cluster.AuthorityKey(authority, extra+"|"+hostname+"|"+spec.Proxy)
 	ep, isNew := pool.Get(spec.Addrs, extra)
 	if isNew {
-		ep.Tag = &epTag{lc: lc, hostname: hostname, authority: authority, proxy: spec.Proxy, dns: spec.DNS}
+		ep.Tag = &epTag{lc: lc, hostname: hostname, authority: authority, proxy: spec.Proxy, dns: spec.DNS, labels: h.connLabels(spec)}
 		if lc != nil {
 			lc.refs++
 		}
@@ -205,8 +207,17 @@ type httpConn struct {
 	scheme string
 	host   string // the URL host requests are sent to: the first address
 	// shut: the pool let it go; its connections close as their requests
-	// end.
+	// end. gone is closed then: dials waiting for max_connections give
+	// up.
 	shut atomic.Bool
+	gone chan struct{}
+	// The counts behind the circuit breakers (client_limits.go):
+	// connections open, open or being dialled, and requests holding
+	// one; multiplexed once it speaks HTTP/2; limits, the leaf of its
+	// last pending request.
+	conns, open, busy atomic.Int64
+	multiplexed       atomic.Bool
+	limits            atomic.Pointer[cluster.Limits]
 }
 
 // NewConn implements endpoint.Dialer.
@@ -217,7 +228,7 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	if len(addrs) == 0 {
 		return nil, errors.New("endpoint has no address")
 	}
-	c := &httpConn{t: t, ep: ep, scheme: "http", host: addrs[0]}
+	c := &httpConn{t: t, ep: ep, scheme: "http", host: addrs[0], gone: make(chan struct{})}
 	tr := &http.Transport{
 		MaxIdleConnsPerHost: 100,
 		IdleConnTimeout:     90 * time.Second,
@@ -240,22 +251,24 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		}
 	}
 	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		// Every address of the endpoint, in order (gRFC A61's endpoints
-		// with several addresses).
-		var first error
-		for _, a := range addrs {
-			conn, err := dial(ctx, network, a)
-			if err == nil {
-				return conn, nil
+		return c.dialLimited(ctx, func() (net.Conn, error) {
+			// Every address of the endpoint, in order (gRFC A61's
+			// endpoints with several addresses).
+			var first error
+			for _, a := range addrs {
+				conn, err := dial(ctx, network, a)
+				if err == nil {
+					return conn, nil
+				}
+				if first == nil {
+					first = err
+				}
+				if ctx.Err() != nil {
+					break
+				}
 			}
-			if first == nil {
-				first = err
-			}
-			if ctx.Err() != nil {
-				break
-			}
-		}
-		return nil, first
+			return nil, first
+		})
 	}
 	var lc *leafConn
 	if tag != nil {
@@ -278,20 +291,27 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 			if err != nil {
 				return nil, err
 			}
-			return handshake(ctx, sec.Info, raw, hostname, proto)
+			conn, err := handshake(ctx, sec.Info, raw, hostname, proto)
+			if tc, ok := conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
+				c.multiplexed.Store(true) // auto_config's ALPN chose it
+			}
+			return conn, err
 		}
 		switch proto {
 		case protoHTTP2:
 			tr.Protocols.SetHTTP1(false)
 			tr.Protocols.SetHTTP2(true)
+			c.multiplexed.Store(true)
 		case protoAuto:
 			tr.Protocols.SetHTTP2(true)
 		}
 	case proto == protoHTTP2:
 		tr.Protocols.SetHTTP1(false)
 		tr.Protocols.SetUnencryptedHTTP2(true)
+		c.multiplexed.Store(true)
 	}
 	c.tr = tr
+	t.meterConnsLocked(c, tr)
 	return c, nil
 }
 
@@ -300,16 +320,31 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 // its own work).
 func (c *httpConn) Connect() { c.t.pending = append(c.t.pending, c) }
 
-// Shutdown implements endpoint.Conn: idle connections close now, the
-// others as their requests end.
+// Shutdown implements endpoint.Conn: idle connections close once mu is
+// released (closing a net.Conn may run the user's DialContext's code, and
+// reports its metrics), the others as their requests end.
 func (c *httpConn) Shutdown() {
-	c.shut.Store(true)
-	c.tr.CloseIdleConnections()
+	if c.shut.CompareAndSwap(false, true) {
+		close(c.gone)
+		c.t.closing = append(c.t.closing, c)
+	}
 }
 
-// afterUse closes the connection a request left idle if the endpoint was
-// let go meanwhile.
-func (c *httpConn) afterUse() {
+// closeIdle closes the idle connections of the endpoints shut down, with
+// mu not held.
+func closeIdle(cs []*httpConn) {
+	for _, c := range cs {
+		c.tr.CloseIdleConnections()
+	}
+}
+
+// afterUse ends a request's use of the endpoint: it no longer holds a
+// connection if it was busy (client_limits.go), and the connection it
+// left idle is closed if the endpoint was let go meanwhile.
+func (c *httpConn) afterUse(busy bool) {
+	if busy {
+		c.busy.Add(-1)
+	}
 	if c.shut.Load() {
 		c.tr.CloseIdleConnections()
 	}
@@ -379,9 +414,10 @@ func (t *Transport) finishAndUnlock() {
 	}
 	after := t.set.Finish()
 	t.pruneLeafConnsLocked()
-	logs := t.logs
-	t.logs = nil
+	logs, closing := t.logs, t.closing
+	t.logs, t.closing = nil, nil
 	t.mu.Unlock()
+	closeIdle(closing)
 	for _, l := range logs {
 		t.logger.Log(context.Background(), l.level, l.msg, l.args...)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/httpxds"
@@ -113,5 +114,124 @@ func TestClientConsecutiveConnectionFailures(t *testing.T) {
 	}
 	if failed != 5 {
 		t.Errorf("%d requests failed, want 5 (then the endpoint ejected)", failed)
+	}
+}
+
+// Envoy's split_external_local_origin_errors
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier#detection-types):
+// with it, a request the endpoint never answers is a locally originated
+// error, which consecutive_gateway_failure ignores ("in split mode ...
+// only gateway errors") and consecutive_local_origin_failure (default 5,
+// enforced 100%) counts; without it, it is a gateway failure.
+func TestClientLocalOriginSplit(t *testing.T) {
+	hangUp := func(w http.ResponseWriter, r *http.Request) {
+		if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			c.Close()
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		split      bool
+		localRun   *wrapperspb.UInt32Value
+		wantFailed int
+	}{
+		{"unsplit: a gateway failure", false, wrapperspb.UInt32(2), 3},
+		{"split: not a gateway failure, local run off", true, wrapperspb.UInt32(0), 15},
+		{"split: consecutive_local_origin_failure", true, wrapperspb.UInt32(4), 4},
+		{"split: consecutive_local_origin_failure's default", true, nil, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, _, _ := outlierEnv(t, 0, hangUp, &clusterv3.OutlierDetection{
+				EnforcingSuccessRate:               wrapperspb.UInt32(0),
+				MaxEjectionPercent:                 wrapperspb.UInt32(50),
+				Consecutive_5Xx:                    wrapperspb.UInt32(1000),
+				ConsecutiveGatewayFailure:          wrapperspb.UInt32(3),
+				EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
+				SplitExternalLocalOriginErrors:     tc.split,
+				ConsecutiveLocalOriginFailure:      tc.localRun,
+			})
+			failed := 0
+			for range 30 {
+				req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := e.do(req)
+				switch {
+				case err != nil:
+					failed++
+				case got.status != http.StatusOK:
+					t.Fatalf("a response %d, want 200 or no response", got.status)
+				}
+			}
+			if failed != tc.wantFailed {
+				t.Errorf("%d requests failed, want %d", failed, tc.wantFailed)
+			}
+		})
+	}
+}
+
+// The failure percentage counts the requests an endpoint never answered
+// with its 5xx by default; with split_external_local_origin_errors it
+// judges them apart, at enforcing_failure_percentage_local_origin, the
+// responses at enforcing_failure_percentage
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier#failure-percentage).
+func TestClientLocalOriginFailurePercentage(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		split       bool
+		localEnf    uint32
+		wantEjected bool
+	}{
+		{"unsplit: one bucket", false, 0, true},
+		{"split: local enforcing 0", true, 0, false},
+		{"split: local enforcing 100", true, 100, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := testutils.NewFakeClock(time.Unix(1000, 0))
+			e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
+			bad, good := newBackend(t, "bad"), newBackend(t, "good")
+			bad.handler = func(w http.ResponseWriter, r *http.Request) {
+				if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+					c.Close()
+				}
+			}
+			res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
+			res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
+				Interval:                              durationpb.New(10 * time.Second),
+				BaseEjectionTime:                      durationpb.New(time.Minute),
+				MaxEjectionPercent:                    wrapperspb.UInt32(50),
+				FailurePercentageThreshold:            wrapperspb.UInt32(50),
+				EnforcingFailurePercentage:            wrapperspb.UInt32(100),
+				FailurePercentageMinimumHosts:         wrapperspb.UInt32(1),
+				FailurePercentageRequestVolume:        wrapperspb.UInt32(5),
+				EnforcingSuccessRate:                  wrapperspb.UInt32(0),
+				EnforcingLocalOriginSuccessRate:       wrapperspb.UInt32(0),
+				EnforcingConsecutive_5Xx:              wrapperspb.UInt32(0),
+				ConsecutiveLocalOriginFailure:         wrapperspb.UInt32(0),
+				SplitExternalLocalOriginErrors:        tc.split,
+				EnforcingFailurePercentageLocalOrigin: wrapperspb.UInt32(tc.localEnf),
+			}
+			e.update(res)
+			send := func() (failed int) {
+				for range 20 {
+					req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := e.do(req); err != nil {
+						failed++
+					}
+				}
+				return failed
+			}
+			if n := send(); n != 10 {
+				t.Fatalf("round robin: %d of 20 requests failed, want 10", n)
+			}
+			clock.Advance(10 * time.Second)
+			if n, want := send(), map[bool]int{true: 0, false: 10}[tc.wantEjected]; n != want {
+				t.Errorf("after the interval %d of 20 requests failed, want %d (bad ejected: %v)", n, want, tc.wantEjected)
+			}
+		})
 	}
 }

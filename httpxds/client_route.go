@@ -15,6 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 
+	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -26,8 +27,8 @@ import (
 type hostConfig struct {
 	h    *hostWatch
 	snap *watchers.Snapshot
-	// filters are the listener's HTTP filters before the router.
-	filters []*resources.HTTPFilter
+	// chain runs the listener's HTTP filters.
+	chain *httpfilter.Chain
 	// routes caches each route's clientRoute, kept from the previous
 	// configuration while its route configuration and virtual host stay
 	// (an update of endpoints).
@@ -38,22 +39,11 @@ type hostConfig struct {
 func newHostConfig(h *hostWatch, s *watchers.Snapshot, prev *hostConfig) *hostConfig {
 	cfg := &hostConfig{h: h, snap: s}
 	if prev != nil && prev.snap.VirtualHost == s.VirtualHost && prev.snap.RouteConfig == s.RouteConfig && prev.snap.Listener == s.Listener {
-		cfg.routes, cfg.filters = prev.routes, prev.filters
+		cfg.routes, cfg.chain = prev.routes, prev.chain
 		return cfg
 	}
 	cfg.routes = new(sync.Map)
-	if s.Listener != nil {
-		for i := range s.Listener.HTTPFilters {
-			f := &s.Listener.HTTPFilters[i]
-			if _, router := f.Parsed.(*resources.RouterConfig); router {
-				continue
-			}
-			if t, ok := resources.LookupHTTPFilter(f.TypeURL); ok && t.Terminal {
-				continue
-			}
-			cfg.filters = append(cfg.filters, f)
-		}
-	}
+	cfg.chain = httpfilter.NewChain(s.Listener, h.t.filterEnv())
 	return cfg
 }
 

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +21,7 @@ import (
 
 // roundTrip routes req by cfg and sends it (see the package
 // documentation for the order of the steps).
-func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Response, error) {
+func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (resp *http.Response, err error) {
 	s := cfg.snap
 	vh, rc := s.VirtualHost, s.RouteConfig
 	// One allocation holds the request's routing view, its attempt state
@@ -44,10 +43,25 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		wc = route.PickWeighted(rt.WeightedClusters)
 		clusterName = rt.WeightedClusters[wc].Name
 	}
-	if len(cfg.filters) > 0 {
-		if resp := t.runFilters(req, view, cfg, rt, wc); resp != nil {
+	if err := cfg.chain.Err(); err != nil {
+		// A filter this client cannot run: a security filter skipped
+		// would let requests through, so none goes.
+		closeBody(req)
+		return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: listener %q: %v\n", cfg.h.listener, err), nil), nil
+	}
+	if !cfg.chain.Empty() {
+		// The listener's HTTP filters, each with its most specific
+		// override (weighted cluster, route, virtual host): a denial
+		// answers the request; else it goes on, its headers as the
+		// filters changed them (view.r), and the response gets what
+		// they ask of it (client_filters.go).
+		res := cfg.chain.RunRoute(req.Context(), vh, rt, wc, view)
+		if res.Denial != nil {
 			closeBody(req)
-			return resp, nil
+			return denialResponse(req, res.Denial), nil
+		}
+		if res.Release != nil || len(res.ResponseHeaders) > 0 {
+			defer func() { finishFilters(&res, resp) }()
 		}
 	}
 	switch rt.Action {
@@ -86,7 +100,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 	if timeout > 0 {
 		ctx, cancel = a.withRouteTimeout(ctx, timeout)
 	}
-	out := req.WithContext(ctx)
+	out := view.r.WithContext(ctx)
 	a.u = *req.URL
 	out.URL = &a.u
 	if path := cr.rewritePath(rt, view.path); path != view.path {
@@ -99,7 +113,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		out.Host = cr.hostRewrite
 	}
 	if len(cr.mut.request) > 0 {
-		out.Header = req.Header.Clone()
+		out.Header = view.r.Header.Clone()
 		if out.Header == nil {
 			out.Header = make(http.Header)
 		}
@@ -117,7 +131,7 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (*http.Respons
 		a.idle = idle
 	}
 	a.out, a.host = out, out.Host
-	resp, err := t.retrier.send(ctx, out, cr.retry, cr.attemptCount, a.do)
+	resp, err = t.retrier.send(ctx, out, cr.retry, cr.attemptCount, a.do)
 	if err != nil {
 		var timedOut bool
 		if cancel != nil {
@@ -237,7 +251,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 			// EDS drop_overloads: Envoy answers 503 "drop_overload".
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: cluster %q: request dropped (drop_overload category %q)\n", a.cluster, drop.Category), nil), nil
 		case errors.As(err, &over):
-			// max_requests: Envoy answers 503 with x-envoy-overloaded
+			// max_requests, max_pending_requests: Envoy answers 503 with x-envoy-overloaded
 			// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking).
 			h := http.Header{"X-Envoy-Overloaded": {"true"}}
 			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: upstream overflow: %v\n", err), h), nil
@@ -253,6 +267,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	}
 	if a.wantTLS && c.scheme != "https" {
 		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
+		c.unpick(&res)
 		res.Done.Finish(err, nil)
 		return nil, notSent{err}
 	}
@@ -280,14 +295,19 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if a.idle != nil {
 		a.idle.touch()
 	}
+	var pw *pendingWait
+	if res.Pending { // max_pending_requests (client_limits.go)
+		out, pw = c.pending(out, res.Limits)
+	}
 	resp, err := c.tr.RoundTrip(out)
+	busy := c.claimed(&res, pw)
 	if err != nil {
 		// A connection failure or reset counts against the endpoint,
 		// as Envoy's outlier detection counts locally originated errors
 		// with the 5xx unless split_external_local_origin_errors
 		// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 		res.Done.Finish(upstreamFailure{err}, nil)
-		c.afterUse()
+		c.afterUse(busy)
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
 			(*setHost)(a.t).Do(tag.dns.ResolveNow)
 		}
@@ -311,7 +331,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	} else {
 		body = new(doneBody)
 	}
-	body.ReadCloser, body.done, body.outcome, body.conn, body.idle = resp.Body, res.Done, outcome, c, a.idle
+	body.ReadCloser, body.done, body.outcome, body.conn, body.idle, body.busy = resp.Body, res.Done, outcome, c, a.idle, busy
 	resp.Body = body
 	return resp, nil
 }
@@ -335,13 +355,13 @@ func (e outcomeError) Error() string            { return e.msg }
 func (e outcomeError) Outcome() outlier.Outcome { return e.o }
 
 // upstreamFailure is a request the endpoint never answered (refused,
-// reset, timed out): a gateway failure, as Envoy counts a locally
-// originated error without split_external_local_origin_errors.
+// reset, timed out): Envoy's locally originated error, a gateway failure
+// unless the cluster's split_external_local_origin_errors counts it apart.
 type upstreamFailure struct{ err error }
 
 func (e upstreamFailure) Error() string            { return e.err.Error() }
 func (e upstreamFailure) Unwrap() error            { return e.err }
-func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.GatewayFailure }
+func (e upstreamFailure) Outcome() outlier.Outcome { return outlier.LocalOriginFailure }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {
@@ -362,6 +382,9 @@ type doneBody struct {
 	// that roundTrip returns is this one's.
 	cancel context.CancelFunc
 	once   sync.Once
+	// busy: the request holds a connection of conn (client_limits.go);
+	// after once, in its padding.
+	busy bool
 }
 
 func (b *doneBody) Read(p []byte) (int, error) {
@@ -388,7 +411,7 @@ func (b *doneBody) Close() error {
 func (b *doneBody) finish(outcome error) {
 	b.once.Do(func() {
 		b.done.Finish(outcome, nil)
-		b.conn.afterUse()
+		b.conn.afterUse(b.busy)
 		if b.cancel != nil {
 			b.cancel()
 			if b.idle != nil {
@@ -477,64 +500,6 @@ func (it *idleTimer) stop() {
 	if it.timer != nil {
 		it.timer.Stop()
 	}
-}
-
-// runFilters runs the listener's HTTP filters for the request, each with
-// its most specific override (weighted cluster, route, virtual host). It
-// returns the response that ends the request (a fault's abort, a filter
-// this client has no code for), or nil to send it.
-func (t *Transport) runFilters(req *http.Request, view *reqView, cfg *hostConfig, rt *resources.Route, wc int) *http.Response {
-	var wcOverrides map[string]resources.HTTPFilterConfig
-	if wc >= 0 {
-		wcOverrides = rt.WeightedClusters[wc].FilterOverrides
-	}
-	for _, f := range cfg.filters {
-		c, on := f.EffectiveConfig(wcOverrides, rt.FilterOverrides, cfg.snap.VirtualHost.FilterOverrides)
-		if !on {
-			continue
-		}
-		switch c := c.(type) {
-		case *resources.RouterConfig:
-		case *resources.FaultConfig:
-			if resp := t.fault(req, view, c); resp != nil {
-				return resp
-			}
-		default:
-			// A filter skipped may be a security one: fail closed.
-			return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: HTTP filter %q (%s) of listener %q has no client implementation in httpxds\n",
-				f.Name, f.TypeURL, cfg.h.listener), nil)
-		}
-	}
-	return nil
-}
-
-// fault applies Envoy's fault injection filter (as dataplane/route draws
-// it, header-controlled delays and aborts included): a delay, then maybe
-// an abort answered with the status and Envoy's body "fault filter
-// abort". An abort that gives a gRPC status only is answered as a gRPC
-// error without a body frame would be: 200 with the grpc-status header.
-func (t *Transport) fault(req *http.Request, view *reqView, cfg *resources.FaultConfig) *http.Response {
-	a, aborted, err := t.faults.Inject(req.Context(), cfg, view)
-	if err != nil {
-		return localResponse(req, http.StatusGatewayTimeout, fmt.Sprintf("httpxds: request ended during the fault filter's delay: %v\n", err), nil)
-	}
-	if !aborted {
-		return nil
-	}
-	status := a.HTTPStatus
-	if status == 0 && a.Config != nil {
-		status = int(a.Config.HTTPStatus)
-	}
-	var h http.Header
-	if status == 0 {
-		code := a.GRPCStatus
-		if a.Config != nil {
-			code = int(a.Config.Code)
-		}
-		h = http.Header{"Grpc-Status": {strconv.Itoa(code)}}
-		status = http.StatusOK
-	}
-	return localResponse(req, status, "fault filter abort\n", h)
 }
 
 // directResponseOf answers a direct_response route as Envoy's router

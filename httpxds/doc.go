@@ -152,10 +152,30 @@
 //     listener (Envoy's router answers 404).
 //  2. A weighted cluster is drawn by weight, once per request.
 //  3. The listener's HTTP filters with their per-route overrides
-//     (weighted cluster, route, virtual host): the fault filter (delay,
-//     abort with the HTTP status and Envoy's body "fault filter abort",
-//     both header-controllable); a filter this client has no code for
-//     fails the request with 503 rather than being skipped.
+//     (weighted cluster, route, virtual host), run by
+//     dataplane/httpfilter, the runtime grpcxds's channels share: the
+//     fault filter (delay, abort with the HTTP status and Envoy's body
+//     "fault filter abort", both header-controllable; an abort that gives
+//     only a gRPC status is answered 200 with grpc-status); and external
+//     authorization (ext_authz, gRFC A92 with Envoy's HTTP semantics,
+//     https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter).
+//     The authorization service is called over gRPC, on channels the
+//     Transport keeps until Close, with gRFC A102's rules as for gRPC: a
+//     service named by a server not marked trusted_xds_server must be in
+//     the bootstrap's allowed_grpc_services, whose credentials it gets.
+//     The service is told the request's method, host, scheme, protocol,
+//     size, path with its query, and headers (lower case, with
+//     :authority, :method and :path) in header_map and in the headers
+//     map Envoy fills by default; an allowed request is
+//     sent with ok_response's header changes and its response gets
+//     response_headers_to_add; a denied one is answered with
+//     denied_response's status (403 when unset), body and headers, and
+//     one the service could not decide with status_on_error (403 when
+//     unset; the body names the service and why) unless
+//     failure_mode_allow lets it through (x-envoy-auth-failure-mode-allowed
+//     added with failure_mode_allow_header_add). A filter this client has
+//     no code for fails the request with 503 naming the listener and the
+//     filter rather than being skipped, unless it is optional.
 //  4. A direct_response route is answered with its status and body, a
 //     redirect with its status and Location (http.Client follows it as a
 //     server's), as Envoy's router answers them; a non_forwarding_action
@@ -214,21 +234,54 @@
 // (ring_hash with the route's hash policies: header, cookie and query
 // parameter; connection_properties and filter_state hash a downstream
 // connection a client does not have, and are skipped), aggregate and
-// LOGICAL_DNS clusters, EDS drops (503 naming the category), max_requests
-// (503 with x-envoy-overloaded, the body naming the cluster), no healthy
+// LOGICAL_DNS clusters, EDS drops (503 naming the category), the circuit
+// breakers (max_requests, max_pending_requests and max_connections of
+// priority DEFAULT, 1024 each by default; over max_requests, or with
+// max_pending_requests waiting for a connection already, 503 with
+// x-envoy-overloaded, the body naming the cluster and the limit), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
-// request's outcome (a 5xx, or a connection failure or reset, is a
-// failure, as Envoy counts them unless split_external_local_origin_errors;
-// Envoy's consecutive_5xx and consecutive_gateway_failure eject an
-// endpoint the moment its run of 5xx, or of 502, 503, 504 and connection
-// failures, reaches the threshold, as
+// request's outcome (a 5xx, or a connection failure, reset or timeout, is
+// a failure; Envoy's consecutive_5xx and consecutive_gateway_failure eject
+// an endpoint the moment its run of 5xx, or of 502, 503, 504 and
+// connection failures, reaches the threshold, as
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
-// describes) and LRS load reports (a 5xx is an error). A request counts under the
+// describes; with split_external_local_origin_errors the requests an
+// endpoint never answered are counted apart, by
+// consecutive_local_origin_failure and the success rate and failure
+// percentage at enforcing_local_origin_success_rate and
+// enforcing_failure_percentage_local_origin, and every response is a
+// local success, as that page's "Detection types" says) and LRS load reports (a 5xx is an error). A request counts under the
 // circuit breaker, outlier detection and LRS until its response body is
 // read or closed. TransportOptions.OutlierMetrics, if set, hears of each
 // outlier found, ejected or not (gRFC A91's counters, with the cluster
 // and the detection method, consecutive_5xx included, and an empty
 // target: the Transport's clusters serve every host it routes).
+// TransportOptions.ConnectionMetrics, if set, hears of each TCP
+// connection to an endpoint as gRFC A94 measures a gRPC subchannel's:
+// each dial (TLS handshake included) an attempt succeeded or failed, each
+// connection made one open until it closes, a disconnection with the
+// socket error it was lost with, "subchannel shutdown" when the Transport
+// let it go, or "unknown" (see ConnectionMetrics);
+// metrics/otelxds.NewHTTPConnectionMetrics and
+// metrics/promxds.NewHTTPConnectionCollector record them as
+// goxds.http.client.* (goxds_http_client_*).
+//
+// The connection circuit breakers follow
+// https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/circuit_breaking
+// over net/http's pools. A request is pending when the endpoint picked has
+// no free connection (on HTTP/1.1 one request holds a connection until its
+// response body is read or closed; on HTTP/2 any open connection takes it)
+// until net/http hands it one; max_connections counts the connections to
+// all endpoints of the cluster, open or closing, and a connection past it
+// is not dialled until one of the cluster's closes: the request waits for
+// its endpoint's own connection to free, as a pending request. An endpoint
+// with no connection at all gets one past the limit, as Envoy makes sure a
+// host it picks has one. With max_pending_requests 0 no request waits for
+// a connection, so one that needs a new connection is refused, as Envoy
+// refuses it. The counts are per leaf cluster, shared by the clusters
+// (and hosts) naming it; an endpoint listed by two clusters keeps one
+// pool, its connections counted against the cluster whose request made
+// them.
 //
 // Each endpoint's connections are an http.Transport of its own, dialling
 // its addresses in turn (through its HTTP CONNECT proxy, gRFC A86): HTTP/1.1

@@ -33,8 +33,12 @@ const (
 	aggregateConfigName      = "envoy.extensions.clusters.aggregate.v3.ClusterConfig"
 	upstreamTLSName          = "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext"
 
-	// defaultMaxRequests is the circuit breakers' max_requests default.
-	defaultMaxRequests = 1024
+	// defaultMaxRequests, defaultMaxPendingRequests and
+	// defaultMaxConnections are the circuit breakers' defaults
+	// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/config/cluster/v3/circuit_breaker.proto).
+	defaultMaxRequests        = 1024
+	defaultMaxPendingRequests = 1024
+	defaultMaxConnections     = 1024
 )
 
 // ClusterKind says how a cluster finds its endpoints.
@@ -84,6 +88,12 @@ type Cluster struct {
 	// MaxRequests is circuit_breakers' max_requests for priority DEFAULT,
 	// 1024 when unset.
 	MaxRequests uint32
+	// MaxPendingRequests and MaxConnections are circuit_breakers'
+	// max_pending_requests and max_connections for priority DEFAULT, 1024
+	// each when unset. Only an HTTP client reads them (httpxds: requests
+	// waiting for a connection, and connections to all endpoints of the
+	// cluster); gRPC ignores them, as grpc-go does.
+	MaxPendingRequests, MaxConnections uint32
 	// TLS is the transport socket's UpstreamTlsContext as received, nil for
 	// plaintext.
 	TLS *tlsv3.UpstreamTlsContext
@@ -172,7 +182,8 @@ func decodeCluster(ctx *DecodeContext, body *anypb.Any) (string, *Cluster, error
 	if name == "" {
 		return "", nil, fieldErrorf("name", "must not be empty")
 	}
-	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, raw: body.GetValue()}
+	c := &Cluster{Name: name, MaxRequests: defaultMaxRequests, MaxPendingRequests: defaultMaxPendingRequests,
+		MaxConnections: defaultMaxConnections, raw: body.GetValue()}
 	if err := c.init(ctx, m); err != nil {
 		return name, nil, err
 	}
@@ -188,12 +199,21 @@ func (c *Cluster) init(ctx *DecodeContext, m *clusterv3.Cluster) error {
 		return err
 	}
 	c.LBPolicy = lb
+	// The first thresholds of priority DEFAULT count, as Envoy reads
+	// them; any uint32 is a valid limit (0 refuses every request that
+	// would need it), so nothing here is NACKed.
 	for _, t := range m.GetCircuitBreakers().GetThresholds() {
 		if t.GetPriority() != corev3.RoutingPriority_DEFAULT {
 			continue
 		}
 		if mr := t.GetMaxRequests(); mr != nil {
 			c.MaxRequests = mr.GetValue()
+		}
+		if mp := t.GetMaxPendingRequests(); mp != nil {
+			c.MaxPendingRequests = mp.GetValue()
+		}
+		if mc := t.GetMaxConnections(); mc != nil {
+			c.MaxConnections = mc.GetValue()
 		}
 		break
 	}

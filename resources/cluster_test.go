@@ -277,7 +277,7 @@ func TestDecodeClusterValues(t *testing.T) {
 
 	c := decode(edsCluster("c", ""))
 	if c.Kind != ClusterKindEDS || c.ServiceName != "" || c.EDSServiceName() != "c" || c.MaxRequests != 1024 ||
-		c.LBPolicy != (LBPolicy{Kind: LBRoundRobin, WRRLocality: true}) || c.TLS != nil || c.LRSServerSelf || c.OutlierDetection != nil {
+		c.MaxPendingRequests != 1024 || c.MaxConnections != 1024 || c.LBPolicy != (LBPolicy{Kind: LBRoundRobin, WRRLocality: true}) || c.TLS != nil || c.LRSServerSelf || c.OutlierDetection != nil {
 		t.Errorf("plain EDS cluster = %+v", c)
 	}
 	if c.ResourceName() != "c" || !proto.Equal(c.Proto(), c.Raw()) {
@@ -286,19 +286,22 @@ func TestDecodeClusterValues(t *testing.T) {
 	in := edsCluster("c", "svc")
 	maxRequests(corev3.RoutingPriority_HIGH, 5)(in)
 	in.CircuitBreakers.Thresholds = append(in.CircuitBreakers.Thresholds,
-		&clusterv3.CircuitBreakers_Thresholds{Priority: corev3.RoutingPriority_DEFAULT, MaxRequests: wrapperspb.UInt32(7)})
+		&clusterv3.CircuitBreakers_Thresholds{Priority: corev3.RoutingPriority_DEFAULT, MaxRequests: wrapperspb.UInt32(7),
+			MaxPendingRequests: wrapperspb.UInt32(0), MaxConnections: wrapperspb.UInt32(3)},
+		&clusterv3.CircuitBreakers_Thresholds{Priority: corev3.RoutingPriority_DEFAULT, MaxConnections: wrapperspb.UInt32(9)})
 	in.TransportSocket = tlsSocket(upstreamTLS("svc.example"))
 	in.LrsServer = selfSource()
 	in.OutlierDetection = &clusterv3.OutlierDetection{MaxEjectionPercent: wrapperspb.UInt32(20)}
 	c = decode(in)
-	if c.EDSServiceName() != "svc" || c.ServiceName != "svc" || c.MaxRequests != 7 || c.TLS.GetSni() != "svc.example" ||
+	if c.EDSServiceName() != "svc" || c.ServiceName != "svc" || c.MaxRequests != 7 || c.MaxPendingRequests != 0 || c.MaxConnections != 3 || c.TLS.GetSni() != "svc.example" ||
 		!c.LRSServerSelf || c.OutlierDetection.GetMaxEjectionPercent().GetValue() != 20 {
 		t.Errorf("full EDS cluster = %+v", c)
 	}
 	in = edsCluster("c", "")
 	in.CircuitBreakers = &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{}}}
-	if c = decode(in); c.MaxRequests != 1024 {
-		t.Errorf("DEFAULT threshold without max_requests: MaxRequests = %d, want 1024", c.MaxRequests)
+	if c = decode(in); c.MaxRequests != 1024 || c.MaxPendingRequests != 1024 || c.MaxConnections != 1024 {
+		t.Errorf("DEFAULT threshold without limits: MaxRequests, MaxPendingRequests, MaxConnections = %d, %d, %d, want 1024 each",
+			c.MaxRequests, c.MaxPendingRequests, c.MaxConnections)
 	}
 
 	c = decode(dnsCluster("d", "dns.example.com", 8080))

@@ -20,17 +20,18 @@ const (
 // a GrpcService, judged by the server that sent it (gRFC A102), so both
 // parsers are told their source.
 //
-// It runs on neither side yet: dataplane/extproc has no gRPC client or
-// server runtime binding it. Until one does, a Listener that requires the
-// filter is NACKed (gRFC A39), so that the configuration held stays in
-// force, rather than accepted for every RPC to fail; an optional one is
-// skipped. The parsers still validate it (TestExtProcInvalid), and an
-// adapter turns a side on where it runs the filter.
+// It runs on the server side (xdsserver binds dataplane/extproc to
+// grpc-go's server). On a client, which has no runtime binding it yet, a
+// Listener that requires the filter is NACKed (gRFC A39), so that the
+// configuration held stays in force, rather than accepted for every RPC
+// to fail; an optional one is skipped. The parsers validate it for both
+// sides (TestExtProcInvalid).
 var extProcFilterType = HTTPFilterType{
 	Name:              "ext_proc",
 	TypeURLs:          []string{"type.googleapis.com/" + extProcName, "type.googleapis.com/" + extProcPerRouteName},
 	ParseConfigFrom:   parseExtProcAny,
 	ParseOverrideFrom: parseExtProcPerRouteAny,
+	ServerSide:        true,
 }
 
 func init() {

@@ -17,7 +17,8 @@ import (
 
 // extProcContexts are authzContexts with a registry in which the ext_proc
 // filter runs on both sides, as an adapter that runs it would register it:
-// the default registry has it on neither yet (TestExtProcRequiredIsNACKed).
+// the default registry has it on the server side only
+// (TestExtProcRequiredIsNACKed).
 func extProcContexts() (trusted, untrusted *DecodeContext) {
 	trusted, untrusted = authzContexts()
 	reg := DefaultRegistry().Clone()
@@ -30,31 +31,25 @@ func extProcContexts() (trusted, untrusted *DecodeContext) {
 	return trusted, untrusted
 }
 
-// With no runtime for it, a Listener that requires ext_proc is NACKed
-// (gRFC A39), so that the configuration held stays in force, and an
-// optional one is skipped: accepting it would fail every RPC.
+// On a client, with no runtime for it, a Listener that requires ext_proc
+// is NACKed (gRFC A39), so that the configuration held stays in force, and
+// an optional one is skipped: accepting it would fail every RPC. A server
+// runs it (xdsserver), and takes it.
 func TestExtProcRequiredIsNACKed(t *testing.T) {
 	trusted, _ := authzContexts()
-	for _, server := range []bool{false, true} {
-		hcm := rdsHCM("rc")
-		hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
-			Name:       "proc",
-			ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: toAny(extProcMsg(authzTarget))},
-		}}, hcm.HttpFilters...)
-		l := listenerWith("l", hcm)
-		if server {
-			l = serverListener(hcmChain(hcm))
-		}
-		_, _, err := ListenerType.DecodeTyped(trusted, toAny(l))
-		checkErr(t, err, `filter "proc" of type envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor cannot run on a gRPC`)
-		hcm.HttpFilters[0].IsOptional = true
-		l = listenerWith("l", hcm)
-		if server {
-			l = serverListener(hcmChain(hcm))
-		}
-		if _, _, err := ListenerType.DecodeTyped(trusted, toAny(l)); err != nil {
-			t.Errorf("server %v: an optional ext_proc filter: %v; want it skipped", server, err)
-		}
+	hcm := rdsHCM("rc")
+	hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
+		Name:       "proc",
+		ConfigType: &hcmv3.HttpFilter_TypedConfig{TypedConfig: toAny(extProcMsg(authzTarget))},
+	}}, hcm.HttpFilters...)
+	if _, _, err := ListenerType.DecodeTyped(trusted, toAny(serverListener(hcmChain(hcm)))); err != nil {
+		t.Fatalf("a server Listener requiring ext_proc: %v", err)
+	}
+	_, _, err := ListenerType.DecodeTyped(trusted, toAny(listenerWith("l", hcm)))
+	checkErr(t, err, `filter "proc" of type envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor cannot run on a gRPC client`)
+	hcm.HttpFilters[0].IsOptional = true
+	if _, _, err := ListenerType.DecodeTyped(trusted, toAny(listenerWith("l", hcm))); err != nil {
+		t.Errorf("an optional ext_proc filter on a client: %v; want it skipped", err)
 	}
 }
 

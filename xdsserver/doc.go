@@ -46,7 +46,8 @@
 // for its :authority, the first route that matches; the route's action
 // must be non_forwarding_action, else the RPC fails with UNAVAILABLE. Then
 // the chain's HTTP filters run with the route's or virtual host's
-// overrides: RBAC allows or denies (PERMISSION_DENIED). The filter chain
+// overrides: RBAC allows or denies (PERMISSION_DENIED); ext_authz and
+// ext_proc call their services (below). The filter chain
 // match and the RBAC evaluation are the data plane's (package
 // dataplane/authz, shared with other servers); this package binds them
 // to grpc-go's server, its peer and its metadata. A filter this
@@ -63,6 +64,34 @@
 // service's status and trailers; a failed call fails it with
 // status_on_error unless failure_mode_allow. The channels to the services
 // are made at the first RPC that needs them and closed by Stop.
+//
+// The external processing filter (gRFC A93, draft 07a7c11) sends the RPC's
+// events to the processor its GrpcService names, on one stream per RPC,
+// as the processing mode says; the engine is package dataplane/extproc.
+// The client's headers (with :path and :method) go while the chain's
+// filters run, so the filters after it, and the handler, see the
+// processor's changes; the handler's headers and trailers (the latter
+// with grpc-status and grpc-message) are held until the processor has
+// answered for them, and a response that sends nothing is told as
+// Trailers-Only (headers with end_of_stream). In GRPC body mode each
+// message goes to the processor serialized, and the handler and the
+// client get the processor's messages instead, as many as it sends
+// (a unary RPC must get exactly one each way, else INTERNAL): messages
+// must be protocol buffers, and the processor's are sent uncompressed.
+// Inside the filter a handler's grpc.SetSendCompressor and
+// grpc.ClientSupportedCompressors fail: they need grpc-go's own
+// ServerTransportStream, which the filter wraps. A change to a header
+// gRFC A102 forbids (host, a pseudo-header, grpc-*), an answer out of
+// order or a failed stream fails the RPC with INTERNAL, unless
+// failure_mode_allow lets it on untouched (until a message was sent); an
+// immediate response ends it with its status, cancelling the handler's
+// context (a handler waiting for a client message with request_body_mode
+// NONE notices when it returns). The GrpcService's timeout is the
+// stream's deadline, and the RPC's end ends the stream; message_timeout
+// is ignored, as the gRFC says. Not done: the gRFC's flow-control
+// messages, its metrics, trace propagation; response attributes (the
+// request's are :authority, path, method, protocol, user agent, referer,
+// x-request-id and the addresses).
 //
 // # Security
 //
@@ -126,6 +155,8 @@
 //	ext_authz filter (A92), A102 GrpcService       goxds runs it; grpc-go v1.85 knows the type only with
 //	                                                 GRPC_EXPERIMENTAL_XDS_EXT_AUTHZ_ON_CLIENT, rejects every config
 //	                                                 (its GrpcService parsing is a stub), and runs it on neither side
+//	ext_proc filter (A93), ExtProcPerRoute         goxds runs it (see above); grpc-go v1.85 runs it on clients only,
+//	                                                 behind GRPC_EXPERIMENTAL_XDS_EXT_PROC_ON_CLIENT
 //	grpc.Creds(credentials/xds server creds)       grpc.Creds(xdscreds.NewServerCredentials(ServerOptions{FallbackCreds})):
 //	                                                 per-chain TLS/mTLS from DownstreamTlsContext, fallback without one
 //	other grpc.Creds, or none (insecure)           the same: used for every connection, the Listeners' TLS ignored

@@ -18,18 +18,28 @@ import (
 	"github.com/goxds/xds/resources"
 )
 
-// unary routes and authorizes a unary RPC of the generation.
+// unary routes and authorizes a unary RPC of the generation, and runs it
+// through the chain's external processing filters, if any.
 func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := g.check(&ctx, info.FullMethod); err != nil {
+	procs, err := g.check(&ctx, info.FullMethod)
+	if len(procs) > 0 {
+		return unaryThrough(ctx, procs, req, handler, err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return handler(ctx, req)
 }
 
-// stream routes and authorizes a streaming RPC of the generation.
+// stream routes and authorizes a streaming RPC of the generation, and
+// runs it through the chain's external processing filters, if any.
 func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	if err := g.check(&ctx, info.FullMethod); err != nil {
+	procs, err := g.check(&ctx, info.FullMethod)
+	if len(procs) > 0 {
+		return streamThrough(ctx, srv, ss, procs, handler, err)
+	}
+	if err != nil {
 		return err
 	}
 	if ctx != ss.Context() {
@@ -44,26 +54,29 @@ func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // and virtual host's overrides. The filter chain is found again from the
 // connection's addresses: a generation's Listener never changes, so it is
 // the one the connection was accepted with. *ctxp is the RPC's context,
-// which a filter may replace (ext_authz changing its metadata).
-func (g *generation) check(ctxp *context.Context, method string) error {
+// which a filter may replace (ext_authz and ext_proc changing its
+// metadata). The external processing filters started are returned, even
+// with an error (a filter after them failed the RPC), for the caller to
+// run the rest of the RPC through.
+func (g *generation) check(ctxp *context.Context, method string) ([]*procRPC, error) {
 	ctx := *ctxp
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.LocalAddr == nil || p.Addr == nil {
-		return status.Error(codes.Internal, "xdsserver: RPC without peer addresses")
+		return nil, status.Error(codes.Internal, "xdsserver: RPC without peer addresses")
 	}
 	local, lok := serverconn.AddrPort(p.LocalAddr)
 	remote, rok := serverconn.AddrPort(p.Addr)
 	if !lok || !rok {
-		return status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
+		return nil, status.Error(codes.Internal, "xdsserver: RPC with peer addresses that are not IP")
 	}
 	s := g.l.s
 	fc := authz.FindFilterChain(g.gen.Config, local, remote)
 	if fc == nil {
-		return s.rpcError(codes.Unavailable, "no filter chain for the connection from %s to %s", remote, local)
+		return nil, s.rpcError(codes.Unavailable, "no filter chain for the connection from %s to %s", remote, local)
 	}
 	rc, err := g.l.core.Routes().Config(fc)
 	if err != nil {
-		return s.rpcError(codes.Unavailable, "error from xDS configuration for matched route configuration: %v", err)
+		return nil, s.rpcError(codes.Unavailable, "error from xDS configuration for matched route configuration: %v", err)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	var authority string
@@ -72,7 +85,7 @@ func (g *generation) check(ctxp *context.Context, method string) error {
 	}
 	vh := resources.FindVirtualHost(rc.VirtualHosts, authority)
 	if vh == nil {
-		return s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Virtual Host: authority %q, route configuration %q", authority, rc.Name)
+		return nil, s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Virtual Host: authority %q, route configuration %q", authority, rc.Name)
 	}
 	var route *resources.Route
 	for _, r := range vh.Routes {
@@ -82,20 +95,23 @@ func (g *generation) check(ctxp *context.Context, method string) error {
 		}
 	}
 	if route == nil {
-		return s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Route: %s in virtual host %q", method, vh.Name)
+		return nil, s.rpcError(codes.Unavailable, "the incoming RPC did not match a configured Route: %s in virtual host %q", method, vh.Name)
 	}
 	if route.Action != resources.RouteActionNonForwarding {
 		// gRFC A36: a server only serves routes that say so.
-		return s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
+		return nil, s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
-	return runFilters(ctxp, s, fc, vh, route, method, md, local, remote, p)
+	var procs []*procRPC
+	err = runFilters(ctxp, &procs, s, fc, vh, route, method, md, local, remote, p)
+	return procs, err
 }
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). A filter this server has no code
 // for fails the RPC rather than being skipped: it may be a security filter.
-// *ctxp is the RPC's context, which ext_authz may replace.
-func runFilters(ctxp *context.Context, s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+// *ctxp is the RPC's context, which ext_authz and ext_proc may replace;
+// the external processing filters started are appended to *procs.
+func runFilters(ctxp *context.Context, procs *[]*procRPC, s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
@@ -111,6 +127,14 @@ func runFilters(ctxp *context.Context, s *GRPCServer, fc *resources.FilterChain,
 			if err != nil {
 				return err
 			}
+			*ctxp = ctx
+			md, _ = metadata.FromIncomingContext(ctx)
+		case *resources.ExtProcConfig, *resources.ExtProcPerRouteConfig:
+			pr, ctx, err := s.extProc(*ctxp, f, c, method, md, local, remote)
+			if err != nil {
+				return err
+			}
+			*procs = append(*procs, pr)
 			*ctxp = ctx
 			md, _ = metadata.FromIncomingContext(ctx)
 		case *resources.RBACConfig:

@@ -1,6 +1,7 @@
 package xdsserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -103,9 +104,16 @@ type GRPCServer struct {
 	// wg counts the goroutines of generations (serving and draining).
 	wg sync.WaitGroup
 
-	// authzChannels are the channels to external authorization services
-	// (gRFC A92, xdsserver/extauthz.go), closed by Stop.
+	// authzChannels are the channels to external authorization and
+	// processing services (gRFC A92 and A93, xdsserver/extauthz.go and
+	// extproc.go), closed by Stop.
 	authzChannels extauthzgrpc.Channels
+
+	// procOwner is the life of the server's external processing streams
+	// (gRFC A93): Stop ends it, and with it every stream, those an
+	// observability-mode filter keeps open after their RPC included.
+	procOwner context.Context
+	stopProcs context.CancelFunc
 }
 
 type service struct {
@@ -170,6 +178,7 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 		s.xc, s.ownsXC = xc, true
 	}
 	s.info = grpc.NewServer()
+	s.procOwner, s.stopProcs = context.WithCancel(context.Background())
 	return s, nil
 }
 
@@ -225,6 +234,7 @@ func (s *GRPCServer) stop(graceful bool) {
 	}
 	s.wg.Wait()
 	if !already {
+		s.stopProcs()
 		s.authzChannels.Close()
 		s.info.Stop()
 		if s.ownsXC {

@@ -90,7 +90,7 @@ type priority struct {
 	leaf        string
 	drops       []resources.DropOverload
 	maxRequests uint32
-	inflight    *atomic.Int64 // the leaf's circuit breaker count
+	inflight    *leafCounter // the leaf's circuit breaker count and limits
 	// load records the leaf's RPCs and drops for LRS (load.go), nil if it
 	// reports none; lrsKey is the key of the server it reports to.
 	load    *client.ClusterLoad
@@ -291,6 +291,9 @@ func (s *Set) addLeafLocked(cl *Cluster, leaf *watchers.ClusterConfig) {
 		lb:          lbpolicy.Leaf{Policy: &c.LBPolicy},
 		maxRequests: c.MaxRequests,
 		inflight:    s.counterLocked(cl, leaf.Name),
+	}
+	if l := base.inflight.limits; l != nil {
+		l.set(c.MaxPendingRequests, c.MaxConnections)
 	}
 	if s.cfg.HTTPOutlierDetection {
 		base.outlier = outlier.ConfigOfHTTP(c.OutlierDetection)

@@ -11,6 +11,11 @@
 // A [Set] holds every cluster of one channel: the clusters the routes of
 // the snapshot send to (Set.Update, with [RouteClusters] as its roots),
 // and those the host adds besides them (Set.Add: grpcxds's RLS targets).
+// [Holds] keeps the accounts of the latter: the holds on each cluster
+// (a route's cluster specifier plugin choosing it for requests), the
+// config tree following it ([Subscriber]), its place among the roots
+// once a snapshot has it (Holds.Update), its release, and whether it is
+// failing, which pickers read without a lock (Holds.Failing).
 // A cluster ([Cluster]) is built from its watchers.ClusterConfig:
 //   - its priorities (gRFC A56): an EDS leaf's localities by priority,
 //     with their weights and only the HEALTHY and UNKNOWN endpoints; a
@@ -29,7 +34,9 @@
 //     by one configuration expire as one batch, with one picker;
 //   - each priority's picker: the leaf's drops (EDS drop_overloads), its
 //     circuit breaker (max_requests, counted per leaf across the clusters
-//     that share it), its outlier detection (gRFC A50), and load recording
+//     that share it; with Config.ConnectionLimits, for a transport with
+//     connection pools of its own, max_pending_requests at the pick and
+//     max_connections through the leaf's [Limits], limits.go), its outlier detection (gRFC A50), and load recording
 //     for LRS (gRFC A27), in the client.LoadStore of the server that sent
 //     the Cluster (its LRSServer, so after a fallback the fallback's): per
 //     locality the requests issued, in progress, succeeded and errored
@@ -56,7 +63,7 @@
 // no lock held), its view of a request's headers (Host.HeaderHash, for
 // ring_hash's request_hash_header) and the clusters it keeps awake
 // (Host.Pinned: never idle, spared by the idle sweep; grpcxds: the RLS
-// targets).
+// targets, Holds.Held).
 //
 // # Picking
 //

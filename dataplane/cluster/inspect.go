@@ -95,4 +95,18 @@ func (s *Set) Stats() Stats {
 // Counter returns the in-flight counter of a leaf cluster's circuit
 // breaker, nil if no cluster holds one: it outlives pickers, and the
 // updates that keep a cluster using the leaf.
-func (s *Set) Counter(leaf string) *atomic.Int64 { return s.counters.inflight[leaf] }
+func (s *Set) Counter(leaf string) *atomic.Int64 {
+	if c := s.counters.inflight[leaf]; c != nil {
+		return &c.Int64
+	}
+	return nil
+}
+
+// Limits returns a leaf cluster's connection limits, nil without
+// Config.ConnectionLimits or while no cluster uses the leaf.
+func (s *Set) Limits(leaf string) *Limits {
+	if c := s.counters.inflight[leaf]; c != nil {
+		return c.limits
+	}
+	return nil
+}

@@ -30,7 +30,7 @@ import (
 // count fell to zero, forgotten at the end of the update unless some
 // cluster took them again.
 type counters struct {
-	inflight map[string]*atomic.Int64
+	inflight map[string]*leafCounter
 	refs     map[string]int
 	stale    map[string]struct{}
 }
@@ -184,12 +184,22 @@ func (p *priority) localityLoads() map[*endpoint.Endpoint]*client.LocalityLoad {
 	return out
 }
 
+// leafCounter is a leaf cluster's in-flight count (max_requests) and,
+// with Config.ConnectionLimits, its connection limits.
+type leafCounter struct {
+	atomic.Int64
+	limits *Limits
+}
+
 // counterLocked returns the in-flight counter of a leaf cluster, held by
 // cl until releaseLocked.
-func (s *Set) counterLocked(cl *Cluster, leaf string) *atomic.Int64 {
+func (s *Set) counterLocked(cl *Cluster, leaf string) *leafCounter {
 	c := s.counters.inflight[leaf]
 	if c == nil {
-		c = new(atomic.Int64)
+		c = new(leafCounter)
+		if s.cfg.ConnectionLimits {
+			c.limits = &Limits{leaf: leaf}
+		}
 		s.counters.inflight[leaf] = c
 	}
 	s.counters.refs[leaf]++

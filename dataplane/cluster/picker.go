@@ -3,7 +3,6 @@ package cluster
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 
 	v3orcapb "github.com/cncf/xds/go/xds/data/orca/v3"
 
@@ -36,6 +35,12 @@ type Result struct {
 	Endpoint *endpoint.Endpoint
 	Conn     endpoint.Conn
 	Done     Done
+	// Limits are the leaf's connection limits, nil without
+	// Config.ConnectionLimits. Pending says the request waits for a
+	// connection (Conn's PendingConn.Dispatch said so): the transport
+	// calls Limits.EndPending once it has one, or gives up.
+	Limits  *Limits
+	Pending bool
 }
 
 // Done ends a picked request: it gives back its place under the circuit
@@ -107,14 +112,22 @@ type DropError struct{ Category string }
 func (e *DropError) Error() string { return "dropped by load balancing policy: " + e.Category }
 
 // OverloadError fails a request the leaf cluster's circuit breaker
-// refused: max_requests are in flight.
+// refused: max_requests are in flight or, if Pending, max_pending_requests
+// (MaxPendingRequests) wait for a connection already.
 type OverloadError struct {
 	Cluster     string
 	MaxRequests uint32
+	// Pending: the refusal is max_pending_requests'.
+	Pending            bool
+	MaxPendingRequests uint32
 }
 
-// Error names the cluster and its max_requests.
+// Error names the cluster and the limit it reached.
 func (e *OverloadError) Error() string {
+	if e.Pending {
+		return fmt.Sprintf("goxds: cluster %q: %d requests waiting for a connection, the circuit breaker's max_pending_requests",
+			e.Cluster, e.MaxPendingRequests)
+	}
 	return fmt.Sprintf("goxds: cluster %q: %d requests in flight, the circuit breaker's max_requests", e.Cluster, e.MaxRequests)
 }
 
@@ -137,7 +150,7 @@ type priorityPicker struct {
 	leaf        string
 	drops       []resources.DropOverload
 	maxRequests uint32
-	inflight    *atomic.Int64
+	inflight    *leafCounter
 	// hashHeader, when set, hashes the request instead of the route's
 	// hash policies (ring_hash's requestHashHeader, gRFC A76), by
 	// headerHash (Host.HeaderHash).
@@ -181,11 +194,29 @@ func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
 		p.inflight.Add(-1)
 		return Result{}, err
 	}
+	lim, pending := p.inflight.limits, false
+	if lim != nil {
+		if pc, ok := picked.Conn.(PendingConn); ok && !pc.Dispatch() {
+			if !lim.startPending() {
+				// max_pending_requests: refused as max_requests
+				// refuses, before the request counts anywhere.
+				p.inflight.Add(-1)
+				if picked.Counted {
+					picked.Endpoint.CallFinished()
+				}
+				if p.load != nil {
+					p.load.CallDropped("")
+				}
+				return Result{}, &OverloadError{Cluster: p.leaf, Pending: true, MaxPendingRequests: lim.maxPending.Load()}
+			}
+			pending = true
+		}
+	}
 	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, load: picked.Load, counted: picked.Counted} // ll nil without load reporting
 	if d.ll != nil {
 		d.ll.CallStarted()
 	}
-	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d}, nil
+	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d, Limits: lim, Pending: pending}, nil
 }
 
 // picker returns the picker of p for a cluster using it in state (Ready,

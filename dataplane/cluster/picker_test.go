@@ -3,7 +3,6 @@ package cluster
 import (
 	"errors"
 	"hash/maphash"
-	"sync/atomic"
 	"testing"
 
 	"github.com/goxds/xds/dataplane/endpoint"
@@ -37,7 +36,7 @@ func testHeaderHash(req any, name string) uint64 {
 // endpoints of the given weights, all in state. The endpoints' keys are
 // "a", "b", ... in order.
 func prio(state endpoint.State, localities ...[]uint32) *priority {
-	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(atomic.Int64),
+	p := &priority{leaf: "c", maxRequests: 1024, inflight: new(leafCounter),
 		lb: lbpolicy.Leaf{Policy: &resources.LBPolicy{MinRingSize: 1024, MaxRingSize: 8 << 20}}}
 	pool := endpoint.NewPool(fakeDialer{}, nil)
 	n := 0

@@ -4,7 +4,6 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/goxds/xds/client"
@@ -93,6 +92,12 @@ type Config struct {
 	// Envoy does for HTTP (outlier.ConfigOfHTTP: with consecutive_5xx
 	// and consecutive_gateway_failure), not as gRFC A50 does.
 	HTTPOutlierDetection bool
+	// ConnectionLimits has the leaves' max_pending_requests and
+	// max_connections enforced (limits.go): the transport's endpoint
+	// connections are pools whose requests may wait for a connection
+	// (PendingConn), and which take their places under the leaf's
+	// Limits (Result.Limits). gRPC has none.
+	ConnectionLimits bool
 }
 
 // Set holds the clusters of one channel (or client): every cluster its
@@ -171,7 +176,7 @@ func NewSet(host Host, clock lbpolicy.Clock, cfg Config) *Set {
 		clusters: make(map[string]*Cluster),
 		dns:      make(map[string]*Resolution),
 		counters: counters{
-			inflight: make(map[string]*atomic.Int64),
+			inflight: make(map[string]*leafCounter),
 			refs:     make(map[string]int),
 			stale:    make(map[string]struct{}),
 		},

@@ -60,4 +60,17 @@
 // would add a lock order to keep and gain no concurrency. Pickers never
 // read the pool: they keep the endpoints' connections as they were when
 // they were built.
+//
+// # Connection metrics
+//
+// gRFC A94's connection metrics (attempts succeeded and failed,
+// disconnections with their reason, connections open, labelled with the
+// leaf cluster and locality an endpoint was first listed under) are
+// judged here, the same for every transport: a [ConnMeter] per
+// connection takes the states the transport reports
+// ([ConnMeter.Observe], [ConnMeter.Shut]) and returns what each ended
+// as a [ConnEvent], which the transport reports once its lock is
+// released ([ConnEvents] collects them). grpcxds feeds it its SubConns'
+// states under the balancer's lock; httpxds each TCP connection's dial,
+// handshake, errors and close.
 package endpoint

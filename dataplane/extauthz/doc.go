@@ -21,8 +21,11 @@
 //   - The request sent: the request's headers that disallowed_headers does
 //     not match and allowed_headers (when set) does, each as one entry (its
 //     values joined with ","; a -bin header's values base64-encoded, as on
-//     the wire); the path; the time; method POST, size -1, protocol
-//     HTTP/2 ([RequestMethod], [RequestSize], [RequestProtocol]); and on a
+//     the wire; a plain HTTP request has no binary headers); the path;
+//     the time; for gRPC method POST, size -1, protocol HTTP/2
+//     ([RequestMethod], [RequestSize], [RequestProtocol]), for plain HTTP
+//     the request's own method, host, scheme, protocol and size
+//     ([Request].HTTP, as Envoy's HTTP filter sends them); and on a
 //     server the source (peer address, principal, and with
 //     include_peer_certificate its certificate, PEM, URL-encoded) and the
 //     destination (local address, and principal when the adapter knows
@@ -38,7 +41,10 @@
 //     and response_headers_to_add to its response headers. Any other
 //     status denies it, with denied_response's HTTP status (403 when
 //     unset) mapped to a gRPC code, and its headers applied to the
-//     trailers of the failed RPC.
+//     trailers of the failed RPC; a plain HTTP request is answered with
+//     that status, denied_response's body and its headers
+//     ([Decision].HTTPStatus and Body; status_on_error's HTTP status when
+//     the service could not decide).
 //   - Header changes: a change to a pseudo-header or to host is ignored;
 //     request header changes are also subject to
 //     decoder_header_mutation_rules, a disallowed one ignored or, with

@@ -39,11 +39,16 @@ const (
 
 // Request is one request to check, as the adapter sees it.
 type Request struct {
-	// Path is the request's path: "/service/method" for gRPC.
+	// Path is the request's path: "/service/method" for gRPC; for plain
+	// HTTP the path as sent, with its query.
 	Path string
 	// Headers are its headers by lower-case name (gRPC metadata), a -bin
-	// header's values as raw bytes. Not modified.
+	// header's values as raw bytes (gRPC only). Not modified.
 	Headers map[string][]string
+	// HTTP, when not nil, says the request is plain HTTP, not gRPC: the
+	// service is told its own method, host, scheme, protocol and size
+	// rather than gRPC's fixed ones, and no header is binary.
+	HTTP *HTTPAttributes
 	// Time is when the request started.
 	Time time.Time
 	// Server: the request arrived at a server, whose connection's
@@ -57,6 +62,18 @@ type Request struct {
 	// LocalCertificate is the server's own leaf certificate, when the
 	// adapter knows it (server side, TLS).
 	LocalCertificate *x509.Certificate
+}
+
+// HTTPAttributes are what a plain HTTP request tells the service beyond
+// its path and headers (AttributeContext.HttpRequest), as Envoy's HTTP
+// filter fills them
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/service/auth/v3/attribute_context.proto).
+type HTTPAttributes struct {
+	// Method, Host (the :authority), Scheme and Protocol ("HTTP/1.1",
+	// "HTTP/2") of the request.
+	Method, Host, Scheme, Protocol string
+	// Size is the body's length; -1 when unknown.
+	Size int64
 }
 
 // Peer is the source or destination of a CheckRequest
@@ -87,6 +104,17 @@ type CheckRequest struct {
 	Time time.Time
 	// Path is the request's path.
 	Path string
+	// Method, Host, Scheme, Protocol and Size are the HTTP request's
+	// attributes: for gRPC, RequestMethod, "", "", RequestProtocol and
+	// RequestSize.
+	Method, Host, Scheme, Protocol string
+	Size                           int64
+	// HTTP: the request is plain HTTP. Its headers are also sent in the
+	// string map (AttributeContext.HttpRequest.headers) that Envoy's HTTP
+	// filter fills by default (encode_raw_headers unset), which
+	// authorization services written for Envoy read; header_map has them
+	// as for gRPC.
+	HTTP bool
 	// Headers is the header_map: the request's headers that the filter's
 	// allowed and disallowed headers let through, sorted by name.
 	Headers []HeaderValue
@@ -121,6 +149,9 @@ type CheckResponse struct {
 	DeniedStatus int
 	// DeniedHeaders are denied_response's headers, for the trailers.
 	DeniedHeaders []HeaderOption
+	// DeniedBody is denied_response's body, which an HTTP client answers
+	// a denied request with (gRPC has no use for it).
+	DeniedBody string
 	// Headers and HeadersToRemove are ok_response's changes to the
 	// request's headers; ResponseHeadersToAdd its changes to the response
 	// headers.
@@ -162,6 +193,14 @@ type Decision struct {
 	// with (Code is a gRPC status code).
 	Code    uint32
 	Message string
+	// HTTPStatus and Body are what a plain HTTP request that does not go
+	// on is answered with, as Envoy's HTTP filter answers it: the
+	// denied_response's status (403 when unset) and body; status_on_error
+	// (403 when unset) when the service could not decide or the filter
+	// is off with deny_at_disable; 500 for a header change that
+	// decoder_header_mutation_rules make an error.
+	HTTPStatus int
+	Body       string
 	// RequestHeaders change the request's headers (apply with Apply).
 	RequestHeaders []Mutation
 	// ResponseHeaders change the response's headers (allowed requests).
@@ -199,7 +238,8 @@ func (c *Checker) Check(ctx context.Context, req *Request) Decision {
 		}
 		if rnd(f.Denominator) >= f.Numerator {
 			if cfg.DenyAtDisable {
-				return Decision{Outcome: Disabled, Code: uint32(cfg.StatusOnError), Message: "ext_authz: the filter is disabled for this request and deny_at_disable is set"}
+				return Decision{Outcome: Disabled, Code: uint32(cfg.StatusOnError), HTTPStatus: httpStatusOnError(cfg),
+					Message: "ext_authz: the filter is disabled for this request and deny_at_disable is set"}
 			}
 			return Decision{Allow: true, Outcome: Disabled}
 		}
@@ -224,7 +264,7 @@ func (c *Checker) Check(ctx context.Context, req *Request) Decision {
 func (c *Checker) failed(err error) Decision {
 	cfg := c.Config
 	if !cfg.FailureModeAllow {
-		return Decision{Outcome: Failed, Code: uint32(cfg.StatusOnError), Message: "ext_authz: " + err.Error()}
+		return Decision{Outcome: Failed, Code: uint32(cfg.StatusOnError), HTTPStatus: httpStatusOnError(cfg), Message: "ext_authz: " + err.Error()}
 	}
 	d := Decision{Allow: true, Outcome: Failed}
 	if cfg.FailureModeAllowHeaderAdd {
@@ -233,9 +273,23 @@ func (c *Checker) failed(err error) Decision {
 	return d
 }
 
+// httpStatusOnError is status_on_error's HTTP status: 403 when unset
+// (https://www.envoyproxy.io/docs/envoy/latest/api-v3/extensions/filters/http/ext_authz/v3/ext_authz.proto).
+// The configuration keeps it as a gRPC code; its message has the status.
+func httpStatusOnError(cfg *resources.ExtAuthzConfig) int {
+	if s := cfg.Raw.GetStatusOnError().GetCode(); s != 0 {
+		return int(s)
+	}
+	return 403
+}
+
 // BuildCheckRequest is what the service is asked about req under cfg.
 func BuildCheckRequest(cfg *resources.ExtAuthzConfig, req *Request) *CheckRequest {
-	out := &CheckRequest{Time: req.Time, Path: req.Path}
+	out := &CheckRequest{Time: req.Time, Path: req.Path, Method: RequestMethod, Protocol: RequestProtocol, Size: RequestSize}
+	if h := req.HTTP; h != nil {
+		out.Method, out.Host, out.Scheme, out.Protocol, out.Size = h.Method, h.Host, h.Scheme, h.Protocol, h.Size
+		out.HTTP = true
+	}
 	names := make([]string, 0, len(req.Headers))
 	for name := range req.Headers {
 		names = append(names, name)
@@ -246,7 +300,7 @@ func BuildCheckRequest(cfg *resources.ExtAuthzConfig, req *Request) *CheckReques
 			continue
 		}
 		vs := req.Headers[name]
-		if strings.HasSuffix(name, "-bin") {
+		if req.HTTP == nil && strings.HasSuffix(name, "-bin") {
 			enc := make([]string, len(vs))
 			for i, v := range vs {
 				enc[i] = base64.RawStdEncoding.EncodeToString([]byte(v))
@@ -314,13 +368,13 @@ func Interpret(cfg *resources.ExtAuthzConfig, resp *CheckResponse) (Decision, er
 		return Decision{}, fmt.Errorf("%w: none", errMalformed)
 	}
 	if resp.Code != codeOK {
-		d := Decision{Outcome: Denied, Message: "ext_authz: denied by the authorization service"}
+		d := Decision{Outcome: Denied, Message: "ext_authz: denied by the authorization service", Body: resp.DeniedBody}
 		status := resp.DeniedStatus
 		if status == 0 {
 			status = 403
 		}
 		code, _ := resources.HTTPStatusToCode(status)
-		d.Code = uint32(code)
+		d.Code, d.HTTPStatus = uint32(code), status
 		var err error
 		if d.Trailers, err = mutations(nil, resp.DeniedHeaders, "denied_response.headers"); err != nil {
 			return Decision{}, err
@@ -364,7 +418,7 @@ func Interpret(cfg *resources.ExtAuthzConfig, resp *CheckResponse) (Decision, er
 // disallowed is the failure of a request whose service asked for a header
 // change the rules disallow, with disallow_is_error: Envoy's HTTP 500.
 func disallowed(key string) Decision {
-	return Decision{Outcome: Failed, Code: codeUnknown,
+	return Decision{Outcome: Failed, Code: codeUnknown, HTTPStatus: 500,
 		Message: fmt.Sprintf("ext_authz: the authorization service changed header %q, which decoder_header_mutation_rules disallow", key)}
 }
 

@@ -263,3 +263,54 @@ func TestCheckRequest(t *testing.T) {
 		t.Fatal("principal of a DNS SAN certificate")
 	}
 }
+
+// A plain HTTP request tells the service its own method, host, scheme,
+// protocol and size, and its -bin headers are text; a gRPC one the fixed
+// attributes of a gRPC request.
+func TestBuildCheckRequestHTTP(t *testing.T) {
+	req := request()
+	got := extauthz.BuildCheckRequest(config(t, nil), req)
+	if got.Method != extauthz.RequestMethod || got.Protocol != extauthz.RequestProtocol || got.Size != extauthz.RequestSize || got.Host != "" {
+		t.Errorf("gRPC request's attributes %q %q %d %q", got.Method, got.Protocol, got.Size, got.Host)
+	}
+	req.HTTP = &extauthz.HTTPAttributes{Method: "PUT", Host: "svc.test", Scheme: "https", Protocol: "HTTP/1.1", Size: 12}
+	got = extauthz.BuildCheckRequest(config(t, nil), req)
+	if got.Method != "PUT" || got.Host != "svc.test" || got.Scheme != "https" || got.Protocol != "HTTP/1.1" || got.Size != 12 {
+		t.Errorf("HTTP request's attributes %+v", got)
+	}
+	for _, h := range got.Headers {
+		if h.Key == "trace-bin" && h.Value != "\x00\x01" {
+			t.Errorf("HTTP request's trace-bin sent as %q, want its text", h.Value)
+		}
+	}
+}
+
+// What an HTTP client answers: denied_response's status (403 when unset)
+// and body; status_on_error's HTTP status (403 when unset) when the
+// service cannot be asked; 500 for a disallowed change made an error.
+func TestDecisionHTTPStatus(t *testing.T) {
+	ctx := context.Background()
+	d := (&extauthz.Checker{Config: config(t, nil), Client: &fakeClient{resp: &extauthz.CheckResponse{Code: codePermissionDenied, DeniedStatus: 429, DeniedBody: "slow down"}}}).Check(ctx, request())
+	if d.Allow || d.HTTPStatus != 429 || d.Body != "slow down" || d.Code != codeUnavailable {
+		t.Errorf("denied with 429: %+v", d)
+	}
+	d = (&extauthz.Checker{Config: config(t, nil), Client: &fakeClient{resp: &extauthz.CheckResponse{Code: codePermissionDenied}}}).Check(ctx, request())
+	if d.HTTPStatus != 403 || d.Code != codePermissionDenied {
+		t.Errorf("denied without a status: %+v", d)
+	}
+	down := &fakeClient{err: errors.New("unreachable")}
+	if d := (&extauthz.Checker{Config: config(t, nil), Client: down}).Check(ctx, request()); d.HTTPStatus != 403 {
+		t.Errorf("service down, status_on_error unset: %+v", d)
+	}
+	cfg := config(t, func(m *extauthzv3.ExtAuthz) { m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_BadGateway} })
+	if d := (&extauthz.Checker{Config: cfg, Client: down}).Check(ctx, request()); d.HTTPStatus != 502 || d.Code != codeUnavailable {
+		t.Errorf("service down, status_on_error 502: %+v", d)
+	}
+	cfg = config(t, func(m *extauthzv3.ExtAuthz) {
+		m.DecoderHeaderMutationRules = &mutationv3.HeaderMutationRules{DisallowAll: wrapperspb.Bool(true), DisallowIsError: wrapperspb.Bool(true)}
+	})
+	ok := &fakeClient{resp: &extauthz.CheckResponse{Headers: []extauthz.HeaderOption{{Key: "x-a", Value: "1"}}}}
+	if d := (&extauthz.Checker{Config: cfg, Client: ok}).Check(ctx, request()); d.Allow || d.HTTPStatus != 500 {
+		t.Errorf("disallowed change with disallow_is_error: %+v, want HTTP 500", d)
+	}
+}

@@ -21,9 +21,11 @@
 //     of each direction the configured attributes the adapter knows;
 //     headers are filtered by forward_rules.
 //   - Headers and trailers wait for their answer, whose header_mutation
-//     is applied under mutation_rules (pseudo-headers and host are never
-//     changed; a disallowed change is ignored, or with disallow_is_error
-//     fails the stream; an invalid one fails the stream).
+//     is applied under mutation_rules: a disallowed change is ignored, or
+//     with disallow_is_error fails the stream; an invalid one (gRFC A102:
+//     a pseudo-header, host, a grpc- header, a name or value gRPC cannot
+//     carry) fails the stream. An empty value is set, not removed
+//     (keep_empty_value is not read).
 //   - Bodies, in GRPC mode, are not held: the processor sends back the
 //     messages to use, as many as it likes ([Call.NextClientMessage],
 //     [Call.NextServerMessage]); its end_of_stream on a request body is
@@ -55,7 +57,7 @@
 // deadlock the case the gRFC describes (an application that writes much
 // before it reads, while the processor answers many server messages).
 // The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
-// and trace propagation are not implemented. The adapters (a gRPC
-// processing stream, and the client and server runtimes) are not written
-// yet.
+// and trace propagation are not implemented. The adapters:
+// internal/extprocgrpc (the gRPC processing stream) and xdsserver (the
+// server runtime); a client runtime is not written yet.
 package extproc

@@ -499,6 +499,20 @@ func (c *Call) Done() {
 	c.p.afterFunc(c.p.cfg.DeferredClose, c.closeStream)
 }
 
+// Context is done when the filter's work on the RPC is over: the filter
+// failed the RPC (Err says with what), Done was called, or the
+// Processor's owner ended. An adapter stops the RPC's handler on it when
+// Err is not nil: an immediate response, or a failed stream, ends the RPC
+// at once (gRFC A93).
+func (c *Call) Context() context.Context { return c.ctx }
+
+// Err is the *Status the filter fails the RPC with, or nil.
+func (c *Call) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.failed
+}
+
 func (c *Call) closeStream() {
 	c.mu.Lock()
 	s := c.stream

@@ -3,6 +3,7 @@ package extproc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -177,14 +178,54 @@ func TestClientHeadersMutated(t *testing.T) {
 		t.Fatalf("sent attributes %v, protocol config %+v", r.Attributes, r.ProtocolConfig)
 	}
 	s.answers <- answer{resp: &Response{Kind: RequestHeaders,
-		SetHeaders:    []extauthz.HeaderOption{{Key: "x-added", Value: "a"}, {Key: "x-fixed", Value: "changed"}, {Key: ":path", Value: "/evil"}},
+		SetHeaders:    []extauthz.HeaderOption{{Key: "x-added", Value: "a"}, {Key: "x-fixed", Value: "changed"}, {Key: "x-empty"}},
 		RemoveHeaders: []string{"x-remove"}}}
 	h, err := await(t, res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h["x-added"][0] != "a" || h["x-remove"] != nil || h["x-fixed"][0] != "f" || h[":path"] != nil || h["x-secret"][0] != "s" {
+	if h["x-added"][0] != "a" || h["x-remove"] != nil || h["x-fixed"][0] != "f" || h["x-secret"][0] != "s" || len(h["x-empty"]) != 1 || h["x-empty"][0] != "" {
 		t.Fatalf("headers = %v", h)
+	}
+}
+
+// A change gRFC A102 calls invalid (a pseudo-header, host, a grpc- header,
+// a name or value gRPC cannot carry) fails the stream: the RPC fails with
+// INTERNAL, or with failure_mode_allow goes on with its headers unchanged.
+func TestInvalidMutationFailsStream(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		set    []extauthz.HeaderOption
+		remove []string
+	}{
+		{name: "pseudo-header", set: []extauthz.HeaderOption{{Key: ":path", Value: "/evil"}}},
+		{name: "host", set: []extauthz.HeaderOption{{Key: "host", Value: "evil"}}},
+		{name: "grpc-", set: []extauthz.HeaderOption{{Key: "grpc-timeout", Value: "1S"}}},
+		{name: "remove grpc-", remove: []string{"grpc-accept-encoding"}},
+		{name: "remove host", remove: []string{"host"}},
+		{name: "bad name", set: []extauthz.HeaderOption{{Key: "x y", Value: "v"}}},
+		{name: "bad value", set: []extauthz.HeaderOption{{Key: "x-v", Value: "a\nb"}}},
+	} {
+		for _, allow := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/failure_mode_allow=%v", tc.name, allow), func(t *testing.T) {
+				cfg := config(resources.ExtProcModes{RequestHeaders: true})
+				cfg.FailureModeAllow = allow
+				c, fc := newTest(t, cfg)
+				in := map[string][]string{"x-in": {"1"}}
+				res := async(func() (map[string][]string, error) { return c.ClientHeaders(in) })
+				s := stream(t, fc)
+				recvSent(t, s)
+				s.answers <- answer{resp: &Response{Kind: RequestHeaders, SetHeaders: tc.set, RemoveHeaders: tc.remove}}
+				h, err := await(t, res)
+				if !allow {
+					wantCode(t, err, codeInternal)
+					return
+				}
+				if err != nil || len(h) != 1 || h["x-in"][0] != "1" {
+					t.Fatalf("headers %v, error %v; want them unchanged", h, err)
+				}
+			})
+		}
 	}
 }
 

@@ -24,6 +24,21 @@ type Config struct {
 	// consecutive detectors (consecutive.go), nil when off; ConfigOf, for
 	// gRPC, leaves them off.
 	Consecutive5xx, ConsecutiveGatewayFailure *Consecutive
+	// SplitLocalOrigin is Envoy's split_external_local_origin_errors
+	// (HTTP only): requests the endpoint never answered (LocalOriginFailure)
+	// are counted apart from the responses, by the detectors below,
+	// rather than as gateway failures. ConfigOf leaves it off.
+	SplitLocalOrigin bool
+	// ConsecutiveLocalOrigin, LocalOriginSuccessRate and
+	// LocalOriginFailurePercentage judge the locally originated outcomes
+	// when SplitLocalOrigin (nil when off): consecutive_local_origin_failure,
+	// and the interval algorithms with their own enforcing percentages
+	// (enforcing_local_origin_success_rate,
+	// enforcing_failure_percentage_local_origin) and the other fields
+	// shared with SuccessRate and FailurePercentage.
+	ConsecutiveLocalOrigin       *Consecutive
+	LocalOriginSuccessRate       *SuccessRate
+	LocalOriginFailurePercentage *FailurePercentage
 }
 
 // SuccessRate ejects the endpoints whose success rate is below the mean
@@ -52,12 +67,6 @@ func ConfigOf(od *clusterv3.OutlierDetection) *Config {
 	if od == nil {
 		return nil
 	}
-	u32 := func(v interface{ GetValue() uint32 }, def uint32, set bool) uint32 {
-		if !set {
-			return def
-		}
-		return v.GetValue()
-	}
 	c := &Config{
 		Interval:           10 * time.Second,
 		BaseEjectionTime:   30 * time.Second,
@@ -76,26 +85,48 @@ func ConfigOf(od *clusterv3.OutlierDetection) *Config {
 	// The success rate is on unless enforcing_success_rate is 0; the
 	// failure percentage only if enforcing_failure_percentage is set and
 	// not 0 (gRFC A50).
-	if e := u32(od.GetEnforcingSuccessRate(), 100, od.EnforcingSuccessRate != nil); e != 0 {
-		c.SuccessRate = &SuccessRate{
-			StdevFactor:   u32(od.GetSuccessRateStdevFactor(), 1900, od.SuccessRateStdevFactor != nil),
-			Enforcement:   e,
-			MinimumHosts:  u32(od.GetSuccessRateMinimumHosts(), 5, od.SuccessRateMinimumHosts != nil),
-			RequestVolume: u32(od.GetSuccessRateRequestVolume(), 100, od.SuccessRateRequestVolume != nil),
-		}
-	}
-	if e := od.GetEnforcingFailurePercentage().GetValue(); e != 0 {
-		c.FailurePercentage = &FailurePercentage{
-			Threshold:     u32(od.GetFailurePercentageThreshold(), 85, od.FailurePercentageThreshold != nil),
-			Enforcement:   e,
-			MinimumHosts:  u32(od.GetFailurePercentageMinimumHosts(), 5, od.FailurePercentageMinimumHosts != nil),
-			RequestVolume: u32(od.GetFailurePercentageRequestVolume(), 50, od.FailurePercentageRequestVolume != nil),
-		}
-	}
+	c.SuccessRate = successRateOf(od, u32(od.GetEnforcingSuccessRate(), 100, od.EnforcingSuccessRate != nil))
+	c.FailurePercentage = failurePercentageOf(od, od.GetEnforcingFailurePercentage().GetValue())
 	if c.SuccessRate == nil && c.FailurePercentage == nil {
 		return nil
 	}
 	return c
+}
+
+// u32 reads a UInt32Value field, def when unset.
+func u32(v interface{ GetValue() uint32 }, def uint32, set bool) uint32 {
+	if !set {
+		return def
+	}
+	return v.GetValue()
+}
+
+// successRateOf returns od's success rate parameters with enforcement
+// e, nil (off) when e is 0.
+func successRateOf(od *clusterv3.OutlierDetection, e uint32) *SuccessRate {
+	if e == 0 {
+		return nil
+	}
+	return &SuccessRate{
+		StdevFactor:   u32(od.GetSuccessRateStdevFactor(), 1900, od.SuccessRateStdevFactor != nil),
+		Enforcement:   e,
+		MinimumHosts:  u32(od.GetSuccessRateMinimumHosts(), 5, od.SuccessRateMinimumHosts != nil),
+		RequestVolume: u32(od.GetSuccessRateRequestVolume(), 100, od.SuccessRateRequestVolume != nil),
+	}
+}
+
+// failurePercentageOf returns od's failure percentage parameters with
+// enforcement e, nil (off) when e is 0.
+func failurePercentageOf(od *clusterv3.OutlierDetection, e uint32) *FailurePercentage {
+	if e == 0 {
+		return nil
+	}
+	return &FailurePercentage{
+		Threshold:     u32(od.GetFailurePercentageThreshold(), 85, od.FailurePercentageThreshold != nil),
+		Enforcement:   e,
+		MinimumHosts:  u32(od.GetFailurePercentageMinimumHosts(), 5, od.FailurePercentageMinimumHosts != nil),
+		RequestVolume: u32(od.GetFailurePercentageRequestVolume(), 50, od.FailurePercentageRequestVolume != nil),
+	}
 }
 
 // ConfigOfHTTP is ConfigOf for an HTTP cluster, as Envoy reads od: with
@@ -105,7 +136,14 @@ func ConfigOf(od *clusterv3.OutlierDetection) *Config {
 // 100%); consecutive_gateway_failure counts by default (5) but ejects only
 // if enforcing_consecutive_gateway_failure is set above its default of 0.
 // A threshold of 0 turns its detector off: Envoy's run would never reach
-// it. The result is nil when od ejects nothing.
+// it. With split_external_local_origin_errors, the locally originated
+// errors have detectors of their own, with Envoy's defaults
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier#detection-types):
+// consecutive_local_origin_failure 5 at enforcing 100%, the success rate
+// at enforcing_local_origin_success_rate (100), the failure percentage at
+// enforcing_failure_percentage_local_origin (0: off); without it those
+// fields are ignored, as Envoy ignores them. The result is nil when od
+// ejects nothing.
 func ConfigOfHTTP(od *clusterv3.OutlierDetection) *Config {
 	if od == nil {
 		return nil
@@ -134,7 +172,15 @@ func ConfigOfHTTP(od *clusterv3.OutlierDetection) *Config {
 		od.GetEnforcingConsecutive_5Xx(), od.EnforcingConsecutive_5Xx != nil, 100)
 	c.ConsecutiveGatewayFailure = consecutive(od.GetConsecutiveGatewayFailure(), od.ConsecutiveGatewayFailure != nil,
 		od.GetEnforcingConsecutiveGatewayFailure(), od.EnforcingConsecutiveGatewayFailure != nil, 0)
-	if c.SuccessRate == nil && c.FailurePercentage == nil && c.Consecutive5xx == nil && c.ConsecutiveGatewayFailure == nil {
+	if od.GetSplitExternalLocalOriginErrors() {
+		c.SplitLocalOrigin = true
+		c.ConsecutiveLocalOrigin = consecutive(od.GetConsecutiveLocalOriginFailure(), od.ConsecutiveLocalOriginFailure != nil,
+			od.GetEnforcingConsecutiveLocalOriginFailure(), od.EnforcingConsecutiveLocalOriginFailure != nil, 100)
+		c.LocalOriginSuccessRate = successRateOf(od, u32(od.GetEnforcingLocalOriginSuccessRate(), 100, od.EnforcingLocalOriginSuccessRate != nil))
+		c.LocalOriginFailurePercentage = failurePercentageOf(od, od.GetEnforcingFailurePercentageLocalOrigin().GetValue())
+	}
+	if c.SuccessRate == nil && c.FailurePercentage == nil && c.Consecutive5xx == nil && c.ConsecutiveGatewayFailure == nil &&
+		c.ConsecutiveLocalOrigin == nil && c.LocalOriginSuccessRate == nil && c.LocalOriginFailurePercentage == nil {
 		return nil
 	}
 	return c

@@ -25,11 +25,18 @@ const (
 	// (500, 501, ...): it extends the run of 5xx and ends the run of
 	// gateway failures, as Envoy's detector does.
 	Status5xx
-	// GatewayFailure is a 502, 503 or 504 response, or a request the
-	// endpoint never answered (connection refused, reset, timed out):
-	// Envoy counts the locally originated errors with the 5xx unless
-	// split_external_local_origin_errors. It extends both runs.
+	// GatewayFailure is a 502, 503 or 504 response. It extends both
+	// runs.
 	GatewayFailure
+	// LocalOriginFailure is a request the endpoint never answered
+	// (connection refused, reset, timed out): Envoy's locally originated
+	// error. Without Config.SplitLocalOrigin it is a GatewayFailure, as
+	// Envoy counts the locally originated errors with the 5xx and the
+	// gateway errors by default; with it, it is counted apart, by the
+	// local-origin detectors only, and every other HTTP outcome (a
+	// response came) is a local-origin success
+	// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
+	LocalOriginFailure
 )
 
 // OutcomeError is an error that says which failure it is: a transport
@@ -62,9 +69,11 @@ type Consecutive struct {
 }
 
 // consecutiveCfg is what Record reads of the configuration, without the
-// owner's lock: the two detectors, nil when off.
+// owner's lock: the detectors, nil when off, and whether locally
+// originated errors are counted apart.
 type consecutiveCfg struct {
-	fiveXX, gateway *Consecutive
+	fiveXX, gateway, local *Consecutive
+	split                  bool
 }
 
 // The detection methods of the consecutive detectors, as Envoy's
@@ -72,24 +81,43 @@ type consecutiveCfg struct {
 const (
 	MethodConsecutive5xx            = "consecutive_5xx"
 	MethodConsecutiveGatewayFailure = "consecutive_gateway_failure"
+	// MethodConsecutiveLocalOriginFailure, MethodLocalOriginSuccessRate
+	// and MethodLocalOriginFailurePercentage are the detectors of the
+	// locally originated errors (Config.SplitLocalOrigin).
+	MethodConsecutiveLocalOriginFailure = "consecutive_local_origin_failure"
+	MethodLocalOriginSuccessRate        = "local_origin_success_rate"
+	MethodLocalOriginFailurePercentage  = "local_origin_failure_percentage"
 )
 
-// countRun extends or resets st's runs by outcome o, and returns the
-// detectors whose threshold the run reached (nil, nil: none). Exactly one
-// request completes a run: the counter goes back to 0 when it reaches the
-// threshold, so a run as long again is found again, as Envoy's is.
-func countRun(st *epState, cc *consecutiveCfg, o Outcome) (fiveXX, gateway *Consecutive) {
+// countRun extends or resets st's runs by outcome o (a
+// LocalOriginFailure only when cc.split: RecordOutcome made it a
+// GatewayFailure otherwise), and returns the detectors whose threshold
+// the run reached (nil: none). Exactly one request completes a run: the
+// counter goes back to 0 when it reaches the threshold, so a run as long
+// again is found again, as Envoy's is.
+func countRun(st *epState, cc *consecutiveCfg, o Outcome) (fiveXX, gateway, local *Consecutive) {
 	switch o {
-	case Success:
+	case LocalOriginFailure:
+		// Split: the local run alone; the 5xx and gateway runs ignore
+		// locally originated errors.
+		if c := cc.local; c != nil && reached(&st.runLocal, c.Threshold) {
+			local = c
+		}
+		return nil, nil, local
+	case Failure:
+		return nil, nil, nil
+	}
+	if cc.split && st.runLocal.Load() != 0 {
+		st.runLocal.Store(0) // a response came: the connection worked
+	}
+	if o == Success {
 		if st.run5xx.Load() != 0 {
 			st.run5xx.Store(0)
 		}
 		if st.runGateway.Load() != 0 {
 			st.runGateway.Store(0)
 		}
-		return nil, nil
-	case Failure:
-		return nil, nil
+		return nil, nil, nil
 	}
 	if o == GatewayFailure {
 		if c := cc.gateway; c != nil && reached(&st.runGateway, c.Threshold) {
@@ -101,7 +129,7 @@ func countRun(st *epState, cc *consecutiveCfg, o Outcome) (fiveXX, gateway *Cons
 	if c := cc.fiveXX; c != nil && reached(&st.run5xx, c.Threshold) {
 		fiveXX = c
 	}
-	return fiveXX, gateway
+	return fiveXX, gateway, nil
 }
 
 // reached adds one to a run and reports whether that made it threshold
@@ -148,8 +176,9 @@ var runsOff = &consecutiveCfg{}
 
 // consecutiveOf returns what Record reads of cfg.
 func consecutiveOf(cfg Config) *consecutiveCfg {
-	if cfg.Consecutive5xx == nil && cfg.ConsecutiveGatewayFailure == nil {
+	if cfg.Consecutive5xx == nil && cfg.ConsecutiveGatewayFailure == nil && !cfg.SplitLocalOrigin {
 		return runsOff
 	}
-	return &consecutiveCfg{fiveXX: cfg.Consecutive5xx, gateway: cfg.ConsecutiveGatewayFailure}
+	return &consecutiveCfg{fiveXX: cfg.Consecutive5xx, gateway: cfg.ConsecutiveGatewayFailure,
+		local: cfg.ConsecutiveLocalOrigin, split: cfg.SplitLocalOrigin}
 }

@@ -15,8 +15,11 @@ import (
 // count next to nothing.
 const MinInterval = 10 * time.Millisecond
 
-// counts are the request outcomes of an endpoint over one interval.
-type counts struct{ ok, failed atomic.Int64 }
+// counts are the request outcomes of an endpoint over one interval: the
+// responses and failures, and, when locally originated errors are counted
+// apart (Config.SplitLocalOrigin), the requests the endpoint answered
+// (localOK) or never did (localFailed).
+type counts struct{ ok, failed, localOK, localFailed atomic.Int64 }
 
 // epState is the outlier detection state of one endpoint.
 type epState struct {
@@ -27,12 +30,13 @@ type epState struct {
 	// counts, and the ejection (ejectedAt zero when not ejected;
 	// multiplier grows with each ejection and shrinks at each interval
 	// without one).
-	ok, failed int64
-	ejectedAt  time.Time
-	multiplier int64
-	// run5xx and runGateway are the endpoint's runs of 5xx and gateway
-	// failures (consecutive.go), from Record without a lock.
-	run5xx, runGateway atomic.Int64
+	ok, failed, localOK, localFailed int64
+	ejectedAt                        time.Time
+	multiplier                       int64
+	// run5xx, runGateway and runLocal are the endpoint's runs of 5xx,
+	// gateway failures and (split) locally originated failures
+	// (consecutive.go), from Record without a lock.
+	run5xx, runGateway, runLocal atomic.Int64
 }
 
 // Detector runs outlier detection over the endpoints of one priority of
@@ -175,22 +179,34 @@ func (d *Detector) RecordOutcome(ep *endpoint.Endpoint, o Outcome) {
 	if st == nil {
 		return
 	}
+	cc := d.runs.Load()
+	if o == LocalOriginFailure && !cc.split {
+		o = GatewayFailure // Envoy's default: one bucket
+	}
 	c := st.active.Load()
-	if o == Success {
+	switch o {
+	case Success:
 		c.ok.Add(1)
-	} else {
+	case LocalOriginFailure:
+		c.localFailed.Add(1)
+	default:
 		c.failed.Add(1)
 	}
-	cc := d.runs.Load()
+	if cc.split && o != Failure && o != LocalOriginFailure {
+		c.localOK.Add(1) // a response: the connection worked
+	}
 	if cc == runsOff {
 		return
 	}
-	fiveXX, gateway := countRun(st, cc, o)
+	fiveXX, gateway, local := countRun(st, cc, o)
 	if fiveXX != nil {
 		d.ejectRun(st, fiveXX, algConsecutive5xx)
 	}
 	if gateway != nil {
 		d.ejectRun(st, gateway, algConsecutiveGateway)
+	}
+	if local != nil {
+		d.ejectRun(st, local, algConsecutiveLocalOrigin)
 	}
 }
 
@@ -218,36 +234,16 @@ func (d *Detector) runInterval(found *tally) bool {
 	for _, st := range eps {
 		c := st.active.Swap(new(counts))
 		st.ok, st.failed = c.ok.Load(), c.failed.Load()
+		st.localOK, st.localFailed = c.localOK.Load(), c.localFailed.Load()
 	}
-	changed := false
-	if sr := d.cfg.SuccessRate; sr != nil {
-		cands := candidates(eps, sr.RequestVolume)
-		if len(cands) >= int(sr.MinimumHosts) && len(cands) > 0 {
-			var sum, sqSum float64
-			for _, st := range cands {
-				r := float64(st.ok) / float64(st.ok+st.failed)
-				sum += r
-				sqSum += r * r
-			}
-			mean := sum / float64(len(cands))
-			stdev := math.Sqrt(max(0, sqSum/float64(len(cands))-mean*mean))
-			required := mean - stdev*float64(sr.StdevFactor)/1000
-			for _, st := range cands {
-				if float64(st.ok)/float64(st.ok+st.failed) < required {
-					changed = d.eject(eps, st, sr.Enforcement, now, found, algSuccessRate) || changed
-				}
-			}
-		}
-	}
-	if fp := d.cfg.FailurePercentage; fp != nil {
-		cands := candidates(eps, fp.RequestVolume)
-		if len(cands) >= int(fp.MinimumHosts) {
-			for _, st := range cands {
-				if 100*float64(st.failed)/float64(st.ok+st.failed) > float64(fp.Threshold) {
-					changed = d.eject(eps, st, fp.Enforcement, now, found, algFailurePercentage) || changed
-				}
-			}
-		}
+	changed := d.successRate(eps, d.cfg.SuccessRate, false, now, found, algSuccessRate)
+	changed = d.failurePercentage(eps, d.cfg.FailurePercentage, false, now, found, algFailurePercentage) || changed
+	if d.cfg.SplitLocalOrigin {
+		// Envoy's split mode: the locally originated outcomes are
+		// judged apart, with the same parameters and their own
+		// enforcing percentages.
+		changed = d.successRate(eps, d.cfg.LocalOriginSuccessRate, true, now, found, algLocalOriginSuccessRate) || changed
+		changed = d.failurePercentage(eps, d.cfg.LocalOriginFailurePercentage, true, now, found, algLocalOriginFailurePercentage) || changed
 	}
 	for _, st := range eps {
 		switch {
@@ -271,12 +267,79 @@ func (d *Detector) ejectionTime(st *epState) time.Duration {
 	return min(d.cfg.BaseEjectionTime*time.Duration(st.multiplier), limit)
 }
 
+// successRate runs the success rate algorithm sr (nil: off) over the
+// last interval's responses, or its locally originated outcomes if
+// local, and reports whether it ejected an endpoint.
+func (d *Detector) successRate(eps map[*endpoint.Endpoint]*epState, sr *SuccessRate, local bool, now time.Time, found *tally, alg int) bool {
+	if sr == nil {
+		return false
+	}
+	cands := candidates(eps, sr.RequestVolume, local)
+	if len(cands) < int(sr.MinimumHosts) || len(cands) == 0 {
+		return false
+	}
+	var sum, sqSum float64
+	for _, st := range cands {
+		r := st.rate(local)
+		sum += r
+		sqSum += r * r
+	}
+	mean := sum / float64(len(cands))
+	stdev := math.Sqrt(max(0, sqSum/float64(len(cands))-mean*mean))
+	required := mean - stdev*float64(sr.StdevFactor)/1000
+	changed := false
+	for _, st := range cands {
+		if st.rate(local) < required {
+			changed = d.eject(eps, st, sr.Enforcement, now, found, alg) || changed
+		}
+	}
+	return changed
+}
+
+// failurePercentage runs the failure percentage algorithm fp (nil: off)
+// as successRate runs its own.
+func (d *Detector) failurePercentage(eps map[*endpoint.Endpoint]*epState, fp *FailurePercentage, local bool, now time.Time, found *tally, alg int) bool {
+	if fp == nil {
+		return false
+	}
+	cands := candidates(eps, fp.RequestVolume, local)
+	if len(cands) < int(fp.MinimumHosts) {
+		return false
+	}
+	changed := false
+	for _, st := range cands {
+		ok, failed := st.outcomes(local)
+		if 100*float64(failed)/float64(ok+failed) > float64(fp.Threshold) {
+			changed = d.eject(eps, st, fp.Enforcement, now, found, alg) || changed
+		}
+	}
+	return changed
+}
+
+// outcomes returns st's successes and failures in the last interval: of
+// its responses, or of its locally originated outcomes if local.
+func (st *epState) outcomes(local bool) (ok, failed int64) {
+	if local {
+		return st.localOK, st.localFailed
+	}
+	return st.ok, st.failed
+}
+
+// rate is st's success rate in the last interval (outcomes(local)); only
+// for a candidate, which has a request.
+func (st *epState) rate(local bool) float64 {
+	ok, failed := st.outcomes(local)
+	return float64(ok) / float64(ok+failed)
+}
+
 // candidates returns the endpoints with at least volume requests in the
-// last interval (and at least one: a rate needs a denominator).
-func candidates(eps map[*endpoint.Endpoint]*epState, volume uint32) []*epState {
+// last interval, counted as outcomes(local) counts them (and at least one:
+// a rate needs a denominator).
+func candidates(eps map[*endpoint.Endpoint]*epState, volume uint32, local bool) []*epState {
 	var out []*epState
 	for _, st := range eps {
-		if n := st.ok + st.failed; n >= int64(volume) && n > 0 {
+		ok, failed := st.outcomes(local)
+		if n := ok + failed; n >= int64(volume) && n > 0 {
 			out = append(out, st)
 		}
 	}

@@ -46,6 +46,26 @@
 // enforcing chance and ejection time as the interval algorithms; the
 // endpoint returns at the end of an interval, as theirs do.
 //
+// # Locally originated errors (HTTP)
+//
+// A request the endpoint never answered (refused, reset, timed out) is a
+// [LocalOriginFailure]. By default it counts as a gateway failure, in the
+// same bucket as the responses, as Envoy counts it without
+// split_external_local_origin_errors. With the split (ConfigOfHTTP's
+// Config.SplitLocalOrigin), as Envoy's "Outlier detection" overview
+// describes it
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier#detection-types),
+// the endpoint's local outcomes are counted apart: every response, 5xx
+// included, is a local success (the connection worked) and ends the run
+// of local failures; a local failure extends only that run, which
+// consecutive_local_origin_failure judges at once, and leaves the 5xx and
+// gateway runs and the responses' counts alone; at the end of each
+// interval the success rate and failure percentage run once over the
+// responses (enforcing_success_rate, enforcing_failure_percentage) and
+// once over the local outcomes (enforcing_local_origin_success_rate,
+// enforcing_failure_percentage_local_origin), with the other parameters
+// shared. gRPC (gRFC A50, ConfigOf) has no split.
+//
 // # State and locking
 //
 // The detector's state (configuration, each endpoint's last counts,
@@ -88,8 +108,5 @@
 // # Seams
 //
 // The enforcing chance is drawn from math/rand/v2, not injected: the
-// tests use 100%. Envoy's split_external_local_origin_errors and its
-// consecutive_local_origin_failure detectors are not implemented: the
-// transport counts a request that got no answer as a gateway failure, as
-// Envoy does without the split.
+// tests use 100%.
 package outlier

@@ -8,8 +8,10 @@ package outlier
 // be safe for concurrent use. backendService is the leaf cluster the
 // detector balances (gRFC A89's grpc.lb.backend_service); method is
 // MethodSuccessRate or MethodFailurePercentage (or, for an HTTP cluster,
-// MethodConsecutive5xx or MethodConsecutiveGatewayFailure, reported
-// from the goroutine that finished the request), reason
+// MethodConsecutive5xx, MethodConsecutiveGatewayFailure or
+// MethodConsecutiveLocalOriginFailure, reported from the goroutine that
+// finished the request, or MethodLocalOriginSuccessRate or
+// MethodLocalOriginFailurePercentage), reason
 // ReasonEnforcementPercentage or ReasonMaxEjectionOverflow: the values of
 // the gRFC's labels.
 type Metrics interface {
@@ -49,14 +51,19 @@ const (
 	algFailurePercentage
 	algConsecutive5xx
 	algConsecutiveGateway
+	algConsecutiveLocalOrigin
+	algLocalOriginSuccessRate
+	algLocalOriginFailurePercentage
+	numAlgs
 )
 
 // tally counts outliers by algorithm and verdict, to report once the
 // owner's lock is released: an interval's, or a consecutive detector's
 // one.
-type tally [4][4]int
+type tally [numAlgs][4]int
 
-var methods = [4]string{MethodSuccessRate, MethodFailurePercentage, MethodConsecutive5xx, MethodConsecutiveGatewayFailure}
+var methods = [numAlgs]string{MethodSuccessRate, MethodFailurePercentage, MethodConsecutive5xx, MethodConsecutiveGatewayFailure,
+	MethodConsecutiveLocalOriginFailure, MethodLocalOriginSuccessRate, MethodLocalOriginFailurePercentage}
 
 // report tells m what t counted.
 func (t *tally) report(m Metrics, backendService string) {

@@ -71,8 +71,9 @@
 //
 // The Policy counts the targets in use: those of cached answers and the
 // default target. The first use of a target is [Host.AddTarget] (grpcxds
-// subscribes to the cluster and builds it); the last release, when the
-// answers naming it are evicted or replaced, releases it at the host.
+// holds the cluster in its cluster.Holds, which has the config tree
+// subscribe to it and the cluster Set build it); the last release, when
+// the answers naming it are evicted or replaced, releases it at the host.
 //
 // # Concurrency
 //

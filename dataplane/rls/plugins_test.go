@@ -1,6 +1,8 @@
 package rls
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/goxds/xds/resources"
@@ -46,5 +48,52 @@ func TestPlugins(t *testing.T) {
 	}
 	if _, changed, _ := ps.Update(nil, &resources.RouteConfig{}); changed {
 		t.Error("a configuration without plugins, with none running, changed the policies")
+	}
+}
+
+// A plugin whose config a new route configuration replaces keeps its
+// Policy, given the new config (its default target moves), and the set of
+// Policies is unchanged; a dial that fails is the Update's error, and its
+// Policy runs. Close stops every Policy, which let go of their targets,
+// and an Update after it starts nothing.
+func TestPluginsReplacedAndClosed(t *testing.T) {
+	e := newEnv(t, keyedConfig+`}`, 0.5) // for its fakes
+	dialErr := errors.New("no resolver for scheme")
+	ps := NewPlugins(Options{Host: e.host, Clock: e.clock, Dial: func(target string, backToReady func()) (Lookuper, error) {
+		if target == "broken:1" {
+			return nil, dialErr
+		}
+		return e.dial(target, backToReady)
+	}})
+	defer ps.Close()
+	route := &resources.Route{Action: resources.RouteActionRoute, ClusterSpecifierPlugin: "one"}
+	snap := func(cfg string) (*resources.VirtualHost, *resources.RouteConfig) {
+		vh := &resources.VirtualHost{Routes: []*resources.Route{route}}
+		return vh, &resources.RouteConfig{ClusterSpecifierPlugins: map[string]resources.ClusterSpecifierConfig{"one": mustParse(t, cfg)}}
+	}
+	pols, changed, err := ps.Update(snap(keyedConfig + `, "defaultTarget": "P1"}`))
+	if err != nil || !changed || pols["one"] == nil {
+		t.Fatalf("Update: %v, changed %v, err %v; want a policy for plugin one", pols, changed, err)
+	}
+	pols2, changed, err := ps.Update(snap(keyedConfig + `, "defaultTarget": "P3"}`))
+	if err != nil || changed || pols2 != nil {
+		t.Fatalf("Update replacing plugin one's config: %v, changed %v, err %v; want the policies unchanged", pols2, changed, err)
+	}
+	if got := e.host.held(); got["P1"] != 0 || got["P3"] != 1 {
+		t.Errorf("targets held %v after the config was replaced; want P3 and not P1", got)
+	}
+	broken := strings.Replace(keyedConfig, "rls.test:1", "broken:1", 1) + `}`
+	if _, changed, err := ps.Update(snap(broken)); changed || !errors.Is(err, dialErr) {
+		t.Errorf("Update to a lookup service that fails to dial: changed %v, err %v; want unchanged, %v", changed, err, dialErr)
+	}
+	ps.Close()
+	if got := e.host.held(); len(got) != 0 {
+		t.Errorf("targets held %v after Close; want none", got)
+	}
+	if pols, changed, err := ps.Update(snap(keyedConfig + `, "defaultTarget": "P4"}`)); pols != nil || changed || err != nil {
+		t.Errorf("Update after Close: %v, changed %v, err %v; want nothing", pols, changed, err)
+	}
+	if got := e.host.held(); len(got) != 0 {
+		t.Errorf("targets held %v after an Update after Close; want none", got)
 	}
 }

@@ -53,4 +53,21 @@ func TestCheckRequestProto(t *testing.T) {
 		h.GetProtocol() != "HTTP/2" || len(h.GetHeaderMap().GetHeaders()) != 1 || string(h.GetHeaderMap().GetHeaders()[0].GetRawValue()) != "1" {
 		t.Errorf("request %v", a.GetRequest())
 	}
+	if h.GetHeaders() != nil {
+		t.Errorf("a gRPC request's headers in the string map too: %v", h.GetHeaders())
+	}
+}
+
+// A plain HTTP request's attributes are its own, and its headers are
+// also in the string map Envoy's HTTP filter fills by default.
+func TestCheckRequestProtoHTTP(t *testing.T) {
+	m := checkRequest(&extauthz.CheckRequest{Path: "/a?b=1", Method: "PUT", Host: "svc", Scheme: "https", Protocol: "HTTP/1.1", Size: 3, HTTP: true,
+		Headers: []extauthz.HeaderValue{{Key: ":method", Value: "PUT"}, {Key: "x-a", Value: "1,2"}}})
+	h := m.GetAttributes().GetRequest().GetHttp()
+	if h.GetMethod() != "PUT" || h.GetHost() != "svc" || h.GetScheme() != "https" || h.GetProtocol() != "HTTP/1.1" || h.GetSize() != 3 || h.GetPath() != "/a?b=1" {
+		t.Errorf("request %v", h)
+	}
+	if hs := h.GetHeaders(); len(hs) != 2 || hs["x-a"] != "1,2" || hs[":method"] != "PUT" || len(h.GetHeaderMap().GetHeaders()) != 2 {
+		t.Errorf("headers %v, header_map %v", hs, h.GetHeaderMap())
+	}
 }

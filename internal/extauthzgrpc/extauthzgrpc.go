@@ -224,15 +224,33 @@ func checkRequest(req *extauthz.CheckRequest) *authv3.CheckRequest {
 		Destination: peer(req.Destination),
 		Request: &authv3.AttributeContext_Request{
 			Time: timestamppb.New(req.Time),
-			Http: &authv3.AttributeContext_HttpRequest{
-				Method:    extauthz.RequestMethod,
-				HeaderMap: &corev3.HeaderMap{Headers: headers},
-				Path:      req.Path,
-				Size:      extauthz.RequestSize,
-				Protocol:  extauthz.RequestProtocol,
-			},
+			Http: httpRequest(req, headers),
 		},
 	}}
+}
+
+// httpRequest is req's HTTP attributes: gRPC's fixed ones for a request
+// that left Method empty (one not built by extauthz.BuildCheckRequest).
+func httpRequest(req *extauthz.CheckRequest, headers []*corev3.HeaderValue) *authv3.AttributeContext_HttpRequest {
+	out := &authv3.AttributeContext_HttpRequest{
+		Method:    req.Method,
+		HeaderMap: &corev3.HeaderMap{Headers: headers},
+		Path:      req.Path,
+		Host:      req.Host,
+		Scheme:    req.Scheme,
+		Size:      req.Size,
+		Protocol:  req.Protocol,
+	}
+	if out.Method == "" {
+		out.Method, out.Size, out.Protocol = extauthz.RequestMethod, extauthz.RequestSize, extauthz.RequestProtocol
+	}
+	if req.HTTP && len(req.Headers) > 0 {
+		out.Headers = make(map[string]string, len(req.Headers))
+		for _, h := range req.Headers {
+			out.Headers[h.Key] = h.Value
+		}
+	}
+	return out
 }
 
 func peer(p *extauthz.Peer) *authv3.AttributeContext_Peer {
@@ -255,6 +273,7 @@ func checkResponse(resp *authv3.CheckResponse) *extauthz.CheckResponse {
 	if d := resp.GetDeniedResponse(); d != nil {
 		out.DeniedStatus = int(d.GetStatus().GetCode())
 		out.DeniedHeaders = headerOptions(d.GetHeaders())
+		out.DeniedBody = d.GetBody()
 	}
 	if ok := resp.GetOkResponse(); ok != nil {
 		out.Headers = headerOptions(ok.GetHeaders())

@@ -10,8 +10,10 @@ package extprocgrpc
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -36,20 +38,30 @@ func NewClient(channels *extauthzgrpc.Channels, gs *resources.GrpcService) (extp
 	if err != nil {
 		return nil, err
 	}
-	return &client{pc: procv3.NewExternalProcessorClient(conn), md: md}, nil
+	return &client{pc: procv3.NewExternalProcessorClient(conn), md: md, timeout: gs.Timeout}, nil
 }
 
 type client struct {
-	pc procv3.ExternalProcessorClient
-	md metadata.MD
+	pc      procv3.ExternalProcessorClient
+	md      metadata.MD
+	timeout time.Duration
 }
 
 // Open implements extproc.Client. The stream carries the service's
 // initial metadata and nothing of the data-plane RPC's own outgoing
-// metadata, which ctx may hold on a client. The GrpcService's timeout is
-// not a deadline of the stream, which lasts as long as its RPC.
+// metadata, which ctx may hold on a client. The GrpcService's timeout,
+// when set, is the stream's deadline (gRFC A102: the deadline of the RPCs
+// to the service; grpc-go's filter does the same): a processor that holds
+// a stream longer fails it, and its RPC with INTERNAL unless
+// failure_mode_allow lets it through.
 func (c *client) Open(ctx context.Context) (extproc.Stream, error) {
-	ctx, cancel := context.WithCancel(metadata.NewOutgoingContext(ctx, c.md))
+	ctx = metadata.NewOutgoingContext(ctx, c.md)
+	var cancel context.CancelFunc
+	if c.timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+	} else {
+		ctx, cancel = context.WithCancel(ctx)
+	}
 	s, err := c.pc.Process(ctx)
 	if err != nil {
 		cancel()
@@ -77,7 +89,8 @@ func (s *stream) CloseSend() error { return s.s.CloseSend() }
 func (s *stream) Close()           { s.cancel() }
 
 // Request is r as a ProcessingRequest. Header values travel as
-// raw_value, a -bin header's as its raw bytes.
+// raw_value, a -bin header's base64-encoded (gRFC A102's rule for a
+// HeaderValue gRPC writes).
 func Request(r *extproc.Request) *procv3.ProcessingRequest {
 	out := &procv3.ProcessingRequest{ObservabilityMode: r.ObservabilityMode}
 	switch r.Kind {
@@ -124,7 +137,11 @@ func headerMap(h map[string][]string) *corev3.HeaderMap {
 	out := &corev3.HeaderMap{}
 	for k, vs := range h {
 		for _, v := range vs {
-			out.Headers = append(out.Headers, &corev3.HeaderValue{Key: k, RawValue: []byte(v)})
+			raw := []byte(v)
+			if strings.HasSuffix(k, "-bin") {
+				raw = base64.StdEncoding.AppendEncode(nil, raw)
+			}
+			out.Headers = append(out.Headers, &corev3.HeaderValue{Key: k, RawValue: raw})
 		}
 	}
 	return out

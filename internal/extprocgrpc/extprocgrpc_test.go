@@ -176,3 +176,53 @@ type eofStream struct {
 }
 
 func (eofStream) Recv() (*procv3.ProcessingResponse, error) { return nil, io.EOF }
+
+// The GrpcService's timeout is the processing stream's deadline (gRFC
+// A102), which the processor sees.
+func TestTimeoutIsStreamDeadline(t *testing.T) {
+	deadlines := make(chan time.Duration, 1)
+	srv, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
+		d, ok := s.Context().Deadline()
+		left := time.Until(d)
+		if !ok {
+			left = -1
+		}
+		deadlines <- left
+		if _, err := s.Recv(); err != nil {
+			return err
+		}
+		return s.Send(&procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_RequestHeaders{RequestHeaders: &procv3.HeadersResponse{}}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Stop)
+	channels := &extauthzgrpc.Channels{}
+	t.Cleanup(channels.Close)
+	cl, err := NewClient(channels, &resources.GrpcService{TargetURI: srv.Target(), Trusted: true,
+		ChannelCredentials: resources.GrpcChannelInsecure, Timeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := extproc.New(context.Background(), &resources.ExtProcConfig{Modes: resources.ExtProcModes{RequestHeaders: true}}, cl).NewCall(context.Background(), nil)
+	defer c.Done()
+	if _, err := c.ClientHeaders(map[string][]string{"x": {"1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if left := <-deadlines; left <= 0 || left > time.Hour {
+		t.Fatalf("the processor saw %v left before its deadline, want a deadline within the hour", left)
+	}
+}
+
+// A binary header's value goes to the processor base64-encoded (gRFC
+// A102), any other as it is.
+func TestBinaryHeaderBase64(t *testing.T) {
+	p := Request(&extproc.Request{Kind: extproc.RequestHeaders, Headers: map[string][]string{"x-b-bin": {"\x00\xff"}, "x-t": {"v"}}})
+	got := map[string]string{}
+	for _, h := range p.GetRequestHeaders().GetHeaders().GetHeaders() {
+		got[h.GetKey()] = string(h.GetRawValue())
+	}
+	if got["x-b-bin"] != "AP8=" || got["x-t"] != "v" {
+		t.Fatalf("headers sent %v, want x-b-bin AP8= and x-t v", got)
+	}
+}

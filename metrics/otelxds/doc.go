@@ -73,6 +73,15 @@
 // grpc-go's own subchannel metrics (its OpenTelemetry plugin, with the
 // instruments enabled) measure a goxds channel's connections too, but
 // without the cluster and locality labels: enable one or the other.
+// [NewHTTPConnectionMetrics] makes the same four for an httpxds client's
+// TCP connections, named goxds.http.client.connection_attempts_succeeded,
+// _failed, .disconnections and .open_connections (an HTTP client has no
+// subchannels, and OpenTelemetry's http.client.open_connections counts
+// connections by state and server address), with the same units,
+// attributes less grpc.target and grpc.disconnect_error values (there
+// also the socket error a connection was lost with: "connection reset",
+// "connection timed out", "connection aborted", "socket error"): give the
+// [HTTPConnectionMetrics] to httpxds.TransportOptions.ConnectionMetrics.
 //
 // # With grpcxds
 //

@@ -62,18 +62,98 @@ func (m *OutlierMetrics) EjectionUnenforced(target, backendService, method, reas
 // grpc.subchannel.open_connections, labelled grpc.target,
 // grpc.lb.backend_service (the leaf cluster) and grpc.lb.locality. It
 // implements grpcxds.SubchannelMetrics: give it to
-// grpcxds.Options.SubchannelMetrics. Its methods are safe for concurrent
-// use.
-type SubchannelMetrics struct {
-	succeeded, failed, disconnections metric.Int64Counter
-	open                              metric.Int64UpDownCounter
-}
+// grpcxds.Options.SubchannelMetrics. It implements
+// httpxds.ConnectionMetrics too, for one set of series across both
+// clients (an HTTP client's with an empty grpc.target), though
+// HTTPConnectionMetrics names HTTP connections better. Its methods are
+// safe for concurrent use.
+type SubchannelMetrics struct{ c connInstruments }
 
 // NewSubchannelMetrics makes the four instruments on a meter of mp. It
 // fails only if mp refuses an instrument.
 func NewSubchannelMetrics(mp metric.MeterProvider) (*SubchannelMetrics, error) {
+	c, err := newConnInstruments(mp, a94.All, true)
+	if err != nil {
+		return nil, err
+	}
+	return &SubchannelMetrics{c}, nil
+}
+
+// ConnectionAttemptSucceeded implements grpcxds.SubchannelMetrics.
+func (m *SubchannelMetrics) ConnectionAttemptSucceeded(target, backendService, locality string) {
+	m.c.succeeded.Add(context.Background(), 1, m.c.attrs(target, backendService, locality))
+}
+
+// ConnectionAttemptFailed implements grpcxds.SubchannelMetrics.
+func (m *SubchannelMetrics) ConnectionAttemptFailed(target, backendService, locality string) {
+	m.c.failed.Add(context.Background(), 1, m.c.attrs(target, backendService, locality))
+}
+
+// Disconnection implements grpcxds.SubchannelMetrics.
+func (m *SubchannelMetrics) Disconnection(target, backendService, locality, reason string) {
+	m.c.disconnection(target, backendService, locality, reason)
+}
+
+// OpenConnections implements grpcxds.SubchannelMetrics.
+func (m *SubchannelMetrics) OpenConnections(target, backendService, locality string, delta int) {
+	m.c.open.Add(context.Background(), int64(delta), m.c.attrs(target, backendService, locality))
+}
+
+// HTTPConnectionMetrics measures httpxds Transports' connections to their
+// endpoints as SubchannelMetrics measures a channel's subchannels (gRFC
+// A94), on instruments of goxds's: the counters
+// goxds.http.client.connection_attempts_succeeded,
+// .connection_attempts_failed and .disconnections (with
+// grpc.disconnect_error), and the up-down counter
+// goxds.http.client.open_connections, labelled grpc.lb.backend_service
+// (the leaf cluster) and grpc.lb.locality (no grpc.target: an HTTP
+// client has no channel). It implements httpxds.ConnectionMetrics: give
+// it to httpxds.TransportOptions.ConnectionMetrics. Its methods are safe
+// for concurrent use.
+type HTTPConnectionMetrics struct{ c connInstruments }
+
+// NewHTTPConnectionMetrics makes the four instruments on a meter of mp.
+// It fails only if mp refuses an instrument.
+func NewHTTPConnectionMetrics(mp metric.MeterProvider) (*HTTPConnectionMetrics, error) {
+	c, err := newConnInstruments(mp, a94.HTTP, false)
+	if err != nil {
+		return nil, err
+	}
+	return &HTTPConnectionMetrics{c}, nil
+}
+
+// ConnectionAttemptSucceeded implements httpxds.ConnectionMetrics; the
+// target is not recorded.
+func (m *HTTPConnectionMetrics) ConnectionAttemptSucceeded(target, backendService, locality string) {
+	m.c.succeeded.Add(context.Background(), 1, m.c.attrs(target, backendService, locality))
+}
+
+// ConnectionAttemptFailed implements httpxds.ConnectionMetrics.
+func (m *HTTPConnectionMetrics) ConnectionAttemptFailed(target, backendService, locality string) {
+	m.c.failed.Add(context.Background(), 1, m.c.attrs(target, backendService, locality))
+}
+
+// Disconnection implements httpxds.ConnectionMetrics.
+func (m *HTTPConnectionMetrics) Disconnection(target, backendService, locality, reason string) {
+	m.c.disconnection(target, backendService, locality, reason)
+}
+
+// OpenConnections implements httpxds.ConnectionMetrics.
+func (m *HTTPConnectionMetrics) OpenConnections(target, backendService, locality string, delta int) {
+	m.c.open.Add(context.Background(), int64(delta), m.c.attrs(target, backendService, locality))
+}
+
+// connInstruments are the four connection instruments, of a94.All or
+// a94.HTTP (in that order), and whether they record the target.
+type connInstruments struct {
+	disconnections, succeeded, failed metric.Int64Counter
+	open                              metric.Int64UpDownCounter
+	target                            bool
+}
+
+func newConnInstruments(mp metric.MeterProvider, ins []a94.Instrument, target bool) (connInstruments, error) {
 	if mp == nil {
-		return nil, errors.New("otelxds: nil MeterProvider")
+		return connInstruments{}, errors.New("otelxds: nil MeterProvider")
 	}
 	meter := mp.Meter(ScopeName)
 	var errs []error
@@ -82,39 +162,27 @@ func NewSubchannelMetrics(mp metric.MeterProvider) (*SubchannelMetrics, error) {
 		errs = append(errs, err)
 		return c
 	}
-	m := &SubchannelMetrics{succeeded: counter(a94.AttemptsSucceeded), failed: counter(a94.AttemptsFailed),
-		disconnections: counter(a94.Disconnections)}
-	open, err := meter.Int64UpDownCounter(a94.OpenConnections.Name,
-		metric.WithDescription(a94.OpenConnections.Description), metric.WithUnit(a94.OpenConnections.Unit))
+	c := connInstruments{disconnections: counter(ins[0]), succeeded: counter(ins[1]), failed: counter(ins[2]),
+		target: target}
+	open, err := meter.Int64UpDownCounter(ins[3].Name,
+		metric.WithDescription(ins[3].Description), metric.WithUnit(ins[3].Unit))
 	if err := errors.Join(append(errs, err)...); err != nil {
-		return nil, err
+		return connInstruments{}, err
 	}
-	m.open = open
-	return m, nil
+	c.open = open
+	return c, nil
 }
 
-func subchannelAttrs(target, backendService, locality string, more ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributes(append([]attribute.KeyValue{attribute.String(a94.KeyTarget, target),
-		attribute.String(a94.KeyBackendService, backendService), attribute.String(a94.KeyLocality, locality)}, more...)...)
+func (c *connInstruments) attrs(target, backendService, locality string, more ...attribute.KeyValue) metric.MeasurementOption {
+	kvs := make([]attribute.KeyValue, 0, 4)
+	if c.target {
+		kvs = append(kvs, attribute.String(a94.KeyTarget, target))
+	}
+	kvs = append(kvs, attribute.String(a94.KeyBackendService, backendService), attribute.String(a94.KeyLocality, locality))
+	return metric.WithAttributes(append(kvs, more...)...)
 }
 
-// ConnectionAttemptSucceeded implements grpcxds.SubchannelMetrics.
-func (m *SubchannelMetrics) ConnectionAttemptSucceeded(target, backendService, locality string) {
-	m.succeeded.Add(context.Background(), 1, subchannelAttrs(target, backendService, locality))
-}
-
-// ConnectionAttemptFailed implements grpcxds.SubchannelMetrics.
-func (m *SubchannelMetrics) ConnectionAttemptFailed(target, backendService, locality string) {
-	m.failed.Add(context.Background(), 1, subchannelAttrs(target, backendService, locality))
-}
-
-// Disconnection implements grpcxds.SubchannelMetrics.
-func (m *SubchannelMetrics) Disconnection(target, backendService, locality, reason string) {
-	m.disconnections.Add(context.Background(), 1,
-		subchannelAttrs(target, backendService, locality, attribute.String(a94.KeyDisconnectError, reason)))
-}
-
-// OpenConnections implements grpcxds.SubchannelMetrics.
-func (m *SubchannelMetrics) OpenConnections(target, backendService, locality string, delta int) {
-	m.open.Add(context.Background(), int64(delta), subchannelAttrs(target, backendService, locality))
+func (c *connInstruments) disconnection(target, backendService, locality, reason string) {
+	c.disconnections.Add(context.Background(), 1,
+		c.attrs(target, backendService, locality, attribute.String(a94.KeyDisconnectError, reason)))
 }

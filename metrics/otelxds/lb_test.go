@@ -152,3 +152,48 @@ func TestSubchannelMetrics(t *testing.T) {
 		}
 	})
 }
+
+// The HTTP client's connection metrics are A94's under goxds's names
+// (goxds.http.client.*), with the same units, kinds and labels less
+// grpc.target, which an HTTP client has none of.
+func TestHTTPConnectionMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	m, err := otelxds.NewHTTPConnectionMetrics(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const loc = `{region="r", zone="z", sub_zone=""}`
+	m.ConnectionAttemptSucceeded("", "c", loc)
+	m.OpenConnections("", "c", loc, 1)
+	m.ConnectionAttemptSucceeded("", "c", loc)
+	m.OpenConnections("", "c", loc, 1)
+	m.ConnectionAttemptFailed("", "d", loc)
+	m.Disconnection("", "c", loc, "connection reset")
+	m.OpenConnections("", "c", loc, -1)
+	c, d := attrsOf("grpc.lb.backend_service", "c", "grpc.lb.locality", loc), attrsOf("grpc.lb.backend_service", "d", "grpc.lb.locality", loc)
+	want := map[string]map[attribute.Distinct]int64{
+		"goxds.http.client.connection_attempts_succeeded": {c: 2},
+		"goxds.http.client.connection_attempts_failed":    {d: 1},
+		"goxds.http.client.open_connections":              {c: 1},
+		"goxds.http.client.disconnections": {attrsOf("grpc.lb.backend_service", "c", "grpc.lb.locality", loc,
+			"grpc.disconnect_error", "connection reset"): 1},
+	}
+	got, kinds := sums(t, reader)
+	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b attribute.Distinct) bool { return a == b })); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	wantKinds := map[string]string{
+		"goxds.http.client.connection_attempts_succeeded": "{attempt} counter",
+		"goxds.http.client.connection_attempts_failed":    "{attempt} counter",
+		"goxds.http.client.open_connections":              "{connection} updown",
+		"goxds.http.client.disconnections":                "{disconnection} counter",
+	}
+	if diff := cmp.Diff(wantKinds, kinds); diff != "" {
+		t.Errorf("instruments (-want +got):\n%s", diff)
+	}
+	if _, err := otelxds.NewHTTPConnectionMetrics(nil); err == nil {
+		t.Error("NewHTTPConnectionMetrics(nil): no error")
+	}
+}

@@ -64,6 +64,12 @@
 // grpc_subchannel_open_connections, labelled grpc_target,
 // grpc_lb_backend_service and grpc_lb_locality: register the
 // [SubchannelCollector] and give it to grpcxds.Options.SubchannelMetrics.
+// [NewHTTPConnectionCollector] makes the same four for an httpxds
+// client's TCP connections, goxds_http_client_connection_attempts_succeeded_total,
+// _failed_total, goxds_http_client_disconnections_total and the gauge
+// goxds_http_client_open_connections, labelled as the subchannel ones
+// less grpc_target: register the [HTTPConnectionCollector] and give it to
+// httpxds.TransportOptions.ConnectionMetrics.
 //
 // # With grpcxds
 //

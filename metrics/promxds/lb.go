@@ -21,6 +21,15 @@ const (
 	NameOpenConnections   = "grpc_subchannel_open_connections"
 )
 
+// The names of the HTTP client's connection metrics (a94's HTTP
+// instruments, goxds.http.client.*), spelled as the exporter would.
+const (
+	NameHTTPDisconnections    = "goxds_http_client_disconnections_total"
+	NameHTTPAttemptsSucceeded = "goxds_http_client_connection_attempts_succeeded_total"
+	NameHTTPAttemptsFailed    = "goxds_http_client_connection_attempts_failed_total"
+	NameHTTPOpenConnections   = "goxds_http_client_open_connections"
+)
+
 // OutlierCollector counts what goxds channels' outlier detection finds
 // (gRFC A91): grpc_lb_outlier_detection_ejections_enforced_total and
 // _unenforced_total, labelled grpc_target,
@@ -77,14 +86,46 @@ func (c *OutlierCollector) Collect(ch chan<- prometheus.Metric) {
 // grpc_lb_backend_service (the leaf cluster) and grpc_lb_locality. It
 // implements grpcxds.SubchannelMetrics (give it to
 // grpcxds.Options.SubchannelMetrics) and prometheus.Collector (register
-// it). Its methods are safe for concurrent use.
-type SubchannelCollector struct {
-	succeeded, failed, disconnections *prometheus.CounterVec
-	open                              *prometheus.GaugeVec
-}
+// it); and httpxds.ConnectionMetrics, for one set of series across both
+// clients, though HTTPConnectionCollector names HTTP connections better.
+// Its methods are safe for concurrent use.
+type SubchannelCollector struct{ connVecs }
 
 // NewSubchannelCollector makes the metrics.
 func NewSubchannelCollector() *SubchannelCollector {
+	return &SubchannelCollector{newConnVecs(a94.All, [4]string{NameDisconnections, NameAttemptsSucceeded,
+		NameAttemptsFailed, NameOpenConnections}, true)}
+}
+
+// HTTPConnectionCollector measures httpxds Transports' connections to
+// their endpoints as SubchannelCollector measures a channel's
+// subchannels (gRFC A94), under goxds's names:
+// goxds_http_client_connection_attempts_succeeded_total, _failed_total,
+// goxds_http_client_disconnections_total (with grpc_disconnect_error) and
+// the gauge goxds_http_client_open_connections, labelled
+// grpc_lb_backend_service (the leaf cluster) and grpc_lb_locality (no
+// grpc_target: an HTTP client has no channel). It implements
+// httpxds.ConnectionMetrics (give it to
+// httpxds.TransportOptions.ConnectionMetrics) and prometheus.Collector
+// (register it). Its methods are safe for concurrent use.
+type HTTPConnectionCollector struct{ connVecs }
+
+// NewHTTPConnectionCollector makes the metrics.
+func NewHTTPConnectionCollector() *HTTPConnectionCollector {
+	return &HTTPConnectionCollector{newConnVecs(a94.HTTP, [4]string{NameHTTPDisconnections,
+		NameHTTPAttemptsSucceeded, NameHTTPAttemptsFailed, NameHTTPOpenConnections}, false)}
+}
+
+// connVecs are the four connection metrics, of a94.All or a94.HTTP (in
+// that order, named names), and whether they are labelled with the
+// target. Its methods are both collectors'.
+type connVecs struct {
+	disconnections, succeeded, failed *prometheus.CounterVec
+	open                              *prometheus.GaugeVec
+	target                            bool
+}
+
+func newConnVecs(ins []a94.Instrument, names [4]string, target bool) connVecs {
 	labels := func(in a94.Instrument) []string {
 		var out []string
 		for _, k := range in.Labels {
@@ -92,44 +133,52 @@ func NewSubchannelCollector() *SubchannelCollector {
 		}
 		return out
 	}
-	vec := func(name string, in a94.Instrument) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: in.Description}, labels(in))
+	vec := func(i int) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: names[i], Help: ins[i].Description}, labels(ins[i]))
 	}
-	return &SubchannelCollector{
-		succeeded:      vec(NameAttemptsSucceeded, a94.AttemptsSucceeded),
-		failed:         vec(NameAttemptsFailed, a94.AttemptsFailed),
-		disconnections: vec(NameDisconnections, a94.Disconnections),
-		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: NameOpenConnections,
-			Help: a94.OpenConnections.Description}, labels(a94.OpenConnections)),
-	}
+	return connVecs{disconnections: vec(0), succeeded: vec(1), failed: vec(2), target: target,
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: names[3], Help: ins[3].Description}, labels(ins[3]))}
 }
 
-// ConnectionAttemptSucceeded implements grpcxds.SubchannelMetrics. A
+// values are the label values of a measurement, in the instruments'
+// label order.
+func (c *connVecs) values(target, backendService, locality string, more ...string) []string {
+	if c.target {
+		return append([]string{target, backendService, locality}, more...)
+	}
+	return append([]string{backendService, locality}, more...)
+}
+
+// ConnectionAttemptSucceeded implements grpcxds.SubchannelMetrics and
+// httpxds.ConnectionMetrics (the HTTP collector records no target). A
 // label value Prometheus refuses (not valid UTF-8: a locality or cluster
 // name from the management server) drops the measurement.
-func (c *SubchannelCollector) ConnectionAttemptSucceeded(target, backendService, locality string) {
-	add(c.succeeded, 1, target, backendService, locality)
+func (c *connVecs) ConnectionAttemptSucceeded(target, backendService, locality string) {
+	add(c.succeeded, 1, c.values(target, backendService, locality)...)
 }
 
-// ConnectionAttemptFailed implements grpcxds.SubchannelMetrics.
-func (c *SubchannelCollector) ConnectionAttemptFailed(target, backendService, locality string) {
-	add(c.failed, 1, target, backendService, locality)
+// ConnectionAttemptFailed implements grpcxds.SubchannelMetrics and
+// httpxds.ConnectionMetrics.
+func (c *connVecs) ConnectionAttemptFailed(target, backendService, locality string) {
+	add(c.failed, 1, c.values(target, backendService, locality)...)
 }
 
-// Disconnection implements grpcxds.SubchannelMetrics.
-func (c *SubchannelCollector) Disconnection(target, backendService, locality, reason string) {
-	add(c.disconnections, 1, target, backendService, locality, reason)
+// Disconnection implements grpcxds.SubchannelMetrics and
+// httpxds.ConnectionMetrics.
+func (c *connVecs) Disconnection(target, backendService, locality, reason string) {
+	add(c.disconnections, 1, c.values(target, backendService, locality, reason)...)
 }
 
-// OpenConnections implements grpcxds.SubchannelMetrics.
-func (c *SubchannelCollector) OpenConnections(target, backendService, locality string, delta int) {
-	if g, err := c.open.GetMetricWithLabelValues(target, backendService, locality); err == nil {
+// OpenConnections implements grpcxds.SubchannelMetrics and
+// httpxds.ConnectionMetrics.
+func (c *connVecs) OpenConnections(target, backendService, locality string, delta int) {
+	if g, err := c.open.GetMetricWithLabelValues(c.values(target, backendService, locality)...); err == nil {
 		g.Add(float64(delta))
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *SubchannelCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *connVecs) Describe(ch chan<- *prometheus.Desc) {
 	c.succeeded.Describe(ch)
 	c.failed.Describe(ch)
 	c.disconnections.Describe(ch)
@@ -137,7 +186,7 @@ func (c *SubchannelCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *SubchannelCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *connVecs) Collect(ch chan<- prometheus.Metric) {
 	c.succeeded.Collect(ch)
 	c.failed.Collect(ch)
 	c.disconnections.Collect(ch)
@@ -147,4 +196,5 @@ func (c *SubchannelCollector) Collect(ch chan<- prometheus.Metric) {
 var (
 	_ prometheus.Collector = (*OutlierCollector)(nil)
 	_ prometheus.Collector = (*SubchannelCollector)(nil)
+	_ prometheus.Collector = (*HTTPConnectionCollector)(nil)
 )

@@ -127,3 +127,37 @@ func TestSubchannelCollector(t *testing.T) {
 		}
 	})
 }
+
+// The HTTP client's connection metrics are A94's under goxds's names
+// (goxds_http_client_*), of the same types, labelled as A94's less
+// grpc_target, which an HTTP client has none of.
+func TestHTTPConnectionCollector(t *testing.T) {
+	c := promxds.NewHTTPConnectionCollector()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	const loc = `{region="r", zone="z", sub_zone=""}`
+	c.ConnectionAttemptSucceeded("", "c", loc)
+	c.OpenConnections("", "c", loc, 1)
+	c.ConnectionAttemptSucceeded("", "c", loc)
+	c.OpenConnections("", "c", loc, 1)
+	c.ConnectionAttemptFailed("", "d", loc)
+	c.Disconnection("", "c", loc, "connection reset")
+	c.OpenConnections("", "c", loc, -1)
+	c.ConnectionAttemptFailed("", "\xff", loc) // not UTF-8: dropped
+	want := map[string]float64{
+		lbl(promxds.NameHTTPAttemptsSucceeded, "grpc_lb_backend_service", "c", "grpc_lb_locality", loc): 2,
+		lbl(promxds.NameHTTPAttemptsFailed, "grpc_lb_backend_service", "d", "grpc_lb_locality", loc):    1,
+		lbl(promxds.NameHTTPOpenConnections, "grpc_lb_backend_service", "c", "grpc_lb_locality", loc):   1,
+		lbl(promxds.NameHTTPDisconnections, "grpc_lb_backend_service", "c", "grpc_lb_locality", loc,
+			"grpc_disconnect_error", "connection reset"): 1,
+	}
+	got, types := scrape(t, reg)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	wantTypes := map[string]string{promxds.NameHTTPAttemptsSucceeded: "COUNTER", promxds.NameHTTPAttemptsFailed: "COUNTER",
+		promxds.NameHTTPOpenConnections: "GAUGE", promxds.NameHTTPDisconnections: "COUNTER"}
+	if diff := cmp.Diff(wantTypes, types); diff != "" {
+		t.Errorf("families (-want +got):\n%s", diff)
+	}
+}
