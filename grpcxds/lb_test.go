@@ -22,6 +22,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -90,7 +91,7 @@ func TestMatchRoute(t *testing.T) {
 // matchRoute reports whether r matches an RPC to method with metadata md,
 // its headers as gRPC routing sees them.
 func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	return r.MatchGRPC(method, mdHeaders(md).Get)
+	return r.MatchGRPC(method, route.GRPCHeaders(md).Get)
 }
 
 func fraction(percent uint32) *corev3.RuntimeFractionalPercent {

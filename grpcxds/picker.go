@@ -47,7 +47,7 @@ type routePicker struct {
 // hash when the RPC does not carry it.
 func headerHash(ctx context.Context, name string) uint64 {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	return route.HeaderHash(mdHeaders(md), name)
+	return route.HeaderHash(route.GRPCHeaders(md), name)
 }
 
 // noInterceptorsWarning is what the balancer logs at the first RPC of a
@@ -122,7 +122,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	req := route.Request{Path: info.FullMethodName, ChannelID: p.channelID}
 	if p.needsMD {
 		md, _ := metadata.FromOutgoingContext(info.Ctx)
-		req.Headers = mdHeaders(md)
+		req.Headers = route.GRPCHeaders(md)
 	}
 	var d route.Decision
 	if err := route.Select(p.routes, &req, &d); err != nil {

@@ -115,17 +115,13 @@ func (s *selection) Get(name string) (string, bool) { return s.metadata().Get(na
 // Last implements route.Headers.
 func (s *selection) Last(name string) (string, bool) { return s.metadata().Last(name) }
 
-func (s *selection) metadata() mdHeaders {
+func (s *selection) metadata() route.GRPCHeaders {
 	if !s.mdRead {
 		s.md, _ = metadata.FromOutgoingContext(s.Context)
 		s.mdRead = true
 	}
-	return mdHeaders(s.md)
+	return route.GRPCHeaders(s.md)
 }
-
-// mdHeaders is gRPC metadata as routing sees a request's headers
-// (gRFC A28's rules, dataplane/route's).
-type mdHeaders = route.GRPCHeaders
 
 // grpcRetryOn are the retry_on conditions gRPC retries on (gRFC A44), by
 // the bit route.RetryPolicy gives them: their status code. Envoy's HTTP
