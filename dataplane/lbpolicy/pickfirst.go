@@ -17,7 +17,8 @@ type Clock interface {
 // Timer is a timer a Clock started.
 type Timer interface{ Stop() bool }
 
-// RealClock is time's Clock, for adapters whose tests replace it.
+// RealClock is time's Clock: the data plane's packages and adapters run
+// on it unless their tests give another.
 type RealClock struct{}
 
 // Now is time.Now.
