@@ -22,6 +22,8 @@ import (
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/internal/warnlimit"
+	"github.com/goxds/xds/resources"
+	"github.com/goxds/xds/watchers"
 )
 
 // DefaultRouteTimeout is the timeout of a request whose route sets none:
@@ -135,6 +137,10 @@ type Transport struct {
 	// failing at once) from flooding the log.
 	warnings warnlimit.Limiter
 	sweep    client.Timer // the host idle sweep; nil when not armed
+	// applied, if set (tests, through export_test.go), hears of each
+	// configuration a host takes, or its error, once requests route by
+	// it: called on the client's callback goroutine, with mu released.
+	applied func(host, authority string, s *watchers.Snapshot, err error)
 	// wg counts the DNS lookups in flight.
 	wg sync.WaitGroup
 }
@@ -320,6 +326,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		closeBody(req)
 		return nil, err
+	}
+	if l := cfg.snap.Listener; l != nil && (l.StripHostPort != resources.HostPortKeep || l.StripTrailingHostDot) {
+		// The routes and the endpoint see the host the virtual host was
+		// chosen by, as Envoy forwards it.
+		if a := h.vhAuthority(l, authority); a != authority {
+			r2 := *req
+			r2.Host = a
+			req = &r2
+		}
 	}
 	return t.roundTrip(req, cfg)
 }

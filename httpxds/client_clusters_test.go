@@ -22,7 +22,9 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/watchers"
 )
 
 // Outlier detection counts 5xx responses as failures (Envoy's success
@@ -163,15 +165,15 @@ func TestClientHostsShareEndpoints(t *testing.T) {
 	res = world(rc, map[string][]*backend{"c": {b}})
 	res.Listeners = append(res.Listeners, other)
 	e.update(res)
-	for _, url := range []string{"/x", "http://other.test/y"} {
-		deadline := time.Now().Add(testTimeout)
-		for got := e.get(url); !strings.HasPrefix(got.body, "b "); got = e.get(url) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %d %q after the endpoints moved", url, got.status, got.body)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	for _, host := range []string{svcHost, "other.test"} {
+		e.waitConfig(host, "cluster c has only b", func(s *watchers.Snapshot) bool {
+			eps := endpointsOf(s, "c")
+			_, ok := eps[b.addr()]
+			return ok && len(eps) == 1
+		})
 	}
+	e.want(e.get("/x"), 200, "b GET /x")
+	e.want(e.get("http://other.test/y"), 200, "b GET /y")
 	a.waitAllClosed(t, e.ctx)
 }
 
@@ -216,13 +218,10 @@ func TestClientPriorities(t *testing.T) {
 	e.update(eds(corev3.HealthStatus_UNHEALTHY))
 	e.want(e.get("/x"), 200, "p1 GET")
 	e.update(eds(corev3.HealthStatus_HEALTHY))
-	deadline := time.Now().Add(testTimeout)
-	for got := e.get("/x"); !strings.HasPrefix(got.body, "p0 "); got = e.get("/x") {
-		if time.Now().After(deadline) {
-			t.Fatalf("priority 0 healthy again, and requests still got %q", got.body)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitConfig(svcHost, "p0 is healthy", func(s *watchers.Snapshot) bool {
+		return endpointsOf(s, "c")[p0.addr()] == resources.HealthStatusHealthy
+	})
+	e.want(e.get("/x"), 200, "p0 GET")
 }
 
 // The leaf policies run as for gRPC, over HTTP endpoints: wrr_locality

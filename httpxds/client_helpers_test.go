@@ -11,7 +11,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -24,7 +23,9 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/watchers"
 )
 
 // svcHost is the host client tests send to: with the bootstrap's default
@@ -39,7 +40,68 @@ type cenv struct {
 	cfg *bootstrap.Config
 	tr  *httpxds.Transport
 	hc  *http.Client
+	// configs are the configurations the Transport's hosts took.
+	configs *hostConfigs
 }
+
+// hostConfigs are the configurations the hosts of a Transport took last,
+// as httpxds.OnHostApplied tells them.
+type hostConfigs struct {
+	mu   sync.Mutex
+	last map[string]*watchers.Snapshot // by URL host; nil: an error
+	// changed is closed and replaced at each configuration taken.
+	changed chan struct{}
+}
+
+func (c *hostConfigs) applied(host, _ string, s *watchers.Snapshot, _ error) {
+	c.mu.Lock()
+	c.last[host] = s
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+}
+
+// waitConfig waits until the configuration host took last satisfies ok
+// (what says what is awaited, for the failure): once it returns, requests
+// to host route by it.
+func (e *cenv) waitConfig(host, what string, ok func(*watchers.Snapshot) bool) {
+	e.t.Helper()
+	c := e.configs
+	for {
+		c.mu.Lock()
+		s, changed := c.last[host], c.changed
+		c.mu.Unlock()
+		if s != nil && ok(s) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-e.ctx.Done():
+			e.t.Fatalf("host %s never took a configuration where %s", host, what)
+		}
+	}
+}
+
+// endpointsOf are the addresses of the cluster's endpoints in s, each with
+// its health status.
+func endpointsOf(s *watchers.Snapshot, cluster string) map[string]resources.HealthStatus {
+	got := map[string]resources.HealthStatus{}
+	cc := s.Clusters.Get(cluster)
+	if cc == nil || cc.Endpoints == nil {
+		return got
+	}
+	for _, l := range cc.Endpoints.Localities {
+		for _, ep := range l.Endpoints {
+			for _, a := range ep.Addresses {
+				got[a] = ep.HealthStatus
+			}
+		}
+	}
+	return got
+}
+
+// addr is a backend's address as EDS names it.
+func (b *backend) addr() string { return fmt.Sprintf("127.0.0.1:%d", b.port) }
 
 type cenvOptions struct {
 	apiType string // the bootstrap's api_type ("": SotW ADS)
@@ -73,7 +135,9 @@ func newCEnv(t testing.TB, o cenvOptions) *cenv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	return &cenv{t: t, ctx: ctx, ms: ms, cfg: cfg, tr: tr, hc: &http.Client{Transport: tr}}
+	configs := &hostConfigs{last: map[string]*watchers.Snapshot{}, changed: make(chan struct{})}
+	httpxds.OnHostApplied(tr, configs.applied)
+	return &cenv{t: t, ctx: ctx, ms: ms, cfg: cfg, tr: tr, hc: &http.Client{Transport: tr}, configs: configs}
 }
 
 func (e *cenv) update(res testutils.Resources) {
@@ -142,6 +206,8 @@ type backend struct {
 	reqs []*http.Request
 	// conns counts the connections open, closed the ones closed.
 	open, closed int
+	// connsChanged is closed and replaced when open or closed change.
+	connsChanged chan struct{}
 	// handler, if set, answers instead.
 	handler http.HandlerFunc
 }
@@ -152,7 +218,7 @@ func newBackend(t testing.TB, name string) *backend { return newBackendWith(t, n
 // before it starts.
 func newBackendWith(t testing.TB, name string, edit func(*http.Server)) *backend {
 	t.Helper()
-	b := &backend{name: name}
+	b := &backend{name: name, connsChanged: make(chan struct{})}
 	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
 	if edit != nil {
 		edit(b.srv.Config)
@@ -165,7 +231,11 @@ func newBackendWith(t testing.TB, name string, edit func(*http.Server)) *backend
 			b.open++
 		case http.StateClosed, http.StateHijacked:
 			b.closed++
+		default:
+			return
 		}
+		close(b.connsChanged)
+		b.connsChanged = make(chan struct{})
 	}
 	b.srv.Start()
 	t.Cleanup(b.srv.Close)
@@ -262,7 +332,7 @@ func (b *backend) waitAllClosed(t testing.TB, ctx context.Context) {
 	t.Helper()
 	for {
 		b.mu.Lock()
-		open, closed := b.open, b.closed
+		open, closed, changed := b.open, b.closed, b.connsChanged
 		b.mu.Unlock()
 		if open > 0 && open == closed {
 			return
@@ -270,7 +340,7 @@ func (b *backend) waitAllClosed(t testing.TB, ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			t.Fatalf("backend %s: %d connections opened, %d closed; want all closed", b.name, open, closed)
-		case <-time.After(5 * time.Millisecond):
+		case <-changed:
 		}
 	}
 }

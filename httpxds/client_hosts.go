@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,7 +108,7 @@ func (t *Transport) acquireHost(host, authority string) (*hostWatch, error) {
 	// which takes mu; cancel is set before any request can drop h.
 	var once sync.Once
 	var cancel func()
-	stop := watchers.WatchConfigTree(t.xc, h.listener, watchers.TreeOptions{Authority: authority}, h)
+	stop := watchers.WatchConfigTree(t.xc, h.listener, watchers.TreeOptions{Authority: authority, VirtualHostAuthority: h.vhAuthority}, h)
 	cancel = func() { once.Do(stop) }
 	t.mu.Lock()
 	h.cancel = cancel
@@ -118,6 +119,29 @@ func (t *Transport) acquireHost(host, authority string) (*hostWatch, error) {
 		return nil, ErrTransportClosed
 	}
 	return h, nil
+}
+
+// vhAuthority is the authority h's virtual host is chosen by: the
+// request's, rewritten as the Listener's connection manager says
+// (strip_trailing_host_dot, strip_*_host_port), as Envoy's connection
+// manager rewrites the Host before routing. The port
+// strip_matching_host_port drops is the one the URL names, the port the
+// Listener is named for, as an Envoy sidecar's outbound listener is the
+// service port's.
+func (h *hostWatch) vhAuthority(l *resources.Listener, authority string) string {
+	if l.StripHostPort == resources.HostPortKeep && !l.StripTrailingHostDot {
+		return authority
+	}
+	return rewriteHost(authority, l.StripHostPort, l.StripTrailingHostDot, urlPort(h.key.host))
+}
+
+// urlPort is the port of a URL's host, 0 for none.
+func urlPort(host string) int {
+	if _, p, ok := splitPort(host); ok {
+		n, _ := strconv.Atoi(p)
+		return n
+	}
+	return 0
 }
 
 // releaseHost ends a request's use of h.
@@ -171,8 +195,12 @@ func (h *hostWatch) Update(s *watchers.Snapshot) {
 	t.updateSetLocked(h, prevSnap)
 	t.logLocked(slog.LevelDebug, "xDS configuration applied", "host", h.key.host, "listener", h.listener,
 		"route_config", s.RouteConfig.Name, "virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
+	applied := t.applied
 	t.finishAndUnlock()
 	h.setState(&hostState{cfg: cfg})
+	if applied != nil {
+		applied(h.key.host, h.key.authority, s, nil)
+	}
 }
 
 // ResourceError implements watchers.TreeWatcher: the host has no usable
@@ -191,8 +219,12 @@ func (h *hostWatch) ResourceError(err error) {
 		t.updateSetLocked(h, nil)
 	}
 	t.logLocked(slog.LevelWarn, "no usable xDS configuration: requests to the host fail until there is one", "host", h.key.host, "err", err)
+	applied := t.applied
 	t.finishAndUnlock()
 	h.setState(&hostState{err: herr})
+	if applied != nil {
+		applied(h.key.host, h.key.authority, nil, herr)
+	}
 }
 
 // AmbientError implements watchers.TreeWatcher: the configuration in

@@ -41,18 +41,22 @@ type backend struct {
 	mu     sync.Mutex
 	bodies []string
 	counts []string
+	// hit is closed and replaced at each request, for waitHits.
+	hit chan struct{}
 }
 
 func newBackend(t *testing.T, h func(w http.ResponseWriter, r *http.Request)) *backend {
 	t.Helper()
-	b := &backend{}
+	b := &backend{hit: make(chan struct{})}
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		b.mu.Lock()
 		b.bodies = append(b.bodies, string(body))
 		b.counts = append(b.counts, r.Header.Get(attemptCountHeader))
-		b.mu.Unlock()
 		b.hits.Add(1)
+		close(b.hit)
+		b.hit = make(chan struct{})
+		b.mu.Unlock()
 		h(w, r)
 	}))
 	t.Cleanup(b.srv.Close)
@@ -505,7 +509,7 @@ func TestPerTryTimeout(t *testing.T) {
 	clock := testutils.NewFakeClock(time.Unix(1e9, 0))
 	r := &retrier{clock: clock, rand: func() float64 { return 0 }}
 	done := sendAsync(ctx, r, newRequest(t, ctx, nil), httpPolicy(t, in), attemptTo(host(slow), host(ok)))
-	waitHits(t, ctx, &slow.hits, 1)
+	waitHits(t, ctx, slow, 1)
 	clock.Advance(time.Second)
 	res := recv(t, ctx, done)
 	if res.err != nil || res.resp.StatusCode != 200 {
@@ -518,7 +522,7 @@ func TestPerTryTimeout(t *testing.T) {
 
 	in.NumRetries = wrapperspb.UInt32(0) // a single attempt, still bounded
 	done = sendAsync(ctx, r, newRequest(t, ctx, nil), httpPolicy(t, in), attemptTo(host(slow)))
-	waitHits(t, ctx, &slow.hits, 2)
+	waitHits(t, ctx, slow, 2)
 	clock.Advance(time.Second)
 	res = recv(t, ctx, done)
 	if res.err == nil || !errors.Is(res.err, context.DeadlineExceeded) || !strings.Contains(res.err.Error(), "per_try_timeout 1s") {
@@ -577,7 +581,7 @@ func TestPerTryIdleTimeout(t *testing.T) {
 	})
 	ok := newBackend(t, status(200))
 	done := sendAsync(ctx, &retrier{clock: clock, rand: func() float64 { return 0 }}, newRequest(t, ctx, nil), httpPolicy(t, in), attemptTo(host(silent), host(ok)))
-	waitHits(t, ctx, &silent.hits, 1)
+	waitHits(t, ctx, silent, 1)
 	if err := clock.WaitForTimerAt(ctx, clock.Now().Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -589,14 +593,20 @@ func TestPerTryIdleTimeout(t *testing.T) {
 	readAll(t, res.resp)
 }
 
-// waitHits waits until n requests reached a backend.
-func waitHits(t *testing.T, ctx context.Context, hits *atomic.Int32, n int32) {
+// waitHits waits until n requests reached b.
+func waitHits(t *testing.T, ctx context.Context, b *backend, n int32) {
 	t.Helper()
-	for hits.Load() < n {
+	for {
+		b.mu.Lock()
+		hit := b.hit
+		b.mu.Unlock()
+		if b.hits.Load() >= n {
+			return
+		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("%d requests, waited for %d", hits.Load(), n)
-		case <-time.After(time.Millisecond):
+			t.Fatalf("%d requests, waited for %d", b.hits.Load(), n)
+		case <-hit:
 		}
 	}
 }
@@ -634,7 +644,7 @@ func TestRetryContextCancel(t *testing.T) {
 	})
 	rctx, rcancel = context.WithCancel(ctx)
 	done = sendAsync(rctx, r, newRequest(t, rctx, nil), httpPolicy(t, &routev3.RetryPolicy{RetryOn: "reset,5xx", NumRetries: wrapperspb.UInt32(5)}), attemptTo(host(slow)))
-	waitHits(t, ctx, &slow.hits, 1)
+	waitHits(t, ctx, slow, 1)
 	rcancel()
 	res = recv(t, ctx, done)
 	if !errors.Is(res.err, context.Canceled) || slow.hits.Load() != 1 {

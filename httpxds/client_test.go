@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
+	"github.com/goxds/xds/watchers"
 )
 
 // A request's URL host names the Listener; its routes send each path to
@@ -37,13 +38,8 @@ func TestClientRoutesByListener(t *testing.T) {
 
 			rc = routes("rc", toCluster(prefix("/"), "cb", nil))
 			e.update(world(rc, map[string][]*backend{"cb": {b}}))
-			deadline := time.Now().Add(testTimeout)
-			for got := e.get("/a/x"); !strings.HasPrefix(got.body, "b "); got = e.get("/a/x") {
-				if time.Now().After(deadline) {
-					t.Fatalf("after the update, /a/x still got %d %q", got.status, got.body)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			e.waitConfig(svcHost, "cluster ca is gone", func(s *watchers.Snapshot) bool { return s.Clusters.Get("ca") == nil })
+			e.want(e.get("/a/x"), 200, "b GET /a/x")
 		})
 	}
 }
@@ -283,19 +279,13 @@ func TestClientClosesDroppedEndpoints(t *testing.T) {
 	e.update(world(rc, map[string][]*backend{"c": {a}}))
 	e.want(e.get("/x"), 200, "a GET")
 	e.update(world(rc, map[string][]*backend{"c": {b}}))
-	deadline := time.Now().Add(testTimeout)
-	for {
-		a.mu.Lock()
-		open, closed := a.open, a.closed
-		a.mu.Unlock()
-		if got := e.get("/x"); strings.HasPrefix(got.body, "b ") && open > 0 && closed == open {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backend a: %d connections opened, %d closed after it left the cluster", open, closed)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitConfig(svcHost, "cluster c has only b", func(s *watchers.Snapshot) bool {
+		eps := endpointsOf(s, "c")
+		_, ok := eps[b.addr()]
+		return ok && len(eps) == 1
+	})
+	e.want(e.get("/x"), 200, "b GET")
+	a.waitAllClosed(t, e.ctx)
 }
 
 // A Transport on a shared client routes through it, and its Close leaves

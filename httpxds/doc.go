@@ -59,7 +59,9 @@
 //     sets strip_matching_host_port (the port is dropped when it is the
 //     listener's) or strip_any_host_port (any port is dropped); then
 //     routing, RBAC's :authority and the handler (Request.Host) see the
-//     host without it, as Envoy forwards it.
+//     host without it, as Envoy forwards it. strip_trailing_host_dot
+//     drops a trailing dot of the name the same way ("example.com.:80"
+//     is "example.com:80").
 //  3. The first route whose path, header (Envoy's pseudo-headers :method,
 //     :authority, :path, :scheme included) and query parameter matchers
 //     all match (the first value of a repeated parameter), and whose
@@ -73,8 +75,9 @@
 //     to Options.Logger at debug level); fault injection (delay,
 //     abort with an HTTP status, both header-controllable by Envoy's
 //     x-envoy-fault-* headers) answers "fault filter abort" with the
-//     status. A filter this server has no code for fails the request
-//     (503) rather than being skipped.
+//     status; external authorization (ext_authz, below). A filter this
+//     server has no code for fails the request (503) rather than being
+//     skipped.
 //  5. The route's action: non_forwarding_action serves the handler, with
 //     the request and response header mutations of the route, its virtual
 //     host and its route configuration (request_headers_to_add/remove,
@@ -100,6 +103,35 @@
 // RBAC's url_path sees the normalized path without the query; a :path
 // header matcher (in RBAC and in routing) sees the normalized path with
 // the query as received, as Envoy's :path holds it.
+//
+// # External authorization
+//
+// The ext_authz filter asks the authorization service of its grpc_service
+// (gRFC A102's trust rules, the channel kept until the server stops)
+// with Envoy's HTTP semantics
+// (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter);
+// the decision is dataplane/extauthz's, as on an xdsserver (gRFC A92)
+// and the HTTP client. The service is told the request's method, host,
+// :path with the query, scheme, protocol, size and headers (lower case,
+// with :authority, :method, :path and :scheme, filtered by allowed_headers
+// and disallowed_headers; in header_map and in the headers map Envoy
+// fills by default), the peer, and with
+// with_request_body its body (raw_body with pack_as_bytes) and
+// x-envoy-auth-partial-body; a body over max_request_bytes is answered
+// 413 before the service is asked, unless allow_partial_message. An
+// allowed request reaches the filters after it and the handler with the
+// service's header changes, and its response gets
+// response_headers_to_add. A denial is answered with the service's status
+// (403 when it gives none), its headers and body. A call that fails, and
+// deny_at_disable, answer status_on_error (403 when unset) unless
+// failure_mode_allow lets the request on; a header change the
+// decoder_header_mutation_rules disallow, with disallow_is_error, 500.
+// Why is logged as a warning; the caller learns only that the filter
+// refused. ExtAuthzPerRoute is honoured: disabled skips the filter for
+// its route, check_settings give context_extensions, with_request_body
+// and disable_request_body_buffering (the most specific override wins;
+// they are not merged). Not done: http_service (refused when the
+// Listener is parsed, as for gRPC), the filter's metrics, clear_route_cache.
 //
 // # Security
 //
@@ -143,7 +175,11 @@
 // naming the listener and the node ID. The meaning of the configuration
 // is Envoy's, each rule as Envoy's documentation states it:
 //
-//  1. The virtual host for the request's Host (Envoy's domain matching),
+//  1. The virtual host for the request's Host (Envoy's domain matching;
+//     the Host rewritten first as the Listener's connection manager
+//     says: strip_trailing_host_dot drops a trailing dot of the name,
+//     strip_any_host_port any port, strip_matching_host_port the port the
+//     URL names, and the routes and the endpoint then see that Host),
 //     then the first route whose path (prefix, exact, regex,
 //     path-separated prefix, matched on the path as sent), headers
 //     (:method, :authority, :path, :scheme included) and query parameters

@@ -41,8 +41,8 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		failf(w, http.StatusServiceUnavailable, "listener %q, filter chain %q: %v", l.core.Name(), cs.fc.Name, err)
 		return
 	}
-	if cs.strip != resources.HostPortKeep {
-		if h := stripPort(r.Host, cs.strip, cs.port); h != r.Host {
+	if cs.strip != resources.HostPortKeep || cs.stripDot {
+		if h := rewriteHost(r.Host, cs.strip, cs.stripDot, cs.port); h != r.Host {
 			// As Envoy, before routing and filters, and the handler
 			// is served the host they saw.
 			r2 := new(http.Request)
@@ -84,7 +84,8 @@ func (g *generation) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			r.Host, path, rc.Name, vh.Name, l.core.Name())
 		return
 	}
-	if !g.runFilters(w, req, cs.fc, vh, rt, rc) {
+	w, ok := g.runFilters(w, req, cs.fc, vh, rt, rc)
+	if !ok {
 		return
 	}
 	switch rt.Action {
@@ -140,20 +141,28 @@ func rawPath(r *http.Request) string {
 	return r.URL.EscapedPath()
 }
 
-// stripPort is host without its port under strip_any_host_port, or under
-// strip_matching_host_port when the port is the listener's; a host
-// without one is kept.
-func stripPort(host string, mode resources.HostPortStrip, listenerPort int) string {
-	h, port, ok := splitPort(host)
-	if !ok {
-		return host
-	}
-	if mode == resources.HostPortStripMatching {
-		if p, err := strconv.Atoi(port); err != nil || p != listenerPort {
-			return host
+// rewriteHost is host as a connection manager leaves it before routing:
+// without its port under strip_any_host_port, or under
+// strip_matching_host_port when the port is listenerPort; and with
+// strip_trailing_host_dot (dot), without a trailing dot of its name, the
+// port kept ("example.com.:80" is "example.com:80"), as Envoy's
+// HttpConnectionManager documents the three fields. A name that is only
+// a dot is kept.
+func rewriteHost(host string, mode resources.HostPortStrip, dot bool, listenerPort int) string {
+	name, port, hasPort := splitPort(host)
+	if hasPort && mode != resources.HostPortKeep {
+		if p, err := strconv.Atoi(port); mode == resources.HostPortStripAny || err == nil && p == listenerPort {
+			host, hasPort = name, false
 		}
 	}
-	return h
+	if !dot || len(name) < 2 || name[len(name)-1] != '.' {
+		return host
+	}
+	name = name[:len(name)-1]
+	if hasPort {
+		return name + ":" + port
+	}
+	return name
 }
 
 // querySuffix is the request target's query with its "?", "" without
@@ -186,10 +195,11 @@ func withPath(r *http.Request, raw, path string) *http.Request {
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). It answers the request itself and
-// returns false when a filter stops it. A filter this server has no code
-// for fails the request rather than being skipped: it may be a security
-// filter.
-func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resources.FilterChain, vh *resources.VirtualHost, rt *resources.Route, rc *resources.RouteConfig) bool {
+// returns false when a filter stops it; else the writer the response
+// goes through (ext_authz may add response headers). A filter this
+// server has no code for fails the request rather than being skipped: it
+// may be a security filter.
+func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resources.FilterChain, vh *resources.VirtualHost, rt *resources.Route, rc *resources.RouteConfig) (http.ResponseWriter, bool) {
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
 		cfg, on := f.EffectiveConfig(rt.FilterOverrides, vh.FilterOverrides)
@@ -214,18 +224,23 @@ func (g *generation) runFilters(w http.ResponseWriter, req *request, fc *resourc
 				g.l.s.logger.Debug("httpxds: RBAC: access denied", "method", req.r.Method, "path", req.path,
 					"why", why, "filter", f.Name, "route_configuration", rc.Name)
 				failf(w, http.StatusForbidden, "RBAC: access denied")
-				return false
+				return w, false
 			}
 		case *resources.FaultConfig:
 			if !g.fault(w, req, c) {
-				return false
+				return w, false
+			}
+		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
+			var ok bool
+			if w, ok = g.extAuthz(w, req, f, cfg, rc); !ok {
+				return w, false
 			}
 		default:
 			failf(w, http.StatusServiceUnavailable, "HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
-			return false
+			return w, false
 		}
 	}
-	return true
+	return w, true
 }
 
 // fault applies the fault injection filter (Envoy's HTTPFault, as

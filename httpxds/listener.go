@@ -67,6 +67,8 @@ type chainState struct {
 	// which strip_matching_host_port drops.
 	strip resources.HostPortStrip
 	port  int
+	// stripDot is the chain's strip_trailing_host_dot.
+	stripDot bool
 }
 
 // Start implements serverlds.Server: an http.Server serving gen's
@@ -78,7 +80,7 @@ func (l *listener) Start(gen *serverlds.Generation) *generation {
 		fresh: newFreshConns(), closed: make(chan struct{})}
 	for _, fc := range servertls.Chains(gen.Config) {
 		g.chains[fc] = &chainState{fc: fc, tls: gen.HasTLS(fc), norm: httppath.Resolve(fc.PathNormalization),
-			strip: fc.StripHostPort, port: l.port}
+			strip: fc.StripHostPort, port: l.port, stripDot: fc.StripTrailingHostDot}
 	}
 	g.srv = s.newHTTPServer(g)
 	s.wg.Add(1)

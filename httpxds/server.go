@@ -12,6 +12,7 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/serverlds"
 	"github.com/goxds/xds/resources"
 )
@@ -59,6 +60,10 @@ type Server struct {
 	ownsXC bool
 	logger *slog.Logger
 	faults *route.Faults
+	// authzChannels are the channels to the external authorization
+	// services the Listeners' ext_authz filters name, made at the first
+	// request that needs one and closed when the server stops.
+	authzChannels extauthzgrpc.Channels
 
 	// reports tells the serving-mode changes of every address.
 	reports *serverlds.Reporter
@@ -177,6 +182,7 @@ func (s *Server) stop(ctx context.Context, graceful bool) error {
 		l.CloseAll()
 	}
 	s.wg.Wait()
+	s.authzChannels.Close()
 	if !already && s.ownsXC {
 		s.xc.Close()
 	}

@@ -55,6 +55,15 @@ type Listener struct {
 	// MaxStreamDuration is common_http_protocol_options.max_stream_duration
 	// of the connection manager, 0 when unset.
 	MaxStreamDuration time.Duration
+	// StripHostPort and StripTrailingHostDot are the connection manager's
+	// strip_matching_host_port or strip_any_host_port and its
+	// strip_trailing_host_dot: how an HTTP client (package httpxds)
+	// rewrites a request's host before its virtual host is chosen, as
+	// Envoy's connection manager does. gRPC ignores them. Envoy refuses
+	// both port fields set; a client Listener is not refused for it, since
+	// grpc-go accepts it, and strip_any_host_port wins.
+	StripHostPort        HostPortStrip
+	StripTrailingHostDot bool
 	// HTTPConnectionManager is the decoded api_listener, for fields not
 	// modelled here.
 	HTTPConnectionManager *hcmv3.HttpConnectionManager
@@ -180,6 +189,13 @@ func (l *Listener) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManager) 
 		return err
 	}
 	l.HTTPFilters = filters
+	switch {
+	case hcm.GetStripAnyHostPort():
+		l.StripHostPort = HostPortStripAny
+	case hcm.GetStripMatchingHostPort():
+		l.StripHostPort = HostPortStripMatching
+	}
+	l.StripTrailingHostDot = hcm.GetStripTrailingHostDot()
 	return nil
 }
 

@@ -87,3 +87,40 @@ func TestServerListenerStripHostPort(t *testing.T) {
 	_, err := decode(h)
 	checkErr(t, err, "filter_chains[0].filters[0].typed_config.strip_any_host_port: must not be set with strip_matching_host_port (only one of them can be)")
 }
+
+// TestHostRules: strip_trailing_host_dot is kept for a server chain and a
+// client Listener, and a client Listener keeps its port stripping too
+// (both port fields set is not refused there, as grpc-go accepts it:
+// strip_any_host_port wins), for an HTTP client (package httpxds).
+func TestHostRules(t *testing.T) {
+	h := serverHCM()
+	h.StripTrailingHostDot = true
+	_, l, err := decodeMsg(ListenerType, serverListener(hcmChain(h)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Server.FilterChains[0].StripTrailingHostDot {
+		t.Error("server chain: strip_trailing_host_dot not kept")
+	}
+	for _, tc := range []struct {
+		matching, any, dot bool
+		want               HostPortStrip
+	}{
+		{false, false, false, HostPortKeep},
+		{false, false, true, HostPortKeep},
+		{true, false, false, HostPortStripMatching},
+		{false, true, true, HostPortStripAny},
+		{true, true, false, HostPortStripAny},
+	} {
+		c := rdsHCM("rc")
+		c.StripMatchingHostPort, c.StripTrailingHostDot = tc.matching, tc.dot
+		c.StripPortMode = &hcmv3.HttpConnectionManager_StripAnyHostPort{StripAnyHostPort: tc.any}
+		_, l, err := decodeMsg(ListenerType, listenerWith("l", c))
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if l.StripHostPort != tc.want || l.StripTrailingHostDot != tc.dot {
+			t.Errorf("%+v: got %v, dot %v", tc, l.StripHostPort, l.StripTrailingHostDot)
+		}
+	}
+}

@@ -101,6 +101,11 @@ type FilterChain struct {
 	// or strip_any_host_port, for an HTTP server; a gRPC server does not
 	// use it.
 	StripHostPort HostPortStrip
+	// StripTrailingHostDot is the connection manager's
+	// strip_trailing_host_dot: an HTTP server drops a trailing dot of the
+	// Host's name ("example.com.:80" is "example.com:80") before routing,
+	// HTTP filters and the handler see it. gRPC's server does not use it.
+	StripTrailingHostDot bool
 }
 
 // FilterChainEntry is one point of a filter chain's match.
@@ -377,6 +382,7 @@ func (fc *FilterChain) setHCM(ctx *DecodeContext, hcm *hcmv3.HttpConnectionManag
 		return err
 	}
 	fc.HTTPFilters, fc.PathNormalization, fc.StripHostPort = filters, pn, strip
+	fc.StripTrailingHostDot = hcm.GetStripTrailingHostDot()
 	return nil
 }
 

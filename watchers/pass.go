@@ -54,9 +54,10 @@ func (t *tree) passLocked() outcome {
 		}
 	}
 	if rc != nil {
-		vh = resources.FindVirtualHost(rc.VirtualHosts, t.authority)
+		authority := t.authorityFor(l.value)
+		vh = resources.FindVirtualHost(rc.VirtualHosts, authority)
 		if vh == nil {
-			treeErr = fmt.Errorf("%w %q in RouteConfiguration %q", ErrNoVirtualHost, t.authority, rc.Name)
+			treeErr = fmt.Errorf("%w %q in RouteConfiguration %q", ErrNoVirtualHost, authority, rc.Name)
 		} else {
 			p.routes(vh)
 			p.setClusters()

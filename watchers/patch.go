@@ -86,7 +86,7 @@ func patchedConfig(old *ClusterConfig, w *watch[*resources.Cluster]) *ClusterCon
 // and only the route configuration is replaced, at the cost of reading the
 // routes; otherwise the tree has changed shape and a pass walks it.
 func (t *tree) patchRoutesLocked(rc *resources.RouteConfig) outcome {
-	vh := resources.FindVirtualHost(rc.VirtualHosts, t.authority)
+	vh := resources.FindVirtualHost(rc.VirtualHosts, t.authorityFor(t.last.Listener))
 	if vh == nil || !t.sameRootsLocked(vh) {
 		return t.passLocked()
 	}

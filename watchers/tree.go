@@ -24,6 +24,7 @@ type tree struct {
 	// Read-only after WatchConfigTree.
 	c         *client.Client
 	authority string
+	vhAuth    func(*resources.Listener, string) string // TreeOptions.VirtualHostAuthority
 	w         TreeWatcher
 	extra     *ClusterSet // TreeOptions.Clusters; nil is empty
 
@@ -403,4 +404,13 @@ func (t *tree) cancel() {
 	for _, cancel := range cancels {
 		cancel()
 	}
+}
+
+// authorityFor is the authority the virtual host of l's routes is chosen
+// by.
+func (t *tree) authorityFor(l *resources.Listener) string {
+	if t.vhAuth == nil || l == nil {
+		return t.authority
+	}
+	return t.vhAuth(l, t.authority)
 }

@@ -45,6 +45,13 @@ type TreeOptions struct {
 	// the listener name, which is what a gRPC channel uses for a target
 	// like "xds:///my-service".
 	Authority string
+	// VirtualHostAuthority, if set, is what the virtual host is chosen by,
+	// given the Listener and Authority: for a consumer that rewrites the
+	// host as its connection manager says first (package httpxds: Envoy's
+	// strip_trailing_host_dot and strip_*_host_port, which gRPC ignores).
+	// Nil: Authority as it is. It runs under the tree's lock: it must not
+	// call the client.
+	VirtualHostAuthority func(l *resources.Listener, authority string) string
 	// Clusters, if set, names clusters the tree follows besides those the
 	// routes name (see ClusterSet); a set serves one tree.
 	Clusters *ClusterSet
@@ -166,6 +173,7 @@ func watchConfigTree(c *client.Client, listenerName string, opts TreeOptions, w 
 	t := &tree{
 		c:         c,
 		authority: opts.Authority,
+		vhAuth:    opts.VirtualHostAuthority,
 		w:         w,
 		extra:     opts.Clusters,
 		routes:    make(map[string]*watch[*resources.RouteConfig]),
