@@ -1,9 +1,6 @@
 package grpcxds
 
 import (
-	"strconv"
-
-	"github.com/goxds/xds/dataplane/cluster"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/metadata"
 )
@@ -23,26 +20,11 @@ import (
 //
 // The picker learns the hostname from the SubConn it picked: each
 // endpoint with an authority has one SubConn, in the balancer's
-// authorities from its creation to its shutdown. connLocked keeps endpoints of one address
-// but different hostnames apart, so a SubConn never stands for two
-// hostnames. RPCs on routes that do not rewrite never look.
-
-// authorityOf is the authority of an endpoint: a LOGICAL_DNS cluster's
-// host:port (dns), whatever address it resolved to (gRFC A81); else the
-// EDS endpoint's hostname, "" for none.
-func authorityOf(dns *cluster.Resolution, hostname string) string {
-	if dns != nil {
-		return dns.Target()
-	}
-	return hostname
-}
-
-// authorityKey is the pool key's part (after the addresses) of an
-// endpoint with authority a and the rest of the key, rest: quoted, so
-// that no hostname reads as another key's.
-func authorityKey(a, rest string) string {
-	return "authority=" + strconv.Quote(a) + "|" + rest
-}
+// authorities from its creation to its shutdown. The balancer's Endpoint
+// (conns.go) keeps endpoints of one address but different hostnames apart,
+// so a SubConn never stands for two hostnames (dataplane/cluster's
+// authority rule, shared with httpxds).
+// RPCs on routes that do not rewrite never look.
 
 // Shutdown implements endpoint.Conn: the SubConn leaves authorities once
 // it is shut down, when gRPC no longer sends on it, so that no RPC picks

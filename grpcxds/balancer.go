@@ -15,6 +15,9 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
+	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -68,7 +71,7 @@ type xdsBalancer struct {
 	ch     channelInfo
 	// clock runs the Set's timers and paces warnings: the real one, but in
 	// tests.
-	clock clock
+	clock lbpolicy.Clock
 	balancerLogs
 	// snap is the snapshot in force; nil before the first one and while
 	// the configuration is unusable, failErr then saying why (a status
@@ -101,9 +104,8 @@ type balancerLogs struct {
 	// handler is the user's code, and runs under no lock of ours.
 	logger *slog.Logger
 	logs   []logLine
-	// warnings keeps a burst of like warnings from flooding the log
-	// (warnlimit.go).
-	warnings warnLimiter
+	// warnings keeps a burst of like warnings from flooding the log.
+	warnings warnlimit.Limiter
 }
 
 // balancerConnMetrics are a balancer's SubConn measurements (subchannelmetrics.go),
@@ -243,7 +245,7 @@ func (b *xdsBalancer) Close() {
 	b.mu.Lock()
 	b.closed = true
 	after := b.set.Close()
-	b.closeTLSLocked()
+	b.tls.security.Close()
 	plugins := b.rls.closeLocked()
 	conns := b.takeConnEventsLocked()
 	b.mu.Unlock()
@@ -276,7 +278,7 @@ func (b *xdsBalancer) finishAndUnlock() {
 	}
 	// After publishing: no picker in force hands out what is shut down.
 	after := b.set.Finish()
-	b.pruneSecurityLocked()
+	b.tls.security.Prune()
 	logger, logs := b.logger, b.logs
 	b.logs = nil
 	b.rls.holds.Publish(b.set)
@@ -350,7 +352,7 @@ func (b *xdsBalancer) publishLocked() {
 	if b.mdFor != b.snap.VirtualHost {
 		// Once per virtual host: the routes are many where the clusters
 		// are, and an update of endpoints keeps them.
-		b.mdFor, b.needsMD = b.snap.VirtualHost, routesNeedMD(rp.routes)
+		b.mdFor, b.needsMD = b.snap.VirtualHost, route.NeedsHeaders(rp.routes)
 	}
 	rp.needsMD = b.needsMD
 	rp.plugins = b.rls.pickers
@@ -382,7 +384,7 @@ type logLine struct {
 // level is enabled is asked then: that too is the handler's code. Lines
 // are few, one per decision, so queueing them unasked costs little.
 func (b *xdsBalancer) logLocked(level slog.Level, msg string, args ...any) {
-	if ok, args := b.limitLocked(level, msg, args); ok {
+	if ok, args := b.warnings.Limit(level, msg, args, b.clock.Now()); ok {
 		b.logs = append(b.logs, logLine{level, msg, args})
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 )
 
@@ -48,9 +49,9 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		cc:       cc,
 		bopts:    opts,
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
-		tls:      tlsState{security: make(map[string]*secEntry), warnedPlain: make(map[string]bool)},
+		tls:      tlsState{warnedPlain: make(map[string]bool)},
 		ch:       channelInfo{id: rand.Uint64()},
-		clock:    realClock{},
+		clock:    lbpolicy.RealClock{},
 	}
 	b.logger = client.DefaultLogger()
 	b.set = cluster.NewSet(b, b.clock, cluster.Config{FailoverTimeout: DefaultFailoverTimeout})

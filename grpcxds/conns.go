@@ -9,6 +9,7 @@ import (
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
 	"github.com/goxds/xds/internal/httpconnect"
+	"github.com/goxds/xds/internal/upstreamtls"
 )
 
 // The balancer's endpoints are an endpoint.Pool (package dataplane/
@@ -25,7 +26,7 @@ type connTag struct {
 	// sec is the TLS of the connection, nil for the channel's
 	// credentials; hostname the EDS endpoint's, sent as SNI when the
 	// security says auto_host_sni.
-	sec      *secEntry
+	sec      *upstreamtls.Shared
 	hostname string
 	// dns is the resolution a LOGICAL_DNS endpoint came from, asked to
 	// resolve again when the endpoint fails; nil for EDS endpoints.
@@ -59,7 +60,7 @@ type subConn struct {
 // sent as SNI when the security says auto_host_sni.
 //
 // An endpoint with an authority (the EDS hostname, or the DNS name of a
-// LOGICAL_DNS cluster: authorityOf) is an endpoint of its own, apart
+// LOGICAL_DNS cluster: cluster.EndpointSpec.Authority) is an endpoint of its own, apart
 // from the same addresses with another authority or none: an RPC picks
 // an endpoint, and learns its authority from the endpoint's SubConn, so
 // one connection must not stand for two hostnames. Addresses listed
@@ -69,23 +70,23 @@ func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *
 	if spec.Proxy != "" {
 		addrs = proxiedAddrs(spec.Proxy, addrs)
 	}
-	sec, _ := spec.Security.(*secEntry)
-	authority := authorityOf(dns, hostname)
+	sec, _ := spec.Security.(*upstreamtls.Shared)
+	authority := spec.Authority()
 	var extra string
 	if sec != nil {
-		if !sec.hi.UsesHostname() {
+		if !sec.Info.UsesHostname() {
 			hostname = ""
 		}
-		extra = sec.key + "|" + hostname
+		extra = sec.Key + "|" + hostname
 	}
 	if authority != "" {
-		extra = authorityKey(authority, extra)
+		extra = cluster.AuthorityKey(authority, extra)
 	}
 	ep, isNew := pool.Get(addrs, extra)
 	if isNew && (sec != nil || dns != nil || authority != "") {
 		ep.Tag = &connTag{sec: sec, hostname: hostname, dns: dns, authority: authority}
 		if sec != nil {
-			sec.refs++
+			sec.Hold()
 		}
 	}
 	if isNew {
@@ -109,7 +110,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		}
 		addrs[i] = resolver.Address{Addr: a}
 		if tag != nil && tag.sec != nil {
-			addrs[i] = xdscreds.SetHandshakeInfo(addrs[i], tag.sec.hi, tag.hostname)
+			addrs[i] = xdscreds.SetHandshakeInfo(addrs[i], tag.sec.Info, tag.hostname)
 		}
 	}
 	// The listener is the SubConn's: one released may still report before
@@ -131,7 +132,7 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 // Dropped implements endpoint.Dialer: the endpoint lets go of its TLS.
 func (b *xdsBalancer) Dropped(ep *endpoint.Endpoint) {
 	if tag, _ := ep.Tag.(*connTag); tag != nil && tag.sec != nil {
-		tag.sec.refs--
+		tag.sec.Release()
 		tag.sec = nil
 	}
 }

@@ -236,7 +236,7 @@
 // A channel writes at most 10 warnings of one kind in 10 seconds (a zone
 // going down fails thousands of clusters at once): the tenth says that
 // more are held back, and the first after the pause carries held_back,
-// how many were.
+// how many were (internal/warnlimit, which httpxds's client uses too).
 //
 // # Not supported
 //

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/grpc/metadata"
 
+	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/sharedclient"
 )
@@ -69,4 +70,11 @@ const (
 	faultAbortHTTPHeader    = route.FaultAbortHTTPHeader
 	faultAbortGRPCHeader    = route.FaultAbortGRPCHeader
 	faultAbortPercentHeader = route.FaultAbortPercentHeader
+)
+
+// The balancer's clock, as the tests name it: the data plane's.
+type (
+	clock     = lbpolicy.Clock
+	stopper   = lbpolicy.Timer
+	realClock = lbpolicy.RealClock
 )

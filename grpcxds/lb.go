@@ -20,16 +20,10 @@ func (p errorPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{}, p.err
 }
 
-// clusterPicker picks an endpoint of one cluster: the cluster layer's.
-type clusterPicker = cluster.Picker
-
-// pickerMap is the cluster pickers of a route picker, by cluster name.
-type pickerMap = cluster.PickerMap
-
 // pickIn picks in a cluster for an RPC whose request hash (for ring_hash)
 // is hash, in gRPC's terms: the endpoint's SubConn, and a Done that hands
 // the cluster the RPC's outcome.
-func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
+func pickIn(cp cluster.Picker, info balancer.PickInfo, hash uint64) (balancer.PickResult, error) {
 	var sel *selection
 	if info.Ctx != nil { // gRPC's picks always have one
 		sel = selectionOf(info.Ctx)
@@ -39,7 +33,7 @@ func pickIn(cp clusterPicker, info balancer.PickInfo, hash uint64) (balancer.Pic
 
 // pickFor is pickIn for the RPC of sel (nil: one without the goxds
 // interceptors).
-func pickFor(cp clusterPicker, info balancer.PickInfo, hash uint64, sel *selection) (balancer.PickResult, error) {
+func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *selection) (balancer.PickResult, error) {
 	r, err := cp.Pick(info.Ctx, hash)
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
+	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -85,6 +86,12 @@ func TestMatchRoute(t *testing.T) {
 			t.Errorf("%s: matched %v, want %v", tc.name, got, tc.want)
 		}
 	}
+}
+
+// matchRoute reports whether r matches an RPC to method with metadata md,
+// its headers as gRPC routing sees them.
+func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
+	return r.MatchGRPC(method, route.GRPCHeaders(md).Get)
 }
 
 func fraction(percent uint32) *corev3.RuntimeFractionalPercent {

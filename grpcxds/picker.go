@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
@@ -23,7 +23,7 @@ import (
 // chosen, it matches the RPC against the routes itself. It is immutable.
 type routePicker struct {
 	routes   []*resources.Route
-	clusters pickerMap
+	clusters cluster.PickerMap // the clusters' pickers, by name
 	// plugins are the pickers of the RLS policies of routes that name a
 	// cluster specifier plugin, by plugin name (rlsplugin.go).
 	plugins   map[string]balancer.Picker
@@ -42,16 +42,12 @@ type routePicker struct {
 	authorities *sync.Map
 }
 
-// routesNeedMD reports whether some route matches headers or hashes
-// them.
-func routesNeedMD(routes []*resources.Route) bool { return route.NeedsHeaders(routes) }
-
 // headerHash hashes an RPC by one header of its metadata (ring_hash's
 // requestHashHeader, gRFC A76): its values joined with ",", or a random
 // hash when the RPC does not carry it.
 func headerHash(ctx context.Context, name string) uint64 {
 	md, _ := metadata.FromOutgoingContext(ctx)
-	return route.HeaderHash(mdHeaders(md), name)
+	return route.HeaderHash(route.GRPCHeaders(md), name)
 }
 
 // noInterceptorsWarning is what the balancer logs at the first RPC of a
@@ -126,11 +122,11 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	req := route.Request{Path: info.FullMethodName, ChannelID: p.channelID}
 	if p.needsMD {
 		md, _ := metadata.FromOutgoingContext(info.Ctx)
-		req.Headers = mdHeaders(md)
+		req.Headers = route.GRPCHeaders(md)
 	}
 	var d route.Decision
 	if err := route.Select(p.routes, &req, &d); err != nil {
-		return balancer.PickResult{}, nil, p.routeStatus(err, info.FullMethodName)
+		return balancer.PickResult{}, nil, routeStatus(err, info.FullMethodName, "")
 	}
 	if d.Plugin != "" {
 		res, _, err := p.pluginPick(d.Route, sel, info)
@@ -138,7 +134,7 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 	}
 	cp := p.clusters.Get(d.Cluster)
 	if cp == nil { // the snapshot has every cluster a route names
-		return balancer.PickResult{}, nil, p.routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName)
+		return balancer.PickResult{}, nil, routeStatus(&route.Error{Kind: route.ClusterNotConfigured, Route: d.Route, Cluster: d.Cluster}, info.FullMethodName, "")
 	}
 	res, err := pickFor(cp, info, d.Hash, sel)
 	if sel != nil {
@@ -146,25 +142,4 @@ func (p *routePicker) pick(info balancer.PickInfo) (balancer.PickResult, *resour
 		sel.statusPick.Store(err != nil && isStatus)
 	}
 	return res, d.Route, err
-}
-
-// routeStatus is the status a pick of an RPC to method fails with when
-// routing fails with err.
-func (p *routePicker) routeStatus(err error, method string) error {
-	re, ok := err.(*route.Error)
-	if !ok {
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
-	}
-	switch re.Kind {
-	case route.NoRoute:
-		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s", method)
-	case route.NotForwarding:
-		return status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out", method, route.Describe(re.Route), re.Route.Action)
-	case route.NoCluster:
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster", method, route.Describe(re.Route))
-	case route.ClusterNotConfigured:
-		return status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured", route.Describe(re.Route), re.Cluster)
-	}
-	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v", method, err)
 }

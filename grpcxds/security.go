@@ -5,7 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/goxds/xds/bootstrap"
-	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -23,26 +23,19 @@ import (
 
 // tlsState is the balancer's part of clusters' TLS. bootstrap defines
 // the certificate providers (nil: none); security holds the
-// HandshakeInfos in use, by xdscreds.Key; warnedPlain the clusters whose
-// TLS a channel without xdscreds was warned of. Guarded by
-// xdsBalancer.mu.
+// HandshakeInfos in use, shared by the endpoints of every cluster with
+// the same security; warnedPlain the clusters whose TLS a channel without
+// xdscreds was warned of. Guarded by xdsBalancer.mu.
 type tlsState struct {
 	bootstrap   *bootstrap.Config
-	security    map[string]*secEntry
+	security    upstreamtls.Cache
 	warnedPlain map[string]bool
 }
 
-// secEntry is one HandshakeInfo, shared by the endpoints of every cluster
-// with the same security config. Guarded by xdsBalancer.mu.
-type secEntry struct {
-	key  string
-	hi   *xdscreds.HandshakeInfo
-	refs int // endpoints that hold it (connTag)
-}
-
 // Security implements cluster.Host: the security of a leaf's
-// connections, nil for the channel's credentials, or the *secEntry of its
-// TLS. An error means the cluster's TLS cannot be honoured (a certificate
+// connections, nil for the channel's credentials, or the
+// *upstreamtls.Shared of its TLS, which each endpoint holds (connTag). An
+// error means the cluster's TLS cannot be honoured (a certificate
 // provider instance the bootstrap does not define): the leaf gets no
 // endpoints, so that its RPCs fail rather than go out unprotected.
 func (b *xdsBalancer) Security(leaf *watchers.ClusterConfig) (any, error) {
@@ -58,35 +51,11 @@ func (b *xdsBalancer) Security(leaf *watchers.ClusterConfig) (any, error) {
 		}
 		return nil, nil
 	}
-	key := xdscreds.Key(sc)
-	if e := b.tls.security[key]; e != nil {
-		return e, nil
-	}
-	hi, err := xdscreds.NewHandshakeInfo(b.tls.bootstrap, sc)
+	sec, err := b.tls.security.Get(b.tls.bootstrap, sc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %q: TLS cannot be set up: %w", leaf.Name, err)
 	}
-	e := &secEntry{key: key, hi: hi}
-	b.tls.security[key] = e
-	return e, nil
-}
-
-// pruneSecurityLocked closes the HandshakeInfos no endpoint holds.
-func (b *xdsBalancer) pruneSecurityLocked() {
-	for key, e := range b.tls.security {
-		if e.refs == 0 {
-			e.hi.Close()
-			delete(b.tls.security, key)
-		}
-	}
-}
-
-// closeTLSLocked closes every HandshakeInfo, for Close.
-func (b *xdsBalancer) closeTLSLocked() {
-	for _, e := range b.tls.security {
-		e.hi.Close()
-	}
-	b.tls.security = nil
+	return sec, nil
 }
 
 // setBootstrapLocked takes the bootstrap of a resolver state. HandshakeInfos

@@ -35,7 +35,7 @@ func TestRequestHashOncePerRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &hashRecorder{}
-	p := &routePicker{routes: cfg.snap.VirtualHost.Routes, clusters: cluster.PickerMapOf(map[string]clusterPicker{"A": rec}), gen: 1, warned: new(atomic.Bool)}
+	p := &routePicker{routes: cfg.snap.VirtualHost.Routes, clusters: cluster.PickerMapOf(map[string]cluster.Picker{"A": rec}), gen: 1, warned: new(atomic.Bool)}
 	ctx := context.WithValue(context.Background(), selectionKey{}, rc.sel)
 	for range 3 { // the RPC waits: picked again at each new picker
 		if _, err := p.Pick(balancer.PickInfo{FullMethodName: "/svc/M", Ctx: ctx}); err != balancer.ErrNoSubConnAvailable {

@@ -2,7 +2,7 @@ package grpcxds
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -115,54 +115,12 @@ func (s *selection) Get(name string) (string, bool) { return s.metadata().Get(na
 // Last implements route.Headers.
 func (s *selection) Last(name string) (string, bool) { return s.metadata().Last(name) }
 
-func (s *selection) metadata() mdHeaders {
+func (s *selection) metadata() route.GRPCHeaders {
 	if !s.mdRead {
 		s.md, _ = metadata.FromOutgoingContext(s.Context)
 		s.mdRead = true
 	}
-	return mdHeaders(s.md)
-}
-
-// mdHeaders is gRPC metadata as routing sees a request's headers.
-type mdHeaders metadata.MD
-
-// Get implements route.Headers (header).
-func (h mdHeaders) Get(name string) (string, bool) { return header(metadata.MD(h), name) }
-
-// Last implements route.Headers: the last value as sent.
-func (h mdHeaders) Last(name string) (string, bool) {
-	vs := h[name]
-	if len(vs) == 0 {
-		return "", false
-	}
-	return vs[len(vs)-1], true
-}
-
-// header returns the value of a request header as route matching and hash
-// policies see it: every value joined with ",". Binary headers ("-bin")
-// are never seen, and content-type is always "application/grpc", as gRPC
-// sends it.
-func header(md metadata.MD, name string) (string, bool) {
-	switch {
-	case strings.HasSuffix(name, "-bin"):
-		return "", false
-	case name == "content-type":
-		return "application/grpc", true
-	}
-	vs := md[name]
-	if len(vs) == 0 {
-		return "", false
-	}
-	if len(vs) == 1 {
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
-}
-
-// matchRoute reports whether r matches an RPC to method with metadata md,
-// its headers as header sees them.
-func matchRoute(r *resources.Route, method string, md metadata.MD) bool {
-	return r.MatchGRPC(method, mdHeaders(md).Get)
+	return route.GRPCHeaders(s.md)
 }
 
 // grpcRetryOn are the retry_on conditions gRPC retries on (gRFC A44), by
@@ -227,20 +185,27 @@ func (c *channelConfig) selectInto(sel *selection, method string, channelID uint
 }
 
 // routeStatus is the status an RPC to method fails with when routing
-// fails with err, as the interceptors report it.
+// fails with err: UNAVAILABLE, saying why in gRPC's terms, and naming the
+// xDS node ID when the interceptors report it (the picker has none).
 func routeStatus(err error, method, nodeID string) error {
+	node := ""
+	if nodeID != "" {
+		node = fmt.Sprintf(" (xDS node ID %q)", nodeID)
+	}
 	re, ok := err.(*route.Error)
 	if !ok {
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v%s", method, err, node)
 	}
 	switch re.Kind {
 	case route.NoRoute:
-		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s (xDS node ID %q)", method, nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: no route matches RPC %s%s", method, node)
 	case route.NotForwarding:
 		return status.Errorf(codes.Unavailable,
-			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out (xDS node ID %q)", method, route.Describe(re.Route), re.Route.Action, nodeID)
+			"goxds: RPC %s matched route %s, whose action %v a gRPC client cannot carry out%s", method, route.Describe(re.Route), re.Route.Action, node)
 	case route.NoCluster:
-		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster (xDS node ID %q)", method, route.Describe(re.Route), nodeID)
+		return status.Errorf(codes.Unavailable, "goxds: RPC %s matched route %s, which names no cluster%s", method, route.Describe(re.Route), node)
+	case route.ClusterNotConfigured:
+		return status.Errorf(codes.Unavailable, "goxds: route %s names cluster %q, which is not configured%s", route.Describe(re.Route), re.Cluster, node)
 	}
-	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v (xDS node ID %q)", method, err, nodeID)
+	return status.Errorf(codes.Unavailable, "goxds: RPC %s: %v%s", method, err, node)
 }

@@ -8,41 +8,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/balancer"
-)
 
-func TestWarnLimiter(t *testing.T) {
-	var l warnLimiter
-	t0 := time.Unix(1000, 0)
-	written := 0
-	for i := range 25 {
-		ok, extra := l.allow("m", t0.Add(time.Duration(i)*time.Millisecond))
-		if ok {
-			written++
-		}
-		if wantNote := i == warnBurst-1; (len(extra) > 0) != wantNote {
-			t.Errorf("line %d: extra %v, want the note only on line %d", i, extra, warnBurst-1)
-		}
-	}
-	if written != warnBurst {
-		t.Errorf("%d of 25 like lines written in one window, want %d", written, warnBurst)
-	}
-	// Another message has a count of its own.
-	if ok, extra := l.allow("other", t0); !ok || extra != nil {
-		t.Errorf("another message: written %v, extra %v; want written alone", ok, extra)
-	}
-	// Still in the window: held back.
-	if ok, _ := l.allow("m", t0.Add(warnWindow-time.Millisecond)); ok {
-		t.Error("a line before the window's end was written")
-	}
-	// The first line of the next window says how many were held back.
-	ok, extra := l.allow("m", t0.Add(warnWindow))
-	if !ok || len(extra) != 2 || extra[0] != "held_back" || extra[1] != 25-warnBurst+1 {
-		t.Errorf("first line after the window: written %v, extra %v; want held_back %d", ok, extra, 25-warnBurst+1)
-	}
-	if ok, extra := l.allow("m", t0.Add(warnWindow+time.Millisecond)); !ok || extra != nil {
-		t.Errorf("second line of the new window: written %v, extra %v", ok, extra)
-	}
-}
+	"github.com/goxds/xds/internal/warnlimit"
+)
 
 // recordingHandler keeps the records of one message, and if added is
 // set, signals it (without blocking) at each: a test can wait for a line
@@ -74,7 +42,7 @@ func (h recordingHandler) WithGroup(string) slog.Handler      { return h }
 
 // Every endpoint of 300 clusters failing at once (a zone down) used to
 // write 300 warnings, one per cluster; 10,000 at 10,000 clusters. The
-// channel writes warnBurst of them, the last saying that more are held
+// channel writes warnlimit.Burst of them, the last saying that more are held
 // back.
 func TestUnreachableClustersWarnInABurst(t *testing.T) {
 	t.Parallel()
@@ -105,11 +73,11 @@ func TestUnreachableClustersWarnInABurst(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(records) != warnBurst {
-		t.Fatalf("%d clusters failing together wrote %d warnings, want %d", n, len(records), warnBurst)
+	if len(records) != warnlimit.Burst {
+		t.Fatalf("%d clusters failing together wrote %d warnings, want %d", n, len(records), warnlimit.Burst)
 	}
 	var note bool
-	records[warnBurst-1].Attrs(func(a slog.Attr) bool {
+	records[warnlimit.Burst-1].Attrs(func(a slog.Attr) bool {
 		note = note || a.Key == "note"
 		return true
 	})

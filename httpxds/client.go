@@ -20,6 +20,8 @@ import (
 	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/upstreamtls"
+	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -51,7 +53,10 @@ type TransportOptions struct {
 	// Client.
 	ClientOptions client.Options
 	// Logger gets what the Transport decides (debug) and what fails
-	// (warnings). Nil: client.DefaultLogger().
+	// (warnings). At most 10 warnings of one kind are written in 10
+	// seconds (a zone going down fails thousands of clusters at once): the
+	// tenth says that more are held back, and the first after the pause
+	// carries held_back, how many were. Nil: client.DefaultLogger().
 	Logger *slog.Logger
 	// DefaultRouteTimeout is the timeout of a request whose route sets no
 	// timeout. Zero: DefaultRouteTimeout (Envoy's 15 s); negative: none.
@@ -126,9 +131,12 @@ type Transport struct {
 	// leafConns are the leaves' connection settings by key, tls their
 	// HandshakeInfos (client_tls.go).
 	leafConns map[string]*leafConn
-	tls       map[string]*clientTLS
+	tls       upstreamtls.Cache
 	logs      []logLine
-	sweep     client.Timer // the host idle sweep; nil when not armed
+	// warnings keeps a burst of like warnings (every cluster of a zone
+	// failing at once) from flooding the log.
+	warnings warnlimit.Limiter
+	sweep    client.Timer // the host idle sweep; nil when not armed
 	// applied, if set (tests, through export_test.go), hears of each
 	// configuration a host takes, or its error, once requests route by
 	// it: called on the client's callback goroutine, with mu released.
@@ -169,8 +177,7 @@ type logLine struct {
 // NewTransport returns a Transport for opts. It fails when no bootstrap
 // can be had or the client cannot be made.
 func NewTransport(opts TransportOptions) (*Transport, error) {
-	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn),
-		tls: make(map[string]*clientTLS)}
+	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn)}
 	t.transportSettings = transportSettings{logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
 		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil)}
 	if t.logger == nil {
@@ -266,7 +273,7 @@ func (t *Transport) Close() error {
 		t.sweep = nil
 	}
 	after := t.set.Close()
-	t.closeTLSLocked()
+	t.tls.Close()
 	t.pending = nil
 	closing := t.closing
 	t.closing = nil
@@ -340,9 +347,12 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// logLocked queues a line for when mu is released.
+// logLocked queues a line for when mu is released, unless it is one
+// warning too many of a burst (warnings).
 func (t *Transport) logLocked(level slog.Level, msg string, args ...any) {
-	t.logs = append(t.logs, logLine{level, msg, args})
+	if ok, args := t.warnings.Limit(level, msg, args, t.clock.Now()); ok {
+		t.logs = append(t.logs, logLine{level, msg, args})
+	}
 }
 
 // realClock is time's.

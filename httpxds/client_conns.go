@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/goxds/xds/internal/httpconnect"
+	"github.com/goxds/xds/internal/upstreamtls"
 
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 
@@ -96,17 +97,21 @@ func protoOf(c *resources.Cluster) (upstreamProto, error) {
 type leafConn struct {
 	key   string
 	proto upstreamProto
-	tls   *clientTLS // nil: plaintext
-	refs  int        // endpoints holding it
+	tls   *upstreamtls.Shared // nil: plaintext
+	refs  int                 // endpoints holding it
 }
 
 // epTag is what the Transport keeps on an endpoint (Endpoint.Tag).
 type epTag struct {
 	lc       *leafConn
 	hostname string // the EDS hostname, for auto_host_sni
-	proxy    string // HTTP CONNECT proxy host:port, "" for none
-	dns      *cluster.Resolution
-	labels   *endpoint.ConnLabels // of its connections' metrics, nil for none
+	// authority is the Host of a request on a route with
+	// auto_host_rewrite: the EDS hostname, a LOGICAL_DNS cluster's DNS
+	// name; "" for none.
+	authority string
+	proxy     string // HTTP CONNECT proxy host:port, "" for none
+	dns       *cluster.Resolution
+	labels    *endpoint.ConnLabels // of its connections' metrics, nil for none
 }
 
 // Security implements cluster.Host: the leaf's TLS and HTTP version. A
@@ -119,40 +124,51 @@ func (h *setHost) Security(leaf *watchers.ClusterConfig) (any, error) {
 		return nil, fmt.Errorf("cluster %q: %w", leaf.Name, err)
 	}
 	key := fmt.Sprint(proto)
-	var sec *clientTLS
+	var sec *upstreamtls.Shared
 	if sc := leaf.Cluster.Security; sc != nil {
-		if sec, err = t.tlsFor(sc); err != nil {
+		if sec, err = t.tls.Get(t.b, sc); err != nil {
 			return nil, fmt.Errorf("cluster %q: TLS cannot be set up: %w", leaf.Name, err)
 		}
-		key += "|" + sec.key
+		key += "|" + sec.Key
 	}
 	if lc := t.leafConns[key]; lc != nil {
 		return lc, nil
 	}
 	lc := &leafConn{key: key, proto: proto, tls: sec}
 	if sec != nil {
-		sec.refs++
+		sec.Hold()
 	}
 	t.leafConns[key] = lc
 	return lc, nil
 }
 
 // Endpoint implements cluster.Host: the pool's endpoint of spec's
-// addresses, through its proxy, with its leaf's TLS and HTTP version.
+// addresses, through its proxy, with its leaf's TLS and HTTP version. An
+// endpoint with an authority (auto_host_rewrite's Host) is one of its own
+// (cluster.AuthorityKey): a request learns its Host from the endpoint it
+// picks.
 func (h *setHost) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *endpoint.Endpoint {
 	lc, _ := spec.Security.(*leafConn)
 	hostname := spec.Hostname
-	if lc == nil || lc.tls == nil || !lc.tls.hi.UsesHostname() {
+	if lc == nil || lc.tls == nil || !lc.tls.Info.UsesHostname() {
 		hostname = "" // the handshake does not send it: share the endpoint
+	}
+	authority := spec.Authority()
+	if spec.DNS != nil {
+		// Envoy names a LOGICAL_DNS cluster's host by its DNS name alone:
+		// auto_host_rewrite's Host carries no port.
+		if host, _, err := net.SplitHostPort(authority); err == nil {
+			authority = host
+		}
 	}
 	extra := ""
 	if lc != nil {
 		extra = lc.key
 	}
-	extra += "|" + hostname + "|" + spec.Proxy
+	extra = cluster.AuthorityKey(authority, extra+"|"+hostname+"|"+spec.Proxy)
 	ep, isNew := pool.Get(spec.Addrs, extra)
 	if isNew {
-		ep.Tag = &epTag{lc: lc, hostname: hostname, proxy: spec.Proxy, dns: spec.DNS, labels: h.connLabels(spec)}
+		ep.Tag = &epTag{lc: lc, hostname: hostname, authority: authority, proxy: spec.Proxy, dns: spec.DNS, labels: h.connLabels(spec)}
 		if lc != nil {
 			lc.refs++
 		}
@@ -176,11 +192,11 @@ func (t *Transport) pruneLeafConnsLocked() {
 		if lc.refs == 0 {
 			delete(t.leafConns, key)
 			if lc.tls != nil {
-				lc.tls.refs--
+				lc.tls.Release()
 			}
 		}
 	}
-	t.pruneTLSLocked()
+	t.tls.Prune()
 }
 
 // httpConn is an endpoint's connection: an http.Transport of its own.
@@ -275,7 +291,7 @@ func (h *setHost) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 			if err != nil {
 				return nil, err
 			}
-			conn, err := sec.handshake(ctx, raw, hostname, proto)
+			conn, err := handshake(ctx, sec.Info, raw, hostname, proto)
 			if tc, ok := conn.(*tls.Conn); ok && tc.ConnectionState().NegotiatedProtocol == "h2" {
 				c.multiplexed.Store(true) // auto_config's ALPN chose it
 			}

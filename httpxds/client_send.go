@@ -292,8 +292,8 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		}
 	}
 	if a.autoHost {
-		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.hostname != "" {
-			out.Host = tag.hostname
+		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.authority != "" {
+			out.Host = tag.authority
 		}
 	}
 	if a.idle != nil {

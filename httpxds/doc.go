@@ -227,8 +227,9 @@
 //     route configuration (Envoy's order, append actions; values as
 //     written, without %VARIABLE% substitutions), prefix_rewrite or
 //     regex_rewrite, host_rewrite_literal (auto_host_rewrite from a
-//     trusted server, gRFC A81). The response gets the response header
-//     mutations.
+//     trusted server, gRFC A81: the Host of the endpoint picked, its EDS
+//     hostname or a LOGICAL_DNS cluster's DNS name without the port, as
+//     Envoy's). The response gets the response header mutations.
 //  6. route.timeout bounds the request and its response body; unset, it
 //     is Envoy's default, 15 s (DefaultRouteTimeout), so that a service
 //     moved off an Envoy sidecar keeps the bound its mesh was tested

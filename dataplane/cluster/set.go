@@ -155,19 +155,11 @@ type published struct {
 	ready, connecting, idle int
 }
 
-// realClock is time's.
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) lbpolicy.Timer {
-	return time.AfterFunc(d, f)
-}
-
 // NewSet returns an empty Set whose transport is host; its timers run on
 // clock (nil: the real one).
 func NewSet(host Host, clock lbpolicy.Clock, cfg Config) *Set {
 	if clock == nil {
-		clock = realClock{}
+		clock = lbpolicy.RealClock{}
 	}
 	s := &Set{
 		host:     host,

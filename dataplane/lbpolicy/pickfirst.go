@@ -17,10 +17,15 @@ type Clock interface {
 // Timer is a timer a Clock started.
 type Timer interface{ Stop() bool }
 
-type realClock struct{}
+// RealClock is time's Clock: the data plane's packages and adapters run
+// on it unless their tests give another.
+type RealClock struct{}
 
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+// Now is time.Now.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc is time.AfterFunc.
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // HappyEyeballsDelay is how long pick_first waits for the endpoint it is
 // connecting before it starts connecting the next one in the list as well
@@ -32,7 +37,7 @@ func (l *Leaf) clock() Clock {
 	if l.Clock != nil {
 		return l.Clock
 	}
-	return realClock{}
+	return RealClock{}
 }
 
 // Want adds to wanted the endpoints the leaf wants connected now, for its

@@ -59,7 +59,7 @@ func (w *EndpointWeight) Report(r LoadReport) {
 	defer w.mu.Unlock()
 	w.weight = r.QPS / (util + r.EPS/r.QPS*w.penalty)
 	if w.clock == nil {
-		w.clock = realClock{}
+		w.clock = RealClock{}
 	}
 	w.lastUpdated = w.clock.Now()
 	if w.nonEmptySince.IsZero() {

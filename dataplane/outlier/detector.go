@@ -74,18 +74,13 @@ type Detector struct {
 // outlier of backendService (the leaf cluster), once locked has returned.
 func New(clock lbpolicy.Clock, locked func(f func() bool), m Metrics, backendService string) *Detector {
 	if clock == nil {
-		clock = realClock{}
+		clock = lbpolicy.RealClock{}
 	}
 	d := &Detector{clock: clock, locked: locked, metrics: m, backendService: backendService}
 	d.eps.Store(new(map[*endpoint.Endpoint]*epState))
 	d.runs.Store(runsOff)
 	return d
 }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                                     { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) lbpolicy.Timer { return time.AfterFunc(d, f) }
 
 // Update applies a configuration and the priority's localities to d, and
 // starts its timer if none runs. Endpoints it keeps keep their counts and

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/goxds/xds/dataplane/lbpolicy"
 )
 
 // purgeInterval is how often entries that expired are dropped (and their
@@ -78,7 +80,7 @@ func New(opts Options) *Policy {
 		p.targetType = "grpc"
 	}
 	if p.clock == nil {
-		p.clock = realClock{}
+		p.clock = lbpolicy.RealClock{}
 	}
 	if p.rand == nil {
 		p.rand = rand.Float64
@@ -86,11 +88,6 @@ func New(opts Options) *Policy {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p
 }
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                            { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
 // Update applies a config: a new lookup service gets a new channel (and a
 // new throttle: it is another service), a new cache size evicts what no

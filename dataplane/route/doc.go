@@ -12,8 +12,8 @@
 //     (gRFC A28: path, headers, runtime fraction; query parameters are
 //     the transport's to give, and a gRPC request has none). Which headers
 //     a request shows, and how repeated ones join, is the adapter's
-//     [Headers] view: gRPC hides "-bin" headers and shows content-type as
-//     "application/grpc".
+//     [Headers] view; gRPC's is [GRPCHeaders], which hides "-bin" headers
+//     and shows content-type as "application/grpc".
 //   - the cluster: the route's, or one of its weighted clusters drawn by
 //     weight, once per request (gRFC A31: every attempt of the request
 //     keeps it), or the name of the cluster specifier plugin that picks it
@@ -26,7 +26,9 @@
 //     from base_interval, 25 ms by default, doubling to max_interval, ten
 //     times the base by default, times a jitter of 0.8 to 1.2; the
 //     retry_on conditions the adapter knows, as bits it
-//     assigns: which failure matches which condition is the adapter's);
+//     assigns: which failure matches which condition is the adapter's;
+//     for gRPC, whose bits are its status codes, [RetryState.NextGRPC]
+//     decides from an attempt's code and the server's pushback, gRFC A6);
 //     the HTTP filters to run with their per-route overrides resolved
 //     (gRFC A39: weighted cluster, then route, then virtual host);
 //     and [GRPCTimeout], the deadline gRFC A31 sets for gRPC (HTTP's

@@ -9,8 +9,8 @@ import (
 )
 
 // Headers is a request's headers as routing sees them. The adapter decides
-// what a request shows: gRPC hides binary ("-bin") headers and shows
-// content-type as "application/grpc".
+// what a request shows: gRPC's view (GRPCHeaders) hides binary ("-bin")
+// headers and shows content-type as "application/grpc".
 type Headers interface {
 	// Get returns the value of header name (lower case): every value
 	// joined with ",", and whether the request has it.

@@ -2,7 +2,6 @@ package xdscreds
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -50,13 +49,9 @@ func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw
 	if !ok {
 		return c.fallback.ClientHandshake(ctx, authority, raw)
 	}
-	cfg, err := ai.hi.ClientTLSConfig(ctx, ai.hostname, []string{"h2"})
+	conn, err := ai.hi.Handshake(ctx, raw, ai.hostname, []string{"h2"})
 	if err != nil {
-		return nil, nil, err
-	}
-	conn := tls.Client(raw, cfg)
-	if err := conn.HandshakeContext(ctx); err != nil {
-		return nil, nil, fmt.Errorf("xdscreds: TLS handshake with %s: %w", raw.RemoteAddr(), err)
+		return nil, nil, fmt.Errorf("xdscreds: %w", err)
 	}
 	info := credentials.TLSInfo{
 		State:          conn.ConnectionState(),

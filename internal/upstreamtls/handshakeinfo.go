@@ -2,8 +2,10 @@
 // shared by grpcxds's credentials (package xdscreds) and httpxds's HTTP
 // client: a cluster's UpstreamTlsContext with the bootstrap's certificate
 // providers becomes a HandshakeInfo, which makes each handshake's
-// tls.Config and verifies the server's chain and SANs. It knows nothing of
-// the transport that carries the connection.
+// tls.Config and verifies the server's chain and SANs; a Cache shares one
+// HandshakeInfo between the clusters with equal security, for as long as
+// an endpoint holds it. It knows nothing of the transport that carries
+// the connection.
 package upstreamtls
 
 import (
@@ -12,6 +14,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 
@@ -173,6 +176,23 @@ func (hi *HandshakeInfo) ClientTLSConfig(ctx context.Context, hostname string, n
 		return hi.verify(raw, roots, bundles, cfg.ServerName)
 	}
 	return cfg, nil
+}
+
+// Handshake secures raw, a connection to an endpoint of the cluster hi
+// secures whose EDS hostname is hostname, offering the ALPN protocols
+// nextProtos: ClientTLSConfig's configuration, then the TLS handshake, an
+// error of which names the peer. It leaves raw to the caller, open or
+// not, when it fails.
+func (hi *HandshakeInfo) Handshake(ctx context.Context, raw net.Conn, hostname string, nextProtos []string) (*tls.Conn, error) {
+	cfg, err := hi.ClientTLSConfig(ctx, hostname, nextProtos)
+	if err != nil {
+		return nil, err
+	}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("TLS handshake with %s: %w", raw.RemoteAddr(), err)
+	}
+	return conn, nil
 }
 
 // rootPool returns the roots to verify the server with: certificates, or
