@@ -76,7 +76,7 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 	if err != nil {
 		stopDone()
 		call.Done()
-		return nil, ctx, procStatus(err)
+		return nil, ctx, rpcStatus(ctx, err)
 	}
 	// Pseudo-headers are never changed (gRFC A102); the two added are not
 	// metadata.
@@ -136,6 +136,17 @@ func procStatus(err error) error {
 		return status.FromContextError(err).Err()
 	}
 	return err
+}
+
+// rpcStatus is procStatus(err), or the RPC's own end when ctx, the RPC's
+// context, is done: the RPC's end ended the processing stream, and its
+// error (a cancel) must not reach the client in place of the deadline the
+// client set, which the server's context may see first.
+func rpcStatus(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && err != nil {
+		return status.FromContextError(cerr).Err()
+	}
+	return procStatus(err)
 }
 
 // failingProcClient fails to open every stream with err.

@@ -200,8 +200,13 @@ func (p *procRPC) waitSender() {
 // (the headers, for a Trailers-Only response; else the trailers, with
 // grpc-status and grpc-message), and the status the RPC ends with is
 // returned, with the trailers the processor's answer gives.
-func (p *procRPC) finish(err error) error {
+func (p *procRPC) finish(err error) (ended error) {
 	defer p.end()
+	defer func() {
+		if ended != nil && p.rpcCtx.Err() != nil {
+			ended = rpcStatus(p.rpcCtx, ended)
+		}
+	}()
 	if f := p.failure(); f != nil {
 		return f
 	}
