@@ -349,7 +349,9 @@
 // its requests fail with 503, never sent in plaintext. The URL's scheme
 // does not choose TLS (the cluster does, as behind an Envoy sidecar), but
 // an https:// request to a cluster without TLS is refused rather than
-// sent in plaintext.
+// sent in plaintext; the endpoint picked for it never saw it, so the
+// refusal is no outlier result and no LRS error (only an issued request,
+// as a caller's cancel), and cannot get a healthy endpoint ejected.
 //
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into
