@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -89,6 +93,16 @@ type TransportOptions struct {
 	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
 	// is measured, and connections are net/http's as dialled.
 	ConnectionMetrics ConnectionMetrics
+	// SourceAddress is what a route's source_ip hash policy
+	// (connection_properties) hashes for ring_hash: the address a sidecar
+	// would have seen this client connect from, its pod or host IP
+	// typically, so that the client's requests land on the endpoint they
+	// would through Envoy (which hashes the address's text, as
+	// netip.Addr.String gives it, its zone left out). The zero value: a
+	// random value drawn at NewTransport, as gRPC's channel ID is, so the
+	// requests of one Transport still hash alike; two Transports of one
+	// process then go to endpoints of their own.
+	SourceAddress netip.Addr
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -157,6 +171,9 @@ type transportSettings struct {
 	faults   *route.Faults
 	retrier  retrier
 	conns    *endpoint.ConnSink // nil: connections are not measured
+	// srcHash is what a source_ip hash policy hashes to: the hash of
+	// SourceAddress, else random, fixed for the Transport's life.
+	srcHash uint64
 }
 
 // published is the pickers of one publication and a channel closed at
@@ -189,6 +206,10 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	t.lbClock = lbClock{t.clock}
 	t.retrier = retrier{clock: t.clock, bufferLimit: opts.RetryBufferLimit}
 	t.conns = endpoint.NewConnSink(opts.ConnectionMetrics, "")
+	t.srcHash = rand.Uint64()
+	if a := opts.SourceAddress; a.IsValid() {
+		t.srcHash = xxhash.Sum64String(a.WithZone("").String())
+	}
 	switch {
 	case t.timeout == 0:
 		t.timeout = DefaultRouteTimeout

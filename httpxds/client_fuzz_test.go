@@ -37,6 +37,7 @@ func FuzzClientRoute(f *testing.F) {
 					RegexRewrite: &matcherv3.RegexMatchAndSubstitute{Pattern: &matcherv3.RegexMatcher{Regex: regex}, Substitution: sub}}}},
 				{PolicySpecifier: &routev3.RouteAction_HashPolicy_Cookie_{Cookie: &routev3.RouteAction_HashPolicy_Cookie{Name: "s"}}},
 				{PolicySpecifier: &routev3.RouteAction_HashPolicy_QueryParameter_{QueryParameter: &routev3.RouteAction_HashPolicy_QueryParameter{Name: "k"}}},
+				{PolicySpecifier: &routev3.RouteAction_HashPolicy_ConnectionProperties_{ConnectionProperties: &routev3.RouteAction_HashPolicy_ConnectionProperties{SourceIp: true}}},
 			},
 		}
 		if prefixRewrite == "" && regex != "" {
@@ -59,7 +60,7 @@ func FuzzClientRoute(f *testing.F) {
 		}
 		vh := drc.VirtualHosts[0]
 		rt := vh.Routes[0]
-		cr := newClientRoute(rt, vh, drc)
+		cr := newClientRoute(rt, vh, drc, 42)
 		u := &url.URL{Scheme: "http", Host: "svc", Path: path, RawQuery: query}
 		req := &http.Request{Method: "GET", URL: u, Header: http.Header{"X-User": {path}, "Cookie": {"s=" + query}}}
 		view := &reqView{r: req, path: u.EscapedPath()}

@@ -53,7 +53,7 @@ func (cfg *hostConfig) routeOf(rt *resources.Route) *clientRoute {
 	if v, ok := cfg.routes.Load(rt); ok {
 		return v.(*clientRoute)
 	}
-	v, _ := cfg.routes.LoadOrStore(rt, newClientRoute(rt, cfg.snap.VirtualHost, cfg.snap.RouteConfig))
+	v, _ := cfg.routes.LoadOrStore(rt, newClientRoute(rt, cfg.snap.VirtualHost, cfg.snap.RouteConfig, cfg.h.t.srcHash))
 	return v.(*clientRoute)
 }
 
@@ -99,6 +99,8 @@ type hashPolicy struct {
 	re       *regexp.Regexp
 	sub      string
 	terminal bool
+	// src is hashSource's hash: the Transport's (transportSettings.srcHash).
+	src uint64
 }
 
 type hashKind uint8
@@ -107,9 +109,14 @@ const (
 	hashHeader hashKind = iota
 	hashCookie
 	hashQuery
+	// hashSource is connection_properties with source_ip: the hash of the
+	// Transport's source address.
+	hashSource
 )
 
-func newClientRoute(rt *resources.Route, vh *resources.VirtualHost, rc *resources.RouteConfig) *clientRoute {
+// newClientRoute reads rt's client policy; src is what a source_ip hash
+// policy hashes to (the Transport's srcHash).
+func newClientRoute(rt *resources.Route, vh *resources.VirtualHost, rc *resources.RouteConfig, src uint64) *clientRoute {
 	cr := &clientRoute{mut: mutationsOf(rt, vh, rc), attemptCount: vh.IncludeRequestAttemptCount}
 	policy := rt.RetryPolicy
 	if policy == nil {
@@ -181,12 +188,26 @@ func newClientRoute(rt *resources.Route, vh *resources.VirtualHost, rc *resource
 			p.kind, p.name = hashCookie, k.Cookie.GetName()
 		case *routev3.RouteAction_HashPolicy_QueryParameter_:
 			p.kind, p.name = hashQuery, k.QueryParameter.GetName()
+		case *routev3.RouteAction_HashPolicy_ConnectionProperties_:
+			// Envoy hashes the downstream's IP address, which for an app
+			// behind a sidecar is the app's own (its pod IP): every
+			// request of one client lands on one endpoint, the
+			// stickiness this policy is configured for. The Transport is
+			// that downstream: it hashes TransportOptions.SourceAddress,
+			// else a value of its own fixed at NewTransport. Without
+			// source_ip the policy hashes nothing, as Envoy's adds no
+			// hash method then.
+			if !k.ConnectionProperties.GetSourceIp() {
+				continue
+			}
+			p.kind, p.src = hashSource, src
 		default:
-			// connection_properties (source_ip) hashes the downstream
-			// client's address, and filter_state the downstream
-			// connection's state: a client is its own downstream, with
-			// one address for every request, so these give no spread
-			// and are skipped, as policies that yield no hash are.
+			// filter_state hashes an object that a filter of Envoy's
+			// downstream connection or stream stored under a key (the
+			// set_filter_state filters, a TLS inspector's): a client
+			// runs no such filters and has no such state, so the policy
+			// yields no hash and is skipped, as Envoy skips a policy
+			// whose value is missing.
 			continue
 		}
 		cr.hash = append(cr.hash, p)
@@ -217,11 +238,17 @@ func (cr *clientRoute) requestHash(v *reqView) uint64 {
 			}
 		case hashQuery:
 			val, ok = v.query().Get(p.name)
+		case hashSource:
+			ok = true
 		}
 		if !ok {
 			continue
 		}
-		h = bits.RotateLeft64(h, 1) ^ xxhash.Sum64String(val)
+		x := p.src // hashSource's, worked out once
+		if p.kind != hashSource {
+			x = xxhash.Sum64String(val)
+		}
+		h = bits.RotateLeft64(h, 1) ^ x
 		hashed = true
 		if p.terminal {
 			break

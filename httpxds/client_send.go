@@ -272,7 +272,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if a.wantTLS && c.scheme != "https" {
 		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
 		c.unpick(&res)
-		res.Done.Finish(err, nil)
+		res.Done.Finish(unsentPick{err}, nil)
 		return nil, notSent{err}
 	}
 	out := req
@@ -388,6 +388,19 @@ type callerGone struct{ err error }
 func (e callerGone) Error() string            { return e.err.Error() }
 func (e callerGone) Unwrap() error            { return e.err }
 func (e callerGone) Outcome() outlier.Outcome { return outlier.Cancelled }
+
+// unsentPick is a picked request the client refused to send (https to a
+// cluster without TLS): the endpoint never saw it, so it is finished as
+// outlier.Cancelled, which neither outlier detection nor the load
+// report's success and error counts record, as a caller's cancel is. A
+// plain error would count as a failure of an endpoint that did nothing
+// wrong: a run of https requests to a plaintext cluster would get its
+// healthy endpoints ejected, and its locality reported as erring.
+type unsentPick struct{ err error }
+
+func (e unsentPick) Error() string            { return e.err.Error() }
+func (e unsentPick) Unwrap() error            { return e.err }
+func (e unsentPick) Outcome() outlier.Outcome { return outlier.Cancelled }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {

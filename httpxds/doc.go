@@ -273,9 +273,13 @@
 //
 // The clusters of every host's routes are one dataplane/cluster.Set per
 // Transport: priorities and failover, locality weights, every leaf policy
-// (ring_hash with the route's hash policies: header, cookie and query
-// parameter; connection_properties and filter_state hash a downstream
-// connection a client does not have, and are skipped), aggregate and
+// (ring_hash with the route's hash policies: header, cookie, query
+// parameter, and connection_properties' source_ip, which hashes
+// TransportOptions.SourceAddress, the address a sidecar would have seen
+// the client at, else a value drawn once per Transport, so that a
+// client's requests stay on one endpoint as behind a sidecar;
+// filter_state hashes state that filters of a downstream connection set,
+// which a client has none of, and is skipped), aggregate and
 // LOGICAL_DNS clusters, EDS drops (503 naming the category), the circuit
 // breakers (max_requests, max_pending_requests and max_connections of
 // priority DEFAULT, 1024 each by default; over max_requests, or with
@@ -346,7 +350,9 @@
 // its requests fail with 503, never sent in plaintext. The URL's scheme
 // does not choose TLS (the cluster does, as behind an Envoy sidecar), but
 // an https:// request to a cluster without TLS is refused rather than
-// sent in plaintext.
+// sent in plaintext; the endpoint picked for it never saw it, so the
+// refusal is no outlier result and no LRS error (only an issued request,
+// as a caller's cancel), and cannot get a healthy endpoint ejected.
 //
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into

@@ -1,0 +1,113 @@
+package httpxds_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/goxds/xds/httpxds"
+	"github.com/goxds/xds/testutils"
+)
+
+// refusedHTTPS sends n https requests to a cluster without TLS through
+// e: each must be refused, not sent.
+func refusedHTTPS(t *testing.T, e *cenv, n int) {
+	t.Helper()
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "https://"+svcHost+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.do(req); err == nil || !strings.Contains(err.Error(), "which has no UpstreamTlsContext") {
+			t.Fatalf("https to a cluster without TLS: %v, want the refusal", err)
+		}
+	}
+}
+
+// An https request refused because its cluster has no TLS never reached
+// the endpoint it was picked for: it says nothing of that endpoint, so
+// outlier detection does not count it (an https caller must not get a
+// healthy plaintext endpoint ejected), as Envoy's outlier detection hears
+// only of requests sent upstream
+// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
+func TestClientHTTPSRefusalDoesNotEject(t *testing.T) {
+	clock := testutils.NewFakeClock(time.Unix(1000, 0))
+	e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
+	a, b := newBackend(t, "a"), newBackend(t, "b")
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a, b}})
+	res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
+		Interval:                       durationpb.New(10 * time.Second),
+		BaseEjectionTime:               durationpb.New(time.Minute),
+		MaxEjectionPercent:             wrapperspb.UInt32(50),
+		FailurePercentageThreshold:     wrapperspb.UInt32(50),
+		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
+		FailurePercentageMinimumHosts:  wrapperspb.UInt32(1),
+		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
+		EnforcingSuccessRate:           wrapperspb.UInt32(0),
+	}
+	e.update(res)
+	refusedHTTPS(t, e, 20)
+	clock.Advance(10 * time.Second) // the interval ends: failure_percentage judges
+	for range 20 {
+		e.want(e.get("/x"), 200, "GET /x")
+	}
+	if a.count() != 10 || b.count() != 10 {
+		t.Errorf("after 20 refused https requests, a served %d and b %d of 20; want 10 each (neither ejected)", a.count(), b.count())
+	}
+}
+
+// The load report counts a refused https request as issued (the pick
+// was made, as for every request, CallStarted at the pick) but neither
+// as succeeded nor as errored: the endpoint's locality never saw it.
+func TestClientHTTPSRefusalLoadReport(t *testing.T) {
+	lrs := testutils.NewLRSServer()
+	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
+	b := newBackend(t, "b")
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+	c := testutils.Cluster("c", "c")
+	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters = []*clusterv3.Cluster{c}
+	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
+		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	})}
+	e.update(res)
+	const n = 5
+	refusedHTTPS(t, e, n)
+	st, err := lrs.NextStream(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextRequest(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	var issued, succeeded, errored, inProgress uint64
+	for issued < n {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatalf("%v; issued so far: %d", err, issued)
+		}
+		for _, cs := range req.ClusterStats {
+			for _, ls := range cs.UpstreamLocalityStats {
+				issued += ls.TotalIssuedRequests
+				succeeded += ls.TotalSuccessfulRequests
+				errored += ls.TotalErrorRequests
+				inProgress = ls.TotalRequestsInProgress
+			}
+		}
+	}
+	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 || b.count() != 0 {
+		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d (backend served %d); want %d, 0, 0, 0 (0)",
+			issued, succeeded, errored, inProgress, b.count(), n)
+	}
+}
