@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -52,6 +53,20 @@ func (s *selection) ReplaceHeaders(h map[string][]string) {
 	md := metadata.MD(h)
 	s.Context = metadata.NewOutgoingContext(s.Context, md)
 	s.md, s.mdRead = md, true
+}
+
+// callOptions are opts with, when a filter's processor gives the RPC's
+// request messages, the identity compressor last (the last one given
+// wins): gRFC A93 has the processor's messages sent uncompressed, since
+// whether the application's could be (a sensitive payload) does not
+// carry over to them.
+func (ps *procSet) callOptions(opts []grpc.CallOption) []grpc.CallOption {
+	for _, p := range ps.procs {
+		if p.Config.Modes.RequestBody && !p.Config.ObservabilityMode {
+			return append(opts[:len(opts):len(opts)], grpc.UseCompressor(encoding.Identity))
+		}
+	}
+	return opts
 }
 
 // procStatus is err as the status an RPC ends with: a Call's *Status as a
@@ -198,6 +213,7 @@ func notProto(m any) error {
 func (cs *channelState) unaryProc(ctx context.Context, procs []*httpfilter.Proc, req, reply any, opts []grpc.CallOption,
 	invoke func(ctx context.Context, req any, opts []grpc.CallOption) error) error {
 	ctx, ps := newProcSet(ctx, procs)
+	opts = ps.callOptions(opts)
 	for _, p := range procs {
 		if p.Config.Modes.RequestBody {
 			r, err := unaryRequest(ctx, p.Call, req)

@@ -11,6 +11,7 @@ import (
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -203,6 +204,30 @@ func TestExtProcClientForbiddenMutation(t *testing.T) {
 			}
 			if err != nil || got != "echo:hi/" {
 				t.Fatalf("%q, %v; want echo:hi/, the headers unchanged", got, err)
+			}
+		})
+	}
+}
+
+// The processor's request messages are sent uncompressed, whatever
+// compressor the application asked for (gRFC A93); without a body mode
+// the application's compressor is kept.
+func TestExtProcClientSendsUncompressed(t *testing.T) {
+	p, _ := startProc(t, marking)
+	for _, bodies := range []bool{true, false} {
+		t.Run(map[bool]string{true: "grpc_bodies", false: "headers_only"}[bodies], func(t *testing.T) {
+			c := &compressions{got: make(chan string, 4)}
+			var edit func(*extprocv3.ExternalProcessor)
+			want := "gzip"
+			if bodies {
+				edit, want = grpcBodies, "identity"
+			}
+			e := procEnvOn(t, startEcho(t, grpc.StatsHandler(c)), p.Target(), nil, testutils.ExtProcFilter(p.Target(), edit))
+			if _, err := echo(e.ctx, e.dial(), "hi", grpc.UseCompressor(gzip.Name)); err != nil {
+				t.Fatal(err)
+			}
+			if got := <-c.got; got != want {
+				t.Fatalf("the server got the request with compression %q, want %q", got, want)
 			}
 		})
 	}

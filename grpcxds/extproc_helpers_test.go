@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -83,14 +84,14 @@ func echoOf(ctx context.Context, v string) *wrapperspb.StringValue {
 	return wrapperspb.String("echo:" + v + "/" + strings.Join(md.Get("x-proc"), "|"))
 }
 
-// startEcho starts a procEchoDesc server, as a backend of eds.
-func startEcho(t *testing.T) *backend {
+// startEcho starts a procEchoDesc server with opts, as a backend of eds.
+func startEcho(t *testing.T, opts ...grpc.ServerOption) *backend {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(opts...)
 	srv.RegisterService(&procEchoDesc, struct{}{})
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
@@ -103,8 +104,13 @@ func startEcho(t *testing.T) *backend {
 // route whose typed_per_filter_config for "proc" is open (when not nil).
 func procEnv(t *testing.T, target string, open *anypb.Any, filters ...*hcmv3.HttpFilter) *env {
 	t.Helper()
+	return procEnvOn(t, startEcho(t), target, open, filters...)
+}
+
+// procEnvOn is procEnv with the backend b.
+func procEnvOn(t *testing.T, b *backend, target string, open *anypb.Any, filters ...*hcmv3.HttpFilter) *env {
+	t.Helper()
 	e := authzEnv(t, testutils.AllowGRPCService(target))
-	b := startEcho(t)
 	rs := []*routev3.Route{toCluster(prefix("/"), "A")}
 	if open != nil {
 		r := toCluster(prefix("/"), "A")
@@ -230,3 +236,18 @@ func grpcBodies(m *extprocv3.ExternalProcessor) {
 	m.ProcessingMode = &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_GRPC,
 		ResponseBodyMode: extprocv3.ProcessingMode_GRPC, ResponseTrailerMode: extprocv3.ProcessingMode_SEND}
 }
+
+// compressions is a server stats handler that records the compression of
+// each RPC's request (its grpc-encoding).
+type compressions struct{ got chan string }
+
+func (c *compressions) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (c *compressions) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if h, ok := s.(*stats.InHeader); ok {
+		c.got <- h.Compression
+	}
+}
+func (c *compressions) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (c *compressions) HandleConn(context.Context, stats.ConnStats) {}

@@ -171,6 +171,7 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 	if procs != nil {
 		// Once per RPC, outside its attempts (extproc.go).
 		ctx, ps = newProcSet(ctx, procs)
+		opts = ps.callOptions(opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
