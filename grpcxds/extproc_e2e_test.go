@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -230,5 +231,34 @@ func TestExtProcClientSendsUncompressed(t *testing.T) {
 				t.Fatalf("the server got the request with compression %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// The filter runs once per RPC, outside its retry attempts (gRFC A39's
+// filters run above the retry code): an RPC retried after UNAVAILABLE
+// opens one processing stream, whose one set of request headers and one
+// request message every attempt sends.
+func TestExtProcClientOncePerRPCAcrossRetries(t *testing.T) {
+	headers := make(chan struct{}, 4)
+	p, streams := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetRequestHeaders() != nil {
+			headers <- struct{}{}
+		}
+		return marking(r)
+	})
+	b, st := startEchoState(t)
+	e := authzEnv(t, testutils.AllowGRPCService(p.Target()))
+	res := tree(routes(withRetry(toCluster(prefix("/"), "A"), retryPolicy("unavailable", 2, 0, 0))), clusters("A"), eds("A", b))
+	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), grpcBodies))}
+	e.update(res)
+	got, err := echo(e.ctx, e.dial(), "flaky")
+	if err != nil || got != "<echo:flaky-proc/in>" {
+		t.Fatalf("Echo = %q, %v; want <echo:flaky-proc/in> on the second attempt", got, err)
+	}
+	if n := st.flaky.Load(); n != 2 {
+		t.Fatalf("the server got %d attempts, want 2", n)
+	}
+	if n := streams.Load(); n != 1 || len(headers) != 1 {
+		t.Fatalf("%d processing streams, %d request headers events; want 1 of each for the RPC", n, len(headers))
 	}
 }

@@ -38,16 +38,20 @@ const (
 // procEchoDesc is a service whose Echo answers "echo:" + the request and
 // the x-proc headers it got ("|"-joined after a "/"), with header
 // x-srv-h: 1 and trailer x-srv-t: 1; a request "fail" fails with
-// FAILED_PRECONDITION. Stream answers each message the same way.
+// FAILED_PRECONDITION, the first request starting "flaky" to a server with
+// UNAVAILABLE. Stream answers each message the same way.
 var procEchoDesc = grpc.ServiceDesc{
 	ServiceName: "goxds.test.ProcEcho",
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Echo",
-		Handler: func(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			in := new(wrapperspb.StringValue)
 			if err := dec(in); err != nil {
 				return nil, err
+			}
+			if strings.HasPrefix(in.GetValue(), "flaky") && srv.(*echoState).flaky.Add(1) == 1 {
+				return nil, status.Error(codes.Unavailable, "flaky at first")
 			}
 			_ = grpc.SetHeader(ctx, metadata.Pairs("x-srv-h", "1"))
 			_ = grpc.SetTrailer(ctx, metadata.Pairs("x-srv-t", "1"))
@@ -79,6 +83,9 @@ var procEchoDesc = grpc.ServiceDesc{
 	}},
 }
 
+// echoState is a procEchoDesc server's: the "flaky" requests it got.
+type echoState struct{ flaky atomic.Int32 }
+
 func echoOf(ctx context.Context, v string) *wrapperspb.StringValue {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return wrapperspb.String("echo:" + v + "/" + strings.Join(md.Get("x-proc"), "|"))
@@ -86,17 +93,24 @@ func echoOf(ctx context.Context, v string) *wrapperspb.StringValue {
 
 // startEcho starts a procEchoDesc server with opts, as a backend of eds.
 func startEcho(t *testing.T, opts ...grpc.ServerOption) *backend {
+	b, _ := startEchoState(t, opts...)
+	return b
+}
+
+// startEchoState is startEcho, with the server's state.
+func startEchoState(t *testing.T, opts ...grpc.ServerOption) (*backend, *echoState) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer(opts...)
-	srv.RegisterService(&procEchoDesc, struct{}{})
+	st := new(echoState)
+	srv.RegisterService(&procEchoDesc, st)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(); <-done })
-	return &backend{name: "echo", addr: lis.Addr().String(), port: uint32(lis.Addr().(*net.TCPAddr).Port)}
+	return &backend{name: "echo", addr: lis.Addr().String(), port: uint32(lis.Addr().(*net.TCPAddr).Port)}, st
 }
 
 // procEnv is a channel's environment whose listener has filters, every
