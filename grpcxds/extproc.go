@@ -89,7 +89,7 @@ func procStatus(err error) error {
 // an out-of-band cancellation (gRFC A93).
 type procSet struct {
 	procs  []*httpfilter.Proc
-	ctx    context.Context // the RPC's, cancelled by cancel
+	ctx    context.Context // the application's, cancelled by cancel: the filters' waits
 	cancel context.CancelFunc
 	stops  []func() bool
 
@@ -107,12 +107,18 @@ func (ps *procSet) failWith(err error) {
 	ps.cancel()
 }
 
-// newProcSet returns the context the RPC goes on with, cancelled when a
-// filter of procs fails it.
-func newProcSet(ctx context.Context, procs []*httpfilter.Proc) (context.Context, *procSet) {
+// newProcSet returns the context the RPC goes on with (ctx, start's),
+// cancelled when a filter of procs fails it. The filters' own waits end
+// with appCtx, the application's: start's ends when the RPC's selection
+// is released (a route timeout's context), which the retrying stream
+// does when the server's end comes, before the filters have handed it to
+// their processors.
+func newProcSet(appCtx, ctx context.Context, procs []*httpfilter.Proc) (context.Context, *procSet) {
 	ctx, cancel := context.WithCancel(ctx)
-	ps := &procSet{procs: procs, ctx: ctx, cancel: cancel, stops: make([]func() bool, len(procs))}
+	wctx, wcancel := context.WithCancel(appCtx)
+	ps := &procSet{procs: procs, ctx: wctx, cancel: func() { cancel(); wcancel() }, stops: make([]func() bool, len(procs))}
 	for i, p := range procs {
+		p.WatchUntil(appCtx)
 		call := p.Call
 		ps.stops[i] = context.AfterFunc(call.Context(), func() {
 			if call.Err() != nil {
@@ -210,13 +216,13 @@ func notProto(m any) error {
 // procs: its request through each (in the chain's order), the RPC's
 // attempts (invoke), then its response through each, the filter nearest
 // the server first.
-func (cs *channelState) unaryProc(ctx context.Context, procs []*httpfilter.Proc, req, reply any, opts []grpc.CallOption,
+func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilter.Proc, req, reply any, opts []grpc.CallOption,
 	invoke func(ctx context.Context, req any, opts []grpc.CallOption) error) error {
-	ctx, ps := newProcSet(ctx, procs)
+	ctx, ps := newProcSet(appCtx, ctx, procs)
 	opts = ps.callOptions(opts)
 	for _, p := range procs {
 		if p.Config.Modes.RequestBody {
-			r, err := unaryRequest(ctx, p.Call, req)
+			r, err := unaryRequest(ps.ctx, p.Call, req)
 			if err != nil {
 				return ps.finish(err)
 			}
@@ -231,7 +237,7 @@ func (cs *channelState) unaryProc(ctx context.Context, procs []*httpfilter.Proc,
 		return ps.finish(f)
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
-		header, trailer, err = unaryResponse(ctx, procs[i], header, trailer, reply, err)
+		header, trailer, err = unaryResponse(ps.ctx, procs[i], header, trailer, reply, err)
 	}
 	if f, t := ps.failure(); f != nil && t != nil {
 		trailer = t

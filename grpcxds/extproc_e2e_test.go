@@ -262,3 +262,36 @@ func TestExtProcClientOncePerRPCAcrossRetries(t *testing.T) {
 		t.Fatalf("%d processing streams, %d request headers events; want 1 of each for the RPC", n, len(headers))
 	}
 }
+
+// On a route with a timeout (max_stream_duration), whose context the
+// RPC's end cancels, the processor still gets the stream's end: the
+// processor's last messages and trailers reach the application.
+func TestExtProcClientStreamOnRouteWithTimeout(t *testing.T) {
+	p, _ := startProc(t, marking)
+	b := startEcho(t)
+	e := authzEnv(t, testutils.AllowGRPCService(p.Target()))
+	res := tree(routes(maxStreamDuration(toCluster(prefix("/"), "A"), testTimeout/2, 0)), clusters("A"), eds("A", b))
+	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), grpcBodies))}
+	e.update(res)
+	desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}
+	s, err := e.dial().NewStream(e.ctx, desc, procStream, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := s.RecvMsg(out); err != nil || out.GetValue() != "<echo:a-proc/in>" {
+		t.Fatalf("stream's reply: %q, %v; want <echo:a-proc/in>", out.GetValue(), err)
+	}
+	if err := s.RecvMsg(out); err != io.EOF {
+		t.Fatalf("stream's end: %v, want io.EOF", err)
+	}
+	if s.Trailer().Get("x-proc-t") == nil {
+		t.Errorf("stream's Trailer() %v, want the processor's x-proc-t", s.Trailer())
+	}
+}

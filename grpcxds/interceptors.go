@@ -95,8 +95,8 @@ func replayable(req any) bool {
 }
 
 // unary is the channel's unary interceptor.
-func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, sel, respHeaders, procs, err := cs.start(ctx, method, cc, opts)
+func (cs *channelState) unary(appCtx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx, sel, respHeaders, procs, err := cs.start(appCtx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
@@ -113,7 +113,7 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 	}
 	if procs != nil {
 		// Once per RPC, outside its attempts (extproc.go).
-		return cs.unaryProc(ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
+		return cs.unaryProc(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
 			return cs.invokeAttempts(ctx, sel, method, req, reply, cc, invoker, opts)
 		})
 	}
@@ -159,8 +159,8 @@ func (cs *channelState) invokeAttempts(ctx context.Context, sel *selection, meth
 }
 
 // stream is the channel's stream interceptor.
-func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, sel, respHeaders, procs, err := cs.start(ctx, method, cc, opts)
+func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, sel, respHeaders, procs, err := cs.start(appCtx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}
@@ -170,7 +170,7 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 	var ps *procSet
 	if procs != nil {
 		// Once per RPC, outside its attempts (extproc.go).
-		ctx, ps = newProcSet(ctx, procs)
+		ctx, ps = newProcSet(appCtx, ctx, procs)
 		opts = ps.callOptions(opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)

@@ -44,6 +44,15 @@ type Proc struct {
 	stop func() bool
 }
 
+// WatchUntil has the call end when ctx does, no longer with the context
+// the chain ran with: a transport whose request context ends (a route
+// timeout's, released) before it has handed the call the response's end
+// gives the one that outlives it. Called before the call is shared.
+func (p *Proc) WatchUntil(ctx context.Context) {
+	p.stop()
+	p.stop = context.AfterFunc(ctx, p.Call.Done)
+}
+
 // Release ends the filter's work on the request; it may be called more
 // than once.
 func (p *Proc) Release() {
