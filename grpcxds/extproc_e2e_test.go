@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/testutils"
@@ -293,5 +295,63 @@ func TestExtProcClientStreamOnRouteWithTimeout(t *testing.T) {
 	}
 	if s.Trailer().Get("x-proc-t") == nil {
 		t.Errorf("stream's Trailer() %v, want the processor's x-proc-t", s.Trailer())
+	}
+}
+
+// A Trailers-Only response (the server fails before sending headers) is
+// told to the processor as headers with end_of_stream, carrying the
+// status; its changes are the RPC's trailers, and the status stays.
+func TestExtProcClientTrailersOnly(t *testing.T) {
+	reqs := make(chan *procv3.ProcessingRequest, 16)
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		reqs <- r
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
+	}))
+	var trailer metadata.MD
+	_, err := echo(e.ctx, e.dial(), "fail", grpc.Trailer(&trailer))
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("%v, want the server's FAILED_PRECONDITION", err)
+	}
+	if trailer.Get("x-proc-h") == nil {
+		t.Errorf("trailers %v, want the processor's x-proc-h", trailer)
+	}
+	<-reqs // the request headers
+	r := <-reqs
+	rh := r.GetResponseHeaders()
+	if rh == nil || !rh.GetEndOfStream() || headerValue(rh.GetHeaders(), "grpc-status") != "9" {
+		t.Fatalf("second request %v, want response headers with end_of_stream and grpc-status 9", r)
+	}
+	if len(reqs) != 0 {
+		t.Errorf("a trailers event after a Trailers-Only response: %v", <-reqs)
+	}
+}
+
+// In observability mode the processor sees the RPC's events, marked so,
+// and the RPC goes on untouched, without waiting for its answers.
+func TestExtProcClientObservabilityMode(t *testing.T) {
+	reqs := make(chan *procv3.ProcessingRequest, 16)
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		reqs <- r
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		grpcBodies(m)
+		m.ObservabilityMode = true
+		m.DeferredCloseTimeout = durationpb.New(time.Millisecond)
+	}))
+	var header metadata.MD
+	got, err := echo(e.ctx, e.dial(), "hi", grpc.Header(&header))
+	if err != nil || got != "echo:hi/" || header.Get("x-proc-h") != nil {
+		t.Fatalf("Echo = %q, %v, header %v; want echo:hi/ untouched", got, err, header)
+	}
+	r := <-reqs
+	if !r.GetObservabilityMode() || headerValue(r.GetRequestHeaders().GetHeaders(), ":path") != procEcho {
+		t.Fatalf("first request %v, want the request headers marked observability_mode", r)
+	}
+	if r := <-reqs; !r.GetObservabilityMode() || unmarshalString(r.GetRequestBody().GetBody()) != "hi" {
+		t.Fatalf("second request %v, want the request message hi marked observability_mode", r)
 	}
 }

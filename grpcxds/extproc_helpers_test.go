@@ -38,7 +38,7 @@ const (
 // procEchoDesc is a service whose Echo answers "echo:" + the request and
 // the x-proc headers it got ("|"-joined after a "/"), with header
 // x-srv-h: 1 and trailer x-srv-t: 1; a request "fail" fails with
-// FAILED_PRECONDITION, the first request starting "flaky" to a server with
+// FAILED_PRECONDITION in a Trailers-Only response, the first request starting "flaky" to a server with
 // UNAVAILABLE. Stream answers each message the same way.
 var procEchoDesc = grpc.ServiceDesc{
 	ServiceName: "goxds.test.ProcEcho",
@@ -53,11 +53,12 @@ var procEchoDesc = grpc.ServiceDesc{
 			if strings.HasPrefix(in.GetValue(), "flaky") && srv.(*echoState).flaky.Add(1) == 1 {
 				return nil, status.Error(codes.Unavailable, "flaky at first")
 			}
-			_ = grpc.SetHeader(ctx, metadata.Pairs("x-srv-h", "1"))
-			_ = grpc.SetTrailer(ctx, metadata.Pairs("x-srv-t", "1"))
 			if in.GetValue() == "fail" {
+				// No header set: a Trailers-Only response.
 				return nil, status.Error(codes.FailedPrecondition, "asked to fail")
 			}
+			_ = grpc.SetHeader(ctx, metadata.Pairs("x-srv-h", "1"))
+			_ = grpc.SetTrailer(ctx, metadata.Pairs("x-srv-t", "1"))
 			return echoOf(ctx, in.GetValue()), nil
 		},
 	}},
