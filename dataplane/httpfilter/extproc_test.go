@@ -70,4 +70,3 @@ func (r replacing) ReplaceHeaders(h map[string][]string) {
 		r.testRequest[k] = v
 	}
 }
-
