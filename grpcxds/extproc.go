@@ -89,7 +89,8 @@ func procStatus(err error) error {
 // an out-of-band cancellation (gRFC A93).
 type procSet struct {
 	procs  []*httpfilter.Proc
-	ctx    context.Context // the application's, cancelled by cancel: the filters' waits
+	appCtx context.Context // the application's
+	ctx    context.Context // appCtx, cancelled by cancel: the filters' waits
 	cancel context.CancelFunc
 	stops  []func() bool
 
@@ -116,7 +117,7 @@ func (ps *procSet) failWith(err error) {
 func newProcSet(appCtx, ctx context.Context, procs []*httpfilter.Proc) (context.Context, *procSet) {
 	ctx, cancel := context.WithCancel(ctx)
 	wctx, wcancel := context.WithCancel(appCtx)
-	ps := &procSet{procs: procs, ctx: wctx, cancel: func() { cancel(); wcancel() }, stops: make([]func() bool, len(procs))}
+	ps := &procSet{procs: procs, appCtx: appCtx, ctx: wctx, cancel: func() { cancel(); wcancel() }, stops: make([]func() bool, len(procs))}
 	for i, p := range procs {
 		p.WatchUntil(appCtx)
 		call := p.Call
@@ -130,8 +131,13 @@ func newProcSet(appCtx, ctx context.Context, procs []*httpfilter.Proc) (context.
 }
 
 // failure is the status the first filter that failed the RPC gave, with
-// the trailers it gives (nil: none failed it).
+// the trailers it gives (nil: none failed it). The application's cancel
+// (or deadline) comes first: it ends the processing streams too, which
+// the filters would otherwise report as failed.
 func (ps *procSet) failure() (error, metadata.MD) {
+	if err := ps.appCtx.Err(); err != nil {
+		return status.FromContextError(err).Err(), nil
+	}
 	for _, p := range ps.procs {
 		if err := p.Call.Err(); err != nil {
 			var st *extproc.Status

@@ -1,6 +1,7 @@
 package grpcxds_test
 
 import (
+	"context"
 	"io"
 	"net"
 	"strings"
@@ -353,5 +354,63 @@ func TestExtProcClientObservabilityMode(t *testing.T) {
 	}
 	if r := <-reqs; !r.GetObservabilityMode() || unmarshalString(r.GetRequestBody().GetBody()) != "hi" {
 		t.Fatalf("second request %v, want the request message hi marked observability_mode", r)
+	}
+}
+
+// An immediate response to a message of a stream ends the RPC at once
+// with its status, and the application's cancel of a stream ends its
+// processing stream.
+func TestExtProcClientStreamImmediateAndCancel(t *testing.T) {
+	ended := make(chan struct{}, 4)
+	each := testutils.ProcessEach(func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if b := r.GetRequestBody(); b != nil && unmarshalString(b.GetBody()) == "stop" {
+			return []*procv3.ProcessingResponse{immediate(codes.Aborted, "stopped mid-stream")}, nil
+		}
+		return marking(r)
+	})
+	p, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
+		defer func() { ended <- struct{}{} }()
+		return each(s)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), grpcBodies))
+	conn := e.dial()
+	desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}
+
+	s, err := conn.NewStream(e.ctx, desc, procStream, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("stop")); err != nil {
+		t.Fatal(err)
+	}
+	err = s.RecvMsg(new(wrapperspb.StringValue))
+	if status.Code(err) != codes.Aborted || status.Convert(err).Message() != "stopped mid-stream" {
+		t.Fatalf("stream stopped mid-way: %v, want ABORTED: stopped mid-stream", err)
+	}
+	<-ended
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	s, err = conn.NewStream(ctx, desc, procStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-ended:
+	case <-e.ctx.Done():
+		t.Fatal("the processing stream outlived its cancelled RPC")
+	}
+	if err := s.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Canceled {
+		t.Errorf("cancelled stream: %v, want CANCELLED", err)
 	}
 }
