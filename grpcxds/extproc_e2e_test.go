@@ -328,6 +328,25 @@ func TestExtProcClientTrailersOnly(t *testing.T) {
 	if len(reqs) != 0 {
 		t.Errorf("a trailers event after a Trailers-Only response: %v", <-reqs)
 	}
+
+	// The same on a stream, whose first message the server fails.
+	s, err := e.dial().NewStream(e.ctx, &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}, procStream, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("fail")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("stream: %v, want the server's FAILED_PRECONDITION", err)
+	}
+	if s.Trailer().Get("x-proc-h") == nil {
+		t.Errorf("stream's trailers %v, want the processor's x-proc-h", s.Trailer())
+	}
+	<-reqs
+	if r := <-reqs; !r.GetResponseHeaders().GetEndOfStream() || headerValue(r.GetResponseHeaders().GetHeaders(), "grpc-status") != "9" {
+		t.Fatalf("stream's second request %v, want response headers with end_of_stream and grpc-status 9", r)
+	}
 }
 
 // In observability mode the processor sees the RPC's events, marked so,

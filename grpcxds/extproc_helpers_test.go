@@ -65,9 +65,7 @@ var procEchoDesc = grpc.ServiceDesc{
 	Streams: []grpc.StreamDesc{{
 		StreamName: "Stream", ServerStreams: true, ClientStreams: true,
 		Handler: func(_ any, s grpc.ServerStream) error {
-			_ = s.SetHeader(metadata.Pairs("x-srv-h", "1"))
-			s.SetTrailer(metadata.Pairs("x-srv-t", "1"))
-			for {
+			for n := 0; ; n++ {
 				in := new(wrapperspb.StringValue)
 				err := s.RecvMsg(in)
 				if errors.Is(err, io.EOF) {
@@ -75,6 +73,13 @@ var procEchoDesc = grpc.ServiceDesc{
 				}
 				if err != nil {
 					return err
+				}
+				if n == 0 && strings.HasPrefix(in.GetValue(), "fail") {
+					return status.Error(codes.FailedPrecondition, "asked to fail") // Trailers-Only
+				}
+				if n == 0 {
+					_ = s.SetHeader(metadata.Pairs("x-srv-h", "1"))
+					s.SetTrailer(metadata.Pairs("x-srv-t", "1"))
 				}
 				if err := s.SendMsg(echoOf(s.Context(), in.GetValue())); err != nil {
 					return err

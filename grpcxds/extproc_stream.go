@@ -49,6 +49,7 @@ type procStream struct {
 	hdrOnce sync.Once
 	hdr     metadata.MD // the server's headers as the processor left them; nil: none
 	hdrErr  error
+	hdrSeen bool // the server sent headers (not Trailers-Only); set by hdrOnce
 
 	mu      sync.Mutex
 	endErr  error       // how the RPC ended, as this filter leaves it
@@ -73,6 +74,7 @@ func (s *procStream) header() {
 			s.hdrErr = err
 			return
 		}
+		s.hdrSeen = true
 		if s.p.Config.Modes.ResponseHeaders {
 			out, perr := s.p.Call.ServerHeaders(md, false)
 			if perr != nil {
@@ -290,7 +292,7 @@ func (s *procStream) end(rpcErr error) error {
 	c, observe := s.p.Call, s.p.Config.ObservabilityMode
 	t := s.next.Trailer()
 	out := rpcErr
-	if s.hdr == nil && s.hdrErr == nil {
+	if !s.hdrSeen {
 		// Trailers-Only (or no server reached): no trailers event.
 		if s.p.Config.Modes.ResponseHeaders {
 			h, err := c.ServerHeaders(withStatus(t, st), true)
