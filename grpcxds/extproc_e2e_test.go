@@ -437,3 +437,27 @@ func TestExtProcClientStreamImmediateAndCancel(t *testing.T) {
 		t.Errorf("cancelled stream: %v, want CANCELLED", err)
 	}
 }
+
+// An immediate response to the server's trailers sets the RPC's status
+// and, through its headers, its trailers.
+func TestExtProcClientImmediateResponseToTrailers(t *testing.T) {
+	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetResponseTrailers() != nil {
+			im := immediate(codes.DataLoss, "rewritten at the trailers")
+			im.GetImmediateResponse().Headers = setHeaders("x-imm", "1")
+			return []*procv3.ProcessingResponse{im}, nil
+		}
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
+	}))
+	var trailer metadata.MD
+	_, err := echo(e.ctx, e.dial(), "hi", grpc.Trailer(&trailer))
+	if status.Code(err) != codes.DataLoss || status.Convert(err).Message() != "rewritten at the trailers" {
+		t.Fatalf("%v, want DATA_LOSS: rewritten at the trailers", err)
+	}
+	if trailer.Get("x-imm") == nil || trailer.Get("x-srv-t") == nil {
+		t.Errorf("trailers %v, want the server's x-srv-t with the immediate response's x-imm", trailer)
+	}
+}
