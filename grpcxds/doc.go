@@ -130,7 +130,19 @@
 //     with the service's status and its headers as trailers (grpc.Trailer),
 //     an allowed one's response_headers_to_add reach grpc.Header and a
 //     stream's Header; a channel keeps one connection per service, closed
-//     with it.
+//     with it. External processing (gRFC A93; package dataplane/extproc
+//     runs the processing stream, one per RPC, over the same channels):
+//     the RPC's metadata and :path go to the processor before the RPC is
+//     sent and its changes are the outgoing metadata; in GRPC body mode
+//     the request messages and half-close go to it and what it gives back
+//     is sent (uncompressed, whatever compressor the RPC asked for); the
+//     response headers, messages and trailers go through it before the
+//     application sees them (grpc.Header, grpc.Trailer, a stream's Header,
+//     RecvMsg and Trailer); an immediate response ends the RPC with its
+//     status at once; a Trailers-Only response is headers with
+//     end_of_stream. It runs once per RPC, outside the retry attempts,
+//     as the other filters do, so a retried RPC has one processing stream
+//     and every attempt sends what the processor gave.
 //   - Authority rewriting (gRFC A81): on a route whose auto_host_rewrite a
 //     trusted_xds_server set, each attempt's :authority is the hostname of
 //     the endpoint picked for it (an EDS endpoint's hostname, a

@@ -27,7 +27,11 @@ func denialError(d *httpfilter.Denial) error {
 	case d.Code == uint32(codes.OK):
 		return errFaultAbortOK
 	}
-	st := status.New(codes.Code(d.Code), "goxds: "+d.Message)
+	msg := d.Message
+	if !d.MessageAsIs {
+		msg = "goxds: " + msg
+	}
+	st := status.New(codes.Code(d.Code), msg)
 	if len(d.Headers) == 0 {
 		return st.Err()
 	}

@@ -51,6 +51,7 @@ func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
 	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults}
 	if env.authz != nil {
 		henv.Authz = env.authz
+		henv.Procs = procClients{env.authz}
 	}
 	c := httpfilter.NewChain(l, henv)
 	return &filterChain{Chain: c, err: c.Err()}

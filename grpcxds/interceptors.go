@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/dataplane/extauthz"
+	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/route"
 )
 
@@ -24,20 +25,21 @@ const maxReplayBytes = 256 << 10
 // start prepares one RPC: the configuration in force, the route and
 // cluster (selectInto), the deadline, and the HTTP filters run. It returns
 // the RPC's context and selection, whose finish the caller calls once the
-// RPC is over, and the changes the filters make to the response headers
-// (nil for most RPCs). A nil selection means the RPC goes to gRPC as it
-// is, to fail there (a closed channel).
-func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, error) {
+// RPC is over, the changes the filters make to the response headers
+// (nil for most RPCs), and the external processing filters that run on
+// the rest of the RPC (nil for most: extproc.go). A nil selection means
+// the RPC goes to gRPC as it is, to fail there (a closed channel).
+func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, []*httpfilter.Proc, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
-		return ctx, nil, nil, err
+		return ctx, nil, nil, nil, err
 	}
 	if cfg.snap == nil {
-		return ctx, nil, nil, cfg.err
+		return ctx, nil, nil, nil, cfg.err
 	}
 	sel := &selection{Context: ctx}
 	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
-		return ctx, nil, nil, err
+		return ctx, nil, nil, nil, err
 	}
 	ctx = sel
 	var cancel context.CancelFunc
@@ -66,9 +68,9 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 	}
 	if res.Denial != nil {
 		sel.finish()
-		return ctx, nil, nil, denialError(res.Denial)
+		return ctx, nil, nil, nil, denialError(res.Denial)
 	}
-	return ctx, sel, res.ResponseHeaders, nil
+	return ctx, sel, res.ResponseHeaders, res.Procs, nil
 }
 
 // waitForReady reports whether an RPC's call options (the channel's
@@ -93,8 +95,8 @@ func replayable(req any) bool {
 }
 
 // unary is the channel's unary interceptor.
-func (cs *channelState) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, sel, respHeaders, err := cs.start(ctx, method, cc, opts)
+func (cs *channelState) unary(appCtx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx, sel, respHeaders, procs, err := cs.start(appCtx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		// What a unary RPC of grpc-go sees of a stream that ended with OK
 		// before any response: io.EOF.
@@ -109,6 +111,18 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 		// the call options, whichever way the RPC ended.
 		defer addResponseHeaders(opts, respHeaders)
 	}
+	if procs != nil {
+		// Once per RPC, outside its attempts (extproc.go).
+		return cs.unaryProc(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
+			return cs.invokeAttempts(ctx, sel, method, req, reply, cc, invoker, opts)
+		})
+	}
+	return cs.invokeAttempts(ctx, sel, method, req, reply, cc, invoker, opts)
+}
+
+// invokeAttempts makes a unary RPC's attempts, as many as its retry
+// policy allows.
+func (cs *channelState) invokeAttempts(ctx context.Context, sel *selection, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) error {
 	if sel == nil || sel.retry == nil || !replayable(req) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
@@ -145,18 +159,24 @@ func (cs *channelState) unary(ctx context.Context, method string, req, reply any
 }
 
 // stream is the channel's stream interceptor.
-func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, sel, respHeaders, err := cs.start(ctx, method, cc, opts)
+func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, sel, respHeaders, procs, err := cs.start(appCtx, method, cc, opts)
 	if errors.Is(err, errFaultAbortOK) {
 		return endedStream{ctx}, nil
 	}
 	if err != nil {
 		return nil, deliverDenial(err, opts)
 	}
+	var ps *procSet
+	if procs != nil {
+		// Once per RPC, outside its attempts (extproc.go).
+		ctx, ps = newProcSet(appCtx, ctx, procs)
+		opts = ps.callOptions(opts)
+	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
 		sel.finish()
-		return nil, err
+		return nil, ps.finish(err)
 	}
 	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, attempt: first}
 	s.rs.Attempts = 1
@@ -164,10 +184,14 @@ func (cs *channelState) stream(ctx context.Context, desc *grpc.StreamDesc, cc *g
 		s.policy, s.sel = sel.retry, sel
 	}
 	s.committed = s.policy == nil
+	var out grpc.ClientStream = s
 	if respHeaders != nil {
-		return &authzHeaderStream{retryStream: s, ms: respHeaders}, nil
+		out = &authzHeaderStream{retryStream: s, ms: respHeaders}
 	}
-	return s, nil
+	if ps != nil {
+		return ps.wrap(out, desc, opts), nil
+	}
+	return out, nil
 }
 
 // retryStream is a client stream that gRPC's retry rules apply to: until

@@ -20,17 +20,18 @@ const (
 // a GrpcService, judged by the server that sent it (gRFC A102), so both
 // parsers are told their source.
 //
-// It runs on the server side (xdsserver binds dataplane/extproc to
-// grpc-go's server). On a client, which has no runtime binding it yet, a
-// Listener that requires the filter is NACKed (gRFC A39), so that the
-// configuration held stays in force, rather than accepted for every RPC
-// to fail; an optional one is skipped. The parsers validate it for both
-// sides (TestExtProcInvalid).
+// It runs on both sides: xdsserver binds dataplane/extproc to grpc-go's
+// server, grpcxds to its client channels. A transport that cannot run it
+// (the HTTP client, which has no processing clients) fails the requests
+// of a chain that requires it, as httpfilter.NewChain does for any filter
+// it has no runtime for. The parsers validate it for both sides
+// (TestExtProcInvalid).
 var extProcFilterType = HTTPFilterType{
 	Name:              "ext_proc",
 	TypeURLs:          []string{"type.googleapis.com/" + extProcName, "type.googleapis.com/" + extProcPerRouteName},
 	ParseConfigFrom:   parseExtProcAny,
 	ParseOverrideFrom: parseExtProcPerRouteAny,
+	ClientSide:        true,
 	ServerSide:        true,
 }
 

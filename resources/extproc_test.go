@@ -15,27 +15,16 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
-// extProcContexts are authzContexts with a registry in which the ext_proc
-// filter runs on both sides, as an adapter that runs it would register it:
-// the default registry has it on the server side only
-// (TestExtProcRequiredIsNACKed).
+// extProcContexts are authzContexts, whose default registry has the
+// ext_proc filter on both sides (TestExtProcOnBothSides).
 func extProcContexts() (trusted, untrusted *DecodeContext) {
-	trusted, untrusted = authzContexts()
-	reg := DefaultRegistry().Clone()
-	ft := extProcFilterType
-	ft.ClientSide, ft.ServerSide = true, true
-	for _, u := range ft.TypeURLs {
-		reg.filters[messageName(u)] = &ft
-	}
-	trusted.Registry, untrusted.Registry = reg, reg
-	return trusted, untrusted
+	return authzContexts()
 }
 
-// On a client, with no runtime for it, a Listener that requires ext_proc
-// is NACKed (gRFC A39), so that the configuration held stays in force, and
-// an optional one is skipped: accepting it would fail every RPC. A server
-// runs it (xdsserver), and takes it.
-func TestExtProcRequiredIsNACKed(t *testing.T) {
+// A client runs the filter (grpcxds) as a server does (xdsserver): a
+// Listener that requires ext_proc is accepted on both sides, once
+// NACKed on clients when no client runtime bound it.
+func TestExtProcOnBothSides(t *testing.T) {
 	trusted, _ := authzContexts()
 	hcm := rdsHCM("rc")
 	hcm.HttpFilters = append([]*hcmv3.HttpFilter{{
@@ -45,11 +34,12 @@ func TestExtProcRequiredIsNACKed(t *testing.T) {
 	if _, _, err := ListenerType.DecodeTyped(trusted, toAny(serverListener(hcmChain(hcm)))); err != nil {
 		t.Fatalf("a server Listener requiring ext_proc: %v", err)
 	}
-	_, _, err := ListenerType.DecodeTyped(trusted, toAny(listenerWith("l", hcm)))
-	checkErr(t, err, `filter "proc" of type envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor cannot run on a gRPC client`)
-	hcm.HttpFilters[0].IsOptional = true
-	if _, _, err := ListenerType.DecodeTyped(trusted, toAny(listenerWith("l", hcm))); err != nil {
-		t.Errorf("an optional ext_proc filter on a client: %v; want it skipped", err)
+	_, l, err := ListenerType.DecodeTyped(trusted, toAny(listenerWith("l", hcm)))
+	if err != nil {
+		t.Fatalf("a client Listener requiring ext_proc: %v", err)
+	}
+	if _, ok := l.HTTPFilters[0].Parsed.(*ExtProcConfig); !ok {
+		t.Fatalf("client filter parsed as %T, want *ExtProcConfig", l.HTTPFilters[0].Parsed)
 	}
 }
 

@@ -58,6 +58,7 @@
 // before it reads, while the processor answers many server messages).
 // The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
 // and trace propagation are not implemented. The adapters:
-// internal/extprocgrpc (the gRPC processing stream) and xdsserver (the
-// server runtime); a client runtime is not written yet.
+// internal/extprocgrpc (the gRPC processing stream), xdsserver (the
+// server runtime), and grpcxds with dataplane/httpfilter (the client
+// runtime).
 package extproc

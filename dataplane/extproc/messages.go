@@ -63,6 +63,12 @@ func (c *Call) ServerMessage(msg []byte) error {
 	return c.message(ResponseBody, c.serverOut, msg, false)
 }
 
+// EndServerMessages tells the call the server's messages are over with
+// no trailers event to follow (a Trailers-Only response, which
+// ServerHeaders told the processor): NextServerMessage reports the end
+// after the last one.
+func (c *Call) EndServerMessages() { c.push(c.serverOut, outMsg{end: true}) }
+
 // next waits for the next message for the data plane: ok false with a
 // nil error is the end of the messages.
 func (c *Call) next(ctx context.Context, out chan outMsg) ([]byte, bool, error) {

@@ -58,6 +58,15 @@ type Env struct {
 	// it false: gRFC A92 ignores the override's fields
 	// (resources.ExtAuthzPerRouteConfig).
 	AuthzPerRoute bool
+	// Procs gives the clients of external processing services; nil: the
+	// transport does not run the external processing filter (it cannot
+	// hand a processor a request's messages), which is then as a filter
+	// of a kind the transport has no runtime for.
+	Procs ProcClients
+	// Owner is the transport's life: its end closes every external
+	// processing stream, deferred closes included. nil: the streams
+	// close with their requests only.
+	Owner context.Context
 }
 
 // AuthzContextClients is AuthzClients that can also give a client whose
@@ -80,6 +89,10 @@ type Denial struct {
 	// Message is the gRPC status's message, without a prefix naming the
 	// library.
 	Message string
+	// MessageAsIs: Message is a status an external processor gave (gRFC
+	// A93's immediate response), which the RPC fails with as given, with
+	// no prefix added.
+	MessageAsIs bool
 	// HTTPStatus and Body are what an HTTP client answers. HTTPStatus 0
 	// is a fault that gave a gRPC status only: an HTTP client answers as a
 	// gRPC server's error would, 200 with grpc-status: Code.
@@ -110,6 +123,7 @@ type Runtime interface {
 const (
 	FaultConfigName    = "envoy.extensions.filters.http.fault.v3.HTTPFault"
 	ExtAuthzConfigName = "envoy.extensions.filters.http.ext_authz.v3.ExtAuthz"
+	ExtProcConfigName  = "envoy.extensions.filters.http.ext_proc.v3.ExternalProcessor"
 )
 
 // runtimes makes the client-side runtime of each HTTP filter kind, by the
@@ -122,6 +136,17 @@ var runtimes = map[string]func(f *resources.HTTPFilter, env Env) Runtime{
 	FaultConfigName: func(f *resources.HTTPFilter, env Env) Runtime { return faultRuntime{name: f.Name, faults: env.Faults} },
 	ExtAuthzConfigName: func(f *resources.HTTPFilter, env Env) Runtime {
 		return &authzRuntime{name: f.Name, top: f.Parsed, clients: env.Authz, perRoute: env.AuthzPerRoute}
+	},
+	// nil where the transport gives no processing clients (Env.Procs).
+	ExtProcConfigName: func(f *resources.HTTPFilter, env Env) Runtime {
+		if env.Procs == nil {
+			return nil
+		}
+		owner := env.Owner
+		if owner == nil {
+			owner = context.Background()
+		}
+		return &procRuntime{name: f.Name, top: f.Parsed, clients: env.Procs, owner: owner}
 	},
 }
 
@@ -173,14 +198,17 @@ func NewChain(l *resources.Listener, env Env) *Chain {
 			continue
 		}
 		mk, ok := runtimes[messageName(f.TypeURL)]
-		if !ok {
+		var rt Runtime
+		if ok {
+			rt = mk(f, env)
+		}
+		if rt == nil {
 			if f.IsOptional {
 				continue
 			}
 			// Nothing of the chain runs: Err fails every request.
 			return &Chain{err: fmt.Errorf("HTTP filter %q of type %s cannot run on %s", f.Name, f.TypeURL, env.Client)}
 		}
-		rt := mk(f, env)
 		c.byIndex[i] = rt
 		c.filters = append(c.filters, chainFilter{filter: f, rt: rt})
 	}
@@ -210,6 +238,13 @@ type Result struct {
 	// ResponseHeaders change the response headers the application sees,
 	// in the filters' order.
 	ResponseHeaders []extauthz.Mutation
+	// Procs are the external processing filters that run on the rest of
+	// the request, in the filters' order (nil for most requests): the
+	// transport hands them its messages and its response, and releases
+	// each (Proc.Release) once it has handed them the response's end, which
+	// may come after Release: the rest of the chain is over sooner. The
+	// request's context ending releases them too.
+	Procs []*Proc
 }
 
 // Run runs fs, the filters routing chose for a request with their
@@ -260,16 +295,31 @@ func (c *Chain) RunRoute(ctx context.Context, vh *resources.VirtualHost, rt *res
 type run struct {
 	releases    []func()
 	respHeaders []extauthz.Mutation
+	procs       []*Proc
 	denial      *Denial
 }
 
 // step runs one filter; false: it denied the request, and what the
 // filters before it started is released.
 func (r *run) step(ctx context.Context, rt Runtime, config resources.HTTPFilterConfig, req Request) bool {
-	release, rh, d := rt.Start(ctx, config, req)
+	var release func()
+	var rh []extauthz.Mutation
+	var d *Denial
+	if pr, ok := rt.(*procRuntime); ok {
+		// The filter goes on past the headers: the transport needs its call.
+		var p *Proc
+		if p, d = pr.startProc(ctx, config, req); d == nil {
+			r.procs = append(r.procs, p)
+		}
+	} else {
+		release, rh, d = rt.Start(ctx, config, req)
+	}
 	if d != nil {
 		releaseInReverse(r.releases)
-		r.releases, r.respHeaders, r.denial = nil, nil, d
+		for i := len(r.procs) - 1; i >= 0; i-- {
+			r.procs[i].Release()
+		}
+		r.releases, r.respHeaders, r.procs, r.denial = nil, nil, nil, d
 		return false
 	}
 	if release != nil {
@@ -282,7 +332,7 @@ func (r *run) step(ctx context.Context, rt Runtime, config resources.HTTPFilterC
 }
 
 func (r *run) result() Result {
-	out := Result{Denial: r.denial, ResponseHeaders: r.respHeaders}
+	out := Result{Denial: r.denial, ResponseHeaders: r.respHeaders, Procs: r.procs}
 	switch len(r.releases) {
 	case 0:
 	case 1:

@@ -63,4 +63,14 @@
 //     ([Env].AuthzPerRoute, httpxds's client): then its disabled skips
 //     the check and its check_settings.context_extensions go to the
 //     service ([AuthzContextClients]).
+//   - External processing (gRFC A93; [ExtProcConfigName]): where the
+//     transport gives processing clients ([Env].Procs; the gRPC client
+//     does, the HTTP client does not, so a chain that requires the filter
+//     cannot run there), the chain sends the request's headers (with
+//     :path and :method) to the processor over dataplane/extproc and the
+//     request goes on with those it answers ([HeaderReplacer]); an
+//     immediate response or a failed stream is a Denial (the processor's
+//     status message as given, MessageAsIs). The rest of the request, its
+//     messages and its response, is the transport's: [Result].Procs
+//     hands it each filter's [Proc].
 package httpfilter
