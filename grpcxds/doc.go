@@ -265,13 +265,21 @@
 // watches the tree and hands each configuration, with what the balancer
 // needs of the Builder, to the channel in its resolver.State (state.go);
 // the balancer (balancer.go) is a dataplane/cluster Set whose endpoints'
-// connections are SubConns (conns.go), secured by xdscreds (security.go),
-// resolved by gRPC's "dns" resolver (dns.go); it hands the configuration
+// connections are SubConns (conns.go), secured by xdscreds (security.go,
+// over internal/upstreamtls's Cache of HandshakeInfos, which httpxds's
+// client shares), resolved by gRPC's "dns" resolver (dns.go); RLS's
+// targets are the Set's Holds (rlsplugin.go), and A94's connection
+// events are judged by dataplane/endpoint's ConnMeter
+// (subchannelmetrics.go); it hands the configuration
 // to the channel's interceptors (channel.go) before it publishes the
 // picker made from it, so that no RPC chooses from a configuration newer
 // than its picker's. The interceptors (interceptors.go, selector.go)
 // choose each RPC's route with dataplane/route and carry it in the RPC's
-// context to the picker (picker.go). HTTP CONNECT's dial is
-// internal/httpconnect's, and the client the Builder lends its channels
-// internal/sharedclient's, both shared with other adapters.
+// context to the picker (picker.go); the RPC's headers as routing sees
+// them (route.GRPCHeaders) and whether a failed attempt is retried
+// (route.RetryState.NextGRPC) are dataplane/route's rules, and the HTTP
+// filters dataplane/httpfilter's (filterchain.go, fault.go and extauthz.go
+// bind them). HTTP CONNECT's dial is internal/httpconnect's, shared with
+// httpxds's client, and the client the Builder lends its channels
+// internal/sharedclient's.
 package grpcxds

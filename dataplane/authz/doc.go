@@ -1,8 +1,8 @@
 // Package authz is the data plane's server-side authorization: it decides
 // which filter chain of a server Listener serves a connection, and whether
 // the RBAC rules of that chain's filter let a request through. It serves
-// any server transport: package xdsserver binds it to grpc-go's server,
-// and an HTTP server can bind it to net/http, since a request is described
+// any server transport: package xdsserver binds it to grpc-go's server
+// and package httpxds to net/http's, since a request is described
 // here by plain fields (method, path, headers, addresses, the client's
 // certificates) and the package imports neither grpc-go nor net/http.
 //

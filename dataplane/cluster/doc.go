@@ -3,8 +3,8 @@
 // carries the requests, over endpoints it does not own (package
 // dataplane/endpoint) and leaf policies it does not implement (package
 // dataplane/lbpolicy). It imports nothing of grpc-go or net/http; a
-// transport adapter (grpcxds: the goxds balancer) binds it to its own
-// connections, locks and pickers.
+// transport adapter (grpcxds: the goxds balancer; httpxds: its
+// Transport) binds it to its own connections, locks and pickers.
 //
 // # What it owns
 //

@@ -6,8 +6,9 @@
 // with which header changes, or fails, with which status and trailers.
 // It serves clients and servers of any transport: the call to the
 // authorization service goes through a [Client] that the adapter provides
-// (packages grpcxds and xdsserver use one over a gRPC channel built from
-// the filter's GrpcService, gRFC A102), so the package imports neither
+// (packages grpcxds, xdsserver and httpxds, for its client and its
+// server, use one over a gRPC channel built from the filter's
+// GrpcService, gRFC A102, by internal/extauthzgrpc), so the package imports neither
 // grpc-go nor net/http, and describes the service's messages
 // (envoy.service.auth.v3 CheckRequest and CheckResponse) by its own plain
 // types, [CheckRequest] and [CheckResponse].

@@ -79,8 +79,9 @@
 // # The clock
 //
 // The interval timer runs on the lbpolicy.Clock given to New (the
-// cluster layer's, so that a test with a fake clock drives intervals, as
-// it drives failover and pick_first's timers). When it fires it calls the
+// cluster layer's: lbpolicy.RealClock, or a test's fake clock, which
+// drives intervals as it drives failover and pick_first's timers; New
+// with none takes RealClock). When it fires it calls the
 // owner's locked callback with the interval's work; that work does
 // nothing if the timer was stopped or replaced meanwhile, and reports
 // whether an ejection changed, for the owner to rebuild its pickers. No

@@ -1,8 +1,9 @@
 // Package route is the request-routing layer of goxds's data plane: from a
 // virtual host (and the listener it came from) and one request it chooses
 // what the request does, for any transport. It imports nothing of grpc-go
-// or net/http; an adapter (grpcxds for gRPC channels) gives it a request
-// and turns its answers into the transport's terms.
+// or net/http; an adapter (grpcxds for gRPC channels, httpxds for its
+// HTTP client and server) gives it a request and turns its answers into
+// the transport's terms.
 //
 // For one request ([Request]: path, a header view, the caller's identity
 // for hashing) a [Table], made once per configuration, decides

@@ -4,7 +4,8 @@
 // target and credentials a trusted server gave, or the bootstrap's
 // allowed_grpc_services entry for an untrusted one), and speaks
 // envoy.service.auth.v3.Authorization on it. Packages grpcxds (client
-// side) and xdsserver (server side) share it.
+// side), xdsserver (server side) and httpxds (its client and its server,
+// which call the service over gRPC too) share it.
 package extauthzgrpc
 
 import (

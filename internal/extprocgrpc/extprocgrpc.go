@@ -4,8 +4,8 @@
 // the service the filter's GrpcService names, which the owner's
 // extauthzgrpc.Channels keeps (gRFC A102's target and credentials), and
 // converts the data plane's plain messages to the protos and back.
-// Packages grpcxds (client side) and xdsserver (server side) are to share
-// it.
+// Packages xdsserver and grpcxds use it; httpxds runs no external
+// processing.
 package extprocgrpc
 
 import (

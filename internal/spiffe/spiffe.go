@@ -3,9 +3,10 @@
 // instead of root certificates: the leaf must carry exactly one URI SAN,
 // a well-formed SPIFFE ID; its trust domain picks the bundle; the chain
 // must lead to one of that bundle's X.509 authorities. Without a map, the
-// chain is verified against plain roots. grpcxds/xdscreds (client side)
-// and xdsserver (server side) share it, so that both sides reject the
-// same certificates with the same words.
+// chain is verified against plain roots. internal/upstreamtls (the
+// client side: grpcxds/xdscreds and httpxds's client) and
+// internal/servertls (the server side: xdsserver and httpxds) share it, so
+// that both sides reject the same certificates with the same words.
 package spiffe
 
 import (
