@@ -69,20 +69,6 @@ func (ps *procSet) callOptions(opts []grpc.CallOption) []grpc.CallOption {
 	return opts
 }
 
-// procStatus is err as the status an RPC ends with: a Call's *Status as a
-// gRPC status (its message as given), a context's end as gRPC's, anything
-// else as it is.
-func procStatus(err error) error {
-	var st *extproc.Status
-	switch {
-	case errors.As(err, &st):
-		return status.Error(codes.Code(st.Code), st.Message)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	}
-	return err
-}
-
 // procSet is the external processing filters of one RPC, in the chain's
 // order, and the RPC's cancel, which a filter failing the RPC (an
 // immediate response, a failed stream) calls: the RPC ends at once, as
@@ -145,7 +131,7 @@ func (ps *procSet) failure() (error, metadata.MD) {
 			if errors.As(err, &st) && st.Trailers != nil {
 				t = stripStatus(st.Trailers)
 			}
-			return procStatus(err), t
+			return extprocgrpc.Status(err), t
 		}
 	}
 	ps.mu.Lock()
@@ -214,9 +200,8 @@ func setCallOptions(opts []grpc.CallOption, header, trailer metadata.MD) {
 	}
 }
 
-func notProto(m any) error {
-	return status.Errorf(codes.Internal, "goxds: ext_proc: a message of type %T is not a protocol buffer, which the GRPC body mode needs", m)
-}
+// procPrefix starts the client side's ext_proc error texts.
+const procPrefix = "goxds: ext_proc"
 
 // unaryProc runs a unary RPC through the external processing filters
 // procs: its request through each (in the chain's order), the RPC's
@@ -228,7 +213,7 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 	opts = ps.callOptions(opts)
 	for _, p := range procs {
 		if p.Config.Modes.RequestBody {
-			r, err := unaryRequest(ps.ctx, p.Call, req)
+			r, err := extprocgrpc.UnaryRequest(ps.ctx, p.Call, procPrefix, req)
 			if err != nil {
 				return ps.finish(err)
 			}
@@ -252,46 +237,6 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 	return ps.finish(err)
 }
 
-// unaryRequest sends a unary RPC's request and half-close to the
-// processor and returns the one message it gives back.
-func unaryRequest(ctx context.Context, c *extproc.Call, req any) (any, error) {
-	m, ok := req.(proto.Message)
-	if !ok {
-		return nil, notProto(req)
-	}
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "goxds: ext_proc: marshal the request: %v", err)
-	}
-	if err := c.ClientMessage(b); err != nil {
-		return nil, procStatus(err)
-	}
-	if err := c.ClientHalfClose(); err != nil {
-		return nil, procStatus(err)
-	}
-	var out proto.Message
-	n := 0
-	for {
-		b, ok, err := c.NextClientMessage(ctx)
-		if err != nil {
-			return nil, procStatus(err)
-		}
-		if !ok {
-			break
-		}
-		if n++; n == 1 {
-			out = m.ProtoReflect().New().Interface()
-			if err := proto.Unmarshal(b, out); err != nil {
-				return nil, status.Errorf(codes.Internal, "goxds: ext_proc: the processor's request message is not a %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
-			}
-		}
-	}
-	if n != 1 {
-		return nil, status.Errorf(codes.Internal, "goxds: ext_proc: the processor gave %d request messages for a unary RPC, want 1", n)
-	}
-	return out, nil
-}
-
 // unaryResponse runs a unary RPC's response, which ended with rpcErr,
 // through the processor of p: its headers (none: a Trailers-Only
 // response, told to the processor as headers ending the stream), its
@@ -304,7 +249,7 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 		if m.ResponseHeaders {
 			out, err := c.ServerHeaders(withStatus(trailer, rpcErr), true)
 			if err != nil {
-				return nil, trailer, procStatus(err)
+				return nil, trailer, extprocgrpc.Status(err)
 			}
 			if !observe {
 				trailer = stripStatus(out)
@@ -315,7 +260,7 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 	if m.ResponseHeaders {
 		out, err := c.ServerHeaders(header, false)
 		if err != nil {
-			return header, trailer, procStatus(err)
+			return header, trailer, extprocgrpc.Status(err)
 		}
 		if !observe {
 			header = metadata.MD(out)
@@ -326,13 +271,9 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 	collected := make(chan struct{})
 	sendBody := m.ResponseBody && rpcErr == nil
 	if sendBody {
-		pm, ok := reply.(proto.Message)
-		if !ok {
-			return header, trailer, notProto(reply)
-		}
-		b, err := proto.Marshal(pm)
+		_, b, err := extprocgrpc.Marshal(procPrefix, "the response", reply)
 		if err != nil {
-			return header, trailer, status.Errorf(codes.Internal, "goxds: ext_proc: marshal the response: %v", err)
+			return header, trailer, err
 		}
 		// The processor's messages are read as they come, so that many of
 		// them do not hold up its answer to the trailers.
@@ -350,7 +291,7 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 		if err := c.ServerMessage(b); err != nil {
 			c.Done() // ends the reader
 			<-collected
-			return header, trailer, procStatus(err)
+			return header, trailer, extprocgrpc.Status(err)
 		}
 	} else {
 		close(collected)
@@ -358,10 +299,10 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 	out, terr := c.ServerTrailers(withStatus(trailer, rpcErr))
 	<-collected
 	if terr != nil {
-		return header, trailer, procStatus(terr)
+		return header, trailer, extprocgrpc.Status(terr)
 	}
 	if gotErr != nil {
-		return header, trailer, procStatus(gotErr)
+		return header, trailer, extprocgrpc.Status(gotErr)
 	}
 	if !observe {
 		trailer = stripStatus(out)
@@ -372,8 +313,8 @@ func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer meta
 		}
 		pm := reply.(proto.Message)
 		proto.Reset(pm)
-		if err := proto.Unmarshal(got[0], pm); err != nil {
-			return header, trailer, status.Errorf(codes.Internal, "goxds: ext_proc: the processor's response message is not a %s: %v", pm.ProtoReflect().Descriptor().FullName(), err)
+		if err := extprocgrpc.Unmarshal(procPrefix, "response", got[0], pm); err != nil {
+			return header, trailer, err
 		}
 	}
 	return header, trailer, rpcErr

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/dataplane/httpfilter"
+	"github.com/goxds/xds/internal/extprocgrpc"
 )
 
 // A streaming RPC through the external processing filters: each filter's
@@ -78,7 +79,7 @@ func (s *procStream) header() {
 		if s.p.Config.Modes.ResponseHeaders {
 			out, perr := s.p.Call.ServerHeaders(md, false)
 			if perr != nil {
-				s.hdrErr = procStatus(perr)
+				s.hdrErr = extprocgrpc.Status(perr)
 				return
 			}
 			if !s.p.Config.ObservabilityMode {
@@ -109,17 +110,13 @@ func (s *procStream) SendMsg(m any) error {
 	if !s.p.Config.Modes.RequestBody {
 		return s.next.SendMsg(m)
 	}
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return notProto(m)
-	}
-	b, err := proto.Marshal(pm)
+	pm, b, err := extprocgrpc.Marshal(procPrefix, "a request", m)
 	if err != nil {
-		return status.Errorf(codes.Internal, "goxds: ext_proc: marshal a request: %v", err)
+		return err
 	}
-	s.startSend(newLike(pm))
+	s.startSend(extprocgrpc.NewLike(pm))
 	if err := s.p.Call.ClientMessage(b); err != nil {
-		return procStatus(err)
+		return extprocgrpc.Status(err)
 	}
 	return nil
 }
@@ -133,7 +130,7 @@ func (s *procStream) CloseSend() error {
 	}
 	s.startSend(nil)
 	if err := s.p.Call.ClientHalfClose(); err != nil {
-		return procStatus(err)
+		return extprocgrpc.Status(err)
 	}
 	return nil
 }
@@ -159,8 +156,8 @@ func (s *procStream) startSend(newMsg func() proto.Message) {
 					return
 				}
 				m := newMsg()
-				if err := proto.Unmarshal(b, m); err != nil {
-					s.ps.failWith(status.Errorf(codes.Internal, "goxds: ext_proc: the processor's request message is not a %s: %v", m.ProtoReflect().Descriptor().FullName(), err))
+				if err := extprocgrpc.Unmarshal(procPrefix, "request", b, m); err != nil {
+					s.ps.failWith(err)
 					return
 				}
 				if s.next.SendMsg(m) != nil {
@@ -169,12 +166,6 @@ func (s *procStream) startSend(newMsg func() proto.Message) {
 			}
 		}()
 	})
-}
-
-// newLike returns a function making new messages of m's type.
-func newLike(m proto.Message) func() proto.Message {
-	t := m.ProtoReflect().Type()
-	return func() proto.Message { return t.New().Interface() }
 }
 
 // RecvMsg implements grpc.ClientStream: the server's next message, in
@@ -199,19 +190,19 @@ func (s *procStream) RecvMsg(m any) error {
 	}
 	pm, ok := m.(proto.Message)
 	if !ok {
-		return notProto(m)
+		return extprocgrpc.NotProto(procPrefix, m)
 	}
 	s.recvOnce.Do(func() {
 		s.recvDone = make(chan struct{})
-		go s.recvPump(newLike(pm))
+		go s.recvPump(extprocgrpc.NewLike(pm))
 	})
 	b, ok, err := s.nextServer()
 	if err != nil || !ok {
 		return err
 	}
 	proto.Reset(pm)
-	if err := proto.Unmarshal(b, pm); err != nil {
-		return status.Errorf(codes.Internal, "goxds: ext_proc: the processor's response message is not a %s: %v", pm.ProtoReflect().Descriptor().FullName(), err)
+	if err := extprocgrpc.Unmarshal(procPrefix, "response", b, pm); err != nil {
+		return err
 	}
 	if s.desc.ServerStreams {
 		return nil
@@ -233,7 +224,7 @@ func (s *procStream) nextServer() ([]byte, bool, error) {
 		if f, _ := s.ps.failure(); f != nil {
 			return nil, false, f
 		}
-		return nil, false, procStatus(err)
+		return nil, false, extprocgrpc.Status(err)
 	}
 	if !ok {
 		<-s.recvDone
@@ -263,7 +254,7 @@ func (s *procStream) recvPump(newMsg func() proto.Message) {
 			return
 		}
 		if err := s.p.Call.ServerMessage(b); err != nil {
-			s.end(procStatus(err))
+			s.end(extprocgrpc.Status(err))
 			return
 		}
 		if !s.desc.ServerStreams {
@@ -297,7 +288,7 @@ func (s *procStream) end(rpcErr error) error {
 		if s.p.Config.Modes.ResponseHeaders {
 			h, err := c.ServerHeaders(withStatus(t, st), true)
 			if err != nil {
-				out = procStatus(err)
+				out = extprocgrpc.Status(err)
 			} else if !observe {
 				t = stripStatus(h)
 			}
@@ -306,7 +297,7 @@ func (s *procStream) end(rpcErr error) error {
 	} else {
 		tr, err := c.ServerTrailers(withStatus(t, st))
 		if err != nil {
-			out = procStatus(err)
+			out = extprocgrpc.Status(err)
 		} else if !observe {
 			t = stripStatus(tr)
 		}

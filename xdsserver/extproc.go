@@ -2,7 +2,6 @@ package xdsserver
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"strconv"
 
@@ -125,20 +124,10 @@ func procAttributes(method string, md metadata.MD, local, remote netip.AddrPort)
 	return a
 }
 
-// procStatus is err as the status an RPC ends with: a Call's *Status as a
-// gRPC status, anything else as it is.
-func procStatus(err error) error {
-	var st *extproc.Status
-	switch {
-	case errors.As(err, &st):
-		return status.Error(codes.Code(st.Code), st.Message)
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return status.FromContextError(err).Err()
-	}
-	return err
-}
+// procPrefix starts the server side's ext_proc error texts.
+const procPrefix = "xdsserver: ext_proc"
 
-// rpcStatus is procStatus(err), or the RPC's own end when ctx, the RPC's
+// rpcStatus is extprocgrpc.Status(err), or the RPC's own end when ctx, the RPC's
 // context, is done: the RPC's end ended the processing stream, and its
 // error (a cancel) must not reach the client in place of the deadline the
 // client set, which the server's context may see first.
@@ -146,7 +135,7 @@ func rpcStatus(ctx context.Context, err error) error {
 	if cerr := ctx.Err(); cerr != nil && err != nil {
 		return status.FromContextError(cerr).Err()
 	}
-	return procStatus(err)
+	return extprocgrpc.Status(err)
 }
 
 // failingProcClient fails to open every stream with err.

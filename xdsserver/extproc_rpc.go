@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/goxds/xds/dataplane/extproc"
+	"github.com/goxds/xds/internal/extprocgrpc"
 	"github.com/goxds/xds/resources"
 )
 
@@ -114,7 +115,7 @@ func (p *procRPC) flushHeader(trailersOnly, send bool) error {
 	if p.modes.ResponseHeaders {
 		var err error
 		if out, err = p.call.ServerHeaders(h, trailersOnly); err != nil {
-			return procStatus(err)
+			return extprocgrpc.Status(err)
 		}
 	}
 	if send {
@@ -155,8 +156,8 @@ func (p *procRPC) startSender(newMsg func() proto.Message, sink func(proto.Messa
 				continue
 			}
 			m := newMsg()
-			if err := proto.Unmarshal(b, m); err != nil {
-				p.failSend(status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor's response message is not a %s: %v", m.ProtoReflect().Descriptor().FullName(), err))
+			if err := extprocgrpc.Unmarshal(procPrefix, "response", b, m); err != nil {
+				p.failSend(err)
 				continue
 			}
 			p.sendMu.Lock()
@@ -234,7 +235,7 @@ func (p *procRPC) finish(err error) (ended error) {
 	out, terr := p.call.ServerTrailers(t)
 	p.waitSender()
 	if terr != nil {
-		return p.failureOr(procStatus(terr))
+		return p.failureOr(extprocgrpc.Status(terr))
 	}
 	if serr := p.sendError(); serr != nil {
 		return serr
@@ -261,7 +262,7 @@ func (p *procRPC) failure() error {
 			p.forwardTrailer(st.Trailers)
 		}
 	}
-	return procStatus(err)
+	return extprocgrpc.Status(err)
 }
 
 // failureOr is failure, or err when the filter did not fail the RPC.
@@ -312,7 +313,7 @@ func (p *procRPC) end() {
 // one failed the RPC, and its message goes nowhere.
 func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.UnaryHandler) (any, error) {
 	if p.modes.RequestBody && !skipBody {
-		r, err := p.unaryRequest(req)
+		r, err := extprocgrpc.UnaryRequest(p.rpcCtx, p.call, procPrefix, req)
 		if err != nil {
 			return nil, p.finish(err)
 		}
@@ -328,18 +329,14 @@ func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.U
 	if !p.modes.ResponseBody {
 		return resp, p.finish(nil)
 	}
-	m, ok := resp.(proto.Message)
-	if !ok {
-		return nil, p.finish(notProto(resp))
-	}
-	b, err := proto.Marshal(m)
+	m, b, err := extprocgrpc.Marshal(procPrefix, "the response", resp)
 	if err != nil {
-		return nil, p.finish(status.Errorf(codes.Internal, "xdsserver: ext_proc: marshal the response: %v", err))
+		return nil, p.finish(err)
 	}
 	var got []proto.Message
-	p.startSender(newLike(m), func(x proto.Message) error { got = append(got, x); return nil })
+	p.startSender(extprocgrpc.NewLike(m), func(x proto.Message) error { got = append(got, x); return nil })
 	if err := p.call.ServerMessage(b); err != nil {
-		return nil, p.finish(procStatus(err))
+		return nil, p.finish(extprocgrpc.Status(err))
 	}
 	if err := p.finish(nil); err != nil {
 		return nil, err
@@ -349,57 +346,6 @@ func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.U
 		return nil, status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor gave %d response messages for a unary RPC, want 1", len(got))
 	}
 	return got[0], nil
-}
-
-// unaryRequest sends a unary RPC's request and half-close to the
-// processor and returns the one message it gives back.
-func (p *procRPC) unaryRequest(req any) (any, error) {
-	m, ok := req.(proto.Message)
-	if !ok {
-		return nil, notProto(req)
-	}
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "xdsserver: ext_proc: marshal the request: %v", err)
-	}
-	if err := p.call.ClientMessage(b); err != nil {
-		return nil, procStatus(err)
-	}
-	if err := p.call.ClientHalfClose(); err != nil {
-		return nil, procStatus(err)
-	}
-	var out proto.Message
-	n := 0
-	for {
-		b, ok, err := p.call.NextClientMessage(p.rpcCtx)
-		if err != nil {
-			return nil, procStatus(err)
-		}
-		if !ok {
-			break
-		}
-		if n++; n == 1 {
-			out = m.ProtoReflect().New().Interface()
-			if err := proto.Unmarshal(b, out); err != nil {
-				return nil, status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor's request message is not a %s: %v", m.ProtoReflect().Descriptor().FullName(), err)
-			}
-		}
-	}
-	if n != 1 {
-		return nil, status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor gave %d request messages for a unary RPC, want 1", n)
-	}
-	return out, nil
-}
-
-func notProto(m any) error {
-	return status.Errorf(codes.Internal, "xdsserver: ext_proc: a message of type %T is not a protocol buffer, which the GRPC body mode needs", m)
-}
-
-// newLike returns a function making new messages of m's type; m is not
-// read again (the handler may be filling it meanwhile).
-func newLike(m proto.Message) func() proto.Message {
-	t := m.ProtoReflect().Type()
-	return func() proto.Message { return t.New().Interface() }
 }
 
 // procStream is the ServerStream of a streaming RPC inside one external
@@ -432,17 +378,13 @@ func (s *procStream) SendMsg(m any) error {
 		defer p.sendMu.Unlock()
 		return s.next.SendMsg(m)
 	}
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return notProto(m)
-	}
-	b, err := proto.Marshal(pm)
+	pm, b, err := extprocgrpc.Marshal(procPrefix, "a response", m)
 	if err != nil {
-		return status.Errorf(codes.Internal, "xdsserver: ext_proc: marshal a response: %v", err)
+		return err
 	}
-	p.startSender(newLike(pm), func(x proto.Message) error { return s.next.SendMsg(x) })
+	p.startSender(extprocgrpc.NewLike(pm), func(x proto.Message) error { return s.next.SendMsg(x) })
 	if err := p.call.ServerMessage(b); err != nil {
-		return procStatus(err)
+		return extprocgrpc.Status(err)
 	}
 	return p.sendError()
 }
@@ -461,21 +403,21 @@ func (s *procStream) RecvMsg(m any) error {
 	}
 	pm, ok := m.(proto.Message)
 	if !ok {
-		return notProto(m)
+		return extprocgrpc.NotProto(procPrefix, m)
 	}
-	s.recvOnce.Do(func() { s.startPump(newLike(pm)) })
+	s.recvOnce.Do(func() { s.startPump(extprocgrpc.NewLike(pm)) })
 	b, ok, err := p.call.NextClientMessage(s.recvCtx)
 	if err != nil {
 		if cause := context.Cause(s.recvCtx); s.recvCtx.Err() != nil && cause != nil {
-			return procStatus(cause)
+			return extprocgrpc.Status(cause)
 		}
-		return procStatus(err)
+		return extprocgrpc.Status(err)
 	}
 	if !ok {
 		return io.EOF
 	}
-	if err := proto.Unmarshal(b, pm); err != nil {
-		return status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor's request message is not a %s: %v", pm.ProtoReflect().Descriptor().FullName(), err)
+	if err := extprocgrpc.Unmarshal(procPrefix, "request", b, pm); err != nil {
+		return err
 	}
 	return nil
 }

@@ -1,0 +1,106 @@
+package extprocgrpc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/goxds/xds/dataplane/extproc"
+)
+
+// The pieces below are what the client's (grpcxds) and the server's
+// (xdsserver) interceptors both do around an extproc.Call. Error texts
+// start with prefix, the side's own ("goxds: ext_proc", "xdsserver:
+// ext_proc"), so that an RPC's status says which side failed it.
+
+// Status is err as the status an RPC ends with: a Call's *extproc.Status
+// as a gRPC status (its message as given), a context's end as gRPC's,
+// anything else as it is.
+func Status(err error) error {
+	var st *extproc.Status
+	switch {
+	case errors.As(err, &st):
+		return status.Error(codes.Code(st.Code), st.Message)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	}
+	return err
+}
+
+// NotProto is the INTERNAL error of a message m that is not a protocol
+// buffer: the GRPC body mode sends messages serialized, which only a
+// proto.Message can be here.
+func NotProto(prefix string, m any) error {
+	return status.Errorf(codes.Internal, "%s: a message of type %T is not a protocol buffer, which the GRPC body mode needs", prefix, m)
+}
+
+// Marshal is m as a proto.Message and serialized; what names m in the
+// error ("a request", "a response").
+func Marshal(prefix, what string, m any) (proto.Message, []byte, error) {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil, nil, NotProto(prefix, m)
+	}
+	b, err := proto.Marshal(pm)
+	if err != nil {
+		return nil, nil, status.Errorf(codes.Internal, "%s: marshal %s: %v", prefix, what, err)
+	}
+	return pm, b, nil
+}
+
+// Unmarshal parses b, a message the processor gave, into m; what
+// ("request", "response") names the message's direction in the error.
+func Unmarshal(prefix, what string, b []byte, m proto.Message) error {
+	if err := proto.Unmarshal(b, m); err != nil {
+		return status.Errorf(codes.Internal, "%s: the processor's %s message is not a %s: %v", prefix, what, m.ProtoReflect().Descriptor().FullName(), err)
+	}
+	return nil
+}
+
+// NewLike returns a function making new messages of m's type; m is not
+// read again (the application may be filling it meanwhile).
+func NewLike(m proto.Message) func() proto.Message {
+	t := m.ProtoReflect().Type()
+	return func() proto.Message { return t.New().Interface() }
+}
+
+// UnaryRequest sends a unary RPC's request req and half-close to the
+// processor of c and returns the one message it gives back, of req's
+// type; waits end with ctx. A processor giving none or more than one
+// fails the RPC with INTERNAL (a unary RPC carries exactly one).
+func UnaryRequest(ctx context.Context, c *extproc.Call, prefix string, req any) (any, error) {
+	m, b, err := Marshal(prefix, "the request", req)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ClientMessage(b); err != nil {
+		return nil, Status(err)
+	}
+	if err := c.ClientHalfClose(); err != nil {
+		return nil, Status(err)
+	}
+	var out proto.Message
+	n := 0
+	for {
+		b, ok, err := c.NextClientMessage(ctx)
+		if err != nil {
+			return nil, Status(err)
+		}
+		if !ok {
+			break
+		}
+		if n++; n == 1 {
+			out = m.ProtoReflect().New().Interface()
+			if err := Unmarshal(prefix, "request", b, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if n != 1 {
+		return nil, status.Errorf(codes.Internal, "%s: the processor gave %d request messages for a unary RPC, want 1", prefix, n)
+	}
+	return out, nil
+}
