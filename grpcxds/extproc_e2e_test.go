@@ -32,7 +32,7 @@ import (
 // grpc.Trailer.
 func TestExtProcClientHeadersAndTrailers(t *testing.T) {
 	reqs := make(chan *procv3.ProcessingRequest, 16)
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		reqs <- r
 		return marking(r)
 	})
@@ -52,13 +52,13 @@ func TestExtProcClientHeadersAndTrailers(t *testing.T) {
 	}
 	first := <-reqs
 	h := first.GetRequestHeaders().GetHeaders()
-	if headerValue(h, ":path") != procEcho || headerValue(h, "x-app") != "a" || first.GetProtocolConfig() == nil {
+	if testutils.ProcHeaderValue(h, ":path") != procEcho || testutils.ProcHeaderValue(h, "x-app") != "a" || first.GetProtocolConfig() == nil {
 		t.Errorf("first request %v, want request headers with :path %s and x-app: a, and protocol_config", first, procEcho)
 	}
-	if r := <-reqs; headerValue(r.GetResponseHeaders().GetHeaders(), "x-srv-h") != "1" {
+	if r := <-reqs; testutils.ProcHeaderValue(r.GetResponseHeaders().GetHeaders(), "x-srv-h") != "1" {
 		t.Errorf("second request %v, want the server's headers", r)
 	}
-	if r := <-reqs; headerValue(r.GetResponseTrailers().GetTrailers(), "grpc-status") != "0" {
+	if r := <-reqs; testutils.ProcHeaderValue(r.GetResponseTrailers().GetTrailers(), "grpc-status") != "0" {
 		t.Errorf("third request %v, want the trailers with grpc-status 0", r)
 	}
 }
@@ -66,8 +66,8 @@ func TestExtProcClientHeadersAndTrailers(t *testing.T) {
 // In GRPC body mode the processor's messages replace the RPC's, both
 // ways, on unary RPCs and on bidirectional streams.
 func TestExtProcClientMessagesReplaced(t *testing.T) {
-	p, _ := startProc(t, marking)
-	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), grpcBodies))
+	p, _ := testutils.StartProcCounting(t, marking)
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))
 	conn := e.dial()
 	var header, trailer metadata.MD
 	got, err := echo(e.ctx, conn, "hi", grpc.Header(&header), grpc.Trailer(&trailer))
@@ -111,18 +111,18 @@ func TestExtProcClientMessagesReplaced(t *testing.T) {
 // answers: the client's headers (the RPC is not sent) or the server's
 // message.
 func TestExtProcClientImmediateResponse(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		switch {
 		case r.GetRequestHeaders() != nil:
-			if headerValue(r.GetRequestHeaders().GetHeaders(), "x-stop") != "" {
-				return []*procv3.ProcessingResponse{immediate(codes.PermissionDenied, "stopped at the headers")}, nil
+			if testutils.ProcHeaderValue(r.GetRequestHeaders().GetHeaders(), "x-stop") != "" {
+				return []*procv3.ProcessingResponse{testutils.ProcImmediate(codes.PermissionDenied, "stopped at the headers")}, nil
 			}
 		case r.GetResponseBody() != nil:
-			return []*procv3.ProcessingResponse{immediate(codes.ResourceExhausted, "stopped at the response")}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcImmediate(codes.ResourceExhausted, "stopped at the response")}, nil
 		}
 		return marking(r)
 	})
-	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), grpcBodies))
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))
 	conn := e.dial()
 	_, err := echo(metadata.AppendToOutgoingContext(e.ctx, "x-stop", "1"), conn, "hi")
 	if status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != "stopped at the headers" {
@@ -160,7 +160,7 @@ func TestExtProcClientUnreachable(t *testing.T) {
 // A route whose typed_per_filter_config disables the filter opens no
 // processing stream; an ExtProcPerRoute override changes its modes there.
 func TestExtProcClientPerRoute(t *testing.T) {
-	p, streams := startProc(t, marking)
+	p, streams := testutils.StartProcCounting(t, marking)
 	filter := testutils.ExtProcFilter(p.Target(), nil)
 	t.Run("disabled", func(t *testing.T) {
 		e := procEnv(t, p.Target(), testutils.MarshalAny(&routev3.FilterConfig{Disabled: true}), filter)
@@ -189,9 +189,9 @@ func TestExtProcClientPerRoute(t *testing.T) {
 // stream: INTERNAL naming the header, or with failure_mode_allow the RPC
 // untouched.
 func TestExtProcClientForbiddenMutation(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		if r.GetRequestHeaders() != nil {
-			return []*procv3.ProcessingResponse{answerRequestHeaders(setHeaders("x-proc", "yes", "grpc-timeout", "1n"))}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(testutils.ProcSetHeaders("x-proc", "yes", "grpc-timeout", "1n"))}, nil
 		}
 		return marking(r)
 	})
@@ -219,14 +219,14 @@ func TestExtProcClientForbiddenMutation(t *testing.T) {
 // nothing process-wide: a registered compressor makes every RPC of the
 // test binary advertise it, which BenchmarkPerRPC would count.
 func TestExtProcClientSendsUncompressed(t *testing.T) {
-	p, _ := startProc(t, marking)
+	p, _ := testutils.StartProcCounting(t, marking)
 	for _, bodies := range []bool{true, false} {
 		t.Run(map[bool]string{true: "grpc_bodies", false: "headers_only"}[bodies], func(t *testing.T) {
 			c := &compressions{got: make(chan string, 4)}
 			var edit func(*extprocv3.ExternalProcessor)
 			want := "gzip"
 			if bodies {
-				edit, want = grpcBodies, "identity"
+				edit, want = testutils.ProcGRPCBodies, "identity"
 			}
 			e := procEnvOn(t, startEcho(t, grpc.StatsHandler(c), grpc.RPCDecompressor(grpc.NewGZIPDecompressor())), p.Target(), nil, testutils.ExtProcFilter(p.Target(), edit))
 			//lint:ignore SA1019 the legacy compressor registers nothing process-wide
@@ -247,7 +247,7 @@ func TestExtProcClientSendsUncompressed(t *testing.T) {
 // request message every attempt sends.
 func TestExtProcClientOncePerRPCAcrossRetries(t *testing.T) {
 	headers := make(chan struct{}, 4)
-	p, streams := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, streams := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		if r.GetRequestHeaders() != nil {
 			headers <- struct{}{}
 		}
@@ -256,7 +256,7 @@ func TestExtProcClientOncePerRPCAcrossRetries(t *testing.T) {
 	b, st := startEchoState(t)
 	e := authzEnv(t, testutils.AllowGRPCService(p.Target()))
 	res := tree(routes(withRetry(toCluster(prefix("/"), "A"), retryPolicy("unavailable", 2, 0, 0))), clusters("A"), eds("A", b))
-	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), grpcBodies))}
+	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))}
 	e.update(res)
 	got, err := echo(e.ctx, e.dial(), "flaky")
 	if err != nil || got != "<echo:flaky-proc/in>" {
@@ -274,11 +274,11 @@ func TestExtProcClientOncePerRPCAcrossRetries(t *testing.T) {
 // RPC's end cancels, the processor still gets the stream's end: the
 // processor's last messages and trailers reach the application.
 func TestExtProcClientStreamOnRouteWithTimeout(t *testing.T) {
-	p, _ := startProc(t, marking)
+	p, _ := testutils.StartProcCounting(t, marking)
 	b := startEcho(t)
 	e := authzEnv(t, testutils.AllowGRPCService(p.Target()))
 	res := tree(routes(maxStreamDuration(toCluster(prefix("/"), "A"), testTimeout/2, 0)), clusters("A"), eds("A", b))
-	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), grpcBodies))}
+	res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))}
 	e.update(res)
 	desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}
 	s, err := e.dial().NewStream(e.ctx, desc, procStream, grpc.WaitForReady(true))
@@ -308,7 +308,7 @@ func TestExtProcClientStreamOnRouteWithTimeout(t *testing.T) {
 // status; its changes are the RPC's trailers, and the status stays.
 func TestExtProcClientTrailersOnly(t *testing.T) {
 	reqs := make(chan *procv3.ProcessingRequest, 16)
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		reqs <- r
 		return marking(r)
 	})
@@ -326,7 +326,7 @@ func TestExtProcClientTrailersOnly(t *testing.T) {
 	<-reqs // the request headers
 	r := <-reqs
 	rh := r.GetResponseHeaders()
-	if rh == nil || !rh.GetEndOfStream() || headerValue(rh.GetHeaders(), "grpc-status") != "9" {
+	if rh == nil || !rh.GetEndOfStream() || testutils.ProcHeaderValue(rh.GetHeaders(), "grpc-status") != "9" {
 		t.Fatalf("second request %v, want response headers with end_of_stream and grpc-status 9", r)
 	}
 	if len(reqs) != 0 {
@@ -348,7 +348,7 @@ func TestExtProcClientTrailersOnly(t *testing.T) {
 		t.Errorf("stream's trailers %v, want the processor's x-proc-h", s.Trailer())
 	}
 	<-reqs
-	if r := <-reqs; !r.GetResponseHeaders().GetEndOfStream() || headerValue(r.GetResponseHeaders().GetHeaders(), "grpc-status") != "9" {
+	if r := <-reqs; !r.GetResponseHeaders().GetEndOfStream() || testutils.ProcHeaderValue(r.GetResponseHeaders().GetHeaders(), "grpc-status") != "9" {
 		t.Fatalf("stream's second request %v, want response headers with end_of_stream and grpc-status 9", r)
 	}
 }
@@ -357,12 +357,12 @@ func TestExtProcClientTrailersOnly(t *testing.T) {
 // and the RPC goes on untouched, without waiting for its answers.
 func TestExtProcClientObservabilityMode(t *testing.T) {
 	reqs := make(chan *procv3.ProcessingRequest, 16)
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		reqs <- r
 		return marking(r)
 	})
 	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
-		grpcBodies(m)
+		testutils.ProcGRPCBodies(m)
 		m.ObservabilityMode = true
 		m.DeferredCloseTimeout = durationpb.New(time.Millisecond)
 	}))
@@ -372,10 +372,10 @@ func TestExtProcClientObservabilityMode(t *testing.T) {
 		t.Fatalf("Echo = %q, %v, header %v; want echo:hi/ untouched", got, err, header)
 	}
 	r := <-reqs
-	if !r.GetObservabilityMode() || headerValue(r.GetRequestHeaders().GetHeaders(), ":path") != procEcho {
+	if !r.GetObservabilityMode() || testutils.ProcHeaderValue(r.GetRequestHeaders().GetHeaders(), ":path") != procEcho {
 		t.Fatalf("first request %v, want the request headers marked observability_mode", r)
 	}
-	if r := <-reqs; !r.GetObservabilityMode() || unmarshalString(r.GetRequestBody().GetBody()) != "hi" {
+	if r := <-reqs; !r.GetObservabilityMode() || testutils.ProcString(r.GetRequestBody().GetBody()) != "hi" {
 		t.Fatalf("second request %v, want the request message hi marked observability_mode", r)
 	}
 }
@@ -386,8 +386,8 @@ func TestExtProcClientObservabilityMode(t *testing.T) {
 func TestExtProcClientStreamImmediateAndCancel(t *testing.T) {
 	ended := make(chan struct{}, 4)
 	each := testutils.ProcessEach(func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
-		if b := r.GetRequestBody(); b != nil && unmarshalString(b.GetBody()) == "stop" {
-			return []*procv3.ProcessingResponse{immediate(codes.Aborted, "stopped mid-stream")}, nil
+		if b := r.GetRequestBody(); b != nil && testutils.ProcString(b.GetBody()) == "stop" {
+			return []*procv3.ProcessingResponse{testutils.ProcImmediate(codes.Aborted, "stopped mid-stream")}, nil
 		}
 		return marking(r)
 	})
@@ -399,7 +399,7 @@ func TestExtProcClientStreamImmediateAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(p.Stop)
-	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), grpcBodies))
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))
 	conn := e.dial()
 	desc := &grpc.StreamDesc{StreamName: "Stream", ServerStreams: true, ClientStreams: true}
 
@@ -441,10 +441,10 @@ func TestExtProcClientStreamImmediateAndCancel(t *testing.T) {
 // An immediate response to the server's trailers sets the RPC's status
 // and, through its headers, its trailers.
 func TestExtProcClientImmediateResponseToTrailers(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		if r.GetResponseTrailers() != nil {
-			im := immediate(codes.DataLoss, "rewritten at the trailers")
-			im.GetImmediateResponse().Headers = setHeaders("x-imm", "1")
+			im := testutils.ProcImmediate(codes.DataLoss, "rewritten at the trailers")
+			im.GetImmediateResponse().Headers = testutils.ProcSetHeaders("x-imm", "1")
 			return []*procv3.ProcessingResponse{im}, nil
 		}
 		return marking(r)

@@ -9,18 +9,14 @@ import (
 	"sync/atomic"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
@@ -151,112 +147,6 @@ func echo(ctx context.Context, conn *grpc.ClientConn, v string, opts ...grpc.Cal
 	return out.GetValue(), err
 }
 
-// startProc starts a processor answering each request as f says, and
-// counts the streams opened and keeps the requests.
-func startProc(t *testing.T, f func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)) (*testutils.ProcServer, *atomic.Int32) {
-	t.Helper()
-	var streams atomic.Int32
-	each := testutils.ProcessEach(f)
-	p, err := testutils.StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
-		streams.Add(1)
-		return each(s)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Stop)
-	return p, &streams
-}
-
-// setHeaders is a mutation setting each key to its value (key, value,
-// key, value...).
-func setHeaders(kv ...string) *procv3.HeaderMutation {
-	m := &procv3.HeaderMutation{}
-	for i := 0; i+1 < len(kv); i += 2 {
-		m.SetHeaders = append(m.SetHeaders, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])}})
-	}
-	return m
-}
-
-func answerRequestHeaders(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
-	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_RequestHeaders{RequestHeaders: &procv3.HeadersResponse{
-		Response: &procv3.CommonResponse{HeaderMutation: m}}}}
-}
-
-func answerResponseHeaders(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
-	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &procv3.HeadersResponse{
-		Response: &procv3.CommonResponse{HeaderMutation: m}}}}
-}
-
-func answerTrailers(m *procv3.HeaderMutation) *procv3.ProcessingResponse {
-	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &procv3.TrailersResponse{HeaderMutation: m}}}
-}
-
-// answerBody gives back one message (a StringValue of v; none when
-// noMessage), ending the client's messages when eos.
-func answerBody(request bool, v string, eos, noMessage bool) *procv3.ProcessingResponse {
-	var body []byte
-	if !noMessage {
-		body, _ = proto.Marshal(wrapperspb.String(v))
-	}
-	br := &procv3.BodyResponse{Response: &procv3.CommonResponse{BodyMutation: &procv3.BodyMutation{Mutation: &procv3.BodyMutation_StreamedResponse{
-		StreamedResponse: &procv3.StreamedBodyResponse{Body: body, EndOfStream: eos, EndOfStreamWithoutMessage: eos && noMessage}}}}}
-	if request {
-		return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_RequestBody{RequestBody: br}}
-	}
-	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ResponseBody{ResponseBody: br}}
-}
-
-func immediate(code codes.Code, details string) *procv3.ProcessingResponse {
-	return &procv3.ProcessingResponse{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
-		GrpcStatus: &procv3.GrpcStatus{Status: uint32(code)}, Details: details}}}
-}
-
-func headerValue(h *corev3.HeaderMap, key string) string {
-	for _, v := range h.GetHeaders() {
-		if v.GetKey() == key {
-			return string(v.GetRawValue())
-		}
-	}
-	return ""
-}
-
-func unmarshalString(b []byte) string {
-	v := new(wrapperspb.StringValue)
-	_ = proto.Unmarshal(b, v)
-	return v.GetValue()
-}
-
-// marking is a processor in GRPC body mode for both directions that
-// appends "-proc" to every client message (its end_of_stream kept) and
-// wraps every server message in <>; it adds x-proc: in to the client's
-// headers, x-proc-h: 1 to the server's and x-proc-t: 1 to its trailers.
-func marking(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
-	switch {
-	case r.GetRequestHeaders() != nil:
-		return []*procv3.ProcessingResponse{answerRequestHeaders(setHeaders("x-proc", "in"))}, nil
-	case r.GetResponseHeaders() != nil:
-		return []*procv3.ProcessingResponse{answerResponseHeaders(setHeaders("x-proc-h", "1"))}, nil
-	case r.GetResponseTrailers() != nil:
-		return []*procv3.ProcessingResponse{answerTrailers(setHeaders("x-proc-t", "1"))}, nil
-	case r.GetRequestBody() != nil:
-		b := r.GetRequestBody()
-		v := unmarshalString(b.GetBody())
-		if !b.GetEndOfStreamWithoutMessage() {
-			v += "-proc"
-		}
-		return []*procv3.ProcessingResponse{answerBody(true, v, b.GetEndOfStream(), b.GetEndOfStreamWithoutMessage())}, nil
-	case r.GetResponseBody() != nil:
-		return []*procv3.ProcessingResponse{answerBody(false, "<"+unmarshalString(r.GetResponseBody().GetBody())+">", false, false)}, nil
-	}
-	return nil, nil
-}
-
-func grpcBodies(m *extprocv3.ExternalProcessor) {
-	m.ProcessingMode = &extprocv3.ProcessingMode{RequestBodyMode: extprocv3.ProcessingMode_GRPC,
-		ResponseBodyMode: extprocv3.ProcessingMode_GRPC, ResponseTrailerMode: extprocv3.ProcessingMode_SEND}
-}
-
 // compressions is a server stats handler that records the compression of
 // each RPC's request (its grpc-encoding).
 type compressions struct{ got chan string }
@@ -271,3 +161,8 @@ func (c *compressions) TagConn(ctx context.Context, _ *stats.ConnTagInfo) contex
 	return ctx
 }
 func (c *compressions) HandleConn(context.Context, stats.ConnStats) {}
+
+// marking is testutils.ProcMarking's processor (messages marked, in GRPC
+// body mode), adding x-proc: in to the client's headers, x-proc-h: 1 to
+// the server's and x-proc-t: 1 to its trailers.
+var marking = testutils.ProcMarking(testutils.ProcSetHeaders("x-proc", "in"), testutils.ProcSetHeaders("x-proc-h", "1"), testutils.ProcSetHeaders("x-proc-t", "1"))

@@ -38,17 +38,17 @@ import (
 // the client gets.
 func TestExtProcHeadersMutated(t *testing.T) {
 	seen := make(chan *procv3.ProcessingRequest, 64)
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		seen <- r
 		switch {
 		case r.GetRequestHeaders() != nil:
-			m := setHeaders("x-proc", "yes")
+			m := testutils.ProcSetHeaders("x-proc", "yes")
 			m.RemoveHeaders = []string{"x-drop"}
-			return []*procv3.ProcessingResponse{answerRequestHeaders(m)}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(m)}, nil
 		case r.GetResponseHeaders() != nil:
-			return []*procv3.ProcessingResponse{answerResponseHeaders(setHeaders("x-resp", "changed"))}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcResponseHeaders(testutils.ProcSetHeaders("x-resp", "changed"))}, nil
 		case r.GetResponseTrailers() != nil:
-			return []*procv3.ProcessingResponse{answerTrailers(setHeaders("x-trl", "t"))}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcTrailers(testutils.ProcSetHeaders("x-trl", "t"))}, nil
 		}
 		return nil, nil
 	})
@@ -75,7 +75,7 @@ func TestExtProcHeadersMutated(t *testing.T) {
 	}
 	first := <-seen
 	h := first.GetRequestHeaders().GetHeaders()
-	if headerValue(h, ":path") != echoMethod || headerValue(h, "x-drop") != "d" {
+	if testutils.ProcHeaderValue(h, ":path") != echoMethod || testutils.ProcHeaderValue(h, "x-drop") != "d" {
 		t.Errorf("the processor saw client headers %v", h)
 	}
 	attrs := first.GetAttributes()["envoy.filters.http.ext_proc"].GetFields()
@@ -91,7 +91,7 @@ func TestExtProcHeadersMutated(t *testing.T) {
 			trailers = r
 		}
 	}
-	if headerValue(trailers.GetResponseTrailers().GetTrailers(), "grpc-status") != "0" {
+	if testutils.ProcHeaderValue(trailers.GetResponseTrailers().GetTrailers(), "grpc-status") != "0" {
 		t.Errorf("the processor saw trailers %v, want grpc-status 0", trailers.GetResponseTrailers().GetTrailers())
 	}
 }
@@ -100,8 +100,8 @@ func TestExtProcHeadersMutated(t *testing.T) {
 // client the processor's replies: for a unary RPC (its request and
 // response each replaced) and a bidirectional stream.
 func TestExtProcMessagesReplaced(t *testing.T) {
-	p, _ := startProc(t, marking)
-	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), grpcBodies), procRoutes(nil))
+	p, _ := testutils.StartProcCounting(t, marking)
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies), procRoutes(nil))
 	conn := e.dial()
 
 	// The client asks for x-up; the processor makes it x-up-proc, whose
@@ -139,17 +139,17 @@ func TestExtProcMessagesReplaced(t *testing.T) {
 // before the handler runs when it answers the client's headers, and with
 // the status it sets when it answers the trailers.
 func TestExtProcImmediateResponse(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		switch {
 		case r.GetRequestHeaders() != nil:
-			if headerValue(r.GetRequestHeaders().GetHeaders(), ":path") == sayHello {
+			if testutils.ProcHeaderValue(r.GetRequestHeaders().GetHeaders(), ":path") == sayHello {
 				return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
 					GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.PermissionDenied)}, Details: "go away"}}}}, nil
 			}
-			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(nil)}, nil
 		case r.GetResponseTrailers() != nil:
 			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
-				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.DataLoss)}, Details: "lost", Headers: setHeaders("x-why", "because")}}}}, nil
+				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.DataLoss)}, Details: "lost", Headers: testutils.ProcSetHeaders("x-why", "because")}}}}, nil
 		}
 		return nil, nil
 	})
@@ -196,14 +196,14 @@ func TestExtProcUnreachable(t *testing.T) {
 // filter's on its route.
 func TestExtProcPerRoute(t *testing.T) {
 	seen := make(chan string, 64)
-	p, streams := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, streams := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		switch {
 		case r.GetRequestHeaders() != nil:
 			seen <- "request_headers"
-			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(nil)}, nil
 		case r.GetResponseHeaders() != nil:
 			seen <- "response_headers"
-			return []*procv3.ProcessingResponse{answerResponseHeaders(setHeaders("x-resp", "p"))}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcResponseHeaders(testutils.ProcSetHeaders("x-resp", "p"))}, nil
 		}
 		return nil, nil
 	})
@@ -243,11 +243,11 @@ func TestExtProcPerRoute(t *testing.T) {
 // fails the processing stream: the RPC fails with INTERNAL, or with
 // failure_mode_allow goes on with its headers unchanged.
 func TestExtProcForbiddenMutation(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		if r.GetRequestHeaders() != nil {
-			return []*procv3.ProcessingResponse{answerRequestHeaders(setHeaders("x-proc", "yes", "grpc-timeout", "1n"))}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(testutils.ProcSetHeaders("x-proc", "yes", "grpc-timeout", "1n"))}, nil
 		}
-		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+		return []*procv3.ProcessingResponse{testutils.ProcResponseHeaders(nil)}, nil
 	})
 	for _, allow := range []bool{false, true} {
 		t.Run(map[bool]string{false: "deny", true: "failure_mode_allow"}[allow], func(t *testing.T) {
@@ -270,7 +270,7 @@ func TestExtProcForbiddenMutation(t *testing.T) {
 // processor that never answers fails the RPC with INTERNAL once it
 // passes.
 func TestExtProcTimeout(t *testing.T) {
-	p, _ := startProc(t, func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) { return nil, nil })
+	p, _ := testutils.StartProcCounting(t, func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) { return nil, nil })
 	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
 		m.GrpcService.Timeout = durationpb.New(100 * time.Millisecond)
 	}), procRoutes(nil))
@@ -283,12 +283,12 @@ func TestExtProcTimeout(t *testing.T) {
 // the RPC goes on without waiting for it.
 func TestExtProcObservabilityMode(t *testing.T) {
 	seen := make(chan *procv3.ProcessingRequest, 64)
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		seen <- r
 		return nil, nil // never answers
 	})
 	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
-		grpcBodies(m)
+		testutils.ProcGRPCBodies(m)
 		m.ObservabilityMode = true
 		// Long enough for every event to reach the processor before the
 		// stream closes (the half-close at the RPC's end lets it end the
@@ -334,15 +334,15 @@ func TestExtProcObservabilityMode(t *testing.T) {
 // An immediate response in answer to a client message of a stream ends
 // the stream with its status while the handler waits for the message.
 func TestExtProcImmediateResponseMidStream(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		switch {
 		case r.GetRequestHeaders() != nil:
-			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(nil)}, nil
 		case r.GetRequestBody() != nil:
 			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
 				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.Aborted)}, Details: "enough"}}}}, nil
 		}
-		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+		return []*procv3.ProcessingResponse{testutils.ProcResponseHeaders(nil)}, nil
 	})
 	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
 		m.ProcessingMode.RequestBodyMode = extprocv3.ProcessingMode_GRPC
@@ -377,17 +377,17 @@ func TestExtProcChainAndTrailersOnly(t *testing.T) {
 			switch {
 			case r.GetRequestHeaders() != nil:
 				// The second filter's stream sees the first's change.
-				filter, resp = "first", answerRequestHeaders(setHeaders("x-proc", "yes"))
-				if headerValue(r.GetRequestHeaders().GetHeaders(), "x-proc") == "yes" {
-					filter, resp = "second", answerRequestHeaders(nil)
+				filter, resp = "first", testutils.ProcRequestHeaders(testutils.ProcSetHeaders("x-proc", "yes"))
+				if testutils.ProcHeaderValue(r.GetRequestHeaders().GetHeaders(), "x-proc") == "yes" {
+					filter, resp = "second", testutils.ProcRequestHeaders(nil)
 				}
 				events <- event{filter, "request_headers", false}
 			case r.GetResponseHeaders() != nil:
 				events <- event{filter, "response_headers", r.GetResponseHeaders().GetEndOfStream()}
-				resp = answerResponseHeaders(setHeaders("x-order", filter))
+				resp = testutils.ProcResponseHeaders(testutils.ProcSetHeaders("x-order", filter))
 			case r.GetResponseTrailers() != nil:
 				events <- event{filter, "response_trailers", false}
-				resp = answerTrailers(nil)
+				resp = testutils.ProcTrailers(nil)
 			default:
 				events <- event{filter, "other", false}
 				continue
@@ -465,17 +465,17 @@ func TestExtProcChainAndTrailersOnly(t *testing.T) {
 // for a drain; the filter half-closes its stream, the processor ends it
 // with OK, and the stream's later messages go on untouched.
 func TestExtProcDrain(t *testing.T) {
-	p, _ := startProc(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 		switch {
 		case r.GetRequestHeaders() != nil:
-			return []*procv3.ProcessingResponse{answerRequestHeaders(nil)}, nil
+			return []*procv3.ProcessingResponse{testutils.ProcRequestHeaders(nil)}, nil
 		case r.GetRequestBody() != nil:
-			v, _ := unmarshalString(r.GetRequestBody().GetBody())
-			resp := answerBody(true, v+"-proc", false, false)
+			v := testutils.ProcString(r.GetRequestBody().GetBody())
+			resp := testutils.ProcBody(true, v+"-proc", false, false)
 			resp.RequestDrain = true
 			return []*procv3.ProcessingResponse{resp}, nil
 		}
-		return []*procv3.ProcessingResponse{answerResponseHeaders(nil)}, nil
+		return []*procv3.ProcessingResponse{testutils.ProcResponseHeaders(nil)}, nil
 	})
 	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
 		m.ProcessingMode.RequestBodyMode = extprocv3.ProcessingMode_GRPC
@@ -554,11 +554,11 @@ func (c compressions) HandleConn(context.Context, stats.ConnStats)              
 // The processor's messages are sent uncompressed (gRFC A93), where the
 // server would otherwise answer a gzip client with gzip.
 func TestExtProcRepliesUncompressed(t *testing.T) {
-	p, _ := startProc(t, marking)
+	p, _ := testutils.StartProcCounting(t, marking)
 	noBodies := testutils.MarshalAny(&extprocv3.ExtProcPerRoute{Override: &extprocv3.ExtProcPerRoute_Overrides{Overrides: &extprocv3.ExtProcOverrides{
 		ProcessingMode: &extprocv3.ProcessingMode{},
 	}}})
-	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), grpcBodies), procRoutes(noBodies))
+	e := procEnv(t, p.Target(), testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies), procRoutes(noBodies))
 	got := make(compressions, 4)
 	conn, err := grpc.NewClient(e.lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithStatsHandler(got))
 	if err != nil {
