@@ -4,8 +4,10 @@
 // the service the filter's GrpcService names, which the owner's
 // extauthzgrpc.Channels keeps (gRFC A102's target and credentials), and
 // converts the data plane's plain messages to the protos and back.
-// Packages xdsserver and grpcxds use it; httpxds runs no external
-// processing.
+// Packages xdsserver and grpcxds use it, with the pieces of call.go
+// that both their interceptors run around an extproc.Call (a Call's
+// status as gRPC's, a message serialized for the processor and back, a
+// unary RPC's one request); httpxds runs no external processing.
 package extprocgrpc
 
 import (
