@@ -200,21 +200,13 @@ func TestClientLocalOriginFailurePercentage(t *testing.T) {
 				}
 			}
 			res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
-			res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
-				Interval:                              durationpb.New(10 * time.Second),
-				BaseEjectionTime:                      durationpb.New(time.Minute),
-				MaxEjectionPercent:                    wrapperspb.UInt32(50),
-				FailurePercentageThreshold:            wrapperspb.UInt32(50),
-				EnforcingFailurePercentage:            wrapperspb.UInt32(100),
-				FailurePercentageMinimumHosts:         wrapperspb.UInt32(1),
-				FailurePercentageRequestVolume:        wrapperspb.UInt32(5),
-				EnforcingSuccessRate:                  wrapperspb.UInt32(0),
-				EnforcingLocalOriginSuccessRate:       wrapperspb.UInt32(0),
-				EnforcingConsecutive_5Xx:              wrapperspb.UInt32(0),
-				ConsecutiveLocalOriginFailure:         wrapperspb.UInt32(0),
-				SplitExternalLocalOriginErrors:        tc.split,
-				EnforcingFailurePercentageLocalOrigin: wrapperspb.UInt32(tc.localEnf),
-			}
+			od := failurePercentage()
+			od.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
+			od.EnforcingConsecutive_5Xx = wrapperspb.UInt32(0)
+			od.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(0)
+			od.SplitExternalLocalOriginErrors = tc.split
+			od.EnforcingFailurePercentageLocalOrigin = wrapperspb.UInt32(tc.localEnf)
+			res.Clusters[0].OutlierDetection = od
 			e.update(res)
 			send := func() (failed int) {
 				for range 20 {

@@ -9,9 +9,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
@@ -43,16 +40,7 @@ func TestClientHTTPSRefusalDoesNotEject(t *testing.T) {
 	e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
 	a, b := newBackend(t, "a"), newBackend(t, "b")
 	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a, b}})
-	res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
-		Interval:                       durationpb.New(10 * time.Second),
-		BaseEjectionTime:               durationpb.New(time.Minute),
-		MaxEjectionPercent:             wrapperspb.UInt32(50),
-		FailurePercentageThreshold:     wrapperspb.UInt32(50),
-		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
-		FailurePercentageMinimumHosts:  wrapperspb.UInt32(1),
-		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
-		EnforcingSuccessRate:           wrapperspb.UInt32(0),
-	}
+	res.Clusters[0].OutlierDetection = failurePercentage()
 	e.update(res)
 	refusedHTTPS(t, e, 20)
 	clock.Advance(10 * time.Second) // the interval ends: failure_percentage judges
@@ -81,31 +69,8 @@ func TestClientHTTPSRefusalLoadReport(t *testing.T) {
 	e.update(res)
 	const n = 5
 	refusedHTTPS(t, e, n)
-	st, err := lrs.NextStream(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.NextRequest(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	var issued, succeeded, errored, inProgress uint64
-	for issued < n {
-		req, err := st.NextRequest(e.ctx)
-		if err != nil {
-			t.Fatalf("%v; issued so far: %d", err, issued)
-		}
-		for _, cs := range req.ClusterStats {
-			for _, ls := range cs.UpstreamLocalityStats {
-				issued += ls.TotalIssuedRequests
-				succeeded += ls.TotalSuccessfulRequests
-				errored += ls.TotalErrorRequests
-				inProgress = ls.TotalRequestsInProgress
-			}
-		}
-	}
+	st := lrsStream(t, e, lrs)
+	issued, succeeded, errored, inProgress := localityTotals(t, e, st, n)
 	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 || b.count() != 0 {
 		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d (backend served %d); want %d, 0, 0, 0 (0)",
 			issued, succeeded, errored, inProgress, b.count(), n)
