@@ -69,15 +69,10 @@ func TestClientLoadReporting(t *testing.T) {
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
 	ok, fail := newBackend(t, "ok"), newBackend(t, "fail")
 	fail.handler = func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusBadGateway) }
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: ok.port, Locality: testutils.Locality{Region: "r", Zone: "zone-ok"}},
-		{Host: "127.0.0.1", Port: fail.port, Locality: testutils.Locality{Region: "r", Zone: "zone-fail"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: ok.port, Locality: testutils.Locality{Region: "r", Zone: "zone-ok"}},
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: fail.port, Locality: testutils.Locality{Region: "r", Zone: "zone-fail"}},
+	))
 	const n = 20
 	for range n {
 		e.get("/x")
@@ -284,14 +279,9 @@ func TestClientLoadReportingCallerCancel(t *testing.T) {
 		case <-release:
 		}
 	}
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	))
 	const n = 5
 	for range n {
 		ctx, cancel := context.WithCancel(e.ctx)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -424,4 +425,35 @@ func blocksOn(tr *httpxds.Transport) bool {
 	case <-time.After(testTimeout / 2):
 		return true
 	}
+}
+
+// reportingWorld routes every request to cluster "c", which reports its
+// load to the management server itself (lrs_server: self), over eps.
+func reportingWorld(eps ...testutils.EndpointSpec) testutils.Resources {
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+	c := testutils.Cluster("c", "c")
+	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters = []*clusterv3.Cluster{c}
+	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", eps)}
+	return res
+}
+
+// unanswered sends n GET /x requests one at a time and returns how many
+// got no response; a response other than 200 fails the test.
+func unanswered(t *testing.T, e *cenv, n int) (failed int) {
+	t.Helper()
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.do(req)
+		switch {
+		case err != nil:
+			failed++
+		case got.status != http.StatusOK:
+			t.Fatalf("a response %d, want 200 or no response", got.status)
+		}
+	}
+	return failed
 }

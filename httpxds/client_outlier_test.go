@@ -101,20 +101,7 @@ func TestClientConsecutiveConnectionFailures(t *testing.T) {
 		Consecutive_5Xx:                    wrapperspb.UInt32(1000),
 		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
 	})
-	failed := 0
-	for range 30 {
-		req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := e.do(req)
-		switch {
-		case err != nil:
-			failed++
-		case got.status != http.StatusOK:
-			t.Fatalf("a response %d, want 200 or no response", got.status)
-		}
-	}
+	failed := unanswered(t, e, 30)
 	if failed != 5 {
 		t.Errorf("%d requests failed, want 5 (then the endpoint ejected)", failed)
 	}
@@ -153,20 +140,7 @@ func TestClientLocalOriginSplit(t *testing.T) {
 				SplitExternalLocalOriginErrors:     tc.split,
 				ConsecutiveLocalOriginFailure:      tc.localRun,
 			})
-			failed := 0
-			for range 30 {
-				req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := e.do(req)
-				switch {
-				case err != nil:
-					failed++
-				case got.status != http.StatusOK:
-					t.Fatalf("a response %d, want 200 or no response", got.status)
-				}
-			}
+			failed := unanswered(t, e, 30)
 			if failed != tc.wantFailed {
 				t.Errorf("%d requests failed, want %d", failed, tc.wantFailed)
 			}

@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
 )
@@ -59,14 +55,9 @@ func TestClientHTTPSRefusalLoadReport(t *testing.T) {
 	lrs := testutils.NewLRSServer()
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
 	b := newBackend(t, "b")
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	))
 	const n = 5
 	refusedHTTPS(t, e, n)
 	st := lrsStream(t, e, lrs)
