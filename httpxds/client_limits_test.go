@@ -6,8 +6,6 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/testutils"
@@ -19,17 +17,6 @@ func connLimits(pending, conns uint32) *clusterv3.CircuitBreakers {
 	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 		MaxPendingRequests: wrapperspb.UInt32(pending), MaxConnections: wrapperspb.UInt32(conns),
 	}}}
-}
-
-// h2cOptions are HttpProtocolOptions asking for HTTP/2 (h2c without TLS).
-func h2cOptions() map[string]*anypb.Any {
-	return map[string]*anypb.Any{
-		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-			}},
-		}),
-	}
 }
 
 // blocking makes b's handler tell entered of each request and hold it
