@@ -7,13 +7,8 @@ import (
 	"syscall"
 	"testing"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	"google.golang.org/protobuf/types/known/anypb"
-
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/metrics/promxds"
-	"github.com/goxds/xds/testutils"
 )
 
 // cpuTime is the process's user and system CPU time so far, in ns.
@@ -57,13 +52,7 @@ func BenchmarkClientRoundTrip(b *testing.B) {
 		rc := routes("rc", toCluster(prefix("/health"), "c", nil), toCluster(prefix("/static/"), "c", nil), toCluster(prefix("/api/"), "c", nil))
 		res := world(rc, map[string][]*backend{"c": {a}})
 		if h2 {
-			res.Clusters[0].TypedExtensionProtocolOptions = map[string]*anypb.Any{
-				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-					UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-						ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-					}},
-				}),
-			}
+			res.Clusters[0].TypedExtensionProtocolOptions = h2cOptions()
 		}
 		for _, e := range []*cenv{e, em} {
 			e.update(res)

@@ -19,8 +19,6 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/httpxds"
@@ -41,19 +39,12 @@ func TestClientOutlierDetection(t *testing.T) {
 	bad, good := newBackend(t, "bad"), newBackend(t, "good")
 	bad.handler = func(w http.ResponseWriter, r *http.Request) { http.Error(w, "bad", http.StatusInternalServerError) }
 	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
-	res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
-		Interval:                       durationpb.New(10 * time.Second),
-		BaseEjectionTime:               durationpb.New(time.Minute),
-		MaxEjectionPercent:             wrapperspb.UInt32(50),
-		FailurePercentageThreshold:     wrapperspb.UInt32(50),
-		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
-		FailurePercentageMinimumHosts:  wrapperspb.UInt32(2),
-		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
-		EnforcingSuccessRate:           wrapperspb.UInt32(0),
-		// consecutive_5xx (client_outlier_test.go) would eject bad
-		// before the interval: off, to see the failure percentage's.
-		EnforcingConsecutive_5Xx: wrapperspb.UInt32(0),
-	}
+	od := failurePercentage()
+	od.FailurePercentageMinimumHosts = wrapperspb.UInt32(2)
+	// consecutive_5xx (client_outlier_test.go) would eject bad
+	// before the interval: off, to see the failure percentage's.
+	od.EnforcingConsecutive_5Xx = wrapperspb.UInt32(0)
+	res.Clusters[0].OutlierDetection = od
 	e.update(res)
 	for range 20 {
 		e.get("/x")
@@ -78,29 +69,15 @@ func TestClientLoadReporting(t *testing.T) {
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
 	ok, fail := newBackend(t, "ok"), newBackend(t, "fail")
 	fail.handler = func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusBadGateway) }
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: ok.port, Locality: testutils.Locality{Region: "r", Zone: "zone-ok"}},
-		{Host: "127.0.0.1", Port: fail.port, Locality: testutils.Locality{Region: "r", Zone: "zone-fail"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: ok.port, Locality: testutils.Locality{Region: "r", Zone: "zone-ok"}},
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: fail.port, Locality: testutils.Locality{Region: "r", Zone: "zone-fail"}},
+	))
 	const n = 20
 	for range n {
 		e.get("/x")
 	}
-	st, err := lrs.NextStream(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.NextRequest(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
+	st := lrsStream(t, e, lrs)
 	got := map[string][2]uint64{} // zone: issued, errored
 	for {
 		req, err := st.NextRequest(e.ctx)
@@ -302,14 +279,9 @@ func TestClientLoadReportingCallerCancel(t *testing.T) {
 		case <-release:
 		}
 	}
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	))
 	const n = 5
 	for range n {
 		ctx, cancel := context.WithCancel(e.ctx)
@@ -335,31 +307,8 @@ func TestClientLoadReportingCallerCancel(t *testing.T) {
 			t.Fatalf("a cancelled request: %v, want context.Canceled", err)
 		}
 	}
-	st, err := lrs.NextStream(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.NextRequest(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	var issued, succeeded, errored, inProgress uint64
-	for issued < n {
-		req, err := st.NextRequest(e.ctx)
-		if err != nil {
-			t.Fatalf("%v; issued so far: %d", err, issued)
-		}
-		for _, cs := range req.ClusterStats {
-			for _, ls := range cs.UpstreamLocalityStats {
-				issued += ls.TotalIssuedRequests
-				succeeded += ls.TotalSuccessfulRequests
-				errored += ls.TotalErrorRequests
-				inProgress = ls.TotalRequestsInProgress
-			}
-		}
-	}
+	st := lrsStream(t, e, lrs)
+	issued, succeeded, errored, inProgress := localityTotals(t, e, st, n)
 	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 {
 		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d; want %d, 0, 0, 0", issued, succeeded, errored, inProgress, n)
 	}

@@ -12,13 +12,10 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/metrics/otelxds"
@@ -52,24 +49,10 @@ type connRecorder struct {
 func newConnRecorder() *connRecorder { return &connRecorder{got: make(chan struct{}, 100)} }
 
 func (r *connRecorder) note(format string, args ...any) {
-	if r.tr != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://lock-probe.test/", nil)
-		done := make(chan struct{})
-		go func() {
-			if resp, err := r.tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(testTimeout / 2):
-			r.mu.Lock()
-			r.underLock = true
-			r.mu.Unlock()
-		}
+	if r.tr != nil && blocksOn(r.tr) {
+		r.mu.Lock()
+		r.underLock = true
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.heard = append(r.heard, fmt.Sprintf(format, args...))
@@ -227,13 +210,7 @@ func TestClientConnectionMetricsTLS(t *testing.T) {
 		switch c.Name {
 		case "h2":
 			secure(c, "id", "roots", upstreamDNS)
-			c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
-				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-					UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-						ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-					}},
-				}),
-			}
+			c.TypedExtensionProtocolOptions = h2cOptions()
 		case "badsan":
 			secure(c, "id", "roots", "someone.else")
 		}

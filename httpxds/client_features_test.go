@@ -18,7 +18,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -105,13 +104,7 @@ func TestClientH2C(t *testing.T) {
 		s.Protocols.SetUnencryptedHTTP2(true)
 	})
 	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}})
-	res.Clusters[0].TypedExtensionProtocolOptions = map[string]*anypb.Any{
-		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-			}},
-		}),
-	}
+	res.Clusters[0].TypedExtensionProtocolOptions = h2cOptions()
 	e.update(res)
 	e.want(e.get("/x"), 200, "proto=HTTP/2.0")
 }
@@ -192,13 +185,7 @@ func TestClientUpstreamMTLS(t *testing.T) {
 			secure(c, "id", "roots", upstreamDNS)
 		case "h2":
 			secure(c, "id", "roots", upstreamDNS)
-			c.TypedExtensionProtocolOptions = map[string]*anypb.Any{
-				"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-					UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-						ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-					}},
-				}),
-			}
+			c.TypedExtensionProtocolOptions = h2cOptions()
 		case "badsan":
 			secure(c, "id", "roots", "someone.else")
 		case "noinst":

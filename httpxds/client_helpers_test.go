@@ -11,14 +11,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
-
+	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/bootstrap"
@@ -342,5 +347,126 @@ func (b *backend) waitAllClosed(t testing.TB, ctx context.Context) {
 			t.Fatalf("backend %s: %d connections opened, %d closed; want all closed", b.name, open, closed)
 		case <-changed:
 		}
+	}
+}
+
+// lrsStream waits for the client's LRS stream on lrs and its first
+// request, and asks for every cluster's load every 50ms.
+func lrsStream(t *testing.T, e *cenv, lrs *testutils.LRSServer) *testutils.LRSStream {
+	t.Helper()
+	st, err := lrs.NextStream(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.NextRequest(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// localityTotals reads st's load reports until they count n issued
+// requests, summing every locality's; inProgress is the last one reported.
+func localityTotals(t *testing.T, e *cenv, st *testutils.LRSStream, n uint64) (issued, succeeded, errored, inProgress uint64) {
+	t.Helper()
+	for issued < n {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatalf("%v; issued so far: %d", err, issued)
+		}
+		for _, cs := range req.ClusterStats {
+			for _, ls := range cs.UpstreamLocalityStats {
+				issued += ls.TotalIssuedRequests
+				succeeded += ls.TotalSuccessfulRequests
+				errored += ls.TotalErrorRequests
+				inProgress = ls.TotalRequestsInProgress
+			}
+		}
+	}
+	return issued, succeeded, errored, inProgress
+}
+
+// failurePercentage is outlier detection by failure percentage alone
+// (success rate not enforced): judged every 10s, over hosts with 5
+// requests or more, ejecting one at 50% failures for a minute, at most
+// half of the hosts.
+func failurePercentage() *clusterv3.OutlierDetection {
+	return &clusterv3.OutlierDetection{
+		Interval:                       durationpb.New(10 * time.Second),
+		BaseEjectionTime:               durationpb.New(time.Minute),
+		MaxEjectionPercent:             wrapperspb.UInt32(50),
+		FailurePercentageThreshold:     wrapperspb.UInt32(50),
+		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
+		FailurePercentageMinimumHosts:  wrapperspb.UInt32(1),
+		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
+		EnforcingSuccessRate:           wrapperspb.UInt32(0),
+	}
+}
+
+// blocksOn reports whether a request through tr (already cancelled, so
+// it goes no further than the Transport's own bookkeeping) fails to
+// return within testTimeout/2: a recorder calls it from a callback to
+// tell whether the callback runs under the Transport's lock.
+func blocksOn(tr *httpxds.Transport) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://lock-probe.test/", nil)
+	done := make(chan struct{})
+	go func() {
+		if resp, err := tr.RoundTrip(req); err == nil {
+			resp.Body.Close()
+		}
+		close(done)
+	}()
+	select {
+	case <-done:
+		return false
+	case <-time.After(testTimeout / 2):
+		return true
+	}
+}
+
+// reportingWorld routes every request to cluster "c", which reports its
+// load to the management server itself (lrs_server: self), over eps.
+func reportingWorld(eps ...testutils.EndpointSpec) testutils.Resources {
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
+	c := testutils.Cluster("c", "c")
+	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters = []*clusterv3.Cluster{c}
+	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", eps)}
+	return res
+}
+
+// unanswered sends n GET /x requests one at a time and returns how many
+// got no response; a response other than 200 fails the test.
+func unanswered(t *testing.T, e *cenv, n int) (failed int) {
+	t.Helper()
+	for range n {
+		req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.do(req)
+		switch {
+		case err != nil:
+			failed++
+		case got.status != http.StatusOK:
+			t.Fatalf("a response %d, want 200 or no response", got.status)
+		}
+	}
+	return failed
+}
+
+// h2cOptions are a cluster's HttpProtocolOptions asking for HTTP/2: h2
+// over TLS, h2c without.
+func h2cOptions() map[string]*anypb.Any {
+	return map[string]*anypb.Any{
+		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
+			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
+				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
+			}},
+		}),
 	}
 }

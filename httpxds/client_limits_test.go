@@ -3,14 +3,9 @@ package httpxds_test
 import (
 	"net/http"
 	"testing"
-	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
-	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
-	"google.golang.org/protobuf/types/known/anypb"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/testutils"
@@ -22,17 +17,6 @@ func connLimits(pending, conns uint32) *clusterv3.CircuitBreakers {
 	return &clusterv3.CircuitBreakers{Thresholds: []*clusterv3.CircuitBreakers_Thresholds{{
 		MaxPendingRequests: wrapperspb.UInt32(pending), MaxConnections: wrapperspb.UInt32(conns),
 	}}}
-}
-
-// h2cOptions are HttpProtocolOptions asking for HTTP/2 (h2c without TLS).
-func h2cOptions() map[string]*anypb.Any {
-	return map[string]*anypb.Any{
-		"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": testutils.MarshalAny(&httpv3.HttpProtocolOptions{
-			UpstreamProtocolOptions: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_{ExplicitHttpConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig{
-				ProtocolConfig: &httpv3.HttpProtocolOptions_ExplicitHttpConfig_Http2ProtocolOptions{Http2ProtocolOptions: &corev3.Http2ProtocolOptions{}},
-			}},
-		}),
-	}
 }
 
 // blocking makes b's handler tell entered of each request and hold it
@@ -205,16 +189,7 @@ func TestClientMaxPendingRequestsLoadReport(t *testing.T) {
 		e.want(recv(t, e, out, "the other responses"), http.StatusOK, "")
 	}
 
-	st, err := lrs.NextStream(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.NextRequest(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
+	st := lrsStream(t, e, lrs)
 	var issued, dropped uint64
 	for issued < 2 || dropped < 1 {
 		req, err := st.NextRequest(e.ctx)

@@ -50,24 +50,10 @@ type outlierRecorder struct {
 func newOutlierRecorder() *outlierRecorder { return &outlierRecorder{got: make(chan struct{}, 100)} }
 
 func (r *outlierRecorder) note(e ejection) {
-	if r.tr != nil {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://lock-probe.test/", nil)
-		done := make(chan struct{})
-		go func() {
-			if resp, err := r.tr.RoundTrip(req); err == nil {
-				resp.Body.Close()
-			}
-			close(done)
-		}()
-		select {
-		case <-done:
-		case <-time.After(testTimeout / 2):
-			r.mu.Lock()
-			r.underLock = true
-			r.mu.Unlock()
-		}
+	if r.tr != nil && blocksOn(r.tr) {
+		r.mu.Lock()
+		r.underLock = true
+		r.mu.Unlock()
 	}
 	r.mu.Lock()
 	r.heard = append(r.heard, e)

@@ -101,20 +101,7 @@ func TestClientConsecutiveConnectionFailures(t *testing.T) {
 		Consecutive_5Xx:                    wrapperspb.UInt32(1000),
 		EnforcingConsecutiveGatewayFailure: wrapperspb.UInt32(100),
 	})
-	failed := 0
-	for range 30 {
-		req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := e.do(req)
-		switch {
-		case err != nil:
-			failed++
-		case got.status != http.StatusOK:
-			t.Fatalf("a response %d, want 200 or no response", got.status)
-		}
-	}
+	failed := unanswered(t, e, 30)
 	if failed != 5 {
 		t.Errorf("%d requests failed, want 5 (then the endpoint ejected)", failed)
 	}
@@ -153,20 +140,7 @@ func TestClientLocalOriginSplit(t *testing.T) {
 				SplitExternalLocalOriginErrors:     tc.split,
 				ConsecutiveLocalOriginFailure:      tc.localRun,
 			})
-			failed := 0
-			for range 30 {
-				req, err := http.NewRequest(http.MethodGet, "http://"+svcHost+"/x", nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := e.do(req)
-				switch {
-				case err != nil:
-					failed++
-				case got.status != http.StatusOK:
-					t.Fatalf("a response %d, want 200 or no response", got.status)
-				}
-			}
+			failed := unanswered(t, e, 30)
 			if failed != tc.wantFailed {
 				t.Errorf("%d requests failed, want %d", failed, tc.wantFailed)
 			}
@@ -200,21 +174,13 @@ func TestClientLocalOriginFailurePercentage(t *testing.T) {
 				}
 			}
 			res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {bad, good}})
-			res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
-				Interval:                              durationpb.New(10 * time.Second),
-				BaseEjectionTime:                      durationpb.New(time.Minute),
-				MaxEjectionPercent:                    wrapperspb.UInt32(50),
-				FailurePercentageThreshold:            wrapperspb.UInt32(50),
-				EnforcingFailurePercentage:            wrapperspb.UInt32(100),
-				FailurePercentageMinimumHosts:         wrapperspb.UInt32(1),
-				FailurePercentageRequestVolume:        wrapperspb.UInt32(5),
-				EnforcingSuccessRate:                  wrapperspb.UInt32(0),
-				EnforcingLocalOriginSuccessRate:       wrapperspb.UInt32(0),
-				EnforcingConsecutive_5Xx:              wrapperspb.UInt32(0),
-				ConsecutiveLocalOriginFailure:         wrapperspb.UInt32(0),
-				SplitExternalLocalOriginErrors:        tc.split,
-				EnforcingFailurePercentageLocalOrigin: wrapperspb.UInt32(tc.localEnf),
-			}
+			od := failurePercentage()
+			od.EnforcingLocalOriginSuccessRate = wrapperspb.UInt32(0)
+			od.EnforcingConsecutive_5Xx = wrapperspb.UInt32(0)
+			od.ConsecutiveLocalOriginFailure = wrapperspb.UInt32(0)
+			od.SplitExternalLocalOriginErrors = tc.split
+			od.EnforcingFailurePercentageLocalOrigin = wrapperspb.UInt32(tc.localEnf)
+			res.Clusters[0].OutlierDetection = od
 			e.update(res)
 			send := func() (failed int) {
 				for range 20 {

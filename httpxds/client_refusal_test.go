@@ -6,13 +6,6 @@ import (
 	"testing"
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	lrsv3 "github.com/envoyproxy/go-control-plane/envoy/service/load_stats/v3"
-	"google.golang.org/protobuf/types/known/durationpb"
-	"google.golang.org/protobuf/types/known/wrapperspb"
-
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
 )
@@ -43,16 +36,7 @@ func TestClientHTTPSRefusalDoesNotEject(t *testing.T) {
 	e := newCEnv(t, cenvOptions{opts: func(o *httpxds.TransportOptions) { o.Clock = clock }})
 	a, b := newBackend(t, "a"), newBackend(t, "b")
 	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a, b}})
-	res.Clusters[0].OutlierDetection = &clusterv3.OutlierDetection{
-		Interval:                       durationpb.New(10 * time.Second),
-		BaseEjectionTime:               durationpb.New(time.Minute),
-		MaxEjectionPercent:             wrapperspb.UInt32(50),
-		FailurePercentageThreshold:     wrapperspb.UInt32(50),
-		EnforcingFailurePercentage:     wrapperspb.UInt32(100),
-		FailurePercentageMinimumHosts:  wrapperspb.UInt32(1),
-		FailurePercentageRequestVolume: wrapperspb.UInt32(5),
-		EnforcingSuccessRate:           wrapperspb.UInt32(0),
-	}
+	res.Clusters[0].OutlierDetection = failurePercentage()
 	e.update(res)
 	refusedHTTPS(t, e, 20)
 	clock.Advance(10 * time.Second) // the interval ends: failure_percentage judges
@@ -71,41 +55,13 @@ func TestClientHTTPSRefusalLoadReport(t *testing.T) {
 	lrs := testutils.NewLRSServer()
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
 	b := newBackend(t, "b")
-	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), nil)
-	c := testutils.Cluster("c", "c")
-	c.LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
-	res.Clusters = []*clusterv3.Cluster{c}
-	res.Endpoints = []*endpointv3.ClusterLoadAssignment{testutils.Endpoints("c", []testutils.EndpointSpec{
-		{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
-	})}
-	e.update(res)
+	e.update(reportingWorld(
+		testutils.EndpointSpec{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
+	))
 	const n = 5
 	refusedHTTPS(t, e, n)
-	st, err := lrs.NextStream(e.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.NextRequest(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Send(&lrsv3.LoadStatsResponse{SendAllClusters: true, LoadReportingInterval: durationpb.New(50 * time.Millisecond)}); err != nil {
-		t.Fatal(err)
-	}
-	var issued, succeeded, errored, inProgress uint64
-	for issued < n {
-		req, err := st.NextRequest(e.ctx)
-		if err != nil {
-			t.Fatalf("%v; issued so far: %d", err, issued)
-		}
-		for _, cs := range req.ClusterStats {
-			for _, ls := range cs.UpstreamLocalityStats {
-				issued += ls.TotalIssuedRequests
-				succeeded += ls.TotalSuccessfulRequests
-				errored += ls.TotalErrorRequests
-				inProgress = ls.TotalRequestsInProgress
-			}
-		}
-	}
+	st := lrsStream(t, e, lrs)
+	issued, succeeded, errored, inProgress := localityTotals(t, e, st, n)
 	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 || b.count() != 0 {
 		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d (backend served %d); want %d, 0, 0, 0 (0)",
 			issued, succeeded, errored, inProgress, b.count(), n)

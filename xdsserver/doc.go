@@ -51,8 +51,11 @@
 // match and the RBAC evaluation are the data plane's (package
 // dataplane/authz, shared with other servers); this package binds them
 // to grpc-go's server, its peer and its metadata. A filter this
-// package has no code for fails the RPC (UNAVAILABLE) rather than being
-// skipped.
+// package has no code for (a type registered for servers in the client's
+// resources.Registry) is skipped when the Listener marks it is_optional,
+// as gRFC A39 says of an unsupported optional filter and as httpxds does;
+// a required one fails the RPC (UNAVAILABLE, naming the listener and the
+// filter) rather than being skipped, since it may be a security filter.
 //
 // The external authorization filter (gRFC A92) asks the service its
 // GrpcService names (gRFC A102: a trusted server's target and

@@ -102,17 +102,20 @@ func (g *generation) check(ctxp *context.Context, method string) ([]*procRPC, er
 		return nil, s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
 	var procs []*procRPC
-	err = runFilters(ctxp, &procs, s, fc, vh, route, method, md, local, remote, p)
+	err = g.runFilters(ctxp, &procs, fc, vh, route, method, md, local, remote, p)
 	return procs, err
 }
 
 // runFilters runs the chain's HTTP filters, each with its most specific
 // override (route, then virtual host). A filter this server has no code
-// for fails the RPC rather than being skipped: it may be a security filter.
+// for (a type registered with ServerSide but no runtime here) is skipped
+// if it is optional, as gRFC A39 says of an unsupported optional filter,
+// and otherwise fails the RPC: it may be a security filter.
 // *ctxp is the RPC's context, which ext_authz and ext_proc may replace;
 // the external processing filters started are appended to *procs.
-func runFilters(ctxp *context.Context, procs *[]*procRPC, s *GRPCServer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+func (g *generation) runFilters(ctxp *context.Context, procs *[]*procRPC, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
+	s := g.l.s
 	for i := range fc.HTTPFilters {
 		f := &fc.HTTPFilters[i]
 		cfg, on := f.EffectiveConfig(route.FilterOverrides, vh.FilterOverrides)
@@ -156,7 +159,13 @@ func runFilters(ctxp *context.Context, procs *[]*procRPC, s *GRPCServer, fc *res
 				return status.Errorf(codes.PermissionDenied, "xdsserver: RBAC: %s matched no allow policy", method)
 			}
 		default:
-			return s.rpcError(codes.Unavailable, "HTTP filter %q (%s) has no server implementation", f.Name, f.TypeURL)
+			// As httpxds's server and both clients treat a filter they
+			// cannot run (dataplane/httpfilter): Envoy's is_optional says
+			// whether it may be left out.
+			if f.IsOptional {
+				continue
+			}
+			return s.rpcError(codes.Unavailable, "listener %q: HTTP filter %q of type %s has no server implementation", g.l.core.Name(), f.Name, f.TypeURL)
 		}
 	}
 	return nil
