@@ -443,13 +443,7 @@ type retryHeaderView http.Header
 
 func (h retryHeaderView) Get(name string) (string, bool) {
 	vs := http.Header(h)[canonicalKey(name)]
-	switch len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
+	return route.JoinValues(vs)
 }
 
 func (h retryHeaderView) Last(name string) (string, bool) {

@@ -319,13 +319,7 @@ func (q *request) Last(name string) (string, bool) { return lastHeader(q.r.Heade
 // joined with commas, as Envoy's header matchers see them.
 func headerValue(h http.Header, name string) (string, bool) {
 	vs := h[textproto.CanonicalMIMEHeaderKey(name)]
-	switch len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
+	return route.JoinValues(vs)
 }
 
 // lastHeader is route.Headers' Last of h: a repeated header's last value.

@@ -19,13 +19,7 @@ func (h GRPCHeaders) Get(name string) (string, bool) {
 		return "application/grpc", true
 	}
 	vs := h[name]
-	switch len(vs) {
-	case 0:
-		return "", false
-	case 1:
-		return vs[0], true
-	}
-	return strings.Join(vs, ","), true
+	return JoinValues(vs)
 }
 
 // Last implements Headers: the last value as sent.

@@ -3,6 +3,7 @@ package route
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/goxds/xds/resources"
@@ -18,6 +19,18 @@ type Headers interface {
 	// Last returns the last value of header name, and whether the request
 	// has it: what fault injection's control headers read.
 	Last(name string) (string, bool)
+}
+
+// JoinValues is a header's values as Headers.Get gives them: joined with
+// ",", and whether there was any.
+func JoinValues(vs []string) (string, bool) {
+	switch len(vs) {
+	case 0:
+		return "", false
+	case 1:
+		return vs[0], true
+	}
+	return strings.Join(vs, ","), true
 }
 
 // Request is one request to route.
