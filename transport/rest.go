@@ -309,12 +309,22 @@ func (s *restStream) poll() {
 				break // the client's reply is the next poll
 			}
 			// Nothing changed: ask again later, unless a new request
-			// comes first.
+			// comes first. A wake of the send this poll carries is
+			// stale (take found its request before it drained the
+			// wake), and does not cut the wait short.
 			t := time.NewTimer(s.p.refresh)
-			select {
-			case <-t.C:
-			case <-s.wake:
-			case <-s.ctx.Done():
+		wait:
+			for {
+				select {
+				case <-t.C:
+					break wait
+				case <-s.wake:
+					if s.superseded(gen) {
+						break wait
+					}
+				case <-s.ctx.Done():
+					break wait
+				}
 			}
 			t.Stop()
 			if s.ctx.Err() != nil {
