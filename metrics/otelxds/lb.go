@@ -30,15 +30,12 @@ func NewOutlierMetrics(mp metric.MeterProvider) (*OutlierMetrics, error) {
 	if mp == nil {
 		return nil, errors.New("otelxds: nil MeterProvider")
 	}
-	meter := mp.Meter(ScopeName)
-	enforced, err1 := meter.Int64Counter(a91.EjectionsEnforced.Name,
-		metric.WithDescription(a91.EjectionsEnforced.Description), metric.WithUnit(a91.EjectionsEnforced.Unit))
-	unenforced, err2 := meter.Int64Counter(a91.EjectionsUnenforced.Name,
-		metric.WithDescription(a91.EjectionsUnenforced.Description), metric.WithUnit(a91.EjectionsUnenforced.Unit))
-	if err := errors.Join(err1, err2); err != nil {
+	ins := &instruments{meter: mp.Meter(ScopeName)}
+	m := &OutlierMetrics{enforced: ins.counter(a91.EjectionsEnforced), unenforced: ins.counter(a91.EjectionsUnenforced)}
+	if err := errors.Join(ins.errs...); err != nil {
 		return nil, err
 	}
-	return &OutlierMetrics{enforced: enforced, unenforced: unenforced}, nil
+	return m, nil
 }
 
 // EjectionEnforced implements grpcxds.OutlierMetrics.
@@ -155,21 +152,12 @@ func newConnInstruments(mp metric.MeterProvider, ins []a94.Instrument, target bo
 	if mp == nil {
 		return connInstruments{}, errors.New("otelxds: nil MeterProvider")
 	}
-	meter := mp.Meter(ScopeName)
-	var errs []error
-	counter := func(in a94.Instrument) metric.Int64Counter {
-		c, err := meter.Int64Counter(in.Name, metric.WithDescription(in.Description), metric.WithUnit(in.Unit))
-		errs = append(errs, err)
-		return c
-	}
-	c := connInstruments{disconnections: counter(ins[0]), succeeded: counter(ins[1]), failed: counter(ins[2]),
-		target: target}
-	open, err := meter.Int64UpDownCounter(ins[3].Name,
-		metric.WithDescription(ins[3].Description), metric.WithUnit(ins[3].Unit))
-	if err := errors.Join(append(errs, err)...); err != nil {
+	m := &instruments{meter: mp.Meter(ScopeName)}
+	c := connInstruments{disconnections: m.counter(ins[0]), succeeded: m.counter(ins[1]), failed: m.counter(ins[2]),
+		open: m.upDown(ins[3]), target: target}
+	if err := errors.Join(m.errs...); err != nil {
 		return connInstruments{}, err
 	}
-	c.open = open
 	return c, nil
 }
 

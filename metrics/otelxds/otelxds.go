@@ -68,26 +68,18 @@ func New(mp metric.MeterProvider, opts Options) (*Metrics, error) {
 		m.typeLabel = a78.ResourceType
 	}
 	meter := mp.Meter(ScopeName)
-	var errs []error
-	counter := func(in a78.Instrument) metric.Int64Counter {
-		c, err := meter.Int64Counter(in.Name, metric.WithDescription(in.Description), metric.WithUnit(in.Unit))
-		errs = append(errs, err)
-		return c
-	}
-	m.valid = counter(a78.ResourceUpdatesValid)
-	m.invalid = counter(a78.ResourceUpdatesInvalid)
-	m.failures = counter(a78.ServerFailure)
+	ins := &instruments{meter: meter}
+	m.valid = ins.counter(a78.ResourceUpdatesValid)
+	m.invalid = ins.counter(a78.ResourceUpdatesInvalid)
+	m.failures = ins.counter(a78.ServerFailure)
 	// The two gauges are asynchronous, as grpc-go's are: read when the
 	// reader collects, so they cost nothing between collections.
-	connected, err := meter.Int64ObservableGauge(a78.Connected.Name,
-		metric.WithDescription(a78.Connected.Description), metric.WithUnit(a78.Connected.Unit))
-	errs = append(errs, err)
-	resources, err := meter.Int64ObservableGauge(a78.Resources.Name,
-		metric.WithDescription(a78.Resources.Description), metric.WithUnit(a78.Resources.Unit))
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
+	connected := ins.gauge(a78.Connected)
+	resources := ins.gauge(a78.Resources)
+	if err := errors.Join(ins.errs...); err != nil {
 		return nil, err
 	}
+	var err error
 	m.reg, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		m.observe(o, connected, resources)
 		return nil

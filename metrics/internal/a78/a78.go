@@ -11,19 +11,13 @@ import (
 	"sync"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/metrics/internal/instrument"
 )
 
 // Instrument is one metric of gRFC A78, spelt as grpc-go (v1.85) registers
 // it, so that a dashboard or alert written for grpc-go's xDS client reads
-// goxds's the same way.
-type Instrument struct {
-	Name        string
-	Description string
-	Unit        string
-	// Labels are the attribute keys of its measurements, in grpc-go's
-	// order.
-	Labels []string
-}
+// goxds's the same way. Its Labels are in grpc-go's order.
+type Instrument = instrument.Instrument
 
 // The instruments. Names, descriptions, units and labels are grpc-go's,
 // word for word (a78_test.go holds them to grpc-go's registry): they are

@@ -4,17 +4,13 @@
 // (dataplane/outlier) and reported through grpcxds.OutlierMetrics.
 package a91
 
-// Instrument is one counter of gRFC A91.
-type Instrument struct {
-	Name        string
-	Description string
-	Unit        string
-	// Labels are the attribute keys of its measurements: grpc-go's, in
-	// its order, then grpc.lb.backend_service, which the gRFC makes
-	// optional and grpc-go does not record (it has no cluster name where
-	// its outlier detection runs); goxds always has it.
-	Labels []string
-}
+import "github.com/goxds/xds/metrics/internal/instrument"
+
+// Instrument is one counter of gRFC A91. Its Labels are grpc-go's, in its
+// order, then grpc.lb.backend_service, which the gRFC makes optional and
+// grpc-go does not record (it has no cluster name where its outlier
+// detection runs); goxds always has it.
+type Instrument = instrument.Instrument
 
 // The instruments. Names, descriptions and units are grpc-go's word for
 // word (a91_test.go holds them to grpc-go's registry).

@@ -5,15 +5,11 @@
 // counterparts for httpxds's connections (httpxds.ConnectionMetrics).
 package a94
 
-// Instrument is one instrument of gRFC A94.
-type Instrument struct {
-	Name        string
-	Description string
-	Unit        string
-	// Labels are the attribute keys of its measurements: grpc.target, then
-	// the optional labels goxds records, in grpc-go's order.
-	Labels []string
-}
+import "github.com/goxds/xds/metrics/internal/instrument"
+
+// Instrument is one instrument of gRFC A94. Its Labels are grpc.target,
+// then the optional labels goxds records, in grpc-go's order.
+type Instrument = instrument.Instrument
 
 // The instruments. Names and descriptions are grpc-go's word for word
 // (a94_test.go holds them to grpc-go's registry); so are the units but
