@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/serviceconfig"
@@ -118,6 +120,19 @@ type Options struct {
 	// measured; neither is on the per-RPC path.
 	OutlierMetrics    OutlierMetrics
 	SubchannelMetrics SubchannelMetrics
+
+	// SideChannelDialOptions are given to the channels a channel makes to
+	// the external authorization and processing services its filters
+	// name (gRFC A92, A93), before the credentials gRFC A102 gives them,
+	// which they cannot replace. Each check or processing stream has the
+	// data-plane RPC's context as its parent, so a tracing stats handler
+	// put here (grpc.WithStatsHandler) makes it a child span of the RPC's
+	// trace. That is the trace of the RPC's context as the filters get
+	// it: a span the application started, or a tracing interceptor
+	// chained before DialOptions(); one chained after them (as
+	// NewClient's opts are) runs inside the filters, and its span is not
+	// yet there.
+	SideChannelDialOptions []grpc.DialOption
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -148,6 +163,8 @@ type Builder struct {
 	retryMetrics      RetryMetrics
 	outlierMetrics    OutlierMetrics
 	subchannelMetrics SubchannelMetrics
+	// sideOpts are Options.SideChannelDialOptions.
+	sideOpts []grpc.DialOption
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -160,7 +177,8 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
-		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics}
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics,
+		sideOpts: slices.Clone(opts.SideChannelDialOptions)}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -278,6 +296,7 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
 		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
+	r.authz.DialOptions = b.sideOpts
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
 }

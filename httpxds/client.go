@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"google.golang.org/grpc"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -103,6 +105,13 @@ type TransportOptions struct {
 	// requests of one Transport still hash alike; two Transports of one
 	// process then go to endpoints of their own.
 	SourceAddress netip.Addr
+	// SideChannelDialOptions are given to the gRPC channels the Transport
+	// makes to the authorization services its ext_authz filters name
+	// (gRFC A92), before the credentials gRFC A102 gives them, which they
+	// cannot replace. Each check has the request's context as its
+	// parent, so a tracing stats handler here (grpc.WithStatsHandler)
+	// makes it a child span of the request's trace.
+	SideChannelDialOptions []grpc.DialOption
 }
 
 // Transport is an http.RoundTripper that sends each request where goxds's
@@ -207,6 +216,7 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 	t.retrier = retrier{clock: t.clock, bufferLimit: opts.RetryBufferLimit}
 	t.conns = endpoint.NewConnSink(opts.ConnectionMetrics, "")
 	t.srcHash = rand.Uint64()
+	t.authz.DialOptions = slices.Clone(opts.SideChannelDialOptions)
 	if a := opts.SourceAddress; a.IsValid() {
 		t.srcHash = xxhash.Sum64String(a.WithZone("").String())
 	}

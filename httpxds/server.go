@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
+
+	"google.golang.org/grpc"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -44,6 +47,13 @@ type Options struct {
 	// an http.Server with a 10 s ReadHeaderTimeout that speaks HTTP/1.1,
 	// HTTP/2 over TLS and HTTP/2 without TLS (prior knowledge).
 	HTTPServer *http.Server
+	// SideChannelDialOptions are given to the gRPC channels the server
+	// makes to the authorization services its ext_authz filters name
+	// (gRFC A92), before the credentials gRFC A102 gives them, which they
+	// cannot replace: a tracing or metrics stats handler
+	// (grpc.WithStatsHandler), say. Each check has the request's context
+	// (r.Context()) as its parent and sees its values.
+	SideChannelDialOptions []grpc.DialOption
 }
 
 // Server serves an http.Handler configured by xDS (gRFC A36's model, with
@@ -90,6 +100,7 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 	}
 	s := &Server{h: h, opts: opts, faults: route.NewFaults(nil)}
 	s.reports = serverlds.NewReporter(s.tell)
+	s.authzChannels.DialOptions = slices.Clone(opts.SideChannelDialOptions)
 	s.logger = opts.Logger
 	if s.logger == nil {
 		s.logger = client.DefaultLogger()

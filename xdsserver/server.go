@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -30,6 +31,7 @@ type options struct {
 	bootstrap    *bootstrap.Config
 	client       *client.Client
 	clientOpts   client.Options
+	sideOpts     []grpc.DialOption
 }
 
 // ServingModeCallback returns an option that has cb told of every change
@@ -70,6 +72,19 @@ func Logger(l *slog.Logger) grpc.ServerOption {
 // another, as with grpcxds.Options{Client: c}.
 func SharedClient(c *client.Client) grpc.ServerOption {
 	return serverOption{apply: func(o *options) { o.client = c }}
+}
+
+// SideChannelDialOptions returns an option that gives opts to the
+// channels the server makes to the external authorization and processing
+// services its filters name (gRFC A92, A93), before the credentials gRFC
+// A102 gives them, which opts cannot replace. Each check or processing
+// stream has the data-plane RPC's context as its parent (that of the
+// server's interceptors, which have the values the server's stats
+// handlers tagged it with), so a tracing stats handler here
+// (grpc.WithStatsHandler) makes it a child span of the RPC's.
+func SideChannelDialOptions(opts ...grpc.DialOption) grpc.ServerOption {
+	opts = slices.Clone(opts)
+	return serverOption{apply: func(o *options) { o.sideOpts = opts }}
 }
 
 // GRPCServer is a gRPC server configured by xDS (gRFC A36): each address
@@ -145,6 +160,7 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 		}
 		s.grpcOpts = append(s.grpcOpts, o)
 	}
+	s.authzChannels.DialOptions = s.opts.sideOpts
 	s.logger = s.opts.logger
 	if s.logger == nil {
 		// As the client's: warnings to slog.Default(), as it is when the

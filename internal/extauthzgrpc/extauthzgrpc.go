@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -33,7 +34,18 @@ import (
 // credentials, so that a configuration update that keeps them keeps the
 // channel (gRFC A92). Channels are made at the first check that needs
 // them and closed by Close. The zero value is ready to use.
+//
+// A check or processing stream is a call on one of these channels with the
+// data-plane RPC's context as its parent (its values, not always its
+// cancellation), so that a stats handler of DialOptions (an OpenTelemetry
+// one, say) sees the RPC's trace and makes the side call its child span
+// (gRFC A92, A93).
 type Channels struct {
+	// DialOptions are given to every channel before its credentials,
+	// which they cannot replace: the owner's users' stats handlers,
+	// interceptors, keepalives. Set before the first Client or Conn.
+	DialOptions []grpc.DialOption
+
 	mu     sync.Mutex
 	m      map[string]*service
 	closed bool
@@ -73,7 +85,7 @@ func (c *Channels) Conn(gs *resources.GrpcService) (grpc.ClientConnInterface, me
 	s, ok := c.m[key]
 	if !ok {
 		var err error
-		if s, err = dial(gs); err != nil {
+		if s, err = dial(gs, c.DialOptions); err != nil {
 			return nil, nil, err
 		}
 		if c.m == nil {
@@ -113,8 +125,8 @@ func channelKey(gs *resources.GrpcService) string {
 }
 
 // dial makes the channel to gs's service with the credentials gRFC A102
-// gives it.
-func dial(gs *resources.GrpcService) (*service, error) {
+// gives it, after extra.
+func dial(gs *resources.GrpcService, extra []grpc.DialOption) (*service, error) {
 	var creds *bootstrap.ChannelCredentials
 	var err error
 	switch {
@@ -128,7 +140,9 @@ func dial(gs *resources.GrpcService) (*service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("extauthzgrpc: %w", err)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds.Transport)}
+	// The credentials last: a later option wins, and A102's are not the
+	// user's to change.
+	opts := append(slices.Clip(extra), grpc.WithTransportCredentials(creds.Transport))
 	if creds.PerRPC != nil {
 		opts = append(opts, grpc.WithPerRPCCredentials(creds.PerRPC))
 	}
