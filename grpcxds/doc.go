@@ -142,7 +142,10 @@
 //     status at once; a Trailers-Only response is headers with
 //     end_of_stream. It runs once per RPC, outside the retry attempts,
 //     as the other filters do, so a retried RPC has one processing stream
-//     and every attempt sends what the processor gave.
+//     and every attempt sends what the processor gave. The check and the
+//     processing stream are calls in the RPC's context (gRFC A92, A93:
+//     child spans of its trace) on channels that take
+//     Options.SideChannelDialOptions, a tracing stats handler say.
 //   - Authority rewriting (gRFC A81): on a route whose auto_host_rewrite a
 //     trusted_xds_server set, each attempt's :authority is the hostname of
 //     the endpoint picked for it (an EDS endpoint's hostname, a

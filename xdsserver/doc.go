@@ -91,8 +91,11 @@
 // context (a handler waiting for a client message with request_body_mode
 // NONE notices when it returns). The GrpcService's timeout is the
 // stream's deadline, and the RPC's end ends the stream; message_timeout
-// is ignored, as the gRFC says. Not done: the gRFC's flow-control
-// messages, its metrics, trace propagation; response attributes (the
+// is ignored, as the gRFC says. The processing stream and the check
+// (ext_authz) have the RPC's context as their parent, and the channels
+// they go on take SideChannelDialOptions, so a tracing stats handler there
+// makes them child spans of the RPC's. Not done: the gRFC's flow-control
+// messages, its metrics; response attributes (the
 // request's are :authority, path, method, protocol, user agent, referer,
 // x-request-id and the addresses).
 //
