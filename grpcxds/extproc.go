@@ -225,7 +225,7 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 	err := invoke(ctx, req, callOpts)
 	if f, t := ps.failure(); f != nil {
 		setCallOptions(opts, nil, t)
-		return ps.finish(f)
+		return withholdReply(procs, reply, ps.finish(f))
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
 		header, trailer, err = unaryResponse(ps.ctx, procs[i], header, trailer, reply, err)
@@ -234,7 +234,27 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 		trailer = t
 	}
 	setCallOptions(opts, header, trailer)
-	return ps.finish(err)
+	return withholdReply(procs, reply, ps.finish(err))
+}
+
+// withholdReply empties reply when a unary RPC fails (err) and one of
+// procs takes the server's messages: gRPC wrote the server's message
+// there, which the processor did not pass on (an immediate response, a
+// failed stream), and the RPC fails as if cancelled (gRFC A93), without
+// it. It returns err.
+func withholdReply(procs []*httpfilter.Proc, reply any, err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, p := range procs {
+		if p.Config.Modes.ResponseBody && !p.Config.ObservabilityMode {
+			if pm, ok := reply.(proto.Message); ok {
+				proto.Reset(pm)
+			}
+			break
+		}
+	}
+	return err
 }
 
 // unaryResponse runs a unary RPC's response, which ended with rpcErr,
