@@ -320,9 +320,15 @@ type procEnd struct {
 	done bool // only the receiving goroutine
 }
 
-// Header implements grpc.ClientStream: a filter's failure comes first.
+// Header implements grpc.ClientStream: the headers the filters let
+// through stay the stream's whatever ends it later (an immediate
+// response to the trailers, say), as a gRPC stream's do; else a filter's
+// failure comes first.
 func (s *procEnd) Header() (metadata.MD, error) {
 	md, err := s.ClientStream.Header()
+	if err == nil && md != nil {
+		return md, nil
+	}
 	if f, _ := s.ps.failure(); f != nil {
 		return nil, f
 	}

@@ -3,9 +3,12 @@ package grpcxds_test
 import (
 	"testing"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/testutils"
 )
@@ -25,5 +28,41 @@ func TestExtProcClientImmediateResponseWithholdsTheReply(t *testing.T) {
 	got, err := echo(e.ctx, e.dial(), "hi")
 	if status.Code(err) != codes.ResourceExhausted || got != "" {
 		t.Fatalf("RPC stopped at its response: reply %q, %v; want no reply, RESOURCE_EXHAUSTED", got, err)
+	}
+}
+
+// An immediate response to the server's trailers ends a stream with its
+// status and headers in the trailers (gRFC A93); the server's headers,
+// which the processor had let through, stay the stream's Header, as they
+// stay a gRPC stream's whatever ends it.
+func TestExtProcClientImmediateResponseToTrailersKeepsTheHeaders(t *testing.T) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetResponseTrailers() != nil {
+			return []*procv3.ProcessingResponse{{Response: &procv3.ProcessingResponse_ImmediateResponse{ImmediateResponse: &procv3.ImmediateResponse{
+				GrpcStatus: &procv3.GrpcStatus{Status: uint32(codes.Aborted)}, Details: "at the trailers", Headers: testutils.ProcSetHeaders("x-imm", "1")}}}}, nil
+		}
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
+		m.ProcessingMode.ResponseTrailerMode = extprocv3.ProcessingMode_SEND
+	}))
+	s, err := e.dial().NewStream(e.ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, procStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for err == nil {
+		err = s.RecvMsg(new(wrapperspb.StringValue))
+	}
+	if status.Code(err) != codes.Aborted || s.Trailer().Get("x-imm") == nil {
+		t.Fatalf("stream's end %v, trailer %v; want ABORTED with x-imm", err, s.Trailer())
+	}
+	if md, err := s.Header(); err != nil || md.Get("x-srv-h") == nil || md.Get("x-proc-h") == nil {
+		t.Errorf("stream's Header() = %v, %v; want the server's x-srv-h and the processor's x-proc-h", md, err)
 	}
 }
