@@ -37,7 +37,7 @@ func (cs *channelState) start(ctx context.Context, method string, cc *grpc.Clien
 	if cfg.snap == nil {
 		return ctx, nil, nil, nil, cfg.err
 	}
-	sel := &selection{Context: ctx}
+	sel := &selection{Context: ctx, cc: cc, opts: opts}
 	if err := cfg.selectInto(sel, method, cs.channelID, &cs.lastRoutes); err != nil {
 		return ctx, nil, nil, nil, err
 	}

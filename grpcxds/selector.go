@@ -47,6 +47,10 @@ type selection struct {
 	// md is the RPC's outgoing metadata, read at the first header routing
 	// or a filter asks for (mdRead); only start uses them.
 	md metadata.MD
+	// cc and opts are the RPC's channel and call options, for its
+	// authority (Host), which only the filters that ask read.
+	cc   *grpc.ClientConn
+	opts []grpc.CallOption
 
 	// A unary RPC's attempts, one at a time on the RPC's goroutine: the
 	// header and trailer of the last one, and the call option that gets

@@ -58,7 +58,7 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 		}
 		_ = grpc.SetSendCompressor(grpc.NewContextWithServerTransportStream(ctx, base), "identity")
 	}
-	var attrs map[string]string
+	var attrs map[string]any
 	if len(c.RequestAttributes) > 0 || len(c.ResponseAttributes) > 0 {
 		attrs = procAttributes(method, md, local, remote)
 	}
@@ -104,23 +104,12 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 // A93's request_attributes, the names of gRFC A106's CEL attributes that
 // a gRPC server knows before its handler runs); the configuration picks
 // among them.
-func procAttributes(method string, md metadata.MD, local, remote netip.AddrPort) map[string]string {
-	a := map[string]string{
-		"request.path":        method,
-		"request.url_path":    method,
-		"request.method":      "POST",
-		"request.protocol":    "HTTP/2",
-		"source.address":      remote.Addr().String(),
-		"source.port":         strconv.Itoa(int(remote.Port())),
-		"destination.address": local.Addr().String(),
-		"destination.port":    strconv.Itoa(int(local.Port())),
-	}
-	for attr, header := range map[string]string{"request.host": ":authority", "request.useragent": "user-agent",
-		"request.referer": "referer", "request.id": "x-request-id"} {
-		if v := md.Get(header); len(v) > 0 {
-			a[attr] = v[0]
-		}
-	}
+func procAttributes(method string, md metadata.MD, local, remote netip.AddrPort) map[string]any {
+	a := extproc.RequestAttributes(method, md)
+	a["source.address"] = remote.Addr().String()
+	a["source.port"] = strconv.Itoa(int(remote.Port()))
+	a["destination.address"] = local.Addr().String()
+	a["destination.port"] = strconv.Itoa(int(local.Port()))
 	return a
 }
 

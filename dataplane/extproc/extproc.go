@@ -91,7 +91,7 @@ type Call struct {
 // adapter knows of it (e.g. "request.path"); those the configuration
 // names are sent. The stream gets ctx's values, not its cancellation: it
 // ends with Done, or with the Processor's owner.
-func (p *Processor) NewCall(ctx context.Context, attrs map[string]string) *Call {
+func (p *Processor) NewCall(ctx context.Context, attrs map[string]any) *Call {
 	// Not the RPC's cancellation: an observability-mode stream outlives
 	// the RPC (Done); the owner's, though.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -106,7 +106,7 @@ func (p *Processor) NewCall(ctx context.Context, attrs map[string]string) *Call 
 // each direction's have gone (with its first message); the flags are
 // guarded by the Call's mu.
 type callAttrs struct {
-	attrs                    map[string]string
+	attrs                    map[string]any
 	reqAttrSent, rspAttrSent bool
 }
 
@@ -120,7 +120,7 @@ type awaited struct {
 func (c *Call) observe() bool { return c.p.cfg.ObservabilityMode }
 
 // attributes picks the configured names of c.attrs, once per direction.
-func (c *Call) attributes(k Kind) map[string]string {
+func (c *Call) attributes(k Kind) map[string]any {
 	names, sent := c.p.cfg.RequestAttributes, &c.reqAttrSent
 	if k >= ResponseHeaders {
 		names, sent = c.p.cfg.ResponseAttributes, &c.rspAttrSent
@@ -129,7 +129,7 @@ func (c *Call) attributes(k Kind) map[string]string {
 		return nil
 	}
 	*sent = true
-	out := make(map[string]string)
+	out := make(map[string]any)
 	for _, n := range names {
 		if v, ok := c.attrs[n]; ok {
 			out[n] = v

@@ -85,7 +85,7 @@ func (c *fakeClient) Open(context.Context) (Stream, error) {
 func newTest(t *testing.T, cfg *resources.ExtProcConfig) (*Call, *fakeClient) {
 	t.Helper()
 	fc := &fakeClient{streams: make(chan *fakeStream, 1)}
-	c := New(context.Background(), cfg, fc).NewCall(context.Background(), map[string]string{"request.path": "/S/M", "other": "x"})
+	c := New(context.Background(), cfg, fc).NewCall(context.Background(), map[string]any{"request.path": "/S/M", "other": "x"})
 	t.Cleanup(c.Done)
 	return c, fc
 }

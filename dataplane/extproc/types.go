@@ -58,8 +58,9 @@ type Request struct {
 	EndOfStreamWithoutMessage bool
 	// Attributes are the configured attributes the adapter knows, on the
 	// first event of each direction only; nil otherwise. They go in the
-	// "envoy.filters.http.ext_proc" entry of attributes.
-	Attributes map[string]string
+	// "envoy.filters.http.ext_proc" entry of attributes. A value is a
+	// string, or a map[string]string (request.headers).
+	Attributes map[string]any
 	// ObservabilityMode is the filter's observability_mode.
 	ObservabilityMode bool
 	// ProtocolConfig is set on the stream's first message only:

@@ -101,12 +101,16 @@ func (r *procRuntime) startProc(ctx context.Context, config resources.HTTPFilter
 		return nil, &Denial{Filter: r.name, Code: codeInternal, Message: msg, HTTPStatus: 500, Body: msg + "\n"}
 	}
 	areq := req.AuthzRequest()
-	var attrs map[string]string
+	var attrs map[string]any
 	if len(c.RequestAttributes) > 0 || len(c.ResponseAttributes) > 0 {
 		// gRFC A93's attributes, of gRFC A106's names, that a client knows
 		// before the RPC is sent.
-		attrs = map[string]string{"request.path": areq.Path, "request.url_path": areq.Path,
-			"request.method": "POST", "request.protocol": "HTTP/2"}
+		attrs = extproc.RequestAttributes(areq.Path, areq.Headers)
+		if h, ok := req.(interface{ Host() string }); ok {
+			if host := h.Host(); host != "" {
+				attrs["request.host"] = host
+			}
+		}
 	}
 	call := extproc.New(r.owner, c, r.client(c.GrpcService)).NewCall(ctx, attrs)
 	// The request's end (its deadline, its cancel) ends the filter's waits

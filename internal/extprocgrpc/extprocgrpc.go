@@ -110,7 +110,7 @@ func Request(r *extproc.Request) *procv3.ProcessingRequest {
 	if r.Attributes != nil {
 		fields := make(map[string]*structpb.Value, len(r.Attributes))
 		for k, v := range r.Attributes {
-			fields[k] = structpb.NewStringValue(v)
+			fields[k] = attributeValue(v)
 		}
 		out.Attributes = map[string]*structpb.Struct{AttributesKey: {Fields: fields}}
 	}
@@ -118,6 +118,22 @@ func Request(r *extproc.Request) *procv3.ProcessingRequest {
 		out.ProtocolConfig = &procv3.ProtocolConfiguration{RequestBodyMode: bodyMode(pc.RequestBodyGRPC), ResponseBodyMode: bodyMode(pc.ResponseBodyGRPC)}
 	}
 	return out
+}
+
+// attributeValue is an attribute's value (extproc.Request.Attributes: a
+// string or a map of strings) as a Struct's.
+func attributeValue(v any) *structpb.Value {
+	switch v := v.(type) {
+	case map[string]string:
+		fields := make(map[string]*structpb.Value, len(v))
+		for k, s := range v {
+			fields[k] = structpb.NewStringValue(s)
+		}
+		return structpb.NewStructValue(&structpb.Struct{Fields: fields})
+	case string:
+		return structpb.NewStringValue(v)
+	}
+	return structpb.NewNullValue()
 }
 
 func bodyMode(grpcMode bool) extprocfilterv3.ProcessingMode_BodySendMode {

@@ -83,7 +83,7 @@ func TestProcessingOverGRPC(t *testing.T) {
 	}
 	cfg := &resources.ExtProcConfig{Modes: resources.ExtProcModes{RequestHeaders: true, RequestBody: true}, RequestAttributes: []string{"request.path"}}
 	p, srv := start(t, cfg, handler)
-	c := p.NewCall(context.Background(), map[string]string{"request.path": "/S/M"})
+	c := p.NewCall(context.Background(), map[string]any{"request.path": "/S/M"})
 	defer c.Done()
 	h, err := c.ClientHeaders(map[string][]string{"x-drop": {"1"}, "x-keep": {"2"}})
 	if err != nil {
