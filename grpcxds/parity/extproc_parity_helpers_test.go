@@ -44,9 +44,10 @@ const (
 // procLog is a processor's record: each request of each stream as a line,
 // and each stream's end.
 type procLog struct {
-	answer func(*procv3.ProcessingRequest) []*procv3.ProcessingResponse
-	// raw keeps what normalize leaves out.
-	raw bool
+	answer func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)
+	// raw keeps the headers' known differences, rawEnd how the streams
+	// end: procLine and process normalize them.
+	raw, rawEnd bool
 
 	mu      sync.Mutex
 	lines   []string
@@ -55,9 +56,9 @@ type procLog struct {
 	changed chan struct{} // a stream ended
 }
 
-func startProcLog(t *testing.T, answer func(*procv3.ProcessingRequest) []*procv3.ProcessingResponse, raw bool) (*procLog, *testutils.ProcServer) {
+func startProcLog(t *testing.T, answer func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error), raw, rawEnd bool) (*procLog, *testutils.ProcServer) {
 	t.Helper()
-	l := &procLog{answer: answer, raw: raw, changed: make(chan struct{}, 1)}
+	l := &procLog{answer: answer, raw: raw, rawEnd: rawEnd, changed: make(chan struct{}, 1)}
 	s, err := testutils.StartProcServer(l.process)
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func (l *procLog) process(s procv3.ExternalProcessor_ProcessServer) error {
 	n := l.streams
 	l.mu.Unlock()
 	end := func(how string) {
-		if !l.raw && (how == "half-closed" || how == codes.Canceled.String()) {
+		if !l.rawEnd && (how == "half-closed" || how == codes.Canceled.String()) {
 			how = "half-closed or cancelled" // normalize
 		}
 		l.mu.Lock()
@@ -98,7 +99,12 @@ func (l *procLog) process(s procv3.ExternalProcessor_ProcessServer) error {
 		l.mu.Lock()
 		l.lines = append(l.lines, fmt.Sprintf("s%d %s", n, procLine(req, l.raw)))
 		l.mu.Unlock()
-		for _, r := range l.answer(req) {
+		answers, err := l.answer(req)
+		if err != nil {
+			end("the processor fails it: " + status.Code(err).String())
+			return err
+		}
+		for _, r := range answers {
 			if err := s.Send(r); err != nil {
 				end("send: " + status.Code(err).String())
 				return err
@@ -204,9 +210,11 @@ func headerLines(hs []*corev3.HeaderValue, raw bool) []string {
 // message the same way (a first message "fail" fails it so). It writes down the x- metadata and the messages
 // of each RPC.
 type procBackend struct {
-	port  uint32
-	mu    sync.Mutex
-	lines []string
+	port    uint32
+	mu      sync.Mutex
+	lines   []string
+	running int           // handlers running
+	changed chan struct{} // a handler returned
 }
 
 var procDesc = grpc.ServiceDesc{
@@ -220,6 +228,7 @@ var procDesc = grpc.ServiceDesc{
 				return nil, err
 			}
 			b := srv.(*procBackend)
+			defer b.start()()
 			b.note(ctx, "Echo", in.GetValue())
 			if in.GetValue() == "fail" {
 				return nil, status.Error(codes.FailedPrecondition, "asked to fail")
@@ -233,6 +242,7 @@ var procDesc = grpc.ServiceDesc{
 		StreamName: "Chat", ServerStreams: true, ClientStreams: true,
 		Handler: func(srv any, s grpc.ServerStream) error {
 			b := srv.(*procBackend)
+			defer b.start()()
 			var got []string
 			defer func() { b.note(s.Context(), "Chat", got...) }()
 			for {
@@ -267,15 +277,43 @@ func (b *procBackend) note(ctx context.Context, method string, msgs ...string) {
 	b.mu.Unlock()
 }
 
-// take returns the lines since the last take. The backend writes an RPC's
-// line before it answers (a stream's, when the client half-closes), so
-// once the application has the answer the line is there.
-func (b *procBackend) take() []string {
+// start counts a handler running until the function it returns is
+// called.
+func (b *procBackend) start() func() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := b.lines
-	b.lines = nil
-	return out
+	b.running++
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		b.running--
+		b.mu.Unlock()
+		select {
+		case b.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// take waits until no handler runs (a stream's handler writes its line
+// when it returns, which for a cancelled RPC can be after the client has
+// its end) and returns the lines since the last take.
+func (b *procBackend) take(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	for {
+		b.mu.Lock()
+		if b.running == 0 {
+			out := b.lines
+			b.lines = nil
+			b.mu.Unlock()
+			return out
+		}
+		b.mu.Unlock()
+		select {
+		case <-b.changed:
+		case <-ctx.Done():
+			t.Fatal("the backend's handlers did not return")
+		}
+	}
 }
 
 func startProcBackend(t *testing.T) *procBackend {
@@ -284,7 +322,7 @@ func startProcBackend(t *testing.T) *procBackend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &procBackend{port: uint32(lis.Addr().(*net.TCPAddr).Port)}
+	b := &procBackend{port: uint32(lis.Addr().(*net.TCPAddr).Port), changed: make(chan struct{}, 1)}
 	srv := grpc.NewServer()
 	srv.RegisterService(&procDesc, b)
 	done := make(chan struct{})
@@ -318,7 +356,12 @@ func appEcho(ctx context.Context, conn *grpc.ClientConn, v string) string {
 func appChat(ctx context.Context, conn *grpc.ClientConn, vs ...string) string {
 	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true}, procChat, grpc.WaitForReady(true))
 	if err != nil {
-		return "Chat: NewStream: " + statusLine(err)
+		// goxds waits in NewStream for the processor's answer to the
+		// client's headers, as it does for a unary RPC, and a stream the
+		// filter fails there fails at NewStream; grpc-go's fails at its
+		// first RecvMsg. Both are how gRPC fails a stream before it is
+		// sent, and the same to an application that checks both.
+		return fmt.Sprintf("Chat(%q): [] %v; header []; trailer []", vs, statusLine(err))
 	}
 	var got []string
 	for _, v := range vs {
@@ -346,15 +389,16 @@ func appChat(ctx context.Context, conn *grpc.ClientConn, vs ...string) string {
 	return fmt.Sprintf("Chat(%q): %q %v; header %v; trailer %v", vs, got, statusLine(err), xMetadata(header), xMetadata(s.Trailer()))
 }
 
-// statusLine is err's code and message; a message that carries another
-// error's (the processor's channel's) is each client's own words, and
-// only its code is kept.
+// statusLine is err's code and message; the message of an INTERNAL
+// failure (the filter's), or one that carries another error's (the
+// processor's channel's), is each client's own words, and only its code
+// is kept.
 func statusLine(err error) string {
 	st := status.Convert(err)
 	if st.Code() == codes.OK {
 		return "OK"
 	}
-	if strings.Contains(st.Message(), "rpc error:") {
+	if st.Code() == codes.Internal || strings.Contains(st.Message(), "rpc error:") {
 		return st.Code().String() + ": (a side-channel error)"
 	}
 	return st.Code().String() + ": " + st.Message()

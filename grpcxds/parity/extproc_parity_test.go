@@ -31,13 +31,13 @@ type procCase struct {
 	name    string
 	filter  func(m *extprocv3.ExternalProcessor)
 	special *anypb.Any // the typed_per_filter_config of x-route: special's route
-	answer  func(*procv3.ProcessingRequest) []*procv3.ProcessingResponse
+	answer  func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)
 	target  string // the processor's target; "": the processor's
 	streams int    // processing streams each client opens
 	rpcs    func(ctx context.Context, conn *grpc.ClientConn) []string
 	// raw compares the processor's view as it is, not normalized
 	// (procLine, procLog.process).
-	raw bool
+	raw, rawEnd bool
 	// differs, when set, says why goxds and grpc-go are expected to
 	// differ in this case, and which follows the gRFC; differsIn names
 	// the views that differ ("application", "processor", "backend"): the
@@ -68,13 +68,13 @@ func TestParityExtProc(t *testing.T) {
 		t.Logf("with %s=true:\n%s", extProcEnv, out)
 		return
 	}
-	for _, tc := range procCases() {
+	for _, tc := range append(procCases(), moreProcCases()...) {
 		t.Run(tc.name, func(t *testing.T) { testParityExtProc(t, tc) })
 	}
 }
 
 func testParityExtProc(t *testing.T, tc procCase) {
-	log, ps := startProcLog(t, tc.answer, tc.raw)
+	log, ps := startProcLog(t, tc.answer, tc.raw, tc.rawEnd)
 	target := ps.Target()
 	if tc.target == "closed" {
 		target = closedTarget(t)
@@ -86,7 +86,7 @@ func testParityExtProc(t *testing.T, tc procCase) {
 	views := map[string]view{}
 	for _, name := range []string{"goxds", "grpc-go"} {
 		app := tc.rpcs(p.ctx, p.conns[name])
-		views[name] = view{app: app, proc: log.take(p.ctx, t, tc.streams), backend: b.take()}
+		views[name] = view{app: app, proc: log.take(p.ctx, t, tc.streams), backend: b.take(p.ctx, t)}
 	}
 	g, o := views["goxds"], views["grpc-go"]
 	var differ []string
@@ -117,28 +117,32 @@ func testParityExtProc(t *testing.T, tc procCase) {
 // answers is a processor answering each event with what the map gives
 // its kind (none: the event's plain CONTINUE), messages marked as
 // testutils.ProcMarking does.
-func answers(m map[string]*procv3.ProcessingResponse) func(*procv3.ProcessingRequest) []*procv3.ProcessingResponse {
+func answers(m map[string]*procv3.ProcessingResponse) func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
 	marking := testutils.ProcMarking(nil, nil, nil)
-	return func(r *procv3.ProcessingRequest) []*procv3.ProcessingResponse {
-		kind := ""
-		switch {
-		case r.GetRequestHeaders() != nil:
-			kind = "request_headers"
-		case r.GetResponseHeaders() != nil:
-			kind = "response_headers"
-		case r.GetResponseTrailers() != nil:
-			kind = "response_trailers"
-		case r.GetRequestBody() != nil:
-			kind = "request_body"
-		case r.GetResponseBody() != nil:
-			kind = "response_body"
-		}
+	return func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		kind := eventKind(r)
 		if a, ok := m[kind]; ok {
-			return []*procv3.ProcessingResponse{a}
+			return []*procv3.ProcessingResponse{a}, nil
 		}
-		out, _ := marking(r)
-		return out
+		return marking(r)
 	}
+}
+
+// eventKind is the name of r's event.
+func eventKind(r *procv3.ProcessingRequest) string {
+	switch {
+	case r.GetRequestHeaders() != nil:
+		return "request_headers"
+	case r.GetResponseHeaders() != nil:
+		return "response_headers"
+	case r.GetResponseTrailers() != nil:
+		return "response_trailers"
+	case r.GetRequestBody() != nil:
+		return "request_body"
+	case r.GetResponseBody() != nil:
+		return "response_body"
+	}
+	return ""
 }
 
 // echoes makes Echo RPCs of vs, with the x- metadata kv (key, value...).
