@@ -74,7 +74,7 @@ func (l *procLog) process(s procv3.ExternalProcessor_ProcessServer) error {
 	n := l.streams
 	l.mu.Unlock()
 	end := func(how string) {
-		if !l.rawEnd && (how == "half-closed" || how == codes.Canceled.String()) {
+		if !l.rawEnd && (how == "half-closed" || how == codes.Canceled.String() || how == "send: "+codes.Canceled.String()) {
 			how = "half-closed or cancelled" // normalize
 		}
 		l.mu.Lock()
@@ -86,6 +86,10 @@ func (l *procLog) process(s procv3.ExternalProcessor_ProcessServer) error {
 		default:
 		}
 	}
+	// After an immediate response the filter "may cancel the ext_proc
+	// stream" (gRFC A93): whether later events still come is timing, and
+	// they are not written down.
+	immediate := false
 	for {
 		req, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -96,15 +100,18 @@ func (l *procLog) process(s procv3.ExternalProcessor_ProcessServer) error {
 			end(status.Code(err).String())
 			return err
 		}
-		l.mu.Lock()
-		l.lines = append(l.lines, fmt.Sprintf("s%d %s", n, procLine(req, l.raw)))
-		l.mu.Unlock()
+		if !immediate {
+			l.mu.Lock()
+			l.lines = append(l.lines, fmt.Sprintf("s%d %s", n, procLine(req, l.raw)))
+			l.mu.Unlock()
+		}
 		answers, err := l.answer(req)
 		if err != nil {
 			end("the processor fails it: " + status.Code(err).String())
 			return err
 		}
 		for _, r := range answers {
+			immediate = immediate || r.GetImmediateResponse() != nil
 			if err := s.Send(r); err != nil {
 				end("send: " + status.Code(err).String())
 				return err
