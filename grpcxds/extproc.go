@@ -237,17 +237,17 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 	return withholdReply(procs, reply, ps.finish(err))
 }
 
-// withholdReply empties reply when a unary RPC fails (err) and one of
-// procs takes the server's messages: gRPC wrote the server's message
-// there, which the processor did not pass on (an immediate response, a
-// failed stream), and the RPC fails as if cancelled (gRFC A93), without
-// it. It returns err.
+// withholdReply empties reply when a unary RPC fails (err) through procs
+// not all in observability mode: gRPC wrote the server's message there,
+// which a processor did not pass on (an immediate response, a failed
+// stream, headers it did not let through), and the RPC fails as if
+// cancelled (gRFC A93), without it. It returns err.
 func withholdReply(procs []*httpfilter.Proc, reply any, err error) error {
 	if err == nil {
 		return nil
 	}
 	for _, p := range procs {
-		if p.Config.Modes.ResponseBody && !p.Config.ObservabilityMode {
+		if !p.Config.ObservabilityMode {
 			if pm, ok := reply.(proto.Message); ok {
 				proto.Reset(pm)
 			}

@@ -174,6 +174,11 @@ func (s *procStream) startSend(newMsg func() proto.Message) {
 func (s *procStream) RecvMsg(m any) error {
 	if !s.p.Config.Modes.ResponseBody {
 		s.header()
+		if s.hdrSeen && s.hdrErr != nil {
+			// The processor did not let the server's headers through:
+			// nothing after them reaches the application (gRFC A93).
+			return s.end(s.hdrErr)
+		}
 		err := s.next.RecvMsg(m)
 		if err == nil && s.desc.ServerStreams {
 			return nil

@@ -66,3 +66,33 @@ func TestExtProcClientImmediateResponseToTrailersKeepsTheHeaders(t *testing.T) {
 		t.Errorf("stream's Header() = %v, %v; want the server's x-srv-h and the processor's x-proc-h", md, err)
 	}
 }
+
+// A processor that fails its stream at the server's headers fails the RPC
+// with INTERNAL, and what came after the headers, which it never let
+// through, does not reach the application: not a stream's message, not a
+// unary RPC's reply.
+func TestExtProcClientFailureAtResponseHeadersWithholdsMessages(t *testing.T) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetResponseHeaders() != nil {
+			return nil, status.Error(codes.Unavailable, "the processor fails")
+		}
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), nil))
+	conn := e.dial()
+	got, err := echo(e.ctx, conn, "hi")
+	if status.Code(err) != codes.Internal || got != "" {
+		t.Errorf("unary RPC: reply %q, %v; want no reply, INTERNAL", got, err)
+	}
+	s, err := conn.NewStream(e.ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, procStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	out := new(wrapperspb.StringValue)
+	if err := s.RecvMsg(out); status.Code(err) != codes.Internal {
+		t.Errorf("stream's first RecvMsg: %q, %v; want INTERNAL and no message", out.GetValue(), err)
+	}
+}
