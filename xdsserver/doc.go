@@ -97,7 +97,7 @@
 // makes them child spans of the RPC's. Not done: the gRFC's flow-control
 // messages, its metrics; response attributes (the
 // request's are :authority, path, method, protocol, user agent, referer,
-// x-request-id and the addresses).
+// x-request-id, the headers, the empty query and the addresses).
 //
 // # Security
 //
