@@ -32,11 +32,12 @@ type procCase struct {
 	filter  func(m *extprocv3.ExternalProcessor)
 	special *anypb.Any // the typed_per_filter_config of x-route: special's route
 	answer  func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)
-	target  string // the processor's target; "": the processor's
+	target  string // "closed": a target nothing listens on; "": the processor's
 	streams int    // processing streams each client opens
 	rpcs    func(ctx context.Context, conn *grpc.ClientConn) []string
-	// raw compares the processor's view as it is, not normalized
-	// (procLine, procLog.process).
+	// raw compares the headers the processor is told as they are, rawEnd
+	// how its streams end; else both are normalized (procLine,
+	// procLog.process) and these cases show the differences.
 	raw, rawEnd bool
 	// differs, when set, says why goxds and grpc-go are expected to
 	// differ in this case, and which follows the gRFC; differsIn names
