@@ -253,7 +253,10 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		HTTPOutlierDetection: true,
 		// max_pending_requests and max_connections over the
 		// endpoints' pools (client_limits.go).
-		ConnectionLimits: true}
+		ConnectionLimits: true,
+		// LRS counts a request issued once it leaves, not at the pick
+		// (client_send.go's attempt.do).
+		StartOnSend: true}
 	if opts.OutlierMetrics != nil {
 		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}

@@ -71,10 +71,13 @@ func (c *httpConn) Dispatch() bool {
 	return false
 }
 
-// pendingWait is a pending request's wait for a connection.
+// pendingWait is a pending request's wait for a connection. pick is its
+// pick's Done, Started once it has a connection: a request that never
+// gets one was never issued.
 type pendingWait struct {
 	lim   *cluster.Limits
 	c     *httpConn
+	pick  cluster.Done
 	trace httptrace.ClientTrace
 	// state: 0 waiting, 1 got a connection, 2 ended without; done is
 	// closed when it leaves 0, so that a dial of the request still
@@ -87,9 +90,9 @@ type pendingWait struct {
 
 // pending returns req to be sent as a pending request of lim: its
 // context carries the wait for the dialer, and a trace whose GotConn
-// ends it.
-func (c *httpConn) pending(req *http.Request, lim *cluster.Limits) (*http.Request, *pendingWait) {
-	pw := &pendingWait{lim: lim, c: c, done: make(chan struct{})}
+// ends it and starts pick.
+func (c *httpConn) pending(req *http.Request, lim *cluster.Limits, pick cluster.Done) (*http.Request, *pendingWait) {
+	pw := &pendingWait{lim: lim, c: c, pick: pick, done: make(chan struct{})}
 	pw.trace.GotConn = pw.gotConn
 	if c.limits.Load() != lim {
 		c.limits.Store(lim)
@@ -102,6 +105,7 @@ func (pw *pendingWait) gotConn(httptrace.GotConnInfo) {
 	if pw.state.CompareAndSwap(0, 1) {
 		pw.lim.EndPending()
 		pw.c.busy.Add(1)
+		pw.pick.Started()
 		close(pw.done)
 	}
 }
