@@ -3,6 +3,7 @@ package httpxds
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -176,6 +177,20 @@ type countedConn struct {
 	c      *httpConn
 	lim    *cluster.Limits
 	closed atomic.Bool
+}
+
+// ReadFrom implements io.ReaderFrom: net/http hands a request body to the
+// connection whole through it, which a *net.TCPConn sends with sendfile
+// or splice when it is a file; embedding net.Conn alone would hide it.
+func (cc *countedConn) ReadFrom(r io.Reader) (int64, error) { return readFrom(cc.Conn, r) }
+
+// readFrom copies r to conn with conn's own ReadFrom if it has one.
+func readFrom(conn net.Conn, r io.Reader) (int64, error) {
+	if rf, ok := conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	// Only its Write, lest io.Copy call the caller's ReadFrom again.
+	return io.Copy(struct{ io.Writer }{conn}, r)
 }
 
 func (cc *countedConn) Close() error {
