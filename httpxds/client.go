@@ -24,6 +24,7 @@ import (
 	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
@@ -236,8 +237,8 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 	}
 	var err error
-	if t.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
-		return nil, err
+	if t.b, err = sharedclient.Bootstrap(opts.Bootstrap, opts.Client); err != nil {
+		return nil, fmt.Errorf("httpxds: %w", err)
 	}
 	if t.xc == nil {
 		xc, err := client.New(t.b, opts.ClientOptions)
