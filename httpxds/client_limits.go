@@ -33,7 +33,16 @@ import (
 //     two atomic adds. An HTTP/2 request that net/http finds no stream
 //     for (the server's MAX_CONCURRENT_STREAMS taken on every
 //     connection) waits for a new connection without counting as
-//     pending: the count cannot see it.
+//     pending: the count cannot see it. net/http's pool does not wait
+//     for a stream (HTTP2Config.StrictMaxConcurrentRequests is off): it
+//     dials another connection, which waits only under max_connections.
+//     Telling that a request will dial needs each connection's free
+//     streams, which the pooled Transport does not expose (the peer's
+//     SETTINGS are inside TLS, and http.ClientConn's Available is only
+//     for connections made by Transport.NewClientConn, outside the
+//     pool, which would mean a pool of our own); counting the dial
+//     itself as the pending request would guess which request it is
+//     for, and net/http also dials for a connection that is closing.
 //   - open, its connections open or being dialled, and a dialer that
 //     takes each new connection's place under the leaf's max_connections
 //     (cluster.Limits.AcquireConn), given back when the connection closes.
