@@ -189,6 +189,25 @@ const (
 	Failed
 )
 
+// String names the outcome as gRFC A92's metrics do ("allowed",
+// "denied", "filter_disabled", "failed"): the outcome the metrics
+// interfaces of grpcxds, xdsserver and httpxds pass, as a string so that
+// the recorders (metrics/otelxds, metrics/promxds) need not import this
+// package.
+func (o Outcome) String() string {
+	switch o {
+	case Allowed:
+		return "allowed"
+	case Denied:
+		return "denied"
+	case Disabled:
+		return "filter_disabled"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
 // Decision is a check's result.
 type Decision struct {
 	// Allow: the request goes on.
