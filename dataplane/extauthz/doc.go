@@ -66,11 +66,13 @@
 // FilterConfig wrapper does not run, and an ExtAuthzPerRoute override
 // runs the top-level configuration (resources.ExtAuthzOf).
 //
-// # Not done
+// # Metrics, and what is not done
 //
-// The filter's metrics (gRFC A92's grpc.client_ext_authz.* and
-// grpc.server_ext_authz.*) and trace context propagation to the
-// authorization call are not implemented here. [Decision.Outcome] says
-// which of allowed, denied, disabled or failed a check was, for an adapter
-// that counts them.
+// [Decision.Outcome] says which of allowed, denied, disabled or failed a
+// check was; the adapters count it (gRFC A92's grpc.client_ext_authz.*
+// and grpc.server_ext_authz.*: grpcxds.ExtAuthzMetrics,
+// xdsserver.ExtAuthzMetrics, httpxds's, through dataplane/httpfilter's
+// AuthzObserver on clients), passing [Outcome.String]. A check that a
+// disallow_is_error rule fails counts as failed. Trace context
+// propagation to the authorization call is not done.
 package extauthz
