@@ -2,6 +2,7 @@ package grpcxds
 
 import (
 	"github.com/goxds/xds/dataplane/extauthz"
+	"github.com/goxds/xds/dataplane/httpfilter"
 )
 
 // ExtAuthzMetrics records what gRFC A92 measures of the channels'
@@ -36,6 +37,13 @@ type authzObserved struct {
 	m      ExtAuthzMetrics
 	target string
 }
+
+// The wrapper is still what the other filters need of the selection:
+// ext_proc replaces its headers (extproc.go).
+var _ interface {
+	httpfilter.AuthzObserver
+	httpfilter.HeaderReplacer
+} = (*authzObserved)(nil)
 
 // AuthzChecked implements httpfilter.AuthzObserver.
 func (o *authzObserved) AuthzChecked(outcome extauthz.Outcome) {
