@@ -130,7 +130,9 @@
 //     with the service's status and its headers as trailers (grpc.Trailer),
 //     an allowed one's response_headers_to_add reach grpc.Header and a
 //     stream's Header; a channel keeps one connection per service, closed
-//     with it. External processing (gRFC A93; package dataplane/extproc
+//     with it. With Options.ExtAuthzMetrics each check is counted by its
+//     outcome (grpc.client_ext_authz.*, labelled with the channel's target
+//     and the route's cluster). External processing (gRFC A93; package dataplane/extproc
 //     runs the processing stream, one per RPC, over the same channels):
 //     the RPC's metadata and :path go to the processor before the RPC is
 //     sent and its changes are the outgoing metadata; in GRPC body mode

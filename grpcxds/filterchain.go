@@ -27,6 +27,10 @@ type filterEnv struct {
 	// authz are the channels to external authorization services (gRFC
 	// A92), closed with the channel's resolver; nil: none can be made.
 	authz *extauthzgrpc.Channels
+	// authzMetrics, when not nil, counts the ext_authz checks of the
+	// channel's RPCs, labelled target (Options.ExtAuthzMetrics).
+	authzMetrics ExtAuthzMetrics
+	target       string
 }
 
 // processFaults counts the faults of every channel: gRFC A33's
@@ -43,6 +47,9 @@ type filterChain struct {
 	*httpfilter.Chain
 	// err is why the chain cannot run: every RPC fails with it.
 	err error
+	// authzMetrics and target are the env's.
+	authzMetrics ExtAuthzMetrics
+	target       string
 }
 
 // newFilterChain builds the chain of l's filters (httpfilter.NewChain)
@@ -54,13 +61,16 @@ func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
 		henv.Procs = procClients{env.authz}
 	}
 	c := httpfilter.NewChain(l, henv)
-	return &filterChain{Chain: c, err: c.Err()}
+	return &filterChain{Chain: c, err: c.Err(), authzMetrics: env.authzMetrics, target: env.target}
 }
 
 // run runs the filters routing chose for the RPC of sel.
 func (c *filterChain) run(ctx context.Context, sel *selection) httpfilter.Result {
 	if c == nil || len(sel.filters) == 0 {
 		return httpfilter.Result{}
+	}
+	if c.authzMetrics != nil {
+		return c.Run(ctx, sel.filters, &authzObserved{selection: sel, m: c.authzMetrics, target: c.target})
 	}
 	return c.Run(ctx, sel.filters, sel)
 }

@@ -118,6 +118,10 @@ type Options struct {
 	// measured; neither is on the per-RPC path.
 	OutlierMetrics    OutlierMetrics
 	SubchannelMetrics SubchannelMetrics
+	// ExtAuthzMetrics, if set, counts the outcomes of the channels'
+	// external authorization checks (gRFC A92); metrics/otelxds and
+	// metrics/promxds implement it. Nil: nothing is counted.
+	ExtAuthzMetrics ExtAuthzMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -148,6 +152,7 @@ type Builder struct {
 	retryMetrics      RetryMetrics
 	outlierMetrics    OutlierMetrics
 	subchannelMetrics SubchannelMetrics
+	extAuthzMetrics   ExtAuthzMetrics
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -160,7 +165,7 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
-		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics}
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics, extAuthzMetrics: opts.ExtAuthzMetrics}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -272,7 +277,7 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
+	r := &xdsResolver{cc: cc, listener: name, target: target.String(), nodeID: b.cfg.Node.ID, sc: sc, release: release,
 		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
@@ -330,6 +335,7 @@ type xdsResolver struct {
 	source   // what its configurations carry to the balancer
 	cc       resolver.ClientConn
 	listener string
+	target   string // the channel's, for metrics labels
 	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
 	cancel   func() // of the tree watch; set right after the watch starts
@@ -349,7 +355,7 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, r.filterEnv()), nodeID: r.nodeID}
 	st := configState(r.sc, cfg)
 	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {

@@ -94,6 +94,10 @@ type TransportOptions struct {
 	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
 	// is measured, and connections are net/http's as dialled.
 	ConnectionMetrics ConnectionMetrics
+	// ExtAuthzMetrics, if not nil, counts the outcomes of the listeners'
+	// external authorization checks (gRFC A92's, see ExtAuthzMetrics).
+	// Nil: nothing is counted.
+	ExtAuthzMetrics ExtAuthzMetrics
 	// SourceAddress is what a route's source_ip hash policy
 	// (connection_properties) hashes for ring_hash: the address a sidecar
 	// would have seen this client connect from, its pod or host IP
@@ -172,6 +176,7 @@ type transportSettings struct {
 	faults   *route.Faults
 	retrier  retrier
 	conns    *endpoint.ConnSink // nil: connections are not measured
+	authzM   ExtAuthzMetrics    // nil: ext_authz checks are not counted
 	// srcHash is what a source_ip hash policy hashes to: the hash of
 	// SourceAddress, else random, fixed for the Transport's life.
 	srcHash uint64
@@ -197,7 +202,7 @@ type logLine struct {
 func NewTransport(opts TransportOptions) (*Transport, error) {
 	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn)}
 	t.transportSettings = transportSettings{logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
-		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil)}
+		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil), authzM: opts.ExtAuthzMetrics}
 	if t.logger == nil {
 		t.logger = client.DefaultLogger()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
@@ -55,7 +56,11 @@ func (t *Transport) roundTrip(req *http.Request, cfg *hostConfig) (resp *http.Re
 		// answers the request; else it goes on, its headers as the
 		// filters changed them (view.r), and the response gets what
 		// they ask of it (client_filters.go).
-		res := cfg.chain.RunRoute(req.Context(), vh, rt, wc, view)
+		var fv httpfilter.Request = view
+		if t.authzM != nil {
+			fv = &authzObservedView{reqView: view, m: t.authzM, cluster: clusterName}
+		}
+		res := cfg.chain.RunRoute(req.Context(), vh, rt, wc, fv)
 		if res.Denial != nil {
 			closeBody(req)
 			return denialResponse(req, res.Denial), nil

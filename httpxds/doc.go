@@ -129,7 +129,10 @@
 // failure_mode_allow lets the request on; a header change the
 // decoder_header_mutation_rules disallow, with disallow_is_error, 500.
 // Why is logged as a warning; the caller learns only that the filter
-// refused. ExtAuthzPerRoute is honoured: disabled skips the filter for
+// refused. With Options.ExtAuthzMetrics each check is counted by its
+// outcome (goxds.http.server_ext_authz.*_requests; the Transport's
+// TransportOptions.ExtAuthzMetrics, goxds.http.client_ext_authz.*).
+// ExtAuthzPerRoute is honoured: disabled skips the filter for
 // its route, check_settings give context_extensions, with_request_body
 // and disable_request_body_buffering (the most specific override wins;
 // they are not merged). Not done: http_service (refused when the

@@ -45,6 +45,10 @@ type Options struct {
 	// an http.Server with a 10 s ReadHeaderTimeout that speaks HTTP/1.1,
 	// HTTP/2 over TLS and HTTP/2 without TLS (prior knowledge).
 	HTTPServer *http.Server
+	// ExtAuthzMetrics, if not nil, counts the outcomes of the Listeners'
+	// external authorization checks (gRFC A92's, see
+	// ServerExtAuthzMetrics). Nil: nothing is counted.
+	ExtAuthzMetrics ServerExtAuthzMetrics
 }
 
 // Server serves an http.Handler configured by xDS (gRFC A36's model, with

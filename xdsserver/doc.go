@@ -66,7 +66,9 @@
 // service's response headers sent first; a denied one fails with the
 // service's status and trailers; a failed call fails it with
 // status_on_error unless failure_mode_allow. The channels to the services
-// are made at the first RPC that needs them and closed by Stop.
+// are made at the first RPC that needs them and closed by Stop. With
+// RecordExtAuthz each check is counted by its outcome
+// (grpc.server_ext_authz.*).
 //
 // The external processing filter (gRFC A93, draft 07a7c11) sends the RPC's
 // events to the processor its GrpcService names, on one stream per RPC,

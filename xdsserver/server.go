@@ -31,6 +31,7 @@ type options struct {
 	bootstrap    *bootstrap.Config
 	client       *client.Client
 	clientOpts   client.Options
+	authzMetrics ExtAuthzMetrics // RecordExtAuthz's
 }
 
 // ServingModeCallback returns an option that has cb told of every change
