@@ -26,6 +26,10 @@ type Processor struct {
 	// afterFunc runs f after d; time.AfterFunc unless a test injects a
 	// fake clock. It delays the close of observability-mode streams.
 	afterFunc func(d time.Duration, f func()) (stop func() bool)
+	// metrics hears the events' times (metrics.go); nil: none. now is
+	// the clock they are read from; nil: time.Now.
+	metrics Metrics
+	now     func() time.Time
 }
 
 // New returns a Processor for cfg whose streams client opens. owner is
@@ -87,7 +91,8 @@ type Call struct {
 	trailers map[string][]string // the server's, while their answer is awaited
 	done     bool
 
-	flow // the ext_proc protocol's flow control (flow.go)
+	flow   // the ext_proc protocol's flow control (flow.go)
+	timing // the events' times in the filter, for metrics (metrics.go)
 
 	clientOut, serverOut *msgQueue
 }
@@ -466,7 +471,9 @@ func (c *Call) settled(h map[string][]string) (map[string][]string, error) {
 
 // ClientHeaders runs the client's headers through the processor (when
 // request_header_mode sends them) and returns those to send on.
-func (c *Call) ClientHeaders(h map[string][]string) (map[string][]string, error) {
+func (c *Call) ClientHeaders(h map[string][]string) (out map[string][]string, err error) {
+	measured := c.since(ClientHeadersEvent, false)
+	defer func() { measured(err) }()
 	if !c.p.cfg.Modes.RequestHeaders {
 		return c.settled(h)
 	}
@@ -476,7 +483,9 @@ func (c *Call) ClientHeaders(h map[string][]string) (map[string][]string, error)
 // ServerHeaders runs the server's headers through the processor;
 // trailersOnly marks a Trailers-Only response (end_of_stream), after
 // which there is no trailers event and no server message.
-func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (map[string][]string, error) {
+func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (out map[string][]string, err error) {
+	measured := c.since(ServerHeadersEvent, trailersOnly)
+	defer func() { measured(err) }()
 	if !c.p.cfg.Modes.ResponseHeaders {
 		return c.settled(h)
 	}
@@ -486,7 +495,9 @@ func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (map[stri
 // ServerTrailers runs the server's trailers through the processor. Once
 // it returns, NextServerMessage reports the end of the server's messages
 // after the last one.
-func (c *Call) ServerTrailers(t map[string][]string) (map[string][]string, error) {
+func (c *Call) ServerTrailers(t map[string][]string) (out map[string][]string, err error) {
+	measured := c.since(ServerTrailersEvent, false)
+	defer func() { measured(err) }()
 	defer c.push(c.serverOut, outMsg{end: true})
 	if !c.p.cfg.Modes.ResponseTrailers {
 		return c.settled(t)

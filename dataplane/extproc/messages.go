@@ -60,8 +60,13 @@ func (c *Call) ClientMessage(msg []byte) error {
 	return c.message(RequestBody, c.clientOut, msg, false)
 }
 
-// ClientHalfClose hands the client's half-close to the filter.
-func (c *Call) ClientHalfClose() error { return c.message(RequestBody, c.clientOut, nil, true) }
+// ClientHalfClose hands the client's half-close to the filter. It
+// continues (for grpc.*_ext_proc.client_half_close_duration) when
+// NextClientMessage reports it.
+func (c *Call) ClientHalfClose() error {
+	c.seeHalfClose()
+	return c.message(RequestBody, c.clientOut, nil, true)
+}
 
 // ServerMessage hands one serialized server message to the filter.
 func (c *Call) ServerMessage(msg []byte) error {
@@ -82,6 +87,9 @@ func (c *Call) next(ctx context.Context, out *msgQueue) ([]byte, bool, error) {
 		if o, ok := out.take(); ok {
 			c.release(out.dir, o.credit)
 			if o.end {
+				if out.dir == dirClient {
+					c.halfCloseGoesOn()
+				}
 				return nil, false, nil
 			}
 			return o.data, true, nil
