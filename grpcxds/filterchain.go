@@ -27,6 +27,9 @@ type filterEnv struct {
 	// authz are the channels to external authorization services (gRFC
 	// A92), closed with the channel's resolver; nil: none can be made.
 	authz *extauthzgrpc.Channels
+	// procMetrics measures the external processing filters' events
+	// (extprocmetrics.go); nil: not measured.
+	procMetrics procMetricsFunc
 }
 
 // processFaults counts the faults of every channel: gRFC A33's
@@ -48,7 +51,7 @@ type filterChain struct {
 // newFilterChain builds the chain of l's filters (httpfilter.NewChain)
 // with what the channel keeps in env.
 func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
-	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults}
+	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults, ProcMetrics: env.procMetrics}
 	if env.authz != nil {
 		henv.Authz = env.authz
 		henv.Procs = procClients{env.authz}

@@ -118,6 +118,11 @@ type Options struct {
 	// measured; neither is on the per-RPC path.
 	OutlierMetrics    OutlierMetrics
 	SubchannelMetrics SubchannelMetrics
+	// ExtProcMetrics, if set, hears how long each event of an RPC spent
+	// in the channels' external processing filters (gRFC A93's
+	// grpc.client_ext_proc.* histograms); metrics/otelxds and
+	// metrics/promxds implement it. Nil: nothing is measured.
+	ExtProcMetrics ExtProcMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -148,6 +153,7 @@ type Builder struct {
 	retryMetrics      RetryMetrics
 	outlierMetrics    OutlierMetrics
 	subchannelMetrics SubchannelMetrics
+	extProcMetrics    ExtProcMetrics
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -160,7 +166,7 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
-		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics}
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics, extProcMetrics: opts.ExtProcMetrics}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -278,6 +284,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
 		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
+	// The target as gRPC's CanonicalTarget spells it (the parsed URL).
+	r.procMetrics = procMetricsFor(b.extProcMetrics, target.String())
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
 }
@@ -343,6 +351,9 @@ type xdsResolver struct {
 	// authz are the channels to external authorization services that the
 	// channel's ext_authz filters use (extauthz.go), closed with it.
 	authz extauthzgrpc.Channels
+	// procMetrics labels the measures of the channel's external
+	// processing filters (extprocmetrics.go); nil: none.
+	procMetrics procMetricsFunc
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -352,7 +363,7 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz, procMetrics: r.procMetrics}), nodeID: r.nodeID}
 	st := configState(r.sc, cfg)
 	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {

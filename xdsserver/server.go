@@ -30,6 +30,7 @@ type options struct {
 	bootstrap    *bootstrap.Config
 	client       *client.Client
 	clientOpts   client.Options
+	procMetrics  ExtProcMetrics // WithExtProcMetrics's
 }
 
 // ServingModeCallback returns an option that has cb told of every change
