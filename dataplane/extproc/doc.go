@@ -56,10 +56,14 @@
 //     sends one is held to nothing, as before the protocol had flow
 //     control.
 //
+//   - Metrics (metrics.go): with [Processor.WithMetrics], the time each
+//     of the RPC's headers, half-close, server headers and trailers spent
+//     in the filter (gRFC A93's grpc.client_ext_proc.* and
+//     grpc.server_ext_proc.* histograms, which the adapter labels).
+//
 // # Not done
 //
-// The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
-// and trace propagation are not implemented. The adapters:
+// Trace propagation is not implemented. The adapters:
 // internal/extprocgrpc (the gRPC processing stream), xdsserver (the
 // server runtime), and grpcxds with dataplane/httpfilter (the client
 // runtime).
