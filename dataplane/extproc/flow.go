@@ -155,17 +155,28 @@ func dirOf(k Kind) int {
 
 // release returns to the processor's window the message of direction d
 // the data plane took last, now that it came back for the next (its write
-// is done), and holds n, the size of the one it takes now. It sends the
-// window back at once when half a window has gathered.
-func (c *Call) release(d int, n int64) {
+// is done), whether or not another is there: a processor whose window
+// that message took below zero sends no more until it has it back. The
+// window goes back at once when half a window has gathered; the
+// processor then still has more than half of its window, so it never
+// waits on what the filter keeps.
+func (c *Call) release(d int) {
 	c.mu.Lock()
 	c.flow.pending[d] += c.flow.held[d]
-	c.flow.held[d] = n
+	c.flow.held[d] = 0
 	send := c.flow.active && c.flow.pending[d] >= InitialWindow/2
 	c.mu.Unlock()
 	if send {
 		c.returnWindow()
 	}
+}
+
+// hold keeps the size n of the message of direction d the data plane
+// takes, until it comes back for the next.
+func (c *Call) hold(d int, n int64) {
+	c.mu.Lock()
+	c.flow.held[d] = n
+	c.mu.Unlock()
 }
 
 // takeUpdateLocked is the window to return with the next message, if

@@ -229,3 +229,26 @@ func TestFlowControlWindowOverflow(t *testing.T) {
 		t.Fatalf("error %v, want it to name server_window_update", err)
 	}
 }
+
+// A processor message that takes the window below zero comes back when
+// the data plane comes back for the next, even with none there yet: the
+// processor, whose window is spent, sends nothing until it has it.
+func TestFlowControlReturnsWindowWhileWaiting(t *testing.T) {
+	c, s := startFlow(t, resources.ExtProcModes{RequestBody: true}, &ServerWindowUpdate{})
+	big := int(InitialWindow) + 10
+	answerT(t, s, &Response{Kind: RequestBody, Body: &Body{Data: bytes.Repeat([]byte("o"), big)}})
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if m, ok, err := c.NextClientMessage(ctx); err != nil || !ok || len(m) != big {
+		t.Fatalf("NextClientMessage = %d bytes, %v, %v", len(m), ok, err)
+	}
+	res := async(func() ([]byte, error) { m, _, err := c.NextClientMessage(ctx); return m, err })
+	r := recvSent(t, s)
+	if r.Kind != 0 || r.WindowUpdate == nil || r.WindowUpdate.SidestreamToUpstream != int64(big) {
+		t.Fatalf("sent %+v, want a window update of %d alone", r, big)
+	}
+	answerT(t, s, &Response{Kind: RequestBody, Body: &Body{Data: []byte("next")}})
+	if m, err := await(t, res); err != nil || string(m) != "next" {
+		t.Fatalf("NextClientMessage = %q, %v", m, err)
+	}
+}

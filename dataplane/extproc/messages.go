@@ -83,9 +83,10 @@ func (c *Call) EndServerMessages() { c.push(c.serverOut, outMsg{end: true}) }
 // nil error is the end of the messages. Coming back for a message
 // releases the window of the one taken before (its write is done).
 func (c *Call) next(ctx context.Context, out *msgQueue) ([]byte, bool, error) {
+	c.release(out.dir)
 	for c.ctx.Err() == nil {
 		if o, ok := out.take(); ok {
-			c.release(out.dir, o.credit)
+			c.hold(out.dir, o.credit)
 			if o.end {
 				if out.dir == dirClient {
 					c.halfCloseGoesOn()
