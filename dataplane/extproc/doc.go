@@ -55,7 +55,6 @@
 //     is returned as the data plane writes them on. A processor that never
 //     sends one is held to nothing, as before the protocol had flow
 //     control.
-//
 //   - Metrics (metrics.go): with [Processor.WithMetrics], the time each
 //     of the RPC's headers, half-close, server headers and trailers spent
 //     in the filter (gRFC A93's grpc.client_ext_proc.* and
