@@ -47,7 +47,9 @@
 // ClusterIdleTimeout connect clusters only when used, RetryMetrics
 // hears of the calls a retry policy retried, OutlierMetrics of the
 // outliers outlier detection finds and SubchannelMetrics of the
-// connections (gRFC A91, A94: see Clusters and Connections below).
+// connections (gRFC A91, A94: see Clusters and Connections below),
+// ExtProcMetrics of the time RPCs' events spend in external processing
+// filters (gRFC A93).
 //
 // # The resolver
 //
@@ -144,7 +146,10 @@
 //     status at once; a Trailers-Only response is headers with
 //     end_of_stream. It runs once per RPC, outside the retry attempts,
 //     as the other filters do, so a retried RPC has one processing stream
-//     and every attempt sends what the processor gave.
+//     and every attempt sends what the processor gave. The protocol's
+//     flow control holds each direction to its window once the processor
+//     has sent a window update; Options.ExtProcMetrics hears the gRFC's
+//     grpc.client_ext_proc.* durations.
 //   - Authority rewriting (gRFC A81): on a route whose auto_host_rewrite a
 //     trusted_xds_server set, each attempt's :authority is the hostname of
 //     the endpoint picked for it (an EDS endpoint's hostname, a

@@ -52,5 +52,5 @@ func (o *authzObserved) AuthzChecked(outcome extauthz.Outcome) {
 
 // filterEnv is what the resolver's configurations' filter chains keep.
 func (r *xdsResolver) filterEnv() filterEnv {
-	return filterEnv{authz: &r.authz, authzMetrics: r.cs.b.extAuthzMetrics, target: r.target}
+	return filterEnv{authz: &r.authz, authzMetrics: r.cs.b.extAuthzMetrics, target: r.target, procMetrics: r.procMetrics}
 }

@@ -31,6 +31,9 @@ type filterEnv struct {
 	// channel's RPCs, labelled target (Options.ExtAuthzMetrics).
 	authzMetrics ExtAuthzMetrics
 	target       string
+	// procMetrics measures the external processing filters' events
+	// (extprocmetrics.go); nil: not measured.
+	procMetrics procMetricsFunc
 }
 
 // processFaults counts the faults of every channel: gRFC A33's
@@ -55,7 +58,7 @@ type filterChain struct {
 // newFilterChain builds the chain of l's filters (httpfilter.NewChain)
 // with what the channel keeps in env.
 func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
-	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults}
+	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults, ProcMetrics: env.procMetrics}
 	if env.authz != nil {
 		henv.Authz = env.authz
 		henv.Procs = procClients{env.authz}

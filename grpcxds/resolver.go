@@ -122,6 +122,11 @@ type Options struct {
 	// external authorization checks (gRFC A92); metrics/otelxds and
 	// metrics/promxds implement it. Nil: nothing is counted.
 	ExtAuthzMetrics ExtAuthzMetrics
+	// ExtProcMetrics, if set, hears how long each event of an RPC spent
+	// in the channels' external processing filters (gRFC A93's
+	// grpc.client_ext_proc.* histograms); metrics/otelxds and
+	// metrics/promxds implement it. Nil: nothing is measured.
+	ExtProcMetrics ExtProcMetrics
 }
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
@@ -153,6 +158,7 @@ type Builder struct {
 	outlierMetrics    OutlierMetrics
 	subchannelMetrics SubchannelMetrics
 	extAuthzMetrics   ExtAuthzMetrics
+	extProcMetrics    ExtProcMetrics
 }
 
 // DefaultClientLinger is how long a client a Builder created stays open
@@ -165,7 +171,8 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
-		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics, extAuthzMetrics: opts.ExtAuthzMetrics}
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics, extAuthzMetrics: opts.ExtAuthzMetrics,
+		extProcMetrics: opts.ExtProcMetrics}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -280,6 +287,8 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	r := &xdsResolver{cc: cc, listener: name, target: target.String(), nodeID: b.cfg.Node.ID, sc: sc, release: release,
 		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
+	// The target as gRPC's CanonicalTarget spells it (the parsed URL).
+	r.procMetrics = procMetricsFor(b.extProcMetrics, target.String())
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
 }
@@ -346,6 +355,9 @@ type xdsResolver struct {
 	// authz are the channels to external authorization services that the
 	// channel's ext_authz filters use (extauthz.go), closed with it.
 	authz extauthzgrpc.Channels
+	// procMetrics labels the measures of the channel's external
+	// processing filters (extprocmetrics.go); nil: none.
+	procMetrics procMetricsFunc
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the

@@ -93,8 +93,11 @@
 // context (a handler waiting for a client message with request_body_mode
 // NONE notices when it returns). The GrpcService's timeout is the
 // stream's deadline, and the RPC's end ends the stream; message_timeout
-// is ignored, as the gRFC says. Not done: the gRFC's flow-control
-// messages, its metrics, trace propagation; response attributes (the
+// is ignored, as the gRFC says. The protocol's flow control is done
+// (package dataplane/extproc: windows of 64 KiB, held only once the
+// processor has sent a window update), and with WithExtProcMetrics the
+// gRFC's grpc.server_ext_proc.* durations are measured. Not done: trace
+// propagation; response attributes (the
 // request's are :authority, path, method, protocol, user agent, referer,
 // x-request-id and the addresses).
 //

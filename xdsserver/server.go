@@ -32,6 +32,7 @@ type options struct {
 	client       *client.Client
 	clientOpts   client.Options
 	authzMetrics ExtAuthzMetrics // RecordExtAuthz's
+	procMetrics  ExtProcMetrics  // WithExtProcMetrics's
 }
 
 // ServingModeCallback returns an option that has cb told of every change
