@@ -47,7 +47,9 @@
 // ClusterIdleTimeout connect clusters only when used, RetryMetrics
 // hears of the calls a retry policy retried, OutlierMetrics of the
 // outliers outlier detection finds and SubchannelMetrics of the
-// connections (gRFC A91, A94: see Clusters and Connections below).
+// connections (gRFC A91, A94: see Clusters and Connections below),
+// ExtProcMetrics of the time RPCs' events spend in external processing
+// filters (gRFC A93).
 //
 // # The resolver
 //
@@ -130,7 +132,9 @@
 //     with the service's status and its headers as trailers (grpc.Trailer),
 //     an allowed one's response_headers_to_add reach grpc.Header and a
 //     stream's Header; a channel keeps one connection per service, closed
-//     with it. External processing (gRFC A93; package dataplane/extproc
+//     with it. With Options.ExtAuthzMetrics each check is counted by its
+//     outcome (grpc.client_ext_authz.*, labelled with the channel's target
+//     and the route's cluster). External processing (gRFC A93; package dataplane/extproc
 //     runs the processing stream, one per RPC, over the same channels):
 //     the RPC's metadata and :path go to the processor before the RPC is
 //     sent and its changes are the outgoing metadata; in GRPC body mode
@@ -142,10 +146,13 @@
 //     status at once; a Trailers-Only response is headers with
 //     end_of_stream. It runs once per RPC, outside the retry attempts,
 //     as the other filters do, so a retried RPC has one processing stream
-//     and every attempt sends what the processor gave. The check and the
-//     processing stream are calls in the RPC's context (gRFC A92, A93:
-//     child spans of its trace) on channels that take
-//     Options.SideChannelDialOptions, a tracing stats handler say.
+//     and every attempt sends what the processor gave. The protocol's
+//     flow control holds each direction to its window once the processor
+//     has sent a window update; Options.ExtProcMetrics hears the gRFC's
+//     grpc.client_ext_proc.* durations. The check and the processing
+//     stream are calls in the RPC's context (gRFC A92, A93: child spans
+//     of its trace) on channels that take Options.SideChannelDialOptions,
+//     a tracing stats handler say.
 //   - Authority rewriting (gRFC A81): on a route whose auto_host_rewrite a
 //     trusted_xds_server set, each attempt's :authority is the hostname of
 //     the endpoint picked for it (an EDS endpoint's hostname, a

@@ -37,6 +37,13 @@ import (
 // authzEnv is newEnv with a bootstrap edited by edit.
 func authzEnv(t *testing.T, edit func(*bootstrap.Config)) *env {
 	t.Helper()
+	return authzEnvWith(t, edit, grpcxds.Options{})
+}
+
+// authzEnvWith is authzEnv with the Builder's options opts (their
+// bootstrap and client options replaced).
+func authzEnvWith(t *testing.T, edit func(*bootstrap.Config), opts grpcxds.Options) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
@@ -49,11 +56,12 @@ func authzEnv(t *testing.T, edit func(*bootstrap.Config)) *env {
 		t.Fatal(err)
 	}
 	edit(cfg)
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, ClientOptions: client.Options{
+	opts.Bootstrap, opts.ClientOptions = cfg, client.Options{
 		Logger:           quietLogger,
 		WatchExpiry:      2 * time.Second,
 		TransportOptions: transport.Options{Backoff: fastBackoff, DialOptions: []grpc.DialOption{fastConnect}},
-	}})
+	}
+	b, err := grpcxds.NewBuilder(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,13 @@ type filterEnv struct {
 	// authz are the channels to external authorization services (gRFC
 	// A92), closed with the channel's resolver; nil: none can be made.
 	authz *extauthzgrpc.Channels
+	// authzMetrics, when not nil, counts the ext_authz checks of the
+	// channel's RPCs, labelled target (Options.ExtAuthzMetrics).
+	authzMetrics ExtAuthzMetrics
+	target       string
+	// procMetrics measures the external processing filters' events
+	// (extprocmetrics.go); nil: not measured.
+	procMetrics procMetricsFunc
 }
 
 // processFaults counts the faults of every channel: gRFC A33's
@@ -43,24 +50,30 @@ type filterChain struct {
 	*httpfilter.Chain
 	// err is why the chain cannot run: every RPC fails with it.
 	err error
+	// authzMetrics and target are the env's.
+	authzMetrics ExtAuthzMetrics
+	target       string
 }
 
 // newFilterChain builds the chain of l's filters (httpfilter.NewChain)
 // with what the channel keeps in env.
 func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
-	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults}
+	henv := httpfilter.Env{Client: "a gRPC client", Faults: processFaults, ProcMetrics: env.procMetrics}
 	if env.authz != nil {
 		henv.Authz = env.authz
 		henv.Procs = procClients{env.authz}
 	}
 	c := httpfilter.NewChain(l, henv)
-	return &filterChain{Chain: c, err: c.Err()}
+	return &filterChain{Chain: c, err: c.Err(), authzMetrics: env.authzMetrics, target: env.target}
 }
 
 // run runs the filters routing chose for the RPC of sel.
 func (c *filterChain) run(ctx context.Context, sel *selection) httpfilter.Result {
 	if c == nil || len(sel.filters) == 0 {
 		return httpfilter.Result{}
+	}
+	if c.authzMetrics != nil {
+		return c.Run(ctx, sel.filters, &authzObserved{selection: sel, m: c.authzMetrics, target: c.target})
 	}
 	return c.Run(ctx, sel.filters, sel)
 }

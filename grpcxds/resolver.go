@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,6 +19,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/sharedclient"
+	"github.com/goxds/xds/internal/treeerr"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -120,6 +120,15 @@ type Options struct {
 	// measured; neither is on the per-RPC path.
 	OutlierMetrics    OutlierMetrics
 	SubchannelMetrics SubchannelMetrics
+	// ExtAuthzMetrics, if set, counts the outcomes of the channels'
+	// external authorization checks (gRFC A92); metrics/otelxds and
+	// metrics/promxds implement it. Nil: nothing is counted.
+	ExtAuthzMetrics ExtAuthzMetrics
+	// ExtProcMetrics, if set, hears how long each event of an RPC spent
+	// in the channels' external processing filters (gRFC A93's
+	// grpc.client_ext_proc.* histograms); metrics/otelxds and
+	// metrics/promxds implement it. Nil: nothing is measured.
+	ExtProcMetrics ExtProcMetrics
 
 	// SideChannelDialOptions are given to the channels a channel makes to
 	// the external authorization and processing services its filters
@@ -163,6 +172,8 @@ type Builder struct {
 	retryMetrics      RetryMetrics
 	outlierMetrics    OutlierMetrics
 	subchannelMetrics SubchannelMetrics
+	extAuthzMetrics   ExtAuthzMetrics
+	extProcMetrics    ExtProcMetrics
 	// sideOpts are Options.SideChannelDialOptions.
 	sideOpts []grpc.DialOption
 }
@@ -177,8 +188,8 @@ const DefaultClientLinger = 5 * time.Minute
 // bootstrap can be had.
 func NewBuilder(opts Options) (*Builder, error) {
 	b := &Builder{scheme: opts.Scheme, cfg: opts.Bootstrap, shared: opts.Client, retryMetrics: opts.RetryMetrics,
-		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics,
-		sideOpts: slices.Clone(opts.SideChannelDialOptions)}
+		outlierMetrics: opts.OutlierMetrics, subchannelMetrics: opts.SubchannelMetrics, extAuthzMetrics: opts.ExtAuthzMetrics,
+		extProcMetrics: opts.ExtProcMetrics, sideOpts: slices.Clone(opts.SideChannelDialOptions)}
 	if b.scheme == "" {
 		b.scheme = DefaultScheme
 	}
@@ -199,22 +210,19 @@ func NewBuilder(opts Options) (*Builder, error) {
 	if opts.ClusterIdleTimeout < 0 || (opts.ClusterIdleTimeout > 0 && !opts.ConnectOnFirstRPC) {
 		return nil, fmt.Errorf("grpcxds: ClusterIdleTimeout %v: want a positive duration, with ConnectOnFirstRPC (a cluster that sleeps must wake on its next RPC)", opts.ClusterIdleTimeout)
 	}
-	switch {
-	case b.cfg != nil:
+	if b.cfg != nil {
 		if err := b.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("grpcxds: %w", err)
 		}
-	case b.shared != nil:
-		// The client's own: its listener name template and authorities are
-		// what its user configured, and its node ID names it in errors.
-		b.cfg = b.shared.Bootstrap()
-	default:
-		cfg, err := bootstrap.FromEnv()
-		if err != nil {
-			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
-		}
-		b.cfg = cfg
 	}
+	// The Client's own, when given: its listener name template and
+	// authorities are what its user configured, and its node ID names it
+	// in errors.
+	cfg, err := sharedclient.Bootstrap(b.cfg, b.shared)
+	if err != nil {
+		return nil, fmt.Errorf("grpcxds: %w", err)
+	}
+	b.cfg = cfg
 	if b.shared == nil {
 		// The client the Builder makes routes by RLS; the caller's
 		// registry, and the default, stay as they are.
@@ -293,10 +301,12 @@ func (b *Builder) build(target resolver.Target, cc resolver.ClientConn, opts res
 	if authority == "" {
 		authority = target.Endpoint()
 	}
-	r := &xdsResolver{cc: cc, listener: name, nodeID: b.cfg.Node.ID, sc: sc, release: release,
+	r := &xdsResolver{cc: cc, listener: name, target: target.String(), nodeID: b.cfg.Node.ID, sc: sc, release: release,
 		source: source{cs: cs, epoch: cs.epochNow(), logger: b.logger.With("listener", name), bootstrap: b.cfg, client: c}}
 	r.clusters = new(watchers.ClusterSet)
 	r.authz.DialOptions = b.sideOpts
+	// The target as gRPC's CanonicalTarget spells it (the parsed URL).
+	r.procMetrics = procMetricsFor(b.extProcMetrics, target.String())
 	r.cancel = watchers.WatchConfigTree(c, name, watchers.TreeOptions{Authority: authority, Clusters: r.clusters}, r)
 	return r, nil
 }
@@ -352,6 +362,7 @@ type xdsResolver struct {
 	source   // what its configurations carry to the balancer
 	cc       resolver.ClientConn
 	listener string
+	target   string // the channel's, for metrics labels
 	nodeID   string // the bootstrap's, for errors
 	sc       *serviceconfig.ParseResult
 	cancel   func() // of the tree watch; set right after the watch starts
@@ -362,6 +373,9 @@ type xdsResolver struct {
 	// authz are the channels to external authorization services that the
 	// channel's ext_authz filters use (extauthz.go), closed with it.
 	authz extauthzgrpc.Channels
+	// procMetrics labels the measures of the channel's external
+	// processing filters (extprocmetrics.go); nil: none.
+	procMetrics procMetricsFunc
 }
 
 // Update implements watchers.TreeWatcher: the snapshot becomes the
@@ -371,7 +385,7 @@ type xdsResolver struct {
 // wait, so that a channel that ignores the service config sends nothing
 // anywhere.
 func (r *xdsResolver) Update(s *watchers.Snapshot) {
-	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, filterEnv{authz: &r.authz}), nodeID: r.nodeID}
+	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, r.filterEnv()), nodeID: r.nodeID}
 	st := configState(r.sc, cfg)
 	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
 	if err := r.cc.UpdateState(st); err != nil {
@@ -455,12 +469,7 @@ type ConfigError struct {
 // Error names the listener and the node ID and says what is wrong with
 // the tree.
 func (e *ConfigError) Error() string {
-	msg := e.Err.Error()
-	// The client's errors already name the listener.
-	if !strings.Contains(msg, e.Listener) {
-		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
-	}
-	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, msg)
+	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, treeerr.Text(e.Listener, e.Err))
 }
 
 // Unwrap returns the cause.

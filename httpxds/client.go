@@ -26,6 +26,7 @@ import (
 	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
@@ -95,6 +96,10 @@ type TransportOptions struct {
 	// connections open (gRFC A94's; see ConnectionMetrics). Nil: nothing
 	// is measured, and connections are net/http's as dialled.
 	ConnectionMetrics ConnectionMetrics
+	// ExtAuthzMetrics, if not nil, counts the outcomes of the listeners'
+	// external authorization checks (gRFC A92's, see ExtAuthzMetrics).
+	// Nil: nothing is counted.
+	ExtAuthzMetrics ExtAuthzMetrics
 	// SourceAddress is what a route's source_ip hash policy
 	// (connection_properties) hashes for ring_hash: the address a sidecar
 	// would have seen this client connect from, its pod or host IP
@@ -180,6 +185,7 @@ type transportSettings struct {
 	faults   *route.Faults
 	retrier  retrier
 	conns    *endpoint.ConnSink // nil: connections are not measured
+	authzM   ExtAuthzMetrics    // nil: ext_authz checks are not counted
 	// srcHash is what a source_ip hash policy hashes to: the hash of
 	// SourceAddress, else random, fixed for the Transport's life.
 	srcHash uint64
@@ -205,7 +211,7 @@ type logLine struct {
 func NewTransport(opts TransportOptions) (*Transport, error) {
 	t := &Transport{xc: opts.Client, hosts: make(map[hostKey]*hostWatch), leafConns: make(map[string]*leafConn)}
 	t.transportSettings = transportSettings{logger: opts.Logger, clock: opts.Clock, dial: opts.DialContext,
-		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil)}
+		timeout: opts.DefaultRouteTimeout, idleHost: opts.HostIdleTimeout, faults: route.NewFaults(nil), authzM: opts.ExtAuthzMetrics}
 	if t.logger == nil {
 		t.logger = client.DefaultLogger()
 	}
@@ -246,8 +252,8 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 	}
 	var err error
-	if t.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
-		return nil, err
+	if t.b, err = sharedclient.Bootstrap(opts.Bootstrap, opts.Client); err != nil {
+		return nil, fmt.Errorf("httpxds: %w", err)
 	}
 	if t.xc == nil {
 		xc, err := client.New(t.b, opts.ClientOptions)
@@ -263,7 +269,10 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		HTTPOutlierDetection: true,
 		// max_pending_requests and max_connections over the
 		// endpoints' pools (client_limits.go).
-		ConnectionLimits: true}
+		ConnectionLimits: true,
+		// LRS counts a request issued once it leaves, not at the pick
+		// (client_send.go's attempt.do).
+		StartOnSend: true}
 	if opts.OutlierMetrics != nil {
 		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}

@@ -129,7 +129,10 @@
 // failure_mode_allow lets the request on; a header change the
 // decoder_header_mutation_rules disallow, with disallow_is_error, 500.
 // Why is logged as a warning; the caller learns only that the filter
-// refused. ExtAuthzPerRoute is honoured: disabled skips the filter for
+// refused. With Options.ExtAuthzMetrics each check is counted by its
+// outcome (goxds.http.server_ext_authz.*_requests; the Transport's
+// TransportOptions.ExtAuthzMetrics, goxds.http.client_ext_authz.*).
+// ExtAuthzPerRoute is honoured: disabled skips the filter for
 // its route, check_settings give context_extensions, with_request_body
 // and disable_request_body_buffering (the most specific override wins;
 // they are not merged). Not done: http_service (refused when the
@@ -351,8 +354,10 @@
 // does not choose TLS (the cluster does, as behind an Envoy sidecar), but
 // an https:// request to a cluster without TLS is refused rather than
 // sent in plaintext; the endpoint picked for it never saw it, so the
-// refusal is no outlier result and no LRS error (only an issued request,
-// as a caller's cancel), and cannot get a healthy endpoint ejected.
+// refusal is no outlier result and not in the LRS load report at all (a
+// request counts as issued once it has a connection, as Envoy counts it;
+// a request cancelled while it waits for one under max_connections is
+// not issued either), and cannot get a healthy endpoint ejected.
 //
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into

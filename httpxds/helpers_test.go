@@ -74,6 +74,8 @@ type envOptions struct {
 	edit    func(*bootstrap.Config) // edits the server's bootstrap
 	handler http.Handler            // nil: echo
 	logger  *slog.Logger            // nil: discard
+	// authzMetrics is the server's Options.ExtAuthzMetrics.
+	authzMetrics httpxds.ServerExtAuthzMetrics
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -103,9 +105,10 @@ func newEnv(t testing.TB, o envOptions) *env {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	srv, err := httpxds.NewServer(h, httpxds.Options{
-		Bootstrap:     cfg,
-		ClientOptions: quietClient,
-		Logger:        logger,
+		Bootstrap:       cfg,
+		ClientOptions:   quietClient,
+		Logger:          logger,
+		ExtAuthzMetrics: o.authzMetrics,
 		ServingModeCallback: func(_ net.Addr, args httpxds.ServingModeChangeArgs) {
 			e.modes <- args
 		},

@@ -17,6 +17,7 @@ import (
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/serverlds"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/resources"
 )
 
@@ -47,6 +48,10 @@ type Options struct {
 	// an http.Server with a 10 s ReadHeaderTimeout that speaks HTTP/1.1,
 	// HTTP/2 over TLS and HTTP/2 without TLS (prior knowledge).
 	HTTPServer *http.Server
+	// ExtAuthzMetrics, if not nil, counts the outcomes of the Listeners'
+	// external authorization checks (gRFC A92's, see
+	// ServerExtAuthzMetrics). Nil: nothing is counted.
+	ExtAuthzMetrics ServerExtAuthzMetrics
 	// SideChannelDialOptions are given to the gRPC channels the server
 	// makes to the authorization services its ext_authz filters name
 	// (gRFC A92), before the credentials gRFC A102 gives them, which they
@@ -106,8 +111,8 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 		s.logger = client.DefaultLogger()
 	}
 	var err error
-	if s.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
-		return nil, err
+	if s.b, err = sharedclient.Bootstrap(opts.Bootstrap, opts.Client); err != nil {
+		return nil, fmt.Errorf("httpxds: %w", err)
 	}
 	if s.b.ServerListenerResourceNameTemplate == "" {
 		return nil, errors.New("httpxds: the bootstrap has no server_listener_resource_name_template")
@@ -211,20 +216,4 @@ func (s *Server) configError(format string, args ...any) error {
 
 func (s *Server) warn(msg string, args ...any) {
 	s.logger.Warn("httpxds: "+msg, args...)
-}
-
-// bootstrapOf is the bootstrap a client or server of the options uses:
-// the one given, else the shared client's, else the environment's.
-func bootstrapOf(b *bootstrap.Config, c *client.Client) (*bootstrap.Config, error) {
-	switch {
-	case b != nil:
-		return b, nil
-	case c != nil:
-		return c.Bootstrap(), nil
-	}
-	cfg, err := bootstrap.FromEnv()
-	if err != nil {
-		return nil, fmt.Errorf("httpxds: no Client or Bootstrap given, and none in the environment: %w", err)
-	}
-	return cfg, nil
 }

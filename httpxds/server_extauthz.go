@@ -85,6 +85,9 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 	} else {
 		d = (&extauthz.Checker{Config: c, Client: client}).Check(r.Context(), ar)
 	}
+	if m := g.l.s.opts.ExtAuthzMetrics; m != nil {
+		m.ServerExtAuthz(d.Outcome.String())
+	}
 	if !d.Allow {
 		g.deny(w, f, d, r, rc)
 		return w, false

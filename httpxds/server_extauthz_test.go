@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -89,7 +90,13 @@ var authzHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request)
 // FilterConfig that disables the filter, and / for the rest.
 func authzServerEnv(t *testing.T, target string, change func(*extauthzv3.ExtAuthz)) *env {
 	t.Helper()
-	e := newEnv(t, envOptions{edit: testutils.AllowGRPCService(target), handler: authzHandler})
+	return authzServerEnvWith(t, target, change, nil)
+}
+
+// authzServerEnvWith is authzServerEnv whose server counts its checks on m.
+func authzServerEnvWith(t *testing.T, target string, change func(*extauthzv3.ExtAuthz), m httpxds.ServerExtAuthzMetrics) *env {
+	t.Helper()
+	e := newEnv(t, envOptions{edit: testutils.AllowGRPCService(target), handler: authzHandler, authzMetrics: m})
 	perRoute := func(r *routev3.Route, m *anypb.Any) *routev3.Route {
 		r.TypedPerFilterConfig = map[string]*anypb.Any{"authz": m}
 		return r

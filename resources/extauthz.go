@@ -64,8 +64,9 @@ type ExtAuthzConfig struct {
 	// through gRPC's HTTP-to-gRPC mapping.
 	StatusOnError codes.Code
 	// AllowedHeaders, when not nil, are the only request headers sent to
-	// the service (allowed_headers); DisallowedHeaders are never sent,
-	// whatever AllowedHeaders says.
+	// the service (allowed_headers; nil when unset or of no pattern, as
+	// gRFC A92 says: every header is sent); DisallowedHeaders are never
+	// sent, whatever AllowedHeaders says.
 	AllowedHeaders, DisallowedHeaders []StringMatcher
 	// MutationRules limit the header changes the service may make.
 	MutationRules HeaderMutationRules
@@ -93,11 +94,12 @@ type ExtAuthzPerRouteConfig struct {
 	Raw *extauthzv3.ExtAuthzPerRoute
 }
 
-// HeaderMutationRules are the header changes an authorization service may
-// make (envoy.config.common.mutation_rules.v3.HeaderMutationRules, in the
-// fields gRFC A92 reads): a change to a header they disallow is ignored,
-// or with DisallowIsError fails the request. Changes to pseudo-headers and
-// host are ignored whatever the rules say.
+// HeaderMutationRules are the header changes an authorization or
+// processing service may make (envoy.config.common.mutation_rules.v3.
+// HeaderMutationRules, in the fields gRFC A102 reads): a change to a
+// header they disallow is ignored, or with DisallowIsError fails the
+// request. Changes to pseudo-headers and host are never allowed, whatever
+// the rules say (dataplane/extauthz's Permitted).
 type HeaderMutationRules struct {
 	// DisallowAll disallows every change.
 	DisallowAll bool
@@ -111,18 +113,20 @@ type HeaderMutationRules struct {
 }
 
 // Allowed reports whether the rules let a change to header name through
-// (pseudo-headers and host aside, which the caller ignores first):
-// disallow_all, then disallow_expression, then allow_expression, and
-// otherwise allowed, as Envoy orders them (allow_all_routing,
-// disallow_system and allow_envoy are ignored, as gRPC does).
+// (pseudo-headers and host aside, which the caller refuses first), as
+// gRFC A102 orders them: disallow_all, then disallow_expression; then,
+// when allow_expression is set, only the names it matches are allowed,
+// and when it is not, every other name is. (Envoy would let a name
+// allow_expression does not match through; gRPC does not.)
+// allow_all_routing, disallow_system and allow_envoy are not read.
 func (r *HeaderMutationRules) Allowed(name string) bool {
 	switch {
 	case r.DisallowAll:
 		return false
 	case r.Disallow != nil && r.Disallow.Match(name):
 		return false
-	case r.Allow != nil && r.Allow.Match(name):
-		return true
+	case r.Allow != nil:
+		return r.Allow.Match(name)
 	}
 	return true
 }
@@ -179,12 +183,11 @@ func NewExtAuthzConfig(ctx *DecodeContext, m *extauthzv3.ExtAuthz) (*ExtAuthzCon
 		// table has it.
 		c.StatusOnError, _ = HTTPStatusToCode(int(s))
 	}
+	// gRFC A92 (2026-05-26): an allowed_headers of no pattern is as
+	// unset, every header sent; not a list that matches nothing.
 	if l := m.GetAllowedHeaders(); l != nil {
 		if c.AllowedHeaders, err = listStringMatcher(l); err != nil {
 			return nil, at("allowed_headers", err)
-		}
-		if c.AllowedHeaders == nil {
-			c.AllowedHeaders = []StringMatcher{} // set, but matching nothing
 		}
 	}
 	if l := m.GetDisallowedHeaders(); l != nil {

@@ -208,13 +208,31 @@ func TestExtAuthzFields(t *testing.T) {
 		!c.MutationRules.DisallowIsError {
 		t.Fatalf("config = %+v", c)
 	}
-	for name, want := range map[string]bool{"x-fixed-id": false, "x-user": true, "other": true} {
+	// gRFC A102: with allow_expression set, a name it does not match is
+	// disallowed.
+	for name, want := range map[string]bool{"x-fixed-id": false, "x-user": true, "other": false} {
 		if got := c.MutationRules.Allowed(name); got != want {
 			t.Errorf("Allowed(%q) = %v, want %v", name, got, want)
 		}
 	}
 	if (&HeaderMutationRules{DisallowAll: true, Allow: c.MutationRules.Allow}).Allowed("x-user") {
 		t.Error("disallow_all let a header through")
+	}
+}
+
+// An allowed_headers or disallowed_headers of no pattern is as unset
+// (gRFC A92, 2026-05-26): every header goes to the service, not none.
+func TestExtAuthzEmptyHeaderListsAreUnset(t *testing.T) {
+	trusted, _ := authzContexts()
+	m := extAuthzMsg(authzTarget)
+	m.AllowedHeaders = &matcherv3.ListStringMatcher{}
+	m.DisallowedHeaders = &matcherv3.ListStringMatcher{}
+	c, _, err := decodeExtAuthz(t, trusted, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.AllowedHeaders != nil || c.DisallowedHeaders != nil {
+		t.Fatalf("allowed headers %#v, disallowed %#v: want both nil (unset)", c.AllowedHeaders, c.DisallowedHeaders)
 	}
 }
 

@@ -66,7 +66,9 @@
 // service's response headers sent first; a denied one fails with the
 // service's status and trailers; a failed call fails it with
 // status_on_error unless failure_mode_allow. The channels to the services
-// are made at the first RPC that needs them and closed by Stop.
+// are made at the first RPC that needs them and closed by Stop. With
+// RecordExtAuthz each check is counted by its outcome
+// (grpc.server_ext_authz.*).
 //
 // The external processing filter (gRFC A93, draft 07a7c11) sends the RPC's
 // events to the processor its GrpcService names, on one stream per RPC,
@@ -91,11 +93,14 @@
 // context (a handler waiting for a client message with request_body_mode
 // NONE notices when it returns). The GrpcService's timeout is the
 // stream's deadline, and the RPC's end ends the stream; message_timeout
-// is ignored, as the gRFC says. The processing stream and the check
-// (ext_authz) have the RPC's context as their parent, and the channels
-// they go on take SideChannelDialOptions, so a tracing stats handler there
-// makes them child spans of the RPC's. Not done: the gRFC's flow-control
-// messages, its metrics; response attributes (the
+// is ignored, as the gRFC says. The protocol's flow control is done
+// (package dataplane/extproc: windows of 64 KiB, held only once the
+// processor has sent a window update), and with WithExtProcMetrics the
+// gRFC's grpc.server_ext_proc.* durations are measured. The processing
+// stream and the check (ext_authz) have the RPC's context as their
+// parent, and the channels they go on take SideChannelDialOptions, so a
+// tracing stats handler there makes them child spans of the RPC's. Not
+// done: response attributes (the
 // request's are :authority, path, method, protocol, user agent, referer,
 // x-request-id, the headers, the empty query and the addresses).
 //

@@ -44,6 +44,9 @@ func (s *GRPCServer) extAuthz(ctx context.Context, f *resources.HTTPFilter, cfg 
 	} else {
 		d = (&extauthz.Checker{Config: c, Client: client}).Check(ctx, req)
 	}
+	if m := s.opts.authzMetrics; m != nil {
+		m.ServerExtAuthz(d.Outcome.String())
+	}
 	if !d.Allow {
 		if len(d.Trailers) > 0 {
 			_ = grpc.SetTrailer(ctx, extauthzgrpc.Mutations(nil, d.Trailers))

@@ -62,7 +62,7 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 	if len(c.RequestAttributes) > 0 || len(c.ResponseAttributes) > 0 {
 		attrs = procAttributes(method, md, local, remote)
 	}
-	call := extproc.New(s.procOwner, c, client).NewCall(ctx, attrs)
+	call := s.withProcMetrics(extproc.New(s.procOwner, c, client)).NewCall(ctx, attrs)
 	h := make(map[string][]string, len(md)+2)
 	for k, v := range md {
 		h[k] = v

@@ -15,12 +15,14 @@
 //
 // # What a check does
 //
-// [Checker.Check] follows gRFC A92:
-//   - filter_enabled: a request drawn outside the configured share is not
-//     checked; it goes on unchanged, or with deny_at_disable fails with the
-//     status of status_on_error.
+// [Checker.Check] follows gRFC A92 (the draft of 2026-05-26,
+// grpc/proposal commit 207a967), with gRFC A102's header rules:
+//   - filter_enabled: a request drawn outside the configured share (the
+//     draw is in [0, 100)) is not checked; it goes on unchanged, or with
+//     deny_at_disable fails with the status of status_on_error.
 //   - The request sent: the request's headers that disallowed_headers does
-//     not match and allowed_headers (when set) does, each as one entry (its
+//     not match and allowed_headers (when set with at least one pattern:
+//     an empty list is as unset) does, each as one entry (its
 //     values joined with ","; a -bin header's values base64-encoded, as on
 //     the wire; a plain HTTP request has no binary headers); the path;
 //     the time; for gRPC method POST, size -1, protocol HTTP/2
@@ -33,35 +35,44 @@
 //     the local certificate). A principal is a certificate's first URI
 //     SAN, else its first DNS SAN, else its subject.
 //   - The call runs under the GrpcService's timeout. If it fails, or the
-//     response is malformed (a header mutation that is not valid), the
-//     request fails with status_on_error, unless failure_mode_allow lets
-//     it on, then with x-envoy-auth-failure-mode-allowed: true added when
-//     failure_mode_allow_header_add says so.
+//     response is malformed (a header change gRFC A102 calls invalid),
+//     the request fails with status_on_error, unless failure_mode_allow
+//     lets it on, then with x-envoy-auth-failure-mode-allowed: true added
+//     when failure_mode_allow_header_add says so.
 //   - A response whose status is OK allows the request, with
 //     ok_response's headers and headers_to_remove applied to its headers
 //     and response_headers_to_add to its response headers. Any other
 //     status denies it, with denied_response's HTTP status (403 when
-//     unset) mapped to a gRPC code, and its headers applied to the
-//     trailers of the failed RPC; a plain HTTP request is answered with
-//     that status, denied_response's body and its headers
-//     ([Decision].HTTPStatus and Body; status_on_error's HTTP status when
-//     the service could not decide).
-//   - Header changes: a change to a pseudo-header or to host is ignored;
-//     request header changes are also subject to
-//     decoder_header_mutation_rules, a disallowed one ignored or, with
-//     disallow_is_error, failing the request with UNKNOWN (Envoy's HTTP 500).
-//     append_action's four values are honoured; a change that leaves a
-//     header empty removes it unless keep_empty_value.
+//     unset) mapped to a gRPC code, the service's status message in the
+//     denial's, and denied_response's headers as the trailers of the
+//     failed RPC; a plain HTTP request is answered with that status,
+//     denied_response's body and its headers ([Decision].HTTPStatus and
+//     Body; status_on_error's HTTP status when the service could not
+//     decide).
+//   - Header changes (gRFC A102, [ValidHeader]): in any of the four
+//     fields, a change whose name is empty, not a lower-case gRPC header
+//     name, longer than 16384 bytes, host, a pseudo-header or grpc-*, or
+//     whose value is longer than 16384 bytes or (not -bin) not printable
+//     ASCII, makes the response malformed; so does a headers_to_remove
+//     entry that is not a gRPC header name. Every change is subject to
+//     decoder_header_mutation_rules ([Permitted]: never host nor a
+//     pseudo-header), a disallowed one ignored or, with
+//     disallow_is_error, failing the request with UNKNOWN (Envoy's HTTP
+//     500), even where it would have changed nothing. append_action's
+//     four values are honoured; keep_empty_value is not read: a change
+//     that leaves a header empty keeps it.
 //
 // The per-route overrides are resolved before: a filter turned off by a
 // FilterConfig wrapper does not run, and an ExtAuthzPerRoute override
 // runs the top-level configuration (resources.ExtAuthzOf).
 //
-// # Not done
+// # Metrics, and what is not done
 //
-// The filter's metrics (gRFC A92's grpc.client_ext_authz.* and
-// grpc.server_ext_authz.*) and trace context propagation to the
-// authorization call are not implemented here. [Decision.Outcome] says
-// which of allowed, denied, disabled or failed a check was, for an adapter
-// that counts them.
+// [Decision.Outcome] says which of allowed, denied, disabled or failed a
+// check was; the adapters count it (gRFC A92's grpc.client_ext_authz.*
+// and grpc.server_ext_authz.*: grpcxds.ExtAuthzMetrics,
+// xdsserver.ExtAuthzMetrics, httpxds's, through dataplane/httpfilter's
+// AuthzObserver on clients), passing [Outcome.String]. A check that a
+// disallow_is_error rule fails counts as failed. Trace context
+// propagation to the authorization call is not done.
 package extauthz

@@ -132,11 +132,14 @@ const (
 )
 
 // HeaderOption is a header change the service asks for
-// (HeaderValueOption). Value is the header's value; for a -bin header, its
-// raw bytes (the adapter takes raw_value for those).
+// (HeaderValueOption). Value is the header's value: its raw_value when
+// set, else its value (gRFC A102); a -bin header's raw bytes.
 type HeaderOption struct {
-	Key, Value     string
-	Action         AppendAction
+	Key, Value string
+	Action     AppendAction
+	// KeepEmptyValue is the option's keep_empty_value, which gRFC A102
+	// does not read: a change that leaves a header empty keeps it
+	// whatever it says. Kept for the adapters that fill it.
 	KeepEmptyValue bool
 }
 
@@ -145,6 +148,9 @@ type HeaderOption struct {
 type CheckResponse struct {
 	// Code is the status code (google.rpc.Status.code): 0 allows.
 	Code int32
+	// Message is the status's message, which a denial's own message
+	// carries (gRFC A92).
+	Message string
 	// DeniedStatus is denied_response's HTTP status; 0 when unset.
 	DeniedStatus int
 	// DeniedHeaders are denied_response's headers, for the trailers.
@@ -182,6 +188,25 @@ const (
 	// Failed: the call failed or its answer was malformed.
 	Failed
 )
+
+// String names the outcome as gRFC A92's metrics do ("allowed",
+// "denied", "filter_disabled", "failed"): the outcome the metrics
+// interfaces of grpcxds, xdsserver and httpxds pass, as a string so that
+// the recorders (metrics/otelxds, metrics/promxds) need not import this
+// package.
+func (o Outcome) String() string {
+	switch o {
+	case Allowed:
+		return "allowed"
+	case Denied:
+		return "denied"
+	case Disabled:
+		return "filter_disabled"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
 
 // Decision is a check's result.
 type Decision struct {
@@ -363,55 +388,72 @@ var errMalformed = errors.New("malformed authorization response")
 
 // Interpret turns the service's response into a decision: an error when
 // the response is malformed (the caller then applies the failure mode).
+// gRFC A92 (revision of 2026-05-26) with gRFC A102's header rules: every
+// header change, whichever field carries it, must be valid (else the
+// response is malformed) and is subject to decoder_header_mutation_rules;
+// a malformed change is reported before a disallowed one.
 func Interpret(cfg *resources.ExtAuthzConfig, resp *CheckResponse) (Decision, error) {
 	if resp == nil {
 		return Decision{}, fmt.Errorf("%w: none", errMalformed)
 	}
+	rules := &cfg.MutationRules
 	if resp.Code != codeOK {
-		d := Decision{Outcome: Denied, Message: "ext_authz: denied by the authorization service", Body: resp.DeniedBody}
+		msg := "ext_authz: denied by the authorization service"
+		if resp.Message != "" {
+			// The service's own words on why (gRFC A92: the status's text
+			// goes in the RPC's message; its code does not decide it).
+			msg += ": " + resp.Message
+		}
+		d := Decision{Outcome: Denied, Message: msg, Body: resp.DeniedBody}
 		status := resp.DeniedStatus
 		if status == 0 {
 			status = 403
 		}
 		code, _ := resources.HTTPStatusToCode(status)
 		d.Code, d.HTTPStatus = uint32(code), status
-		var err error
-		if d.Trailers, err = mutations(nil, resp.DeniedHeaders, "denied_response.headers"); err != nil {
+		if _, err := mutations(nil, resp.DeniedHeaders, "denied_response.headers"); err != nil {
 			return Decision{}, err
 		}
+		if key := disallowedError(rules, resp.DeniedHeaders); key != "" {
+			return disallowed(key), nil
+		}
+		d.Trailers, _ = mutations(rules, resp.DeniedHeaders, "denied_response.headers")
 		return d, nil
 	}
-	d := Decision{Allow: true, Outcome: Allowed}
-	rules := &cfg.MutationRules
-	var err error
-	if key := disallowedError(rules, resp.Headers); key != "" {
-		// Malformed changes are reported before disallowed ones.
-		if _, err := mutations(nil, resp.Headers, "ok_response.headers"); err != nil {
-			return Decision{}, err
-		}
-		return disallowed(key), nil
-	}
-	if d.RequestHeaders, err = mutations(rules, resp.Headers, "ok_response.headers"); err != nil {
+	// Validate every field before the rules are asked: a malformed change
+	// anywhere fails the call, whatever the rules would say of the others.
+	if _, err := mutations(nil, resp.Headers, "ok_response.headers"); err != nil {
 		return Decision{}, err
 	}
 	for i, key := range resp.HeadersToRemove {
-		if err := validKey(key); err != nil {
+		if err := ValidHeaderName(key); err != nil {
 			return Decision{}, fmt.Errorf("%w: ok_response.headers_to_remove[%d]: %v", errMalformed, i, err)
 		}
-		if ignored(key) {
-			continue
-		}
-		if !rules.Allowed(key) {
-			if rules.DisallowIsError {
-				return disallowed(key), nil
-			}
-			continue
-		}
-		d.RequestHeaders = append(d.RequestHeaders, Mutation{Key: key, Remove: true})
 	}
-	if d.ResponseHeaders, err = mutations(nil, resp.ResponseHeadersToAdd, "ok_response.response_headers_to_add"); err != nil {
+	if _, err := mutations(nil, resp.ResponseHeadersToAdd, "ok_response.response_headers_to_add"); err != nil {
 		return Decision{}, err
 	}
+	if key := disallowedError(rules, resp.Headers); key != "" {
+		return disallowed(key), nil
+	}
+	if rules.DisallowIsError {
+		for _, key := range resp.HeadersToRemove {
+			if !Permitted(rules, key) {
+				return disallowed(key), nil
+			}
+		}
+	}
+	if key := disallowedError(rules, resp.ResponseHeadersToAdd); key != "" {
+		return disallowed(key), nil
+	}
+	d := Decision{Allow: true, Outcome: Allowed}
+	d.RequestHeaders, _ = mutations(rules, resp.Headers, "ok_response.headers")
+	for _, key := range resp.HeadersToRemove {
+		if Permitted(rules, key) {
+			d.RequestHeaders = append(d.RequestHeaders, Mutation{Key: key, Remove: true})
+		}
+	}
+	d.ResponseHeaders, _ = mutations(rules, resp.ResponseHeadersToAdd, "ok_response.response_headers_to_add")
 	return d, nil
 }
 
@@ -429,7 +471,7 @@ func disallowedError(rules *resources.HeaderMutationRules, opts []HeaderOption) 
 		return ""
 	}
 	for _, o := range opts {
-		if !ignored(o.Key) && !rules.Allowed(o.Key) {
+		if !Permitted(rules, o.Key) {
 			return o.Key
 		}
 	}
@@ -444,78 +486,4 @@ func mutations(rules *resources.HeaderMutationRules, opts []HeaderOption, field 
 		return nil, fmt.Errorf("%w: %v", errMalformed, err)
 	}
 	return out, nil
-}
-
-// Mutations validates a service's header changes (gRFC A102's header
-// mutation rules, which the external processing filter, gRFC A93, shares)
-// and turns them into mutations, leaving out those to pseudo-headers and
-// host and, with rules, those the rules disallow. The error names the
-// entry of field that is malformed.
-func Mutations(rules *resources.HeaderMutationRules, opts []HeaderOption, field string) ([]Mutation, error) {
-	var out []Mutation
-	for i, o := range opts {
-		if err := validKey(o.Key); err != nil {
-			return nil, fmt.Errorf("%s[%d]: %v", field, i, err)
-		}
-		if len(o.Value) > maxHeaderLen {
-			return nil, fmt.Errorf("%s[%d]: value longer than %d bytes", field, i, maxHeaderLen)
-		}
-		if o.Action < AppendIfExistsOrAdd || o.Action > OverwriteIfExists {
-			return nil, fmt.Errorf("%s[%d]: unknown append_action %d", field, i, o.Action)
-		}
-		if ignored(o.Key) || (rules != nil && !rules.Allowed(o.Key)) {
-			continue
-		}
-		m := Mutation{Key: o.Key, Value: o.Value, Action: o.Action}
-		if o.Value == "" && !o.KeepEmptyValue {
-			m = Mutation{Key: o.Key, Remove: true}
-		}
-		out = append(out, m)
-	}
-	return out, nil
-}
-
-const maxHeaderLen = 16384
-
-// validKey is gRFC A92's rule for a header name in a response: not empty,
-// lower case, at most 16384 bytes.
-func validKey(key string) error {
-	switch {
-	case key == "":
-		return errors.New("empty header name")
-	case len(key) > maxHeaderLen:
-		return fmt.Errorf("header name longer than %d bytes", maxHeaderLen)
-	case strings.ToLower(key) != key:
-		return fmt.Errorf("header name %q is not lower case", key)
-	}
-	return nil
-}
-
-// ignored reports whether changes to header key are ignored whatever the
-// configuration: pseudo-headers and host.
-func ignored(key string) bool {
-	return key == "host" || strings.HasPrefix(key, ":")
-}
-
-// Apply applies ms to h in order.
-func Apply(h map[string][]string, ms []Mutation) {
-	for _, m := range ms {
-		_, exists := h[m.Key]
-		switch {
-		case m.Remove:
-			delete(h, m.Key)
-		case m.Action == AppendIfExistsOrAdd:
-			h[m.Key] = append(h[m.Key], m.Value)
-		case m.Action == AddIfAbsent:
-			if !exists {
-				h[m.Key] = []string{m.Value}
-			}
-		case m.Action == OverwriteIfExistsOrAdd:
-			h[m.Key] = []string{m.Value}
-		case m.Action == OverwriteIfExists:
-			if exists {
-				h[m.Key] = []string{m.Value}
-			}
-		}
-	}
 }

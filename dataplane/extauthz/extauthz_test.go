@@ -83,12 +83,10 @@ func TestAllowWithHeaderMutations(t *testing.T) {
 			{Key: "x-absent", Value: "no", Action: extauthz.OverwriteIfExists},
 			{Key: "keep", Value: "no", Action: extauthz.AddIfAbsent},
 			{Key: "x-new", Value: "", Action: extauthz.AppendIfExistsOrAdd, KeepEmptyValue: true},
-			{Key: "x-secret", Value: "", Action: extauthz.OverwriteIfExistsOrAdd}, // empty: removed
-			{Key: ":path", Value: "/evil", Action: extauthz.OverwriteIfExistsOrAdd},
-			{Key: "host", Value: "evil", Action: extauthz.OverwriteIfExistsOrAdd},
+			{Key: "x-secret", Value: "", Action: extauthz.OverwriteIfExistsOrAdd}, // empty: kept (gRFC A102)
 			{Key: "x-fixed", Value: "1", Action: extauthz.OverwriteIfExistsOrAdd}, // disallowed: ignored
 		},
-		HeadersToRemove:      []string{"trace-bin", ":authority"},
+		HeadersToRemove:      []string{"trace-bin", "host"}, // host: never changed
 		ResponseHeadersToAdd: []extauthz.HeaderOption{{Key: "x-resp", Value: "r", Action: extauthz.AppendIfExistsOrAdd}},
 	}}
 	c := &extauthz.Checker{Config: cfg, Client: fc}
@@ -104,7 +102,7 @@ func TestAllowWithHeaderMutations(t *testing.T) {
 	h[":path"] = []string{"/pkg.Svc/M"}
 	extauthz.Apply(h, d.RequestHeaders)
 	want := map[string][]string{
-		"x-user": {"alice", "bob"}, "x-multi": {"c"}, "keep": {"k"}, "x-new": {""}, ":path": {"/pkg.Svc/M"},
+		"x-user": {"alice", "bob"}, "x-multi": {"c"}, "keep": {"k"}, "x-new": {""}, "x-secret": {""}, ":path": {"/pkg.Svc/M"},
 	}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("request headers %v, want %v", h, want)
@@ -123,7 +121,6 @@ func TestDenyWithStatusAndTrailers(t *testing.T) {
 	}{{0, codePermissionDenied}, {401, codeUnauthenticated}, {503, codeUnavailable}, {418, codeUnknown}} {
 		fc := &fakeClient{resp: &extauthz.CheckResponse{Code: 7, DeniedStatus: tc.status, DeniedHeaders: []extauthz.HeaderOption{
 			{Key: "x-reason", Value: "no", Action: extauthz.AppendIfExistsOrAdd},
-			{Key: ":status", Value: "200"},
 		}}}
 		d := (&extauthz.Checker{Config: config(t, nil), Client: fc}).Check(context.Background(), request())
 		if d.Allow || d.Outcome != extauthz.Denied || d.Code != tc.want {
@@ -178,9 +175,11 @@ func TestDisallowIsError(t *testing.T) {
 			t.Fatalf("decision %+v", d)
 		}
 	}
-	// Pseudo-headers are ignored before the rules are asked.
+	// A pseudo-header is not a header name (gRFC A92): the answer is
+	// malformed before the rules are asked, and failure_mode_allow lets
+	// the request on.
 	d := (&extauthz.Checker{Config: cfg, Client: &fakeClient{resp: &extauthz.CheckResponse{HeadersToRemove: []string{":path"}}}}).Check(context.Background(), request())
-	if !d.Allow || len(d.RequestHeaders) != 0 {
+	if !d.Allow || d.Outcome != extauthz.Failed || len(d.RequestHeaders) != 0 {
 		t.Fatalf("decision %+v", d)
 	}
 }

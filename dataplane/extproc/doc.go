@@ -47,17 +47,22 @@
 //   - Observability mode: events are sent marked observability_mode and
 //     nothing waits; answers are ignored; [Call.Done] half-closes the
 //     stream and closes it deferred_close_timeout later.
+//   - Flow control (flow.go): the first message carries flow_control_init
+//     (InitialWindow for each path, not in observability mode); once the
+//     processor has sent a server_window_update, a client or server
+//     message waits for its window, a processor's message beyond its
+//     window fails the stream, and the window of the processor's messages
+//     is returned as the data plane writes them on. A processor that never
+//     sends one is held to nothing, as before the protocol had flow
+//     control.
+//   - Metrics (metrics.go): with [Processor.WithMetrics], the time each
+//     of the RPC's headers, half-close, server headers and trailers spent
+//     in the filter (gRFC A93's grpc.client_ext_proc.* and
+//     grpc.server_ext_proc.* histograms, which the adapter labels).
 //
 // # Not done
 //
-// The flow control of the gRFC's latest revision (flow_control_init,
-// window updates) is not sent or honoured: each direction's messages wait
-// in a small queue ([Call] holds at most a few per direction), and a full
-// queue pushes back on the processor's stream as a whole, which can
-// deadlock the case the gRFC describes (an application that writes much
-// before it reads, while the processor answers many server messages).
-// The filter's metrics (grpc.client_ext_proc.*, grpc.server_ext_proc.*)
-// and trace propagation are not implemented. The adapters:
+// Trace propagation is not implemented. The adapters:
 // internal/extprocgrpc (the gRPC processing stream), xdsserver (the
 // server runtime), and grpcxds with dataplane/httpfilter (the client
 // runtime).

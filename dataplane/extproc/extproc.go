@@ -26,6 +26,10 @@ type Processor struct {
 	// afterFunc runs f after d; time.AfterFunc unless a test injects a
 	// fake clock. It delays the close of observability-mode streams.
 	afterFunc func(d time.Duration, f func()) (stop func() bool)
+	// metrics hears the events' times (metrics.go); nil: none. now is
+	// the clock they are read from; nil: time.Now.
+	metrics Metrics
+	now     func() time.Time
 }
 
 // New returns a Processor for cfg whose streams client opens. owner is
@@ -47,6 +51,9 @@ func (p *Processor) WithAfterFunc(f func(d time.Duration, fn func()) (stop func(
 type outMsg struct {
 	data []byte
 	end  bool
+	// credit is the window the message took of the processor's (its
+	// size, for one the processor sent), returned once it is written on.
+	credit int64
 }
 
 // hdrResult is what a wait for a header answer gets.
@@ -84,7 +91,10 @@ type Call struct {
 	trailers map[string][]string // the server's, while their answer is awaited
 	done     bool
 
-	clientOut, serverOut chan outMsg
+	flow   // the ext_proc protocol's flow control (flow.go)
+	timing // the events' times in the filter, for metrics (metrics.go)
+
+	clientOut, serverOut *msgQueue
 }
 
 // NewCall starts the filter on an RPC. attrs are the attributes the
@@ -99,7 +109,7 @@ func (p *Processor) NewCall(ctx context.Context, attrs map[string]any) *Call {
 	sctx, scancel := context.WithCancel(ctx)
 	return &Call{p: p, ctx: ctx, sctx: sctx, scancel: scancel, callAttrs: callAttrs{attrs: attrs}, first: true,
 		cancel:    func() { stop(); cancel() },
-		clientOut: make(chan outMsg, outDepth), serverOut: make(chan outMsg, outDepth)}
+		clientOut: newQueue(dirClient), serverOut: newQueue(dirServer), flow: newFlow()}
 }
 
 // callAttrs are the attributes a Call sends the processor, and whether
@@ -190,7 +200,13 @@ func (c *Call) send(req *Request) bool {
 		c.first = false
 		m := c.p.cfg.Modes
 		req.ProtocolConfig = &ProtocolConfig{RequestBodyGRPC: m.RequestBody, ResponseBodyGRPC: m.ResponseBody}
+		if !c.observe() {
+			req.FlowControl = flowInit()
+		}
 	}
+	c.mu.Lock()
+	req.WindowUpdate = c.takeUpdateLocked()
+	c.mu.Unlock()
 	if err := s.Send(req); err != nil {
 		c.fail(fmt.Errorf("send %v: %w", req.Kind, err))
 		return false
@@ -321,6 +337,9 @@ func (c *Call) handle(r *Response) error {
 	m := c.p.cfg.Modes
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.grantLocked(r.WindowUpdate); err != nil {
+		return err
+	}
 	if r.RequestDrain && !c.draining {
 		// Half-close the stream; the processor echoes what it has and
 		// ends it with OK, and the RPC then goes on untouched.
@@ -344,6 +363,9 @@ func (c *Call) handle(r *Response) error {
 		if !m.RequestBody || (m.RequestHeaders && !c.reqHdrDone) || c.reqEnded || r.Body == nil {
 			return errors.New("unexpected request_body answer")
 		}
+		if err := c.receivedLocked(r.Kind, r.Body); err != nil {
+			return err
+		}
 		return c.deliverLocked(c.clientOut, r.Body, true)
 	case ResponseBody:
 		if !m.ResponseBody || (m.ResponseHeaders && !c.rspHdrDone) || c.trlDone || r.Body == nil {
@@ -352,9 +374,12 @@ func (c *Call) handle(r *Response) error {
 		if r.Body.EndOfStream {
 			return errors.New("response_body answer with end_of_stream")
 		}
+		if err := c.receivedLocked(r.Kind, r.Body); err != nil {
+			return err
+		}
 		return c.deliverLocked(c.serverOut, r.Body, false)
 	default:
-		if !r.RequestDrain {
+		if !r.RequestDrain && r.WindowUpdate == nil {
 			return errors.New("answer with no event set")
 		}
 		return nil
@@ -378,25 +403,25 @@ func (c *Call) handle(r *Response) error {
 }
 
 // deliverLocked queues a body for the data plane. With c.mu held; it is
-// released while the queue is full, which pushes back on the processor.
-func (c *Call) deliverLocked(out chan outMsg, b *Body, request bool) error {
+// released while the queue is full, which pushes back on the processor
+// when it does no flow control (msgQueue).
+func (c *Call) deliverLocked(out *msgQueue, b *Body, request bool) error {
 	if b.Compressed {
 		return errors.New("body answer with grpc_message_compressed")
 	}
 	msgs := []outMsg{}
 	if !(b.EndOfStream && b.EndOfStreamWithoutMessage) {
-		msgs = append(msgs, outMsg{data: b.Data})
+		msgs = append(msgs, outMsg{data: b.Data, credit: int64(len(b.Data))})
 	}
 	if request && b.EndOfStream {
 		c.reqEnded = true
 		msgs = append(msgs, outMsg{end: true})
 	}
+	bounded := !c.flow.active
 	c.mu.Unlock()
 	defer c.mu.Lock()
 	for _, o := range msgs {
-		select {
-		case out <- o:
-		case <-c.ctx.Done():
+		if !out.put(c.ctx.Done(), o, bounded) {
 			return nil
 		}
 	}
@@ -446,7 +471,9 @@ func (c *Call) settled(h map[string][]string) (map[string][]string, error) {
 
 // ClientHeaders runs the client's headers through the processor (when
 // request_header_mode sends them) and returns those to send on.
-func (c *Call) ClientHeaders(h map[string][]string) (map[string][]string, error) {
+func (c *Call) ClientHeaders(h map[string][]string) (out map[string][]string, err error) {
+	measured := c.since(ClientHeadersEvent, false)
+	defer func() { measured(err) }()
 	if !c.p.cfg.Modes.RequestHeaders {
 		return c.settled(h)
 	}
@@ -456,7 +483,9 @@ func (c *Call) ClientHeaders(h map[string][]string) (map[string][]string, error)
 // ServerHeaders runs the server's headers through the processor;
 // trailersOnly marks a Trailers-Only response (end_of_stream), after
 // which there is no trailers event and no server message.
-func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (map[string][]string, error) {
+func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (out map[string][]string, err error) {
+	measured := c.since(ServerHeadersEvent, trailersOnly)
+	defer func() { measured(err) }()
 	if !c.p.cfg.Modes.ResponseHeaders {
 		return c.settled(h)
 	}
@@ -466,7 +495,9 @@ func (c *Call) ServerHeaders(h map[string][]string, trailersOnly bool) (map[stri
 // ServerTrailers runs the server's trailers through the processor. Once
 // it returns, NextServerMessage reports the end of the server's messages
 // after the last one.
-func (c *Call) ServerTrailers(t map[string][]string) (map[string][]string, error) {
+func (c *Call) ServerTrailers(t map[string][]string) (out map[string][]string, err error) {
+	measured := c.since(ServerTrailersEvent, false)
+	defer func() { measured(err) }()
 	defer c.push(c.serverOut, outMsg{end: true})
 	if !c.p.cfg.Modes.ResponseTrailers {
 		return c.settled(t)

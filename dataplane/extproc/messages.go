@@ -7,17 +7,16 @@ import "context"
 // straight on. Either way the data plane reads them from the call's
 // queues, one per direction.
 
-// push queues o for the data plane, unless the call is over.
-func (c *Call) push(out chan outMsg, o outMsg) {
-	select {
-	case out <- o:
-	case <-c.ctx.Done():
-	}
+// push queues o, one of the RPC's own, for the data plane, unless the
+// call is over. A message waits for room, which pushes back on the data
+// plane's reads; an end does not (there is one).
+func (c *Call) push(out *msgQueue, o outMsg) {
+	out.put(c.ctx.Done(), o, !o.end)
 }
 
 // message sends a message (or, with end, the half-close) to the
 // processor when its body mode says so, or on to the data plane.
-func (c *Call) message(k Kind, out chan outMsg, msg []byte, end bool) error {
+func (c *Call) message(k Kind, out *msgQueue, msg []byte, end bool) error {
 	c.mu.Lock()
 	wait := c.drained
 	draining := c.draining
@@ -39,6 +38,12 @@ func (c *Call) message(k Kind, out chan outMsg, msg []byte, end bool) error {
 	}
 	if mode {
 		req := &Request{Kind: k, Body: msg, EndOfStream: end, EndOfStreamWithoutMessage: end}
+		if !end && !c.observe() {
+			// Flow control: the message waits for its window, and the data
+			// plane's next read for the message (a half-close carries no
+			// body, and spends none).
+			c.acquire(dirOf(k), len(msg))
+		}
 		if c.send(req) && !c.observe() {
 			return nil
 		}
@@ -55,8 +60,13 @@ func (c *Call) ClientMessage(msg []byte) error {
 	return c.message(RequestBody, c.clientOut, msg, false)
 }
 
-// ClientHalfClose hands the client's half-close to the filter.
-func (c *Call) ClientHalfClose() error { return c.message(RequestBody, c.clientOut, nil, true) }
+// ClientHalfClose hands the client's half-close to the filter. It
+// continues (for grpc.*_ext_proc.client_half_close_duration) when
+// NextClientMessage reports it.
+func (c *Call) ClientHalfClose() error {
+	c.seeHalfClose()
+	return c.message(RequestBody, c.clientOut, nil, true)
+}
 
 // ServerMessage hands one serialized server message to the filter.
 func (c *Call) ServerMessage(msg []byte) error {
@@ -70,23 +80,33 @@ func (c *Call) ServerMessage(msg []byte) error {
 func (c *Call) EndServerMessages() { c.push(c.serverOut, outMsg{end: true}) }
 
 // next waits for the next message for the data plane: ok false with a
-// nil error is the end of the messages.
-func (c *Call) next(ctx context.Context, out chan outMsg) ([]byte, bool, error) {
-	select {
-	case o := <-out:
-		if o.end {
-			return nil, false, nil
+// nil error is the end of the messages. Coming back for a message
+// releases the window of the one taken before (its write is done).
+func (c *Call) next(ctx context.Context, out *msgQueue) ([]byte, bool, error) {
+	c.release(out.dir)
+	for c.ctx.Err() == nil {
+		if o, ok := out.take(); ok {
+			c.hold(out.dir, o.credit)
+			if o.end {
+				if out.dir == dirClient {
+					c.halfCloseGoesOn()
+				}
+				return nil, false, nil
+			}
+			return o.data, true, nil
 		}
-		return o.data, true, nil
-	case <-c.ctx.Done():
-		_, err := c.settled(nil)
-		if err == nil {
-			err = &Status{Code: codeInternal, Message: "ext_proc: call ended"}
+		select {
+		case <-out.ready:
+		case <-c.ctx.Done():
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
 		}
-		return nil, false, err
-	case <-ctx.Done():
-		return nil, false, ctx.Err()
 	}
+	_, err := c.settled(nil)
+	if err == nil {
+		err = &Status{Code: codeInternal, Message: "ext_proc: call ended"}
+	}
+	return nil, false, err
 }
 
 // NextClientMessage returns the next message to send to the server; ok

@@ -43,7 +43,8 @@ func (k Kind) String() string {
 // sets. The adapter turns it into the proto.
 type Request struct {
 	// Kind says which of request_headers, request_body, response_headers,
-	// response_body and response_trailers is set.
+	// response_body and response_trailers is set; 0 for none, a message
+	// that only returns window (WindowUpdate).
 	Kind Kind
 	// Headers are the headers or trailers sent (the RPC's, less those
 	// forward_rules leave out), for the header kinds.
@@ -66,6 +67,39 @@ type Request struct {
 	// ProtocolConfig is set on the stream's first message only:
 	// protocol_config with the body modes (GRPC when sent, else NONE).
 	ProtocolConfig *ProtocolConfig
+	// FlowControl is flow_control_init, on the stream's first message
+	// when not in observability mode.
+	FlowControl *FlowControlInit
+	// WindowUpdate is client_window_update: window returned to the
+	// processor for the messages it sent that the data plane has taken.
+	WindowUpdate *ClientWindowUpdate
+}
+
+// FlowControlInit is a ProcessingRequest's flow_control_init: the four
+// initial windows, in bytes of message bodies, of the ext_proc protocol's
+// flow control (gRFC A93). The data plane sends client messages to the
+// processor (downstream to sidestream on a client, where downstream is
+// the application) and gets them back (sidestream to upstream), and the
+// same for server messages (upstream to sidestream, sidestream to
+// downstream).
+type FlowControlInit struct {
+	DownstreamToSidestream, SidestreamToUpstream int64
+	UpstreamToSidestream, SidestreamToDownstream int64
+}
+
+// ClientWindowUpdate is client_window_update: bytes added to the windows
+// of the processor's client messages (SidestreamToUpstream) and server
+// messages (SidestreamToDownstream).
+type ClientWindowUpdate struct {
+	SidestreamToUpstream, SidestreamToDownstream int64
+}
+
+// ServerWindowUpdate is server_window_update: bytes added (or, negative,
+// taken) to the windows of the client messages the data plane sends the
+// processor (DownstreamToSidestream) and of the server messages
+// (UpstreamToSidestream).
+type ServerWindowUpdate struct {
+	DownstreamToSidestream, UpstreamToSidestream int64
 }
 
 // ProtocolConfig is a ProcessingRequest's protocol_config.
@@ -96,6 +130,10 @@ type Response struct {
 	Immediate *Immediate
 	// RequestDrain is request_drain.
 	RequestDrain bool
+	// WindowUpdate is server_window_update, when set; a response may
+	// carry only it. The first one tells the data plane the processor
+	// does flow control.
+	WindowUpdate *ServerWindowUpdate
 }
 
 // Body is a StreamedBodyResponse: one message for the data plane, or the

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/goxds/xds/dataplane/extauthz"
+	"github.com/goxds/xds/dataplane/extproc"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/resources"
 )
@@ -67,6 +68,10 @@ type Env struct {
 	// processing stream, deferred closes included. nil: the streams
 	// close with their requests only.
 	Owner context.Context
+	// ProcMetrics gives the measure of a request's external processing
+	// events (gRFC A93's metrics), labelled as the transport labels that
+	// request; nil, or a nil result: not measured.
+	ProcMetrics func(req Request) extproc.Metrics
 }
 
 // AuthzContextClients is AuthzClients that can also give a client whose
@@ -146,7 +151,7 @@ var runtimes = map[string]func(f *resources.HTTPFilter, env Env) Runtime{
 		if owner == nil {
 			owner = context.Background()
 		}
-		return &procRuntime{name: f.Name, top: f.Parsed, clients: env.Procs, owner: owner}
+		return &procRuntime{name: f.Name, top: f.Parsed, clients: env.Procs, owner: owner, metrics: env.ProcMetrics}
 	},
 }
 

@@ -55,6 +55,9 @@ func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterCon
 		areq.Time = time.Now()
 	}
 	d := (&extauthz.Checker{Config: c, Client: r.client(c.GrpcService, contextExtensions)}).Check(ctx, &areq)
+	if o, ok := req.(AuthzObserver); ok {
+		o.AuthzChecked(d.Outcome)
+	}
 	if !d.Allow {
 		body := d.Body
 		if d.Outcome != extauthz.Denied {
@@ -68,6 +71,15 @@ func (r *authzRuntime) Start(ctx context.Context, config resources.HTTPFilterCon
 		req.MutateHeaders(d.RequestHeaders)
 	}
 	return nil, d.ResponseHeaders, nil
+}
+
+// AuthzObserver is a Request whose transport counts its ext_authz checks
+// (gRFC A92's metrics): each check's outcome is handed to AuthzChecked
+// once, on the request's goroutine, as the check ends. A route that turns
+// the filter off makes no check, and no call.
+type AuthzObserver interface {
+	Request
+	AuthzChecked(outcome extauthz.Outcome)
 }
 
 // client is the client of gs's service, whose checks carry

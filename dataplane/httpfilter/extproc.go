@@ -72,6 +72,8 @@ type procRuntime struct {
 	// owner is the life of every Processor's streams; its end closes
 	// them, a deferred close included.
 	owner context.Context
+	// metrics is Env.ProcMetrics.
+	metrics func(req Request) extproc.Metrics
 }
 
 // Start implements Runtime for the chain's registry; a chain calls
@@ -112,7 +114,13 @@ func (r *procRuntime) startProc(ctx context.Context, config resources.HTTPFilter
 			}
 		}
 	}
-	call := extproc.New(r.owner, c, r.client(c.GrpcService)).NewCall(ctx, attrs)
+	proc := extproc.New(r.owner, c, r.client(c.GrpcService))
+	if r.metrics != nil {
+		if m := r.metrics(req); m != nil {
+			proc = proc.WithMetrics(m)
+		}
+	}
+	call := proc.NewCall(ctx, attrs)
 	// The request's end (its deadline, its cancel) ends the filter's waits
 	// for the processor, this first one included.
 	p := &Proc{Filter: r.name, Config: c, Call: call, stop: context.AfterFunc(ctx, call.Done)}

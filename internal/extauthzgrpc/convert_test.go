@@ -6,22 +6,28 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 
 	"github.com/goxds/xds/dataplane/extauthz"
 )
 
-// A -bin header's value is its raw_value, any other's its value (gRFC
-// A92); a missing header becomes an empty name, which the data plane
-// rejects.
+// A header's value is its raw_value when set, else its legacy value,
+// -bin or not (gRFC A102); a missing header becomes an empty name, which
+// the data plane rejects.
 func TestHeaderOptions(t *testing.T) {
 	got := headerOptions([]*corev3.HeaderValueOption{
 		{Header: &corev3.HeaderValue{Key: "x-a", Value: "v", RawValue: []byte("raw")}, AppendAction: corev3.HeaderValueOption_ADD_IF_ABSENT},
 		{Header: &corev3.HeaderValue{Key: "x-b-bin", Value: "v", RawValue: []byte{0, 1}}, KeepEmptyValue: true},
+		{Header: &corev3.HeaderValue{Key: "x-c", Value: "legacy"}},
+		{Header: &corev3.HeaderValue{Key: "x-d-bin", Value: "legacy"}},
 		{},
 	})
 	want := []extauthz.HeaderOption{
-		{Key: "x-a", Value: "v", Action: extauthz.AddIfAbsent},
+		{Key: "x-a", Value: "raw", Action: extauthz.AddIfAbsent},
 		{Key: "x-b-bin", Value: "\x00\x01", KeepEmptyValue: true},
+		{Key: "x-c", Value: "legacy"},
+		{Key: "x-d-bin", Value: "legacy"},
 		{},
 	}
 	if len(got) != len(want) {
@@ -69,5 +75,14 @@ func TestCheckRequestProtoHTTP(t *testing.T) {
 	}
 	if hs := h.GetHeaders(); len(hs) != 2 || hs["x-a"] != "1,2" || hs[":method"] != "PUT" || len(h.GetHeaderMap().GetHeaders()) != 2 {
 		t.Errorf("headers %v, header_map %v", hs, h.GetHeaderMap())
+	}
+}
+
+// A denial's status message reaches the data plane, for the RPC's own
+// message (gRFC A92).
+func TestCheckResponseMessage(t *testing.T) {
+	got := checkResponse(&authv3.CheckResponse{Status: &statuspb.Status{Code: 7, Message: "token expired"}})
+	if got.Code != 7 || got.Message != "token expired" {
+		t.Errorf("response %+v", got)
 	}
 }

@@ -284,7 +284,7 @@ func peer(p *extauthz.Peer) *authv3.AttributeContext_Peer {
 
 // checkResponse is resp in the data plane's terms.
 func checkResponse(resp *authv3.CheckResponse) *extauthz.CheckResponse {
-	out := &extauthz.CheckResponse{Code: resp.GetStatus().GetCode()}
+	out := &extauthz.CheckResponse{Code: resp.GetStatus().GetCode(), Message: resp.GetStatus().GetMessage()}
 	if d := resp.GetDeniedResponse(); d != nil {
 		out.DeniedStatus = int(d.GetStatus().GetCode())
 		out.DeniedHeaders = headerOptions(d.GetHeaders())
@@ -298,10 +298,10 @@ func checkResponse(resp *authv3.CheckResponse) *extauthz.CheckResponse {
 	return out
 }
 
-// headerOptions converts HeaderValueOptions: a -bin header's value is its
-// raw_value, any other's its value (gRFC A92); the deprecated append is
-// not read. A missing header becomes an empty name, which the data plane
-// rejects as malformed.
+// headerOptions converts HeaderValueOptions: a header's value is its
+// raw_value when set, else its legacy value (gRFC A102, for every header,
+// -bin or not); the deprecated append is not read. A missing header
+// becomes an empty name, which the data plane rejects as malformed.
 func headerOptions(in []*corev3.HeaderValueOption) []extauthz.HeaderOption {
 	if len(in) == 0 {
 		return nil
@@ -310,8 +310,8 @@ func headerOptions(in []*corev3.HeaderValueOption) []extauthz.HeaderOption {
 	for i, o := range in {
 		h := o.GetHeader()
 		v := h.GetValue()
-		if strings.HasSuffix(h.GetKey(), "-bin") {
-			v = string(h.GetRawValue())
+		if raw := h.GetRawValue(); len(raw) > 0 {
+			v = string(raw)
 		}
 		out[i] = extauthz.HeaderOption{
 			Key:            h.GetKey(),

@@ -56,10 +56,11 @@ func FuzzInterpretCheckResponse(f *testing.F) {
 }
 
 // TestFuzzSeeds keeps the seeds what their names say: responses that
-// allow, deny, or are malformed, so the fuzzer starts past the decoder.
+// allow, deny, or are malformed (reserved: a grpc- trailer on a denial,
+// which gRFC A102 calls invalid), so the fuzzer starts past the decoder.
 func TestFuzzSeeds(t *testing.T) {
 	cfg := fuzzConfig(t)
-	for name, wantErr := range map[string]bool{"ok": false, "denied": false, "malformed": true} {
+	for name, wantErr := range map[string]bool{"ok": false, "denied": false, "malformed": true, "reserved": true} {
 		data, err := os.ReadFile(filepath.Join("testdata", "fuzz", "FuzzInterpretCheckResponse", name))
 		if err != nil {
 			t.Fatal(err)

@@ -117,6 +117,15 @@ func Request(r *extproc.Request) *procv3.ProcessingRequest {
 	if pc := r.ProtocolConfig; pc != nil {
 		out.ProtocolConfig = &procv3.ProtocolConfiguration{RequestBodyMode: bodyMode(pc.RequestBodyGRPC), ResponseBodyMode: bodyMode(pc.ResponseBodyGRPC)}
 	}
+	if f := r.FlowControl; f != nil {
+		out.FlowControlInit = &procv3.ProcessingRequest_FlowControlInit{
+			InitialWindowDownstreamToSidestream: f.DownstreamToSidestream, InitialWindowSidestreamToUpstream: f.SidestreamToUpstream,
+			InitialWindowUpstreamToSidestream: f.UpstreamToSidestream, InitialWindowSidestreamToDownstream: f.SidestreamToDownstream}
+	}
+	if u := r.WindowUpdate; u != nil {
+		out.ClientWindowUpdate = &procv3.ProcessingRequest_ClientWindowUpdate{
+			WindowIncrementSidestreamToUpstream: u.SidestreamToUpstream, WindowIncrementSidestreamToDownstream: u.SidestreamToDownstream}
+	}
 	return out
 }
 
@@ -173,6 +182,10 @@ func headerMap(h map[string][]string) *corev3.HeaderMap {
 // the data plane refuses.
 func Response(p *procv3.ProcessingResponse) *extproc.Response {
 	out := &extproc.Response{RequestDrain: p.GetRequestDrain()}
+	if u := p.GetServerWindowUpdate(); u != nil {
+		out.WindowUpdate = &extproc.ServerWindowUpdate{DownstreamToSidestream: u.GetWindowIncrementDownstreamToSidestream(),
+			UpstreamToSidestream: u.GetWindowIncrementUpstreamToSidestream()}
+	}
 	var common *procv3.CommonResponse
 	switch r := p.GetResponse().(type) {
 	case *procv3.ProcessingResponse_RequestHeaders:

@@ -226,3 +226,29 @@ func TestBinaryHeaderBase64(t *testing.T) {
 		t.Fatalf("headers sent %v, want x-b-bin AP8= and x-t v", got)
 	}
 }
+
+// The flow control fields (gRFC A93) both ways: flow_control_init and
+// client_window_update, on a message with an event and on one with none;
+// a server_window_update alone is a Response with no event.
+func TestFlowControlConversion(t *testing.T) {
+	init := &extproc.FlowControlInit{DownstreamToSidestream: 1, SidestreamToUpstream: 2, UpstreamToSidestream: 3, SidestreamToDownstream: 4}
+	p := Request(&extproc.Request{Kind: extproc.RequestHeaders, FlowControl: init})
+	f := p.GetFlowControlInit()
+	if f.GetInitialWindowDownstreamToSidestream() != 1 || f.GetInitialWindowSidestreamToUpstream() != 2 ||
+		f.GetInitialWindowUpstreamToSidestream() != 3 || f.GetInitialWindowSidestreamToDownstream() != 4 || p.GetClientWindowUpdate() != nil {
+		t.Fatalf("flow_control_init: %v", p)
+	}
+	p = Request(&extproc.Request{WindowUpdate: &extproc.ClientWindowUpdate{SidestreamToUpstream: 5, SidestreamToDownstream: -6}})
+	u := p.GetClientWindowUpdate()
+	if p.GetRequest() != nil || u.GetWindowIncrementSidestreamToUpstream() != 5 || u.GetWindowIncrementSidestreamToDownstream() != -6 || p.GetFlowControlInit() != nil {
+		t.Fatalf("client_window_update alone: %v", p)
+	}
+	r := Response(&procv3.ProcessingResponse{ServerWindowUpdate: &procv3.ProcessingResponse_ServerWindowUpdate{
+		WindowIncrementDownstreamToSidestream: -7, WindowIncrementUpstreamToSidestream: 8}})
+	if r.Kind != 0 || r.WindowUpdate == nil || r.WindowUpdate.DownstreamToSidestream != -7 || r.WindowUpdate.UpstreamToSidestream != 8 {
+		t.Fatalf("server_window_update alone: %+v", r)
+	}
+	if r := Response(&procv3.ProcessingResponse{}); r.WindowUpdate != nil {
+		t.Fatalf("no server_window_update: %+v", r.WindowUpdate)
+	}
+}

@@ -51,6 +51,20 @@
 // measured from an interceptor (transparent retries are gRPC's own,
 // below it), and xDS configures no hedging.
 //
+// # External authorization (gRFC A92)
+//
+// [NewExtAuthzMetrics] makes the counters
+// grpc.client_ext_authz.allowed_rpcs, .denied_rpcs, .filter_disabled_rpcs
+// and .failed_rpcs ({RPCs}), attributes grpc.target and
+// grpc.lb.backend_service (the route's cluster), and
+// grpc.server_ext_authz.* with none: give the [ExtAuthzMetrics] to
+// grpcxds.Options.ExtAuthzMetrics and to xdsserver.RecordExtAuthz. Each
+// check counts once, on its outcome. [NewHTTPExtAuthzMetrics] makes
+// httpxds's, goxds.http.client_ext_authz.*_requests (attribute
+// grpc.lb.backend_service) and goxds.http.server_ext_authz.*_requests,
+// for httpxds.TransportOptions.ExtAuthzMetrics and
+// httpxds.Options.ExtAuthzMetrics: HTTP requests are not a channel's RPCs.
+//
 // # Outlier detection (gRFC A91) and connections (gRFC A94)
 //
 // [NewOutlierMetrics] makes the counters

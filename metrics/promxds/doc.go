@@ -50,6 +50,17 @@
 // grpc.client.call.transparent_retries is not collected: transparent
 // retries are gRPC's own, below the interceptors where goxds retries.
 //
+// # External authorization (gRFC A92)
+//
+// [NewExtAuthzCollector] makes
+// grpc_client_ext_authz_{allowed,denied,filter_disabled,failed}_rpcs_total,
+// labelled grpc_target and grpc_lb_backend_service (the route's cluster),
+// and grpc_server_ext_authz_*_rpcs_total with no label: register the
+// [ExtAuthzCollector] and give it to grpcxds.Options.ExtAuthzMetrics and
+// xdsserver.RecordExtAuthz. [NewHTTPExtAuthzCollector] makes httpxds's,
+// goxds_http_client_ext_authz_*_requests_total (labelled
+// grpc_lb_backend_service) and goxds_http_server_ext_authz_*_requests_total.
+//
 // # Outlier detection (gRFC A91) and connections (gRFC A94)
 //
 // [NewOutlierCollector] makes grpc_lb_outlier_detection_ejections_enforced_total
