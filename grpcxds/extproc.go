@@ -181,7 +181,7 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 		return ps.finish(f)
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
-		ps.links[i].next = &unaryPeer{header: header, trailer: trailer, reply: reply, err: err}
+		ps.links[i].ClientStream = &unaryPeer{header: header, trailer: trailer, reply: reply, err: err}
 		s := ps.sess[i]
 		if procs[i].Config.Modes.ResponseBody && err == nil && header != nil {
 			err = extprocgrpc.Status(s.RecvMsg(reply))

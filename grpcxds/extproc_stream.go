@@ -21,7 +21,7 @@ import (
 // sees it through the filters.
 func (ps *procSet) wrap(s grpc.ClientStream, desc *grpc.StreamDesc, opts []grpc.CallOption) grpc.ClientStream {
 	for i := len(ps.procs) - 1; i >= 0; i-- {
-		ps.links[i].next = s
+		ps.links[i].ClientStream = s
 		s = &procStream{s: ps.sess[i], next: s}
 	}
 	return &procEnd{ClientStream: s, ps: ps, desc: desc, opts: opts}
@@ -29,18 +29,14 @@ func (ps *procSet) wrap(s grpc.ClientStream, desc *grpc.StreamDesc, opts []grpc.
 
 // clientLink is a session's peer: the stream toward the server, set
 // before the session is used.
-type clientLink struct{ next grpc.ClientStream }
-
-func (l *clientLink) SendMsg(m any) error { return l.next.SendMsg(m) }
-func (l *clientLink) RecvMsg(m any) error { return l.next.RecvMsg(m) }
-func (l *clientLink) CloseSend() error    { return l.next.CloseSend() }
+type clientLink struct{ grpc.ClientStream }
 
 func (l *clientLink) Header() (map[string][]string, error) {
-	md, err := l.next.Header()
+	md, err := l.ClientStream.Header()
 	return md, err
 }
 
-func (l *clientLink) Trailer() map[string][]string { return l.next.Trailer() }
+func (l *clientLink) Trailer() map[string][]string { return l.ClientStream.Trailer() }
 
 // procStream is a streaming RPC inside one external processing filter,
 // its session's grpc.ClientStream.

@@ -281,15 +281,15 @@ func (s *Session) SetTrailer(t map[string][]string) {
 	s.mu.Unlock()
 }
 
-// Trailer is, on a client, the trailers as the filter leaves them: the
-// failure's, the processor's once the RPC ended, else the peer's.
+// Trailer is the trailers as the filter leaves them: the failure's, the
+// processor's once the RPC ended, else (a client's) the peer's.
 func (s *Session) Trailer() map[string][]string {
 	if _, t := s.Failure(); t != nil {
 		return t
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended {
+	if s.ended || !s.client() {
 		return s.trailer
 	}
 	return s.o.Client.Trailer()
