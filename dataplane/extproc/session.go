@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"sync"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/goxds/xds/resources"
 )
 
@@ -432,11 +430,4 @@ func join(a, b map[string][]string) map[string][]string {
 		out[k] = append(out[k], v...)
 	}
 	return out
-}
-
-// newLike returns a function making new messages of m's type; m is not
-// read again (the application may be filling it meanwhile).
-func newLike(m proto.Message) func() proto.Message {
-	t := m.ProtoReflect().Type()
-	return func() proto.Message { return t.New().Interface() }
 }

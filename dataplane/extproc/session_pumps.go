@@ -84,7 +84,7 @@ func (s *Session) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	s.startWriter(newLike(pm))
+	s.startWriter(NewLike(pm))
 	if err := s.hand(k, b); err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (s *Session) RecvMsg(m any) error {
 	if !ok {
 		return NotProto(s.o.Prefix, m)
 	}
-	s.r.once.Do(func() { go s.reader(newLike(pm)) })
+	s.r.once.Do(func() { go s.reader(NewLike(pm)) })
 	b, ok, err := s.nextRead(k)
 	if err != nil || !ok {
 		if s.o.Single && errors.Is(err, io.EOF) {
@@ -314,4 +314,11 @@ func Unmarshal(prefix, what string, b []byte, m proto.Message) error {
 		return &Status{Code: codeInternal, Message: fmt.Sprintf("%s: the processor's %s message is not a %s: %v", prefix, what, m.ProtoReflect().Descriptor().FullName(), err)}
 	}
 	return nil
+}
+
+// NewLike returns a function making new messages of m's type; m is not
+// read again (the application may be filling it meanwhile).
+func NewLike(m proto.Message) func() proto.Message {
+	t := m.ProtoReflect().Type()
+	return func() proto.Message { return t.New().Interface() }
 }

@@ -30,11 +30,6 @@ func Status(err error) error {
 	return err
 }
 
-// NotProto is the INTERNAL error of a message m that is not a protocol
-// buffer: the GRPC body mode sends messages serialized, which only a
-// proto.Message can be here.
-func NotProto(prefix string, m any) error { return Status(extproc.NotProto(prefix, m)) }
-
 // Marshal is m as a proto.Message and serialized; what names m in the
 // error ("a request", "a response").
 func Marshal(prefix, what string, m any) (proto.Message, []byte, error) {
@@ -55,12 +50,9 @@ func Code(err error) (uint32, string) {
 	return uint32(st.Code()), st.Message()
 }
 
-// NewLike returns a function making new messages of m's type; m is not
-// read again (the application may be filling it meanwhile).
-func NewLike(m proto.Message) func() proto.Message {
-	t := m.ProtoReflect().Type()
-	return func() proto.Message { return t.New().Interface() }
-}
+// NewLike returns a function making new messages of m's type
+// (extproc.NewLike).
+func NewLike(m proto.Message) func() proto.Message { return extproc.NewLike(m) }
 
 // UnaryRequest sends a unary RPC's request req and half-close to the
 // processor of c and returns the one message it gives back, of req's
