@@ -415,3 +415,24 @@ func TestSessionPassThrough(t *testing.T) {
 		t.Errorf("the peer saw %v", peer.log)
 	}
 }
+
+// A client's processor failing the RPC while the application reads (an
+// immediate response to the server's headers): the read returns its
+// status, not the server's end, and the RPC is ended (Fail).
+func TestSessionClientFailureOverrides(t *testing.T) {
+	peer := newMemPeer(io.EOF, "r")
+	peer.header = map[string][]string{"h": {"1"}}
+	st := newSession(t, config(resources.ExtProcModes{ResponseHeaders: true, ResponseBody: true}), peer, true, false)
+	recv := async(func() (struct{}, error) { return struct{}{}, st.s.RecvMsg(new(wrapperspb.StringValue)) })
+	ps := stream(t, st.fc)
+	if r := recvSent(t, ps); r.Kind != ResponseHeaders {
+		t.Fatalf("sent %+v", r)
+	}
+	ps.answers <- answer{resp: &Response{Immediate: &Immediate{Code: 8, Details: "too much"}}}
+	_, err := await(t, recv)
+	wantCode(t, err, 8)
+	st.waitFailed(t)
+	if _, err := st.s.Header(); err == nil {
+		t.Error("Header after the failure: no error")
+	}
+}
