@@ -93,13 +93,9 @@ type Session struct {
 	cancel  context.CancelFunc
 	unwatch func() bool // the watch of the call's failure
 
-	hdrOnce  sync.Once
-	hdrReady chan struct{} // closed when the response headers are settled
-	hdrSeen  bool          // the response had headers (not Trailers-Only); set in hdrOnce
-	hdr      map[string][]string
-	hdrErr   error
-	endOnce  sync.Once
-	endErr   error
+	h       respHeaders
+	endOnce sync.Once
+	endErr  error
 
 	w, r pump
 
@@ -113,6 +109,16 @@ type Session struct {
 	failTrlOK bool // server: the failure's trailers were set
 }
 
+// respHeaders are the response's headers as the processor left them,
+// settled once.
+type respHeaders struct {
+	once  sync.Once
+	ready chan struct{} // closed when settled
+	seen  bool          // the response had headers (not Trailers-Only); set in once
+	md    map[string][]string
+	err   error
+}
+
 // pump is one direction's goroutine: started once, its end waited for.
 type pump struct {
 	once   sync.Once
@@ -123,7 +129,7 @@ type pump struct {
 
 // Session starts the session of c on one RPC.
 func (c *Call) Session(o SessionOptions) *Session {
-	s := &Session{call: c, modes: c.p.cfg.Modes, o: o, hdrReady: make(chan struct{})}
+	s := &Session{call: c, modes: c.p.cfg.Modes, o: o, h: respHeaders{ready: make(chan struct{})}}
 	if o.Client != nil {
 		s.peer = o.Client
 	} else {
@@ -207,45 +213,45 @@ func (s *Session) failureOr(err error) error {
 // client's from its peer, a server's those held, then sent on (send) or
 // set to go with the first message.
 func (s *Session) headers(send bool) error {
-	s.hdrOnce.Do(func() {
-		defer close(s.hdrReady)
+	s.h.once.Do(func() {
+		defer close(s.h.ready)
 		var h map[string][]string
 		if s.client() {
-			if h, s.hdrErr = s.o.Client.Header(); h == nil {
+			if h, s.h.err = s.o.Client.Header(); h == nil {
 				return
 			}
-			s.hdrErr = nil
+			s.h.err = nil
 		} else {
 			s.mu.Lock()
 			s.hdrTaken, h = true, s.held
 			s.mu.Unlock()
 		}
-		s.hdrSeen = true
+		s.h.seen = true
 		if s.modes.ResponseHeaders {
 			out, err := s.call.ServerHeaders(h, false)
 			if err != nil {
-				s.hdrErr = err
+				s.h.err = err
 				return
 			}
 			h = out
 		}
-		s.hdr = h
+		s.h.md = h
 		switch {
 		case s.client():
 		case send:
-			s.hdrErr = s.o.Server.SendHeader(h)
+			s.h.err = s.o.Server.SendHeader(h)
 		default:
-			s.hdrErr = s.o.Server.SetHeader(h)
+			s.h.err = s.o.Server.SetHeader(h)
 		}
 	})
-	return s.hdrErr
+	return s.h.err
 }
 
 // Header is, on a client, the server's headers as the processor left
 // them (nil: none came).
 func (s *Session) Header() (map[string][]string, error) {
 	err := s.headers(false)
-	return s.hdr, err
+	return s.h.md, err
 }
 
 // TakeHeader runs the response headers through the processor now: a
@@ -311,11 +317,11 @@ func (s *Session) end(rpcErr error) error {
 			return f
 		}
 		// Headers not taken by now never will be: Trailers-Only.
-		s.hdrOnce.Do(func() {
+		s.h.once.Do(func() {
 			s.mu.Lock()
 			s.hdrTaken = true
 			s.mu.Unlock()
-			close(s.hdrReady)
+			close(s.h.ready)
 		})
 	} else {
 		_ = s.headers(false)
@@ -330,7 +336,7 @@ func (s *Session) end(rpcErr error) error {
 	full := withStatus(t, code, msg)
 	var perr error
 	out := full
-	if !s.hdrSeen {
+	if !s.h.seen {
 		if s.modes.ResponseHeaders {
 			out, perr = s.call.ServerHeaders(join(held, full), true)
 		} else if len(held) > 0 {

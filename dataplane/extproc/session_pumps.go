@@ -134,7 +134,7 @@ func (s *Session) writer(newMsg func() proto.Message) {
 		if !s.client() {
 			// The headers go before the first message.
 			select {
-			case <-s.hdrReady:
+			case <-s.h.ready:
 			case <-s.ctx.Done():
 				return
 			}
