@@ -2,12 +2,9 @@ package grpcxds
 
 import (
 	"context"
-	"errors"
-	"strconv"
-	"sync"
+	"io"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -70,48 +67,35 @@ func (ps *procSet) callOptions(opts []grpc.CallOption) []grpc.CallOption {
 }
 
 // procSet is the external processing filters of one RPC, in the chain's
-// order, and the RPC's cancel, which a filter failing the RPC (an
-// immediate response, a failed stream) calls: the RPC ends at once, as
-// an out-of-band cancellation (gRFC A93).
+// order, each with its session (dataplane/extproc), and the RPC's
+// cancel, which a filter failing the RPC (an immediate response, a
+// failed stream, a message it cannot take) calls: the RPC ends at once,
+// as an out-of-band cancellation (gRFC A93).
 type procSet struct {
 	procs  []*httpfilter.Proc
+	sess   []*extproc.Session
+	links  []*clientLink   // each session's peer, set when the RPC's stream is had
 	appCtx context.Context // the application's
-	ctx    context.Context // appCtx, cancelled by cancel: the filters' waits
+	ctx    context.Context // appCtx, cancelled by cancel: the sessions' waits
 	cancel context.CancelFunc
-	stops  []func() bool
-
-	mu     sync.Mutex
-	failed error // the adapter's own failure of the RPC (a message it cannot take)
-}
-
-// failWith fails the RPC with err, unless it failed already.
-func (ps *procSet) failWith(err error) {
-	ps.mu.Lock()
-	if ps.failed == nil {
-		ps.failed = err
-	}
-	ps.mu.Unlock()
-	ps.cancel()
 }
 
 // newProcSet returns the context the RPC goes on with (ctx, start's),
-// cancelled when a filter of procs fails it. The filters' own waits end
+// cancelled when a filter of procs fails it. The sessions' waits end
 // with appCtx, the application's: start's ends when the RPC's selection
 // is released (a route timeout's context), which the retrying stream
 // does when the server's end comes, before the filters have handed it to
-// their processors.
-func newProcSet(appCtx, ctx context.Context, procs []*httpfilter.Proc) (context.Context, *procSet) {
+// their processors. single: the RPC has one response message.
+func newProcSet(appCtx, ctx context.Context, procs []*httpfilter.Proc, single bool) (context.Context, *procSet) {
 	ctx, cancel := context.WithCancel(ctx)
 	wctx, wcancel := context.WithCancel(appCtx)
-	ps := &procSet{procs: procs, appCtx: appCtx, ctx: wctx, cancel: func() { cancel(); wcancel() }, stops: make([]func() bool, len(procs))}
+	ps := &procSet{procs: procs, appCtx: appCtx, ctx: wctx, cancel: func() { cancel(); wcancel() },
+		sess: make([]*extproc.Session, len(procs)), links: make([]*clientLink, len(procs))}
 	for i, p := range procs {
 		p.WatchUntil(appCtx)
-		call := p.Call
-		ps.stops[i] = context.AfterFunc(call.Context(), func() {
-			if call.Err() != nil {
-				cancel()
-			}
-		})
+		ps.links[i] = &clientLink{}
+		ps.sess[i] = p.Call.Session(extproc.SessionOptions{Client: ps.links[i], Ctx: wctx, Fail: cancel,
+			Single: single, Code: extprocgrpc.Code, Prefix: procPrefix})
 	}
 	return ctx, ps
 }
@@ -124,19 +108,12 @@ func (ps *procSet) failure() (error, metadata.MD) {
 	if err := ps.appCtx.Err(); err != nil {
 		return status.FromContextError(err).Err(), nil
 	}
-	for _, p := range ps.procs {
-		if err := p.Call.Err(); err != nil {
-			var st *extproc.Status
-			var t metadata.MD
-			if errors.As(err, &st) && st.Trailers != nil {
-				t = stripStatus(st.Trailers)
-			}
+	for _, s := range ps.sess {
+		if err, t := s.Failure(); err != nil {
 			return extprocgrpc.Status(err), t
 		}
 	}
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.failed, nil
+	return nil, nil
 }
 
 // finish ends the filters' work on the RPC, which ended with err, and
@@ -148,38 +125,13 @@ func (ps *procSet) finish(err error) error {
 	if f, _ := ps.failure(); f != nil {
 		err = f
 	}
-	for _, stop := range ps.stops {
-		stop()
-	}
+	// The RPC's end first: a session's writer may be sending on it.
+	ps.cancel()
 	for i := len(ps.procs) - 1; i >= 0; i-- {
+		ps.sess[i].Close()
 		ps.procs[i].Release()
 	}
-	ps.cancel()
 	return err
-}
-
-// withStatus is t with the RPC's status as grpc-status and grpc-message,
-// as the processor sees trailers.
-func withStatus(t metadata.MD, rpcErr error) map[string][]string {
-	out := t.Copy()
-	if out == nil {
-		out = metadata.MD{}
-	}
-	st := status.Convert(rpcErr)
-	out["grpc-status"] = []string{strconv.Itoa(int(st.Code()))}
-	if st.Message() != "" {
-		out["grpc-message"] = []string{st.Message()}
-	}
-	return out
-}
-
-// stripStatus is t less the status, which gRPC gives the application as
-// the RPC's error, not among its trailers.
-func stripStatus(t map[string][]string) metadata.MD {
-	md := metadata.MD(t).Copy()
-	delete(md, "grpc-status")
-	delete(md, "grpc-message")
-	return md
 }
 
 // setCallOptions puts the response headers and trailers the filters
@@ -206,10 +158,11 @@ const procPrefix = "goxds: ext_proc"
 // unaryProc runs a unary RPC through the external processing filters
 // procs: its request through each (in the chain's order), the RPC's
 // attempts (invoke), then its response through each, the filter nearest
-// the server first.
+// the server first, each session reading the one before's result as its
+// peer (unaryPeer).
 func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilter.Proc, req, reply any, opts []grpc.CallOption,
 	invoke func(ctx context.Context, req any, opts []grpc.CallOption) error) error {
-	ctx, ps := newProcSet(appCtx, ctx, procs)
+	ctx, ps := newProcSet(appCtx, ctx, procs, true)
 	opts = ps.callOptions(opts)
 	for _, p := range procs {
 		if p.Config.Modes.RequestBody {
@@ -228,7 +181,15 @@ func (cs *channelState) unaryProc(appCtx, ctx context.Context, procs []*httpfilt
 		return withholdReply(procs, reply, ps.finish(f))
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
-		header, trailer, err = unaryResponse(ps.ctx, procs[i], header, trailer, reply, err)
+		ps.links[i].ClientStream = &unaryPeer{header: header, trailer: trailer, reply: reply, err: err}
+		s := ps.sess[i]
+		if procs[i].Config.Modes.ResponseBody && err == nil && header != nil {
+			err = extprocgrpc.Status(s.RecvMsg(reply))
+		} else {
+			err = extprocgrpc.Status(s.End(err))
+		}
+		h, _ := s.Header()
+		header, trailer = h, s.Trailer()
 	}
 	if f, t := ps.failure(); f != nil && t != nil {
 		trailer = t
@@ -257,85 +218,27 @@ func withholdReply(procs []*httpfilter.Proc, reply any, err error) error {
 	return err
 }
 
-// unaryResponse runs a unary RPC's response, which ended with rpcErr,
-// through the processor of p: its headers (none: a Trailers-Only
-// response, told to the processor as headers ending the stream), its
-// message, into reply, and its trailers. It returns the headers, trailers
-// and status the RPC goes on with.
-func unaryResponse(ctx context.Context, p *httpfilter.Proc, header, trailer metadata.MD, reply any, rpcErr error) (metadata.MD, metadata.MD, error) {
-	c, m := p.Call, p.Config.Modes
-	observe := p.Config.ObservabilityMode
-	if header == nil {
-		if m.ResponseHeaders {
-			out, err := c.ServerHeaders(withStatus(trailer, rpcErr), true)
-			if err != nil {
-				return nil, trailer, extprocgrpc.Status(err)
-			}
-			if !observe {
-				trailer = stripStatus(out)
-			}
-		}
-		return nil, trailer, rpcErr
+// unaryPeer is a unary RPC's response as a session reads it: headers
+// (nil: Trailers-Only), the one message, trailers, and the status.
+type unaryPeer struct {
+	grpc.ClientStream // not called: a unary RPC has no stream
+	header, trailer   metadata.MD
+	reply             any
+	err               error
+	read              bool
+}
+
+func (u *unaryPeer) Header() (metadata.MD, error) { return u.header, u.err }
+func (u *unaryPeer) Trailer() metadata.MD         { return u.trailer }
+
+func (u *unaryPeer) RecvMsg(m any) error {
+	if u.err != nil {
+		return u.err
 	}
-	if m.ResponseHeaders {
-		out, err := c.ServerHeaders(header, false)
-		if err != nil {
-			return header, trailer, extprocgrpc.Status(err)
-		}
-		if !observe {
-			header = metadata.MD(out)
-		}
+	if u.read {
+		return io.EOF
 	}
-	var got [][]byte
-	var gotErr error
-	collected := make(chan struct{})
-	sendBody := m.ResponseBody && rpcErr == nil
-	if sendBody {
-		_, b, err := extprocgrpc.Marshal(procPrefix, "the response", reply)
-		if err != nil {
-			return header, trailer, err
-		}
-		// The processor's messages are read as they come, so that many of
-		// them do not hold up its answer to the trailers.
-		go func() {
-			defer close(collected)
-			for {
-				b, ok, err := c.NextServerMessage(ctx)
-				if err != nil || !ok {
-					gotErr = err
-					return
-				}
-				got = append(got, b)
-			}
-		}()
-		if err := c.ServerMessage(b); err != nil {
-			c.Done() // ends the reader
-			<-collected
-			return header, trailer, extprocgrpc.Status(err)
-		}
-	} else {
-		close(collected)
-	}
-	out, terr := c.ServerTrailers(withStatus(trailer, rpcErr))
-	<-collected
-	if terr != nil {
-		return header, trailer, extprocgrpc.Status(terr)
-	}
-	if gotErr != nil {
-		return header, trailer, extprocgrpc.Status(gotErr)
-	}
-	if !observe {
-		trailer = stripStatus(out)
-	}
-	if sendBody && !observe {
-		if len(got) != 1 {
-			return header, trailer, status.Errorf(codes.Internal, "goxds: ext_proc: the processor gave %d response messages for a unary RPC, want 1", len(got))
-		}
-		pm := reply.(proto.Message)
-		proto.Reset(pm)
-		if err := extprocgrpc.Unmarshal(procPrefix, "response", got[0], pm); err != nil {
-			return header, trailer, err
-		}
-	}
-	return header, trailer, rpcErr
+	u.read = true
+	proto.Merge(m.(proto.Message), u.reply.(proto.Message))
+	return nil
 }

@@ -461,3 +461,30 @@ func TestExtProcClientImmediateResponseToTrailers(t *testing.T) {
 		t.Errorf("trailers %v, want the server's x-srv-t with the immediate response's x-imm", trailer)
 	}
 }
+
+// A processor that gives no response message for an RPC whose server
+// does not stream (here, client streaming) fails it with INTERNAL, as it
+// does a unary RPC: the application is owed exactly one.
+func TestExtProcClientNoResponseMessage(t *testing.T) {
+	p, _ := testutils.StartProcCounting(t, func(r *procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error) {
+		if r.GetResponseBody() != nil {
+			return nil, nil // dropped
+		}
+		return marking(r)
+	})
+	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), testutils.ProcGRPCBodies))
+	desc := &grpc.StreamDesc{StreamName: "Stream", ClientStreams: true}
+	s, err := e.dial().NewStream(e.ctx, desc, procStream, grpc.WaitForReady(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMsg(wrapperspb.String("a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Internal {
+		t.Fatalf("RecvMsg: %v, want INTERNAL for the missing response", err)
+	}
+}

@@ -170,7 +170,7 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 	var ps *procSet
 	if procs != nil {
 		// Once per RPC, outside its attempts (extproc.go).
-		ctx, ps = newProcSet(appCtx, ctx, procs)
+		ctx, ps = newProcSet(appCtx, ctx, procs, !desc.ServerStreams)
 		opts = ps.callOptions(opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)

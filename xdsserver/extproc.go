@@ -82,22 +82,8 @@ func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg r
 	delete(out, ":path")
 	delete(out, ":method")
 	ctx = metadata.NewIncomingContext(ctx, metadata.MD(out))
-	rpcCtx := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	p := newProcRPC(rpcCtx, ctx, call, c.Modes, real)
-	p.cancel = cancel
-	p.stops = []func() bool{
-		// The filter failing the RPC (an immediate response, a failed
-		// stream) stops the handler at once (gRFC A93), as far as it
-		// watches its context.
-		context.AfterFunc(call.Context(), func() {
-			if call.Err() != nil {
-				cancel()
-			}
-		}),
-		stopDone,
-	}
-	return p, grpc.NewContextWithServerTransportStream(ctx, p), nil
+	p := newProcRPC(ctx, call, c.Modes, real, stopDone)
+	return p, grpc.NewContextWithServerTransportStream(p.ctx, p), nil
 }
 
 // procAttributes are the attributes of an RPC the filter can send (gRFC
@@ -153,7 +139,8 @@ func unaryThrough(ctx context.Context, procs []*procRPC, req any, handler grpc.U
 // context after every filter.
 func streamThrough(ctx context.Context, srv any, ss grpc.ServerStream, procs []*procRPC, handler grpc.StreamHandler, denied error) error {
 	for _, p := range procs {
-		ss = &procStream{p: p, next: ss}
+		p.link.next = ss
+		ss = &procStream{p: p}
 	}
 	err := denied
 	if err == nil {

@@ -60,6 +60,19 @@
 //     in the filter (gRFC A93's grpc.client_ext_proc.* and
 //     grpc.server_ext_proc.* histograms, which the adapter labels).
 //
+// # Sessions
+//
+// Past the request headers a transport's binding drives the Call through
+// a [Session] per RPC ([Call.Session]): the sequencing a client and a
+// server share (the response headers held until the first message or the
+// end; a Trailers-Only response as headers with end_of_stream holding the
+// trailers and status; a pump per direction between the processor and
+// the peer; the end as trailers with grpc-status; the filter's failure
+// overriding the RPC's status), over the RPC's stream toward the other
+// side that the binding gives as a [ClientPeer] or [ServerPeer]. Messages
+// are protocol buffers, serialized for the processor (the GRPC body
+// mode).
+//
 // # Not done
 //
 // Trace propagation is not implemented. The adapters:

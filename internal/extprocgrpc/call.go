@@ -30,42 +30,29 @@ func Status(err error) error {
 	return err
 }
 
-// NotProto is the INTERNAL error of a message m that is not a protocol
-// buffer: the GRPC body mode sends messages serialized, which only a
-// proto.Message can be here.
-func NotProto(prefix string, m any) error {
-	return status.Errorf(codes.Internal, "%s: a message of type %T is not a protocol buffer, which the GRPC body mode needs", prefix, m)
-}
-
 // Marshal is m as a proto.Message and serialized; what names m in the
 // error ("a request", "a response").
 func Marshal(prefix, what string, m any) (proto.Message, []byte, error) {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return nil, nil, NotProto(prefix, m)
-	}
-	b, err := proto.Marshal(pm)
-	if err != nil {
-		return nil, nil, status.Errorf(codes.Internal, "%s: marshal %s: %v", prefix, what, err)
-	}
-	return pm, b, nil
+	pm, b, err := extproc.Marshal(prefix, what, m)
+	return pm, b, Status(err)
 }
 
 // Unmarshal parses b, a message the processor gave, into m; what
 // ("request", "response") names the message's direction in the error.
 func Unmarshal(prefix, what string, b []byte, m proto.Message) error {
-	if err := proto.Unmarshal(b, m); err != nil {
-		return status.Errorf(codes.Internal, "%s: the processor's %s message is not a %s: %v", prefix, what, m.ProtoReflect().Descriptor().FullName(), err)
-	}
-	return nil
+	return Status(extproc.Unmarshal(prefix, what, b, m))
 }
 
-// NewLike returns a function making new messages of m's type; m is not
-// read again (the application may be filling it meanwhile).
-func NewLike(m proto.Message) func() proto.Message {
-	t := m.ProtoReflect().Type()
-	return func() proto.Message { return t.New().Interface() }
+// Code is an RPC error's gRPC status code and message, as a Session
+// gives the processor its trailers.
+func Code(err error) (uint32, string) {
+	st := status.Convert(err)
+	return uint32(st.Code()), st.Message()
 }
+
+// NewLike returns a function making new messages of m's type
+// (extproc.NewLike).
+func NewLike(m proto.Message) func() proto.Message { return extproc.NewLike(m) }
 
 // UnaryRequest sends a unary RPC's request req and half-close to the
 // processor of c and returns the one message it gives back, of req's
