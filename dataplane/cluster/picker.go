@@ -97,6 +97,24 @@ func (d Done) Finish(err error, serverLoad any) {
 	}
 }
 
+// Abandon undoes the pick instead of Finish: the request was not sent, and
+// the transport holds it to be picked again (grpcxds: the endpoint's
+// connections were all at the server's MAX_CONCURRENT_STREAMS while
+// another was being made, gRFC A105). It gives back what Pick counted,
+// and records no outcome.
+func (d Done) Abandon() {
+	if d.p == nil {
+		return
+	}
+	d.p.inflight.Add(-1)
+	if d.ll != nil {
+		d.ll.CallUnstarted()
+	}
+	if d.counted {
+		d.ep.CallFinished()
+	}
+}
+
 // ORCALoad is the part of an ORCA load report that weighted_round_robin's
 // weights are made of, for a report a response carried (Done.Finish) or
 // one the transport's out-of-band stream delivered.
