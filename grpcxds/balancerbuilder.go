@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/grpcxds/xdscreds"
@@ -50,7 +51,8 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		bopts:    opts,
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
 		tls:      tlsState{warnedPlain: make(map[string]bool)},
-		ch:       channelInfo{id: rand.Uint64()},
+		ch:       channelInfo{id: rand.Uint64(), maxConns: 1},
+		scaling:  resources.ConnectionScalingEnabled(),
 		clock:    lbpolicy.RealClock{},
 	}
 	b.logger = client.DefaultLogger()

@@ -38,6 +38,9 @@ func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *select
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)
 	}
+	if c, _ := r.Conn.(*subConn); c != nil && c.group.Load() != nil {
+		return pickScaled(c, r, sel)
+	}
 	// The closure holds the Done (three pointers and a flag), as the
 	// cluster's own closure did before there was a cluster layer: one
 	// 48 B allocation per RPC.
@@ -53,6 +56,31 @@ func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *select
 		}}, nil
 	}
 	return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
+		done.Finish(di.Err, di.ServerLoad)
+	}}, nil
+}
+
+// pickScaled is pickFor's end for an endpoint of several connections
+// (gRFC A105, scale.go): one of them, whose RPC count the Done gives back.
+func pickScaled(c *subConn, r cluster.Result, sel *selection) (balancer.PickResult, error) {
+	g := c.group.Load()
+	m, queue := g.pick()
+	if queue {
+		r.Done.Abandon()
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	sc := c.SubConn // none ready: gRPC picks again once it sees so
+	if m != nil {
+		sc = m.sc
+	}
+	done := r.Done
+	return balancer.PickResult{SubConn: sc, Done: func(di balancer.DoneInfo) {
+		if m != nil {
+			g.released(m)
+		}
+		if sel != nil && sel.wantTrailer {
+			sel.trailer = di.Trailer
+		}
 		done.Finish(di.Err, di.ServerLoad)
 	}}, nil
 }

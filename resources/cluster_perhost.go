@@ -21,6 +21,11 @@ import (
 // first channel gets what it set.
 const EnvConnectionScaling = "GRPC_EXPERIMENTAL_XDS_MAX_CONCURRENT_STREAMS_CONNECTION_SCALING"
 
+// ConnectionScalingEnabled reports whether EnvConnectionScaling is "true"
+// now: transports follow their connections' MAX_CONCURRENT_STREAMS only
+// then.
+func ConnectionScalingEnabled() bool { return connectionScalingFromEnv() }
+
 // connectionScalingFromEnv reports whether EnvConnectionScaling is "true".
 func connectionScalingFromEnv() bool {
 	return strings.EqualFold(os.Getenv(EnvConnectionScaling), "true")
