@@ -10,10 +10,10 @@ import (
 	"google.golang.org/grpc/serviceconfig"
 
 	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/resources"
 )
 
 // The balancer's registration, its builder and its config in the service
