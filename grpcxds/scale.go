@@ -44,6 +44,15 @@ import (
 // fewest short), and waits in grpc-go's transport for a stream, in order,
 // as every RPC did before the gRFC.
 
+// queueAtLimit makes an RPC with no stream free queue in the picker at
+// the limit and in backoff too, as the gRFC's subchannel queues it: for
+// BenchmarkScaledQueueing, which measures the choice above. queuedPicks
+// counts the picks queued for want of a stream, for the same benchmark.
+var (
+	queueAtLimit atomic.Bool
+	queuedPicks  atomic.Int64
+)
+
 // member is one connection of a scaled endpoint: a SubConn, its server's
 // MAX_CONCURRENT_STREAMS, the RPCs picked for it and not yet done.
 type member struct {
@@ -177,8 +186,9 @@ func (g *connGroup) pick() (*member, bool) {
 	if best == nil {
 		return nil, false
 	}
-	if g.attemptLocked() {
+	if g.attemptLocked() || queueAtLimit.Load() {
 		g.queued.Store(true)
+		queuedPicks.Add(1)
 		return nil, true
 	}
 	best.inflight.Add(1)

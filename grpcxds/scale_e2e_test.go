@@ -47,7 +47,7 @@ type streamsBackend struct {
 	open []*closeCounting
 }
 
-func startStreamsBackend(t *testing.T, name string, mcs uint32, opts ...grpc.ServerOption) *streamsBackend {
+func startStreamsBackend(t testing.TB, name string, mcs uint32, opts ...grpc.ServerOption) *streamsBackend {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -356,5 +356,45 @@ func TestConnectionScalingUnreadableLimit(t *testing.T) {
 	<-errs
 	if n := sb.conns.Load(); n != 1 {
 		t.Errorf("%d connections, want 1", n)
+	}
+}
+
+// BenchmarkScaledQueueing measures where an RPC waits when every stream of
+// a scaled endpoint is taken and no connection can be added (scale.go):
+// 64 callers on a server of MAX_CONCURRENT_STREAMS 2, max_connections 2,
+// so 4 RPCs run at a time. "transport": in grpc-go's transport, on the
+// connection with the most streams to spare (goxds's choice); "picker": in
+// the picker's queue, released by each RPC that ends (the gRFC's queue,
+// as an LB policy can make it). queued-picks/op counts the picks queued
+// for want of a stream.
+func BenchmarkScaledQueueing(b *testing.B) {
+	b.Setenv(resources.EnvConnectionScaling, "true")
+	sb := startStreamsBackend(b, "b", 2)
+	sb.handler.Store(nil)
+	e := newEnvWith(b, grpcxds.Options{Logger: quietLogger})
+	e.update(tree(routes(toCluster(prefix("/"), "c")), []*clusterv3.Cluster{perHostCluster("c", 2, true)}, eds("c", sb.backend)))
+	for _, mode := range []string{"transport", "picker"} {
+		b.Run(mode, func(b *testing.B) {
+			grpcxds.SetQueueAtLimit(mode == "picker")
+			defer grpcxds.SetQueueAtLimit(false)
+			conn := e.dial()
+			if _, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil {
+				b.Fatal(err)
+			}
+			before := grpcxds.QueuedPicks()
+			b.ReportAllocs()
+			b.SetParallelism(32) // 64 callers on 2 CPUs
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(grpcxds.QueuedPicks()-before)/float64(b.N), "queued-picks/op")
+			conn.Close()
+		})
 	}
 }
