@@ -61,6 +61,11 @@ type member struct {
 	inflight atomic.Int64
 	// state is the SubConn's last; guarded by the group's mu.
 	state connectivity.State
+	// meter measures an extra connection as gRFC A94 measures any (the
+	// gRFC has them in open_connections), under the endpoint's labels; nil
+	// for the endpoint's own SubConn (its subConn's) and when the channel
+	// does not measure. Guarded by the balancer's mu.
+	meter *endpoint.ConnMeter
 }
 
 // connGroup is the connections of a scaled endpoint (a subConn's).
@@ -253,6 +258,9 @@ func (g *connGroup) connectLocked() {
 	}
 	m := &member{state: connectivity.Connecting}
 	m.lim = h2settings.NewLimit(c.limitChanged)
+	if tag, _ := c.ep.Tag.(*connTag); tag != nil {
+		m.meter = endpoint.NewConnMeter(b.connSink, tag.labels)
+	}
 	addrs := c.addrs(m.lim)
 	sc, err := b.cc.NewSubConn(addrs, balancer.NewSubConnOptions{StateListener: func(s balancer.SubConnState) { g.onState(m, s) }})
 	if err != nil {
@@ -281,6 +289,7 @@ func (g *connGroup) onState(m *member, s balancer.SubConnState) {
 		return
 	}
 	g.setState(m, s.ConnectivityState)
+	b.connEvents.Add(m.meter.Observe(endpointState(s.ConnectivityState), nil))
 	g.mu.Lock()
 	// An extra connection lost when the endpoint has more than it is now
 	// allowed goes: scaling closes none, but reconnects none either.
@@ -331,6 +340,7 @@ func (g *connGroup) shutMember(m *member) {
 	if m.sc == nil {
 		return
 	}
+	g.c.b.connEvents.Add(m.meter.Shut())
 	m.sc.Shutdown()
 	if g.c.authority {
 		g.c.b.authorities.Delete(m.sc)

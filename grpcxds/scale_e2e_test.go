@@ -177,7 +177,8 @@ func TestConnectionScaling(t *testing.T) {
 	t.Setenv(resources.EnvConnectionScaling, "true")
 	t.Run("max_connections 3", func(t *testing.T) {
 		sb := startStreamsBackend(t, "b", 1)
-		e := newEnv(t)
+		open := newOpenConns()
+		e := newEnvWith(t, grpcxds.Options{SubchannelMetrics: open})
 		e.update(tree(routes(toCluster(prefix("/"), "c")), []*clusterv3.Cluster{perHostCluster("c", 3, true)}, eds("c", sb.backend)))
 		errs := startRPCs(e.ctx, e.dial(), 3)
 		// Each handler holds its RPC until all three have arrived.
@@ -186,6 +187,8 @@ func TestConnectionScaling(t *testing.T) {
 		if n, most := sb.conns.Load(), sb.most.Load(); n != 3 || most != 3 {
 			t.Errorf("%d connections, %d RPCs at once; want 3, 3", n, most)
 		}
+		// gRFC A105: the extra connections count in A94's open_connections.
+		open.wait(t, e.ctx, 3)
 	})
 	t.Run("unset", func(t *testing.T) {
 		sb := startStreamsBackend(t, "b", 1)
@@ -396,5 +399,43 @@ func BenchmarkScaledQueueing(b *testing.B) {
 			b.ReportMetric(float64(grpcxds.QueuedPicks()-before)/float64(b.N), "queued-picks/op")
 			conn.Close()
 		})
+	}
+}
+
+// openConns is a SubchannelMetrics that keeps grpc.subchannel.open_connections.
+type openConns struct {
+	mu      sync.Mutex
+	n       int
+	changed chan struct{} // closed and replaced at each change
+}
+
+func newOpenConns() *openConns { return &openConns{changed: make(chan struct{})} }
+
+func (*openConns) ConnectionAttemptSucceeded(string, string, string) {}
+func (*openConns) ConnectionAttemptFailed(string, string, string)    {}
+func (*openConns) Disconnection(string, string, string, string)      {}
+func (o *openConns) OpenConnections(_, _, _ string, delta int) {
+	o.mu.Lock()
+	o.n += delta
+	close(o.changed)
+	o.changed = make(chan struct{})
+	o.mu.Unlock()
+}
+
+// wait waits for n open connections.
+func (o *openConns) wait(t *testing.T, ctx context.Context, n int) {
+	t.Helper()
+	for {
+		o.mu.Lock()
+		got, changed := o.n, o.changed
+		o.mu.Unlock()
+		if got == n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			t.Fatalf("open_connections %d, want %d", got, n)
+		}
 	}
 }
