@@ -28,6 +28,12 @@ import (
 // handshake; a connection neither can see in the clear (TLS of
 // credentials goxds does not own, or a dialer of the application's) has
 // no known limit, never looks full, and its endpoint keeps one connection.
+// With the process's switch on (resources.EnvConnectionScaling) every
+// connection is followed, scaled or not: any update may scale an endpoint
+// whose connection is open, and a server announces its limit only as the
+// connection starts. The cost is a frame-header scan per read; and a
+// plaintext connection so wrapped is no *net.TCPConn to grpc-go, which
+// then sets no TCP_USER_TIMEOUT from its keepalive parameters.
 //
 // Where the gRFC queues an RPC in the subchannel, goxds has grpc-go's
 // picker queue (balancer.ErrNoSubConnAvailable), which releases every
