@@ -439,3 +439,30 @@ func (o *openConns) wait(t *testing.T, ctx context.Context, n int) {
 		}
 	}
 }
+
+// An RPC queued while a connection is being made takes a stream of an open
+// connection as soon as one frees up: it does not wait for the new one.
+func TestConnectionScalingQueuedTakesFreedStream(t *testing.T) {
+	t.Setenv(resources.EnvConnectionScaling, "true")
+	sb := startStreamsBackend(t, "b", 1)
+	e := newEnv(t)
+	e.update(tree(routes(toCluster(prefix("/"), "c")), []*clusterv3.Cluster{perHostCluster("c", 2, true)}, eds("c", sb.backend)))
+	conn := e.dial()
+	first := startRPCs(e.ctx, conn, 1)
+	sb.waitArrived(t, e.ctx, 1, "the first RPC")
+	hold := make(chan struct{})
+	sb.hold.Store(&hold)
+	defer close(hold)
+	second := startRPCs(e.ctx, conn, 1)
+	select {
+	case <-sb.holding: // the second RPC is queued for this connection
+	case <-e.ctx.Done():
+		t.Fatal("no second connection was attempted")
+	}
+	finish(t, e.ctx, sb, first, 1)
+	sb.waitArrived(t, e.ctx, 1, "the queued RPC, on the stream the first freed")
+	finish(t, e.ctx, sb, second, 1)
+	if n := sb.conns.Load(); n != 1 {
+		t.Errorf("%d connections served, want 1 (the second is held)", n)
+	}
+}
