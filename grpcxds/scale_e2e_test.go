@@ -447,7 +447,9 @@ func TestConnectionScalingQueuedTakesFreedStream(t *testing.T) {
 	sb := startStreamsBackend(t, "b", 1)
 	e := newEnv(t)
 	e.update(tree(routes(toCluster(prefix("/"), "c")), []*clusterv3.Cluster{perHostCluster("c", 2, true)}, eds("c", sb.backend)))
-	conn := e.dial()
+	// The held attempt must not time out during the test: its failure
+	// would release the queued RPC too.
+	conn := e.dial(grpc.WithConnectParams(grpc.ConnectParams{Backoff: fastBackoff, MinConnectTimeout: testTimeout}))
 	first := startRPCs(e.ctx, conn, 1)
 	sb.waitArrived(t, e.ctx, 1, "the first RPC")
 	hold := make(chan struct{})
