@@ -1,6 +1,8 @@
 package grpcxds
 
 import (
+	"sync"
+
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -39,25 +41,59 @@ func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *select
 		return balancer.PickResult{}, pickError(err)
 	}
 	if c, _ := r.Conn.(*subConn); c != nil && c.group.Load() != nil {
-		return pickScaled(c, r, sel)
+		return pickScaled(c, r, sel) // gRFC A105 (scale.go)
 	}
-	// The closure holds the Done (three pointers and a flag), as the
-	// cluster's own closure did before there was a cluster layer: one
-	// 48 B allocation per RPC.
-	done := r.Done
+	d := newPickDone()
+	d.done = r.Done
 	if sel != nil && sel.wantTrailer {
 		// A unary attempt that may be retried: its trailer, for the
 		// server's pushback. gRPC calls Done on the RPC's goroutine before
 		// the attempt returns, with the trailer it has copied for Done
 		// anyway.
-		return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
-			sel.trailer = di.Trailer
-			done.Finish(di.Err, di.ServerLoad)
-		}}, nil
+		d.sel = sel
 	}
-	return balancer.PickResult{SubConn: sc(r.Conn), Done: func(di balancer.DoneInfo) {
-		done.Finish(di.Err, di.ServerLoad)
-	}}, nil
+	return balancer.PickResult{SubConn: sc(r.Conn), Done: d.finish}, nil
+}
+
+// pickDone is the Done of one pick: the cluster's record of the RPC's end,
+// and the selection that wants the attempt's trailer (nil: none). A func
+// made per pick would be an allocation per RPC (a closure of 48 B or
+// more); a pickDone is made once, with its func (finish), and goes back to
+// pickDones when gRPC has called that func: gRPC calls a pick's Done once
+// at most (a pick whose SubConn is not ready, and is dropped for a new
+// one, included), so nothing calls it after it is back. One gRPC never
+// calls (an RPC that picked a SubConn of a closed channel) is left to the
+// collector.
+type pickDone struct {
+	done   cluster.Done
+	sel    *selection
+	finish func(balancer.DoneInfo) // the method value of (*pickDone).end
+}
+
+// pickDones are the pickDones that gRPC is done with.
+var pickDones sync.Pool
+
+// newPickDone returns a pickDone from pickDones, or a new one.
+func newPickDone() *pickDone {
+	if d, ok := pickDones.Get().(*pickDone); ok {
+		return d
+	}
+	d := new(pickDone)
+	d.finish = d.end
+	return d
+}
+
+// end hands the cluster the outcome of the RPC (or of its attempt) that d
+// was picked for, and the selection its trailer; d goes back to pickDones
+// first, holding nothing of the RPC.
+func (d *pickDone) end(di balancer.DoneInfo) {
+	done, sel := d.done, d.sel
+	d.done, d.sel = cluster.Done{}, nil
+	pickDones.Put(d)
+	if sel != nil {
+		sel.trailer = di.Trailer
+	}
+	done.Finish(di.Err, di.ServerLoad)
 }
 
 // pickScaled is pickFor's end for an endpoint of several connections

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -18,6 +17,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/sharedclient"
+	"github.com/goxds/xds/internal/treeerr"
 	"github.com/goxds/xds/watchers"
 )
 
@@ -204,22 +204,19 @@ func NewBuilder(opts Options) (*Builder, error) {
 	if opts.ClusterIdleTimeout < 0 || (opts.ClusterIdleTimeout > 0 && !opts.ConnectOnFirstRPC) {
 		return nil, fmt.Errorf("grpcxds: ClusterIdleTimeout %v: want a positive duration, with ConnectOnFirstRPC (a cluster that sleeps must wake on its next RPC)", opts.ClusterIdleTimeout)
 	}
-	switch {
-	case b.cfg != nil:
+	if b.cfg != nil {
 		if err := b.cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("grpcxds: %w", err)
 		}
-	case b.shared != nil:
-		// The client's own: its listener name template and authorities are
-		// what its user configured, and its node ID names it in errors.
-		b.cfg = b.shared.Bootstrap()
-	default:
-		cfg, err := bootstrap.FromEnv()
-		if err != nil {
-			return nil, fmt.Errorf("grpcxds: no Client given, and no bootstrap: %w", err)
-		}
-		b.cfg = cfg
 	}
+	// The Client's own, when given: its listener name template and
+	// authorities are what its user configured, and its node ID names it
+	// in errors.
+	cfg, err := sharedclient.Bootstrap(b.cfg, b.shared)
+	if err != nil {
+		return nil, fmt.Errorf("grpcxds: %w", err)
+	}
+	b.cfg = cfg
 	if b.shared == nil {
 		// The client the Builder makes routes by RLS; the caller's
 		// registry, and the default, stay as they are.
@@ -459,12 +456,7 @@ type ConfigError struct {
 // Error names the listener and the node ID and says what is wrong with
 // the tree.
 func (e *ConfigError) Error() string {
-	msg := e.Err.Error()
-	// The client's errors already name the listener.
-	if !strings.Contains(msg, e.Listener) {
-		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
-	}
-	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, msg)
+	return fmt.Sprintf("goxds: no usable xDS configuration for xDS node ID %q: %s", e.NodeID, treeerr.Text(e.Listener, e.Err))
 }
 
 // Unwrap returns the cause.

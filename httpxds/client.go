@@ -24,6 +24,7 @@ import (
 	"github.com/goxds/xds/dataplane/outlier"
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/internal/upstreamtls"
 	"github.com/goxds/xds/internal/warnlimit"
 	"github.com/goxds/xds/resources"
@@ -236,8 +237,8 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		}
 	}
 	var err error
-	if t.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
-		return nil, err
+	if t.b, err = sharedclient.Bootstrap(opts.Bootstrap, opts.Client); err != nil {
+		return nil, fmt.Errorf("httpxds: %w", err)
 	}
 	if t.xc == nil {
 		xc, err := client.New(t.b, opts.ClientOptions)
@@ -253,7 +254,10 @@ func NewTransport(opts TransportOptions) (*Transport, error) {
 		HTTPOutlierDetection: true,
 		// max_pending_requests and max_connections over the
 		// endpoints' pools (client_limits.go).
-		ConnectionLimits: true}
+		ConnectionLimits: true,
+		// LRS counts a request issued once it leaves, not at the pick
+		// (client_send.go's attempt.do).
+		StartOnSend: true}
 	if opts.OutlierMetrics != nil {
 		ccfg.OutlierMetrics = outlier.WithTarget(opts.OutlierMetrics, "")
 	}

@@ -6,12 +6,12 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/goxds/xds/dataplane/cluster"
 
+	"github.com/goxds/xds/internal/treeerr"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
 )
@@ -73,11 +73,7 @@ type HostError struct {
 
 // Error names the host, the listener and the node ID.
 func (e *HostError) Error() string {
-	msg := e.Err.Error()
-	if !strings.Contains(msg, e.Listener) {
-		msg = fmt.Sprintf("listener %q: %s", e.Listener, msg)
-	}
-	return fmt.Sprintf("httpxds: no usable xDS configuration for host %q (xDS node ID %q): %s", e.Host, e.NodeID, msg)
+	return fmt.Sprintf("httpxds: no usable xDS configuration for host %q (xDS node ID %q): %s", e.Host, e.NodeID, treeerr.Text(e.Listener, e.Err))
 }
 
 // Unwrap returns the cause.

@@ -3,6 +3,7 @@ package httpxds
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -32,7 +33,16 @@ import (
 //     two atomic adds. An HTTP/2 request that net/http finds no stream
 //     for (the server's MAX_CONCURRENT_STREAMS taken on every
 //     connection) waits for a new connection without counting as
-//     pending: the count cannot see it.
+//     pending: the count cannot see it. net/http's pool does not wait
+//     for a stream (HTTP2Config.StrictMaxConcurrentRequests is off): it
+//     dials another connection, which waits only under max_connections.
+//     Telling that a request will dial needs each connection's free
+//     streams, which the pooled Transport does not expose (the peer's
+//     SETTINGS are inside TLS, and http.ClientConn's Available is only
+//     for connections made by Transport.NewClientConn, outside the
+//     pool, which would mean a pool of our own); counting the dial
+//     itself as the pending request would guess which request it is
+//     for, and net/http also dials for a connection that is closing.
 //   - open, its connections open or being dialled, and a dialer that
 //     takes each new connection's place under the leaf's max_connections
 //     (cluster.Limits.AcquireConn), given back when the connection closes.
@@ -71,10 +81,13 @@ func (c *httpConn) Dispatch() bool {
 	return false
 }
 
-// pendingWait is a pending request's wait for a connection.
+// pendingWait is a pending request's wait for a connection. pick is its
+// pick's Done, Started once it has a connection: a request that never
+// gets one was never issued.
 type pendingWait struct {
 	lim   *cluster.Limits
 	c     *httpConn
+	pick  cluster.Done
 	trace httptrace.ClientTrace
 	// state: 0 waiting, 1 got a connection, 2 ended without; done is
 	// closed when it leaves 0, so that a dial of the request still
@@ -87,9 +100,9 @@ type pendingWait struct {
 
 // pending returns req to be sent as a pending request of lim: its
 // context carries the wait for the dialer, and a trace whose GotConn
-// ends it.
-func (c *httpConn) pending(req *http.Request, lim *cluster.Limits) (*http.Request, *pendingWait) {
-	pw := &pendingWait{lim: lim, c: c, done: make(chan struct{})}
+// ends it and starts pick.
+func (c *httpConn) pending(req *http.Request, lim *cluster.Limits, pick cluster.Done) (*http.Request, *pendingWait) {
+	pw := &pendingWait{lim: lim, c: c, pick: pick, done: make(chan struct{})}
 	pw.trace.GotConn = pw.gotConn
 	if c.limits.Load() != lim {
 		c.limits.Store(lim)
@@ -102,6 +115,7 @@ func (pw *pendingWait) gotConn(httptrace.GotConnInfo) {
 	if pw.state.CompareAndSwap(0, 1) {
 		pw.lim.EndPending()
 		pw.c.busy.Add(1)
+		pw.pick.Started()
 		close(pw.done)
 	}
 }
@@ -172,6 +186,20 @@ type countedConn struct {
 	c      *httpConn
 	lim    *cluster.Limits
 	closed atomic.Bool
+}
+
+// ReadFrom implements io.ReaderFrom: net/http hands a request body to the
+// connection whole through it, which a *net.TCPConn sends with sendfile
+// or splice when it is a file; embedding net.Conn alone would hide it.
+func (cc *countedConn) ReadFrom(r io.Reader) (int64, error) { return readFrom(cc.Conn, r) }
+
+// readFrom copies r to conn with conn's own ReadFrom if it has one.
+func readFrom(conn net.Conn, r io.Reader) (int64, error) {
+	if rf, ok := conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	// Only its Write, lest io.Copy call the caller's ReadFrom again.
+	return io.Copy(struct{ io.Writer }{conn}, r)
 }
 
 func (cc *countedConn) Close() error {

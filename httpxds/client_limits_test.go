@@ -1,6 +1,9 @@
 package httpxds_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -205,5 +208,75 @@ func TestClientMaxPendingRequestsLoadReport(t *testing.T) {
 	}
 	if issued != 2 || dropped != 1 {
 		t.Errorf("reported %d issued, %d dropped; want 2 and 1", issued, dropped)
+	}
+}
+
+// A pending request its caller cancels before it got a connection never
+// went upstream: the load report counts it neither as issued nor in
+// progress, as Envoy counts a request issued (its host's rq_total, LRS's
+// total_issued_requests) only once its connection pool attaches it to a
+// connection (conn_pool_base.cc, attachStreamToClient).
+func TestClientLoadReportPendingCancelled(t *testing.T) {
+	lrs := testutils.NewLRSServer()
+	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
+	a := newBackend(t, "a")
+	entered, release := blocking(a)
+	res := world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}})
+	res.Clusters[0].LrsServer = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_Self{Self: &corev3.SelfConfigSource{}}}
+	res.Clusters[0].CircuitBreakers = connLimits(1, 1)
+	e.update(res)
+	out := make(chan response, 2)
+	e.getAsync("/1", out)
+	recv(t, e, entered, "the first request at the backend")
+
+	// Of two more requests, one waits for the only connection and the
+	// other is refused by max_pending_requests; then the waiting one's
+	// caller gives up.
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	ends := make(chan error, 2)
+	for _, path := range []string{"/2", "/3"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+svcHost+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			resp, err := e.hc.Do(req)
+			if err == nil {
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					err = fmt.Errorf("status %d, want 503", resp.StatusCode)
+				}
+				resp.Body.Close()
+			}
+			ends <- err
+		}()
+	}
+	if err := recv(t, e, ends, "the refusal by max_pending_requests"); err != nil {
+		t.Fatalf("the first of two requests to end: %v, want a 503", err)
+	}
+	cancel()
+	if err := recv(t, e, ends, "the cancelled request's end"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled pending request: %v, want context.Canceled", err)
+	}
+	close(release)
+	e.want(recv(t, e, out, "the first response"), http.StatusOK, "")
+
+	st := lrsStream(t, e, lrs)
+	var issued, inProgress, dropped uint64
+	for issued < 1 || dropped < 1 {
+		req, err := st.NextRequest(e.ctx)
+		if err != nil {
+			t.Fatalf("%v; reported so far: %d issued, %d dropped", err, issued, dropped)
+		}
+		for _, cs := range req.ClusterStats {
+			dropped += cs.TotalDroppedRequests
+			for _, ls := range cs.UpstreamLocalityStats {
+				issued += ls.TotalIssuedRequests
+				inProgress = ls.TotalRequestsInProgress
+			}
+		}
+	}
+	if issued != 1 || inProgress != 0 || dropped != 1 {
+		t.Errorf("reported %d issued, %d in progress, %d dropped; want 1, 0 and 1 (the cancelled pending request never issued)", issued, inProgress, dropped)
 	}
 }

@@ -3,6 +3,7 @@ package httpxds
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -197,6 +198,19 @@ func (mc *meteredConn) Read(p []byte) (int, error) {
 // Write implements net.Conn.
 func (mc *meteredConn) Write(p []byte) (int, error) {
 	n, err := mc.Conn.Write(p)
+	if err != nil {
+		mc.noteErr(err)
+	}
+	return n, err
+}
+
+// ReadFrom implements io.ReaderFrom, for net/http to hand a request body
+// to the connection under it whole (a file by sendfile), which embedding
+// net.Conn would hide. Its error is the connection's, as Write's is
+// (the body's own read errors too: net/http closes the connection for
+// them).
+func (mc *meteredConn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := readFrom(mc.Conn, r)
 	if err != nil {
 		mc.noteErr(err)
 	}

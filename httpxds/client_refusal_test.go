@@ -48,9 +48,10 @@ func TestClientHTTPSRefusalDoesNotEject(t *testing.T) {
 	}
 }
 
-// The load report counts a refused https request as issued (the pick
-// was made, as for every request, CallStarted at the pick) but neither
-// as succeeded nor as errored: the endpoint's locality never saw it.
+// The load report counts a refused https request not at all: it never
+// left for the endpoint it was picked for, and Envoy counts a request
+// issued (LRS's total_issued_requests) only once it has a connection
+// upstream. A request sent after them is counted alone.
 func TestClientHTTPSRefusalLoadReport(t *testing.T) {
 	lrs := testutils.NewLRSServer()
 	e := newCEnv(t, cenvOptions{ms: testutils.ManagementServerOptions{LoadReporting: lrs}})
@@ -58,12 +59,12 @@ func TestClientHTTPSRefusalLoadReport(t *testing.T) {
 	e.update(reportingWorld(
 		testutils.EndpointSpec{Host: "127.0.0.1", Port: b.port, Locality: testutils.Locality{Region: "r", Zone: "z"}},
 	))
-	const n = 5
-	refusedHTTPS(t, e, n)
+	refusedHTTPS(t, e, 5)
+	e.want(e.get("/x"), 200, "GET /x")
 	st := lrsStream(t, e, lrs)
-	issued, succeeded, errored, inProgress := localityTotals(t, e, st, n)
-	if issued != n || succeeded != 0 || errored != 0 || inProgress != 0 || b.count() != 0 {
-		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d (backend served %d); want %d, 0, 0, 0 (0)",
-			issued, succeeded, errored, inProgress, b.count(), n)
+	issued, succeeded, errored, inProgress := localityTotals(t, e, st, 1)
+	if issued != 1 || succeeded != 1 || errored != 0 || inProgress != 0 || b.count() != 1 {
+		t.Errorf("reported issued %d, succeeded %d, errored %d, in progress %d (backend served %d); want 1, 1, 0, 0 (1): the 5 refused requests not issued",
+			issued, succeeded, errored, inProgress, b.count())
 	}
 }

@@ -266,13 +266,16 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	}
 	c, _ := res.Conn.(*httpConn)
 	if c == nil { // a ready endpoint always has one
-		res.Done.Finish(errNoConn, nil)
+		res.Done.Unsent(nil)
 		return localResponse(req, http.StatusServiceUnavailable, fmt.Sprintf("httpxds: no healthy upstream in cluster %q\n", a.cluster), nil), nil
 	}
 	if a.wantTLS && c.scheme != "https" {
 		err := fmt.Errorf("httpxds: an https request to cluster %q, which has no UpstreamTlsContext: not sent in plaintext", a.cluster)
+		// Never sent: outlier detection hears nothing of it (an https
+		// caller must not get a healthy plaintext endpoint ejected), nor
+		// does the load report.
 		c.unpick(&res)
-		res.Done.Finish(unsentPick{err}, nil)
+		res.Done.Unsent(nil)
 		return nil, notSent{err}
 	}
 	out := req
@@ -299,26 +302,44 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 	if a.idle != nil {
 		a.idle.touch()
 	}
+	// The request leaves now, as Envoy's load reports count it (issued
+	// once it has a connection): a request that found one at the pick
+	// has it, a pending one once its GotConn fires (pendingWait).
 	var pw *pendingWait
 	if res.Pending { // max_pending_requests (client_limits.go)
-		out, pw = c.pending(out, res.Limits)
+		out, pw = c.pending(out, res.Limits, res.Done)
+	} else {
+		res.Done.Started()
 	}
 	resp, err := c.tr.RoundTrip(out)
 	busy := c.claimed(&res, pw)
 	if err != nil {
-		if a.caller.Err() != nil {
+		gone := a.caller.Err() != nil
+		switch {
+		case pw != nil && !busy:
+			// It never had a connection, so never left: not issued.
+			// A connection that failed is still the endpoint's failure.
+			var outcome error
+			if !gone {
+				outcome = upstreamFailure{err}
+			}
+			res.Done.Unsent(outcome)
+		case gone:
 			// The caller went away (its context cancelled or past its
 			// own deadline): nothing is known of the endpoint.
 			res.Done.Finish(callerGone{err}, nil)
-			c.afterUse(busy)
+		default:
+			// A connection failure or reset counts against the
+			// endpoint, as Envoy's outlier detection counts locally
+			// originated errors with the 5xx unless
+			// split_external_local_origin_errors
+			// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
+			res.Done.Finish(upstreamFailure{err}, nil)
+		}
+		c.afterUse(busy)
+		if gone {
 			return nil, fmt.Errorf("httpxds: cluster %q endpoint %s: %w", a.cluster, c.host, err)
 		}
-		// A connection failure or reset counts against the endpoint,
-		// as Envoy's outlier detection counts locally originated errors
-		// with the 5xx unless split_external_local_origin_errors
-		// (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
-		res.Done.Finish(upstreamFailure{err}, nil)
-		c.afterUse(busy)
 		if tag, _ := res.Endpoint.Tag.(*epTag); tag != nil && tag.dns != nil {
 			(*setHost)(a.t).Do(tag.dns.ResolveNow)
 		}
@@ -352,7 +373,6 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 // Envoy's consecutive detectors tell a 5xx from a gateway failure
 // (https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier).
 var (
-	errNoConn    = errors.New("picked endpoint has no connection")
 	errStatus5xx = outcomeError{outlier.Status5xx, "5xx response"}
 	errGateway   = outcomeError{outlier.GatewayFailure, "gateway failure (502, 503 or 504 response)"}
 )
@@ -388,19 +408,6 @@ type callerGone struct{ err error }
 func (e callerGone) Error() string            { return e.err.Error() }
 func (e callerGone) Unwrap() error            { return e.err }
 func (e callerGone) Outcome() outlier.Outcome { return outlier.Cancelled }
-
-// unsentPick is a picked request the client refused to send (https to a
-// cluster without TLS): the endpoint never saw it, so it is finished as
-// outlier.Cancelled, which neither outlier detection nor the load
-// report's success and error counts record, as a caller's cancel is. A
-// plain error would count as a failure of an endpoint that did nothing
-// wrong: a run of https requests to a plaintext cluster would get its
-// healthy endpoints ejected, and its locality reported as erring.
-type unsentPick struct{ err error }
-
-func (e unsentPick) Error() string            { return e.err.Error() }
-func (e unsentPick) Unwrap() error            { return e.err }
-func (e unsentPick) Outcome() outlier.Outcome { return outlier.Cancelled }
 
 // isClosed reports whether Close was called.
 func (t *Transport) isClosed() bool {

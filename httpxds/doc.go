@@ -351,8 +351,10 @@
 // does not choose TLS (the cluster does, as behind an Envoy sidecar), but
 // an https:// request to a cluster without TLS is refused rather than
 // sent in plaintext; the endpoint picked for it never saw it, so the
-// refusal is no outlier result and no LRS error (only an issued request,
-// as a caller's cancel), and cannot get a healthy endpoint ejected.
+// refusal is no outlier result and not in the LRS load report at all (a
+// request counts as issued once it has a connection, as Envoy counts it;
+// a request cancelled while it waits for one under max_connections is
+// not issued either), and cannot get a healthy endpoint ejected.
 //
 // Transport errors (a connection refused or reset, a TLS failure) are
 // returned as errors naming the cluster and endpoint, not turned into

@@ -14,6 +14,7 @@ import (
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/serverlds"
+	"github.com/goxds/xds/internal/sharedclient"
 	"github.com/goxds/xds/resources"
 )
 
@@ -95,8 +96,8 @@ func NewServer(h http.Handler, opts Options) (*Server, error) {
 		s.logger = client.DefaultLogger()
 	}
 	var err error
-	if s.b, err = bootstrapOf(opts.Bootstrap, opts.Client); err != nil {
-		return nil, err
+	if s.b, err = sharedclient.Bootstrap(opts.Bootstrap, opts.Client); err != nil {
+		return nil, fmt.Errorf("httpxds: %w", err)
 	}
 	if s.b.ServerListenerResourceNameTemplate == "" {
 		return nil, errors.New("httpxds: the bootstrap has no server_listener_resource_name_template")
@@ -200,20 +201,4 @@ func (s *Server) configError(format string, args ...any) error {
 
 func (s *Server) warn(msg string, args ...any) {
 	s.logger.Warn("httpxds: "+msg, args...)
-}
-
-// bootstrapOf is the bootstrap a client or server of the options uses:
-// the one given, else the shared client's, else the environment's.
-func bootstrapOf(b *bootstrap.Config, c *client.Client) (*bootstrap.Config, error) {
-	switch {
-	case b != nil:
-		return b, nil
-	case c != nil:
-		return c.Bootstrap(), nil
-	}
-	cfg, err := bootstrap.FromEnv()
-	if err != nil {
-		return nil, fmt.Errorf("httpxds: no Client or Bootstrap given, and none in the environment: %w", err)
-	}
-	return cfg, nil
 }

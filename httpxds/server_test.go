@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,32 +189,70 @@ func TestFaultInjection(t *testing.T) {
 }
 
 // TestShutdownLetsRequestsFinish: Shutdown stops accepting but lets a
-// request in progress finish; Serve then returns ErrServerClosed.
+// request in progress finish; Serve then returns ErrServerClosed. That
+// Shutdown waits for the request is shown by events, not by a pause: its
+// context's Done is asked for (Shutdown has begun its wait) while the
+// handler is still held, and Shutdown returns only after the handler
+// has.
 func TestShutdownLetsRequestsFinish(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
+	var handlerDone atomic.Bool
 	e := newEnv(t, envOptions{handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer handlerDone.Store(true)
 		close(started)
 		<-release
 		io.WriteString(w, "finished")
 	})})
 	e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil))
+	// Not e.get, which fails the test from its goroutine when the
+	// request is cut, and would leave got empty.
 	got := make(chan response, 1)
-	go func() { got <- e.get("/slow") }()
-	<-started
-	shut := make(chan error, 1)
-	go func() { shut <- e.srv.Shutdown(context.Background()) }()
-	// Shutdown waits for the request.
+	go func() {
+		req, _ := http.NewRequestWithContext(e.ctx, http.MethodGet, "http://"+e.lis.Addr().String()+"/slow", nil)
+		req.Host = "svc.test"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- response{status: -1, body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- response{status: resp.StatusCode, body: string(b)}
+	}()
 	select {
+	case <-started:
+	case <-time.After(testTimeout):
+		t.Fatal("the request never reached the handler")
+	}
+	ctx := &waitingCtx{Context: context.Background(), waiting: make(chan struct{})}
+	shut := make(chan error, 1)
+	go func() { shut <- e.srv.Shutdown(ctx) }()
+	select {
+	case <-ctx.waiting: // Shutdown waits, bounded by ctx
 	case err := <-shut:
-		t.Fatalf("Shutdown returned %v while a request was in progress", err)
-	case <-time.After(20 * time.Millisecond):
+		t.Fatalf("Shutdown returned %v while a request was in progress, without waiting", err)
+	case <-time.After(testTimeout):
+		t.Fatal("Shutdown never began to wait for the request in progress")
 	}
 	close(release)
-	if r := <-got; r.status != http.StatusOK || r.body != "finished" {
-		t.Errorf("the request in progress got %d %q", r.status, r.body)
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("Shutdown did not return once the request in progress was done")
 	}
-	if err := <-shut; err != nil {
-		t.Errorf("Shutdown: %v", err)
+	if !handlerDone.Load() {
+		t.Error("Shutdown returned before the handler of the request in progress did")
+	}
+	select {
+	case r := <-got:
+		if r.status != http.StatusOK || r.body != "finished" {
+			t.Errorf("the request in progress got %d %q", r.status, r.body)
+		}
+	case <-time.After(testTimeout):
+		t.Fatal("the request in progress got no response")
 	}
 	if _, err := net.Dial("tcp", e.lis.Addr().String()); err == nil {
 		t.Error("the listener still accepts after Shutdown")
@@ -220,6 +260,19 @@ func TestShutdownLetsRequestsFinish(t *testing.T) {
 	if err := e.srv.Serve(newLoopbackListener(t)); !errors.Is(err, httpxds.ErrServerClosed) {
 		t.Errorf("Serve after Shutdown = %v, want ErrServerClosed", err)
 	}
+}
+
+// waitingCtx is a context that tells, by closing waiting, when Done is
+// first asked for: a Shutdown given it has begun to wait.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (c *waitingCtx) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.waiting) })
+	return c.Context.Done()
 }
 
 func newLoopbackListener(t *testing.T) net.Listener {

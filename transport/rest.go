@@ -309,23 +309,9 @@ func (s *restStream) poll() {
 				break // the client's reply is the next poll
 			}
 			// Nothing changed: ask again later, unless a new request
-			// comes first. A wake of the send this poll carries is
-			// stale (take found its request before it drained the
-			// wake), and does not cut the wait short.
+			// comes first.
 			t := time.NewTimer(s.p.refresh)
-		wait:
-			for {
-				select {
-				case <-t.C:
-					break wait
-				case <-s.wake:
-					if s.superseded(gen) {
-						break wait
-					}
-				case <-s.ctx.Done():
-					break wait
-				}
-			}
+			s.refreshWait(gen, t.C)
 			t.Stop()
 			if s.ctx.Err() != nil {
 				return
@@ -333,6 +319,26 @@ func (s *restStream) poll() {
 			if s.superseded(gen) {
 				break
 			}
+		}
+	}
+}
+
+// refreshWait waits, after a poll of send number gen was answered "not
+// modified", until tick fires (the refresh delay), a newer send comes or
+// the stream ends. A wake of send gen itself is stale (take found its
+// request before it drained the wake), and does not cut the wait short:
+// it would poll the server again at once with the same request.
+func (s *restStream) refreshWait(gen int, tick <-chan time.Time) {
+	for {
+		select {
+		case <-tick:
+			return
+		case <-s.wake:
+			if s.superseded(gen) {
+				return
+			}
+		case <-s.ctx.Done():
+			return
 		}
 	}
 }

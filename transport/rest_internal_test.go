@@ -135,3 +135,69 @@ func TestRESTPollSupersededBeforeItWentOut(t *testing.T) {
 		t.Fatal("post of the superseded poll did not return")
 	}
 }
+
+// A poll answered "not modified" waits out the refresh delay even when a
+// wake of the send it carries comes during the wait: that wake is stale
+// (take found the request before it drained the wake: the client's send
+// came while the poller was busy, delivering the previous answer), and
+// ending the wait for it would poll the same request again at once. The
+// race is set up step by step: the stream's wake channel is unbuffered,
+// so the test knows when the wait has taken the stale wake, and the
+// refresh delay is a channel the test fires; a wait that ends before it
+// takes the tick was cut short. A newer send still ends the wait.
+func TestRESTRefreshWaitIgnoresStaleWake(t *testing.T) {
+	const cdsURL = "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &restStream{p: restProtocol{typeURL: cdsURL}, ctx: ctx, cancel: cancel, wake: make(chan struct{}),
+		results: make(chan restResult), done: make(chan struct{})}
+	if err := s.send(&discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	req, gen := s.take()
+	if req == nil {
+		t.Fatal("take: no request")
+	}
+
+	wait := func(tick <-chan time.Time) <-chan struct{} {
+		returned := make(chan struct{})
+		go func() {
+			s.refreshWait(gen, tick)
+			close(returned)
+		}()
+		return returned
+	}
+	tick := make(chan time.Time) // unbuffered: sent only once the wait takes it
+	returned := wait(tick)
+	select {
+	case s.wake <- struct{}{}: // the stale wake of send gen, taken by the wait
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh wait did not take the wake")
+	}
+	select {
+	case tick <- time.Now():
+	case <-returned:
+		t.Fatal("the stale wake of the poll's own send ended the refresh wait: the same request would be polled again at once")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh wait did not take the tick")
+	}
+	select {
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refresh wait did not end at the tick")
+	}
+
+	// A newer request ends the wait with no tick. Its own wake may be
+	// dropped (the wait not yet listening), so one more is given.
+	returned = wait(nil)
+	if err := s.send(&discoveryv3.DiscoveryRequest{TypeUrl: cdsURL, ResourceNames: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s.wake <- struct{}{}:
+		<-returned
+	case <-returned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a newer send did not end the refresh wait")
+	}
+}

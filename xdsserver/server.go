@@ -14,6 +14,7 @@ import (
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/serverlds"
+	"github.com/goxds/xds/internal/sharedclient"
 )
 
 // serverOption is an option of this package passed among grpc's: it
@@ -151,21 +152,12 @@ func NewGRPCServer(opts ...grpc.ServerOption) (*GRPCServer, error) {
 		// line is written.
 		s.logger = client.DefaultLogger()
 	}
-	switch {
-	case s.opts.bootstrap != nil:
-	case s.opts.client != nil:
-		// The shared client's own, as grpcxds.Options{Client: c} takes it:
-		// the client was configured once, and the server must not look
-		// for a second bootstrap in the environment.
-		s.opts.bootstrap = s.opts.client.Bootstrap()
-	default:
-		cfg, err := bootstrap.FromEnv()
-		if err != nil {
-			// gRPC's words first, for what was written against them.
-			return nil, fmt.Errorf("xdsserver: failed to read xDS bootstrap config from env vars: %w", err)
-		}
-		s.opts.bootstrap = cfg
+	cfg, err := sharedclient.Bootstrap(s.opts.bootstrap, s.opts.client)
+	if err != nil {
+		// gRPC's words first, for what was written against them.
+		return nil, fmt.Errorf("xdsserver: failed to read xDS bootstrap config from env vars: %w", err)
 	}
+	s.opts.bootstrap = cfg
 	if s.opts.bootstrap.ServerListenerResourceNameTemplate == "" {
 		return nil, errors.New("xdsserver: missing server_listener_resource_name_template in the bootstrap configuration")
 	}

@@ -41,7 +41,8 @@
 //     the Cluster (its LRSServer, so after a fallback the fallback's): per
 //     locality the requests issued, in progress, succeeded and errored
 //     (each attempt in the locality of the endpoint it went to, any error
-//     a failure), drops by category with circuit breaker refusals in the
+//     a failure; from the pick, or with Config.StartOnSend from when the
+//     transport says it left: Done.Started, Done.Unsent), drops by category with circuit breaker refusals in the
 //     total only, and the backend metrics of the ORCA reports that
 //     lrs_report_endpoint_metrics selects (gRFC A85);
 //   - clusters that connect on their first request and go idle again

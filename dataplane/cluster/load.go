@@ -22,7 +22,9 @@ import (
 // priority in use reports to it: addLeafLocked gets it, Finish releases
 // those no priority uses. Pickers record: a drop or a circuit breaker
 // refusal at the pick, and a request handed to an endpoint as started in
-// the endpoint's locality, then as succeeded or errored at Done.Finish.
+// the endpoint's locality (at the pick, or with Config.StartOnSend when
+// the transport says it left: Done.Started), then as succeeded or errored
+// at Done.Finish; one that never left (Done.Unsent) is not recorded.
 
 // counters are the in-flight counts of the leaf clusters, for their
 // circuit breakers; they outlive pickers. refs counts the clusters whose
@@ -185,10 +187,13 @@ func (p *priority) localityLoads() map[*endpoint.Endpoint]*client.LocalityLoad {
 }
 
 // leafCounter is a leaf cluster's in-flight count (max_requests) and,
-// with Config.ConnectionLimits, its connection limits.
+// with Config.ConnectionLimits, its connection limits. startOnSend is
+// Config.StartOnSend, which the leaf's pickers read from here as they
+// read the limits.
 type leafCounter struct {
 	atomic.Int64
-	limits *Limits
+	limits      *Limits
+	startOnSend bool
 }
 
 // counterLocked returns the in-flight counter of a leaf cluster, held by
@@ -196,7 +201,7 @@ type leafCounter struct {
 func (s *Set) counterLocked(cl *Cluster, leaf string) *leafCounter {
 	c := s.counters.inflight[leaf]
 	if c == nil {
-		c = new(leafCounter)
+		c = &leafCounter{startOnSend: s.cfg.StartOnSend}
 		if s.cfg.ConnectionLimits {
 			c.limits = &Limits{leaf: leaf}
 		}

@@ -65,8 +65,8 @@ type Done struct {
 // its caller gave up on, is recorded by neither outlier detection nor the
 // load report's success and error counts),
 // serverLoad the backend's ORCA report at its end, if any (a
-// *v3orcapb.OrcaLoadReport; anything else is ignored). It must be called
-// once per picked request.
+// *v3orcapb.OrcaLoadReport; anything else is ignored). It, or Unsent for
+// a request that never left, must be called once per picked request.
 func (d Done) Finish(err error, serverLoad any) {
 	if d.p == nil {
 		return
@@ -101,14 +101,51 @@ func (d Done) Finish(err error, serverLoad any) {
 // the transport holds it to be picked again (grpcxds: the endpoint's
 // connections were all at the server's MAX_CONCURRENT_STREAMS while
 // another was being made, gRFC A105). It gives back what Pick counted,
-// and records no outcome.
+// and records no outcome: unlike Unsent, the load report does not count
+// it issued, since its next pick will.
 func (d Done) Abandon() {
 	if d.p == nil {
 		return
 	}
 	d.p.inflight.Add(-1)
-	if d.ll != nil {
+	if d.ll != nil && !d.p.inflight.startOnSend {
 		d.ll.CallUnstarted()
+	}
+	if d.counted {
+		d.ep.CallFinished()
+	}
+}
+
+// Started records, with Config.StartOnSend, that the picked request left
+// for its endpoint (HTTP: it has a connection): LRS counts it issued and
+// in progress from now. Each pick so started ends with Finish; without
+// Config.StartOnSend, the pick was the start and Started does nothing.
+func (d Done) Started() {
+	if d.ll != nil && d.p.inflight.startOnSend {
+		d.ll.CallStarted()
+	}
+}
+
+// Unsent ends a picked request that never left for its endpoint (with
+// Config.StartOnSend: Started was not called), in place of Finish: it
+// gives back the request's place under the circuit breaker and
+// least_request's count, and the load report records nothing of it.
+// outcome is what outlier detection records (nil: nothing, for a request
+// the transport refused or its caller cancelled; a connection that could
+// not be made for it is the endpoint's failure). Without
+// Config.StartOnSend the pick counted the request issued, and Unsent ends
+// it as Finish does with outlier.Cancelled: issued, neither succeeded nor
+// errored.
+func (d Done) Unsent(outcome error) {
+	if d.p == nil {
+		return
+	}
+	d.p.inflight.Add(-1)
+	if d.p.od != nil && outcome != nil {
+		d.p.od.RecordOutcome(d.ep, outlier.OutcomeOf(outcome))
+	}
+	if d.ll != nil && !d.p.inflight.startOnSend {
+		d.ll.CallCancelled()
 	}
 	if d.counted {
 		d.ep.CallFinished()
@@ -238,7 +275,7 @@ func (p *priorityPicker) Pick(req any, hash uint64) (Result, error) {
 		}
 	}
 	d := Done{p: p, ll: p.locs[picked.Endpoint], ep: picked.Endpoint, load: picked.Load, counted: picked.Counted} // ll nil without load reporting
-	if d.ll != nil {
+	if d.ll != nil && !p.inflight.startOnSend {
 		d.ll.CallStarted()
 	}
 	return Result{Endpoint: picked.Endpoint, Conn: picked.Conn, Done: d, Limits: lim, Pending: pending}, nil

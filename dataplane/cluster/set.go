@@ -98,6 +98,17 @@ type Config struct {
 	// (PendingConn), and which take their places under the leaf's
 	// Limits (Result.Limits). gRPC has none.
 	ConnectionLimits bool
+	// StartOnSend has the transport say when a picked request leaves
+	// for its endpoint (Done.Started) and end one that never did with
+	// Done.Unsent: LRS counts a request issued and in progress from then,
+	// not from the pick. Envoy counts a request issued (its host's
+	// rq_total, LRS's total_issued_requests) once its connection pool
+	// attaches it to a connection, so an HTTP request that waits for a
+	// connection and is cancelled, or that the transport refuses to send,
+	// was never issued. Without it the pick is the start: gRPC creates
+	// the RPC's stream on the SubConn it picked, and grpc-go's load
+	// reports count the RPC from its pick.
+	StartOnSend bool
 }
 
 // Set holds the clusters of one channel (or client): every cluster its

@@ -7,6 +7,9 @@
 // then redial the management server and fetch the whole configuration
 // again. Nothing here is gRPC's, so it is not grpcxds's either: any
 // adapter whose users come and go can lend a client through it.
+//
+// Bootstrap is the adapters' one rule for which bootstrap they run with:
+// the options', else the given Client's, else the environment's.
 package sharedclient
 
 import (
