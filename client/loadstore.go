@@ -142,6 +142,20 @@ func (l *LocalityLoad) CallCancelled() {
 	l.inProgress.Add(-1)
 }
 
+// CallUnstarted takes back a CallStarted whose RPC was not sent after all:
+// the transport held it, to be picked again (gRFC A105's connection
+// scaling: every connection of the endpoint picked was full, and another
+// is being made). Issued is taken back unless a report already carried it.
+func (l *LocalityLoad) CallUnstarted() {
+	l.inProgress.Add(-1)
+	for {
+		n := l.issued.Load()
+		if n == 0 || l.issued.CompareAndSwap(n, n-1) {
+			return
+		}
+	}
+}
+
 // CallServerLoad records one value of a backend metric that an RPC of the
 // locality reported as it ended (an ORCA load report, gRFC A64). The
 // report carries, per metric, how many RPCs reported it and the sum of

@@ -206,3 +206,29 @@ func TestLoadStoreServerLoad(t *testing.T) {
 		t.Errorf("second report: %v, want none", got)
 	}
 }
+
+// CallUnstarted takes back a CallStarted: not in progress, not issued,
+// unless a report already counted it issued (never below zero).
+func TestLoadStoreCallUnstarted(t *testing.T) {
+	t.Parallel()
+	clock := &stepClock{now: time.Unix(0, 0)}
+	s := newLoadStore(clock)
+	l := s.Cluster("a", "").Locality(resources.LocalityID{Region: "r"})
+	l.CallStarted()
+	l.CallStarted()
+	l.CallUnstarted()
+	clock.advance(time.Second)
+	got := s.LoadStats([]string{"a"}, false)
+	if len(got) != 1 || got[0].UpstreamLocalityStats[0].TotalIssuedRequests != 1 || got[0].UpstreamLocalityStats[0].TotalRequestsInProgress != 1 {
+		t.Fatalf("two started, one taken back: %v, want 1 issued, 1 in progress", got)
+	}
+	l.CallUnstarted() // after the report that counted it issued
+	l.CallStarted()
+	l.CallFinished(false)
+	clock.advance(time.Second)
+	got = s.LoadStats([]string{"a"}, false)
+	if len(got) != 1 || got[0].UpstreamLocalityStats[0].TotalIssuedRequests != 1 || got[0].UpstreamLocalityStats[0].TotalRequestsInProgress != 0 ||
+		got[0].UpstreamLocalityStats[0].TotalSuccessfulRequests != 1 {
+		t.Fatalf("the reported one taken back, another started and finished: %v, want 1 issued (the new one: the count does not wrap), 0 in progress, 1 succeeded", got)
+	}
+}

@@ -31,6 +31,10 @@ import (
 // it without its authority in view.
 func (c *subConn) Shutdown() {
 	c.shutLocked()
+	c.removed = true
+	if g := c.group.Load(); g != nil {
+		g.shutdown() // the extra connections of gRFC A105 (scale.go)
+	}
 	c.SubConn.Shutdown()
 	if c.authority {
 		c.b.authorities.Delete(c.SubConn)

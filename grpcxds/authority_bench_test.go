@@ -40,12 +40,16 @@ func BenchmarkRoutePick(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
+					// b.Error and return, not b.Fatal: this is one of
+					// RunParallel's goroutines.
 					res, err := rp.Pick(info)
 					if err != nil {
-						b.Fatal(err)
+						b.Error(err)
+						return
 					}
 					if rewrite && res.Metadata == nil {
-						b.Fatal("no authority")
+						b.Error("no authority")
+						return
 					}
 					res.Done(balancer.DoneInfo{})
 				}

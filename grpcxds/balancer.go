@@ -65,6 +65,12 @@ type xdsBalancer struct {
 	// written as SubConns are made and shut down, read by pickers
 	// (authority.go).
 	authorities sync.Map
+	// scaling: the process turned gRFC A105's connection scaling on
+	// (resources.EnvConnectionScaling), so connections are followed for
+	// their server's MAX_CONCURRENT_STREAMS (scale.go). waking: a
+	// publication of the picker for RPCs queued is on its way.
+	scaling bool
+	waking  atomic.Bool
 
 	mu     sync.Mutex
 	closed bool
@@ -95,6 +101,9 @@ type xdsBalancer struct {
 	// (rlsplugin.go).
 	rls rlsState
 	balancerConnMetrics
+	// warnedUnfollowed: the log was told that an endpoint allowed more
+	// connections keeps one (scale.go).
+	warnedUnfollowed bool
 }
 
 // balancerLogs are what a balancer logs, guarded by its mu.
@@ -122,6 +131,7 @@ type balancerConnMetrics struct {
 // channelState the resolver state carries.
 type channelInfo struct {
 	connectDialer  bool   // the channel has the goxds dial options, whose dialer tunnels (connect.go)
+	maxConns       int    // Options.MaxConnectionsPerEndpoint (gRFC A105), 1 until known
 	id             uint64 // what the channel_id hash policy hashes: the channelState's
 	noInterceptors string // the channelState's: the warning for an RPC without the interceptors
 }
@@ -150,7 +160,7 @@ func (b *xdsBalancer) UpdateClientConnState(s balancer.ClientConnState) error {
 	b.ch.connectDialer = false
 	if src != nil {
 		cs := src.cs
-		b.ch = channelInfo{id: cs.channelID, noInterceptors: cs.noInterceptors, connectDialer: cs.connectDialer}
+		b.ch = channelInfo{id: cs.channelID, noInterceptors: cs.noInterceptors, connectDialer: cs.connectDialer, maxConns: cs.b.maxConns}
 		if src.logger != nil {
 			b.logger = src.logger
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/lbpolicy"
 	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/resources"
 )
 
 // The balancer's registration, its builder and its config in the service
@@ -50,7 +51,8 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		bopts:    opts,
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
 		tls:      tlsState{warnedPlain: make(map[string]bool)},
-		ch:       channelInfo{id: rand.Uint64()},
+		ch:       channelInfo{id: rand.Uint64(), maxConns: 1},
+		scaling:  resources.ConnectionScalingEnabled(),
 		clock:    lbpolicy.RealClock{},
 	}
 	b.logger = client.DefaultLogger()

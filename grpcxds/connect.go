@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 
+	"google.golang.org/grpc/credentials"
+
+	"github.com/goxds/xds/internal/h2settings"
 	"github.com/goxds/xds/internal/httpconnect"
 )
 
@@ -58,6 +61,23 @@ func errNoConnectDialer(addr string) error {
 // reached through an HTTP CONNECT tunnel of that proxy, with its user
 // info as Basic Proxy-Authorization, as grpc-go does. A base of your own
 // gets no such help.
+//
+// It also lets connection scaling (gRFC A105) read the HTTP/2 settings of
+// plaintext connections (scale.go); a replacement dialer without it
+// leaves every endpoint one connection.
 func ConnectDialer(base func(ctx context.Context, addr string) (net.Conn, error)) func(ctx context.Context, addr string) (net.Conn, error) {
-	return httpconnect.Dialer(base)
+	d := httpconnect.Dialer(base)
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := d(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		// gRPC gives the dialer the address's attributes as the
+		// handshake's; the balancer put a Limit there when the
+		// connection is plaintext and its endpoint may scale.
+		if l := h2settings.LimitFrom(credentials.ClientHandshakeInfoFromContext(ctx).Attributes, h2settings.Dialer); l != nil {
+			return l.Wrap(c), nil
+		}
+		return c, nil
+	}
 }

@@ -1,6 +1,8 @@
 package grpcxds
 
 import (
+	"sync/atomic"
+
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/resolver"
@@ -8,6 +10,7 @@ import (
 	"github.com/goxds/xds/dataplane/cluster"
 	"github.com/goxds/xds/dataplane/endpoint"
 	"github.com/goxds/xds/grpcxds/xdscreds"
+	"github.com/goxds/xds/internal/h2settings"
 	"github.com/goxds/xds/internal/httpconnect"
 	"github.com/goxds/xds/internal/upstreamtls"
 )
@@ -52,6 +55,15 @@ type subConn struct {
 	// m is what the SubConn's metrics need (subchannelmetrics.go), nil
 	// when the channel does not measure them. Guarded by b.mu.
 	m *endpoint.ConnMeter
+	// Connection scaling (gRFC A105, scale.go): lim is the server's
+	// MAX_CONCURRENT_STREAMS as the SubConn's connection announced it, nil
+	// when it is not followed; group the endpoint's connections once it
+	// is allowed more than one, read by pickers. state is the SubConn's
+	// last state, removed set at Shutdown; both guarded by b.mu.
+	lim     *h2settings.Limit
+	group   atomic.Pointer[connGroup]
+	state   connectivity.State
+	removed bool
 }
 
 // Endpoint implements cluster.Host: the endpoint of the given addresses
@@ -100,23 +112,20 @@ func (b *xdsBalancer) Endpoint(pool *endpoint.Pool, spec cluster.EndpointSpec) *
 // the HandshakeInfo of its TLS on each.
 func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 	tag, _ := ep.Tag.(*connTag)
-	addrs := make([]resolver.Address, len(ep.Addrs()))
-	for i, a := range ep.Addrs() {
-		if !b.ch.connectDialer {
+	if !b.ch.connectDialer {
+		for _, a := range ep.Addrs() {
 			if _, _, proxied := httpconnect.ParseAddr(a); proxied {
 				// Never connect around the proxy: fail the endpoint.
 				return nil, errNoConnectDialer(a)
 			}
 		}
-		addrs[i] = resolver.Address{Addr: a}
-		if tag != nil && tag.sec != nil {
-			addrs[i] = xdscreds.SetHandshakeInfo(addrs[i], tag.sec.Info, tag.hostname)
-		}
 	}
 	// The listener is the SubConn's: one released may still report before
 	// its shutdown, and the pool ignores it (SetState).
-	c := &subConn{b: b, ep: ep}
+	c := &subConn{b: b, ep: ep, state: connectivity.Idle}
 	c.measureLocked(tag)
+	addrs := c.addrs(nil)
+	b.followLocked(c, tag, addrs)
 	sc, err := b.cc.NewSubConn(addrs, balancer.NewSubConnOptions{StateListener: c.onState})
 	if err != nil {
 		return nil, err
@@ -126,7 +135,26 @@ func (b *xdsBalancer) NewConn(ep *endpoint.Endpoint) (endpoint.Conn, error) {
 		b.authorities.Store(sc, tag.authority)
 		c.authority = true
 	}
+	b.scaleLocked(c)
 	return c, nil
+}
+
+// addrs are the addresses of a SubConn to c's endpoint, with the
+// HandshakeInfo of its TLS, and lim (if not nil) for its connections to
+// report their server's MAX_CONCURRENT_STREAMS to.
+func (c *subConn) addrs(lim *h2settings.Limit) []resolver.Address {
+	tag, _ := c.ep.Tag.(*connTag)
+	addrs := make([]resolver.Address, len(c.ep.Addrs()))
+	for i, a := range c.ep.Addrs() {
+		addrs[i] = resolver.Address{Addr: a}
+		if tag != nil && tag.sec != nil {
+			addrs[i] = xdscreds.SetHandshakeInfo(addrs[i], tag.sec.Info, tag.hostname)
+		}
+		if lim != nil {
+			addrs[i] = h2settings.WithLimit(addrs[i], lim, c.b.followLayerLocked(tag))
+		}
+	}
+	return addrs
 }
 
 // Dropped implements endpoint.Dialer: the endpoint lets go of its TLS.
@@ -141,8 +169,17 @@ func (b *xdsBalancer) Dropped(ep *endpoint.Endpoint) {
 func (c *subConn) onState(s balancer.SubConnState) {
 	b := c.b
 	b.mu.Lock()
-	if b.closed || s.ConnectivityState == connectivity.Shutdown ||
-		!b.set.Pool().SetState(c.ep, c, endpointState(s.ConnectivityState), s.ConnectionError) {
+	if b.closed || s.ConnectivityState == connectivity.Shutdown || c.removed {
+		b.mu.Unlock()
+		return
+	}
+	c.state = s.ConnectivityState
+	state := s.ConnectivityState
+	if g := c.group.Load(); g != nil {
+		g.setState(g.first, state)
+		state = g.stateOf(state) // ready while another connection is
+	}
+	if !b.set.Pool().SetState(c.ep, c, endpointState(state), s.ConnectionError) {
 		b.mu.Unlock()
 		return
 	}

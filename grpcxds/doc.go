@@ -213,6 +213,20 @@
 //     ConnectDialer(nil) keeps grpc-go's proxying from the environment
 //     (HTTPS_PROXY, NO_PROXY), which any custom dialer turns off; a base
 //     dialer of your own does not.
+//   - Connection scaling (gRFC A105), with
+//     GRPC_EXPERIMENTAL_XDS_MAX_CONCURRENT_STREAMS_CONNECTION_SCALING=true
+//     as the gRFC says: a cluster's per-host circuit breaker
+//     (per_host_thresholds, priority DEFAULT, max_connections; 0 is
+//     NACKed) lets a channel open up to that many connections to each of
+//     its endpoints, capped by Options.MaxConnectionsPerEndpoint (default
+//     10), a new one when every open one carries as many RPCs as the
+//     server's MAX_CONCURRENT_STREAMS allows. goxds reads that setting off
+//     the connection: its dialer ([ConnectDialer]) does in plaintext,
+//     xdscreds after its TLS handshake; under other TLS credentials it
+//     cannot, and the endpoint keeps one connection (with a warning). An
+//     RPC waits for a connection being made in the picker's queue; with
+//     none to be made (the cap, or backoff) it waits for a stream in
+//     gRPC's transport, as before.
 //
 // # RLS
 //

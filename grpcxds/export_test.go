@@ -78,3 +78,15 @@ type (
 	stopper   = lbpolicy.Timer
 	realClock = lbpolicy.RealClock
 )
+
+// SetQueueAtLimit makes scaled endpoints queue RPCs in the picker at their
+// limit too (scale.go's queueAtLimit); it returns the count of picks
+// queued for want of a stream so far.
+func SetQueueAtLimit(on bool) int64 {
+	queueAtLimit.Store(on)
+	return queuedPicks.Load()
+}
+
+// QueuedPicks is how many picks scaled endpoints queued for want of a
+// stream.
+func QueuedPicks() int64 { return queuedPicks.Load() }

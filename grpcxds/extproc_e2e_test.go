@@ -364,18 +364,30 @@ func TestExtProcClientObservabilityMode(t *testing.T) {
 	e := procEnv(t, p.Target(), nil, testutils.ExtProcFilter(p.Target(), func(m *extprocv3.ExternalProcessor) {
 		testutils.ProcGRPCBodies(m)
 		m.ObservabilityMode = true
-		m.DeferredCloseTimeout = durationpb.New(time.Millisecond)
+		// Long enough for the stream's last events to leave before its
+		// deferred close cancels it, on a loaded machine too: events
+		// still in the transport's buffers are lost with the stream.
+		m.DeferredCloseTimeout = durationpb.New(2 * time.Second)
 	}))
 	var header metadata.MD
 	got, err := echo(e.ctx, e.dial(), "hi", grpc.Header(&header))
 	if err != nil || got != "echo:hi/" || header.Get("x-proc-h") != nil {
 		t.Fatalf("Echo = %q, %v, header %v; want echo:hi/ untouched", got, err, header)
 	}
-	r := <-reqs
+	next := func() *procv3.ProcessingRequest {
+		select {
+		case r := <-reqs:
+			return r
+		case <-e.ctx.Done():
+			t.Fatal("the processor was not sent the RPC's events")
+			return nil
+		}
+	}
+	r := next()
 	if !r.GetObservabilityMode() || testutils.ProcHeaderValue(r.GetRequestHeaders().GetHeaders(), ":path") != procEcho {
 		t.Fatalf("first request %v, want the request headers marked observability_mode", r)
 	}
-	if r := <-reqs; !r.GetObservabilityMode() || testutils.ProcString(r.GetRequestBody().GetBody()) != "hi" {
+	if r := next(); !r.GetObservabilityMode() || testutils.ProcString(r.GetRequestBody().GetBody()) != "hi" {
 		t.Fatalf("second request %v, want the request message hi marked observability_mode", r)
 	}
 }

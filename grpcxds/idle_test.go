@@ -91,16 +91,20 @@ func (cc *lazyCC) next(t *testing.T) balancer.State {
 // given name, for an RPC that ends at once.
 func pickCluster(t *testing.T, s balancer.State, name string) (balancer.PickResult, error) {
 	t.Helper()
-	res, err := pickHeld(t, s, name)
-	if err == nil && res.Done != nil {
-		res.Done(balancer.DoneInfo{})
-	}
-	return res, err
+	return pickEnded(clusterPicker(t, s, name))
 }
 
 // pickHeld is pickCluster for an RPC that runs until the caller calls
 // res.Done.
 func pickHeld(t *testing.T, s balancer.State, name string) (balancer.PickResult, error) {
+	t.Helper()
+	return pickIn(clusterPicker(t, s, name), balancer.PickInfo{}, 0)
+}
+
+// clusterPicker is the published route picker's picker of the named
+// cluster. It fails the test with t.Fatal, so it is for the test's own
+// goroutine: a goroutine the test starts picks with pickEnded.
+func clusterPicker(t *testing.T, s balancer.State, name string) cluster.Picker {
 	t.Helper()
 	rp, ok := s.Picker.(*routePicker)
 	if !ok {
@@ -110,7 +114,17 @@ func pickHeld(t *testing.T, s balancer.State, name string) (balancer.PickResult,
 	if cp == nil {
 		t.Fatalf("the route picker has no cluster %s", name)
 	}
-	return pickIn(cp, balancer.PickInfo{}, 0)
+	return cp
+}
+
+// pickEnded picks in cp for an RPC that ends at once; unlike pickCluster
+// it does not fail the test, so a goroutine the test starts may call it.
+func pickEnded(cp cluster.Picker) (balancer.PickResult, error) {
+	res, err := pickIn(cp, balancer.PickInfo{}, 0)
+	if err == nil && res.Done != nil {
+		res.Done(balancer.DoneInfo{})
+	}
+	return res, err
 }
 
 func newLazyBalancer(cc *lazyCC, clk clock) *xdsBalancer {
@@ -162,9 +176,10 @@ func TestIdleClusterWakesOnFirstPick(t *testing.T) {
 	// follows.
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
+	c7 := clusterPicker(t, s, "c7")
 	for range 20 {
 		wg.Go(func() {
-			if _, err := pickCluster(t, s, "c7"); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
+			if _, err := pickEnded(c7); !errors.Is(err, balancer.ErrNoSubConnAvailable) {
 				errs <- fmt.Errorf("pick in an idle cluster: %v, want ErrNoSubConnAvailable (queued)", err)
 			}
 		})

@@ -40,6 +40,9 @@ func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *select
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)
 	}
+	if c, _ := r.Conn.(*subConn); c != nil && c.group.Load() != nil {
+		return pickScaled(c, r, sel) // gRFC A105 (scale.go)
+	}
 	d := newPickDone()
 	d.done = r.Done
 	if sel != nil && sel.wantTrailer {
@@ -91,6 +94,31 @@ func (d *pickDone) end(di balancer.DoneInfo) {
 		sel.trailer = di.Trailer
 	}
 	done.Finish(di.Err, di.ServerLoad)
+}
+
+// pickScaled is pickFor's end for an endpoint of several connections
+// (gRFC A105, scale.go): one of them, whose RPC count the Done gives back.
+func pickScaled(c *subConn, r cluster.Result, sel *selection) (balancer.PickResult, error) {
+	g := c.group.Load()
+	m, queue := g.pick()
+	if queue {
+		r.Done.Abandon()
+		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
+	}
+	sc := c.SubConn // none ready: gRPC picks again once it sees so
+	if m != nil {
+		sc = m.sc
+	}
+	done := r.Done
+	return balancer.PickResult{SubConn: sc, Done: func(di balancer.DoneInfo) {
+		if m != nil {
+			g.released(m)
+		}
+		if sel != nil && sel.wantTrailer {
+			sel.trailer = di.Trailer
+		}
+		done.Finish(di.Err, di.ServerLoad)
+	}}, nil
 }
 
 // pickError is gRPC's error for a cluster's: a request to hold is

@@ -129,6 +129,17 @@ type Options struct {
 	// grpc.client_ext_proc.* histograms); metrics/otelxds and
 	// metrics/promxds implement it. Nil: nothing is measured.
 	ExtProcMetrics ExtProcMetrics
+	// MaxConnectionsPerEndpoint caps the connections a channel makes to
+	// one endpoint under gRFC A105's connection scaling: a cluster's
+	// per-host circuit breaker (max_connections, gRPC's
+	// max_connections_per_subchannel) lets a channel open another
+	// connection to an endpoint when every one it has carries as many
+	// RPCs as the server's MAX_CONCURRENT_STREAMS allows, and a setting
+	// above this cap counts as the cap. Zero:
+	// DefaultMaxConnectionsPerEndpoint; 1 turns scaling off for the
+	// Builder's channels. Scaling is read from xDS only when
+	// resources.EnvConnectionScaling is "true", as the gRFC says.
+	MaxConnectionsPerEndpoint int
 
 	// SideChannelDialOptions are given to the channels a channel makes to
 	// the external authorization and processing services its filters
@@ -143,6 +154,10 @@ type Options struct {
 	// yet there.
 	SideChannelDialOptions []grpc.DialOption
 }
+
+// DefaultMaxConnectionsPerEndpoint is Options.MaxConnectionsPerEndpoint
+// when unset: gRFC A105's default channel limit.
+const DefaultMaxConnectionsPerEndpoint = 10
 
 // Builder is a resolver.Builder for targets that name an xDS listener:
 // "goxds:///my-listener", or "goxds://authority/name" for a listener of a
@@ -174,6 +189,8 @@ type Builder struct {
 	subchannelMetrics SubchannelMetrics
 	extAuthzMetrics   ExtAuthzMetrics
 	extProcMetrics    ExtProcMetrics
+	// maxConns is Options.MaxConnectionsPerEndpoint, defaulted.
+	maxConns int
 	// sideOpts are Options.SideChannelDialOptions.
 	sideOpts []grpc.DialOption
 }
@@ -203,6 +220,12 @@ func NewBuilder(opts Options) (*Builder, error) {
 	}
 	if !validScheme(b.scheme) {
 		return nil, fmt.Errorf("grpcxds: scheme %q: want a letter, then lower-case letters, digits, '+', '-' or '.'", b.scheme)
+	}
+	switch b.maxConns = opts.MaxConnectionsPerEndpoint; {
+	case b.maxConns < 0:
+		return nil, fmt.Errorf("grpcxds: MaxConnectionsPerEndpoint %d is negative (want 1 or more, or 0 for the default %d)", b.maxConns, DefaultMaxConnectionsPerEndpoint)
+	case b.maxConns == 0:
+		b.maxConns = DefaultMaxConnectionsPerEndpoint
 	}
 	if opts.FailoverTimeout < 0 {
 		return nil, fmt.Errorf("grpcxds: FailoverTimeout %v is negative", opts.FailoverTimeout)

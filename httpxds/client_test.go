@@ -73,10 +73,12 @@ func TestClientWaitsForConfiguration(t *testing.T) {
 		t.Fatalf("got %v, want the wait for the configuration to end with the context", err)
 	}
 	a := newBackend(t, "a")
+	// getAsync, not e.get: a t.Fatal in a goroutine of the test's would
+	// not end the test, which would then wait on done.
 	done := make(chan response, 1)
-	go func() { done <- e.get("/x") }()
+	e.getAsync("/x", done)
 	e.update(world(routes("rc", toCluster(prefix("/"), "c", nil)), map[string][]*backend{"c": {a}}))
-	e.want(<-done, 200, "a GET /x")
+	e.want(recv(t, e, done, "the GET /x that waited for the configuration"), 200, "a GET /x")
 }
 
 // No route: Envoy's router answers 404 (route_not_found); the body names
@@ -245,15 +247,21 @@ func TestClientCircuitBreaker(t *testing.T) {
 	res.Clusters[0].CircuitBreakers = circuitBreaker(1)
 	e.update(res)
 	first := make(chan response, 1)
-	go func() { first <- e.get("/1") }()
-	<-entered
+	e.getAsync("/1", first) // not e.get: its t.Fatal would end only its goroutine
+	select {
+	case <-entered:
+	case got := <-first:
+		t.Fatalf("the first request ended before the backend had it: %d %q", got.status, got.body)
+	case <-e.ctx.Done():
+		t.Fatal("timed out waiting for the first request at the backend")
+	}
 	got := e.get("/2")
 	e.want(got, 503, `cluster "c": 1 requests in flight`)
 	if got.header.Get("X-Envoy-Overloaded") != "true" {
 		t.Errorf("no x-envoy-overloaded header: %v", got.header)
 	}
 	close(release)
-	e.want(<-first, 200, "")
+	e.want(recv(t, e, first, "the first request's response"), 200, "")
 	// The first request's end gave its place back.
 	a.handler = nil
 	e.want(e.get("/3"), 200, "a GET /3")

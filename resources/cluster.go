@@ -94,6 +94,14 @@ type Cluster struct {
 	// waiting for a connection, and connections to all endpoints of the
 	// cluster); gRPC ignores them, as grpc-go does.
 	MaxPendingRequests, MaxConnections uint32
+	// MaxConnectionsPerHost is circuit_breakers' per_host_thresholds'
+	// max_connections for priority DEFAULT (gRFC A105): gRPC's
+	// max_connections_per_subchannel, how many connections a channel may
+	// make to each endpoint of the cluster when the server's
+	// MAX_CONCURRENT_STREAMS are all in use. 0 when unset (one
+	// connection), and always 0 unless EnvConnectionScaling is "true";
+	// never 0 when set, which is NACKed.
+	MaxConnectionsPerHost uint32
 	// TLS is the transport socket's UpstreamTlsContext as received, nil for
 	// plaintext.
 	TLS *tlsv3.UpstreamTlsContext
@@ -216,6 +224,11 @@ func (c *Cluster) init(ctx *DecodeContext, m *clusterv3.Cluster) error {
 			c.MaxConnections = mc.GetValue()
 		}
 		break
+	}
+	if connectionScalingFromEnv() {
+		if err := c.setPerHost(m.GetCircuitBreakers().GetPerHostThresholds()); err != nil {
+			return at("circuit_breakers", err)
+		}
 	}
 	if err := c.setTransportSocket(ctx, m); err != nil {
 		return err

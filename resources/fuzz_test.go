@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -260,6 +262,8 @@ func checkRoute(t *testing.T, r *Route) {
 }
 
 func FuzzDecodeCluster(f *testing.F) {
+	// gRFC A105's per-host thresholds are read only with the variable set.
+	f.Setenv(EnvConnectionScaling, "true")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		name, c, err := ClusterType.DecodeTyped(nil, &anypb.Any{TypeUrl: ClusterTypeURL, Value: b})
 		if err != nil {
@@ -301,8 +305,22 @@ func FuzzDecodeCluster(f *testing.F) {
 		if p := c.LBPolicy; p.Kind == LBRingHash && p.MinRingSize == 0 {
 			t.Fatal("ring of minimum size 0")
 		}
+		if n, want := c.MaxConnectionsPerHost, firstPerHostMax(c.Raw()); n != want {
+			t.Fatalf("MaxConnectionsPerHost %d, want %d (the first DEFAULT per-host threshold's)", n, want)
+		}
 		checkClusterInContext(t, b, c)
 	})
+}
+
+// firstPerHostMax is the max_connections of m's first per-host threshold
+// of priority DEFAULT, 0 if unset.
+func firstPerHostMax(m *clusterv3.Cluster) uint32 {
+	for _, t := range m.GetCircuitBreakers().GetPerHostThresholds() {
+		if t.GetPriority() == corev3.RoutingPriority_DEFAULT {
+			return t.GetMaxConnections().GetValue()
+		}
+	}
+	return 0
 }
 
 // fuzzContext is a server and a bootstrap defining the instance "roots",

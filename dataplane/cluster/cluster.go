@@ -44,6 +44,8 @@ type Cluster struct {
 	// wanted are the endpoints of every priority tried, up to the one in
 	// use: those the cluster keeps connected.
 	wanted map[*endpoint.Endpoint]struct{}
+	// scaled: see scale.go.
+	scaled map[*endpoint.Endpoint]uint32
 	// timedOut are the priorities whose failover timer fired while they
 	// were connecting; a priority leaves it by becoming ready. Nil until
 	// the first.
@@ -186,7 +188,8 @@ func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
 	s.setAggLeavesLocked(cl, leaves)
 	old := cl.conns()
 	before, oldPrios := cl.carried(), cl.prios
-	oldDNS, oldHeld := cl.dnsUsed, cl.held
+	oldDNS, oldHeld, oldScaled := cl.dnsUsed, cl.held, cl.scaled
+	cl.scaled = nil
 	cl.prios, cl.err, cl.leafErrs, cl.dnsUsed, cl.held = nil, nil, nil, nil, heldRefs{}
 	root := inputs[0]
 	switch {
@@ -226,6 +229,7 @@ func (s *Set) refreshClusterLocked(cl *Cluster, force bool) {
 			s.dropUserLocked(c, cl)
 		}
 	}
+	s.applyScaleLocked(cl, oldScaled)
 	for _, w := range cl.dnsUsed {
 		w.users[cl] = struct{}{}
 	}
@@ -316,6 +320,7 @@ func (s *Set) addLeafLocked(cl *Cluster, leaf *watchers.ClusterConfig) {
 		switch {
 		case len(w.addrs) > 0:
 			conn := s.host.Endpoint(s.pool, EndpointSpec{Addrs: w.addrs, Security: sec, DNS: w, Leaf: leaf.Name})
+			cl.scale(conn, c.MaxConnectionsPerHost)
 			p.lb.Localities = []lbpolicy.Locality{{Weight: 1, Endpoints: []lbpolicy.WeightedEndpoint{{Endpoint: conn, Weight: 1}}}}
 		case w.err != nil:
 			cl.leafErrs = append(cl.leafErrs, fmt.Sprintf("cluster %q: resolving %s: %v", leaf.Name, leaf.DNSAddress, w.err))
@@ -348,7 +353,9 @@ func (s *Set) addEDSLocked(cl *Cluster, base priority, c *resources.Cluster, eps
 			if ep.HealthStatus != resources.HealthStatusHealthy && ep.HealthStatus != resources.HealthStatusUnknown {
 				continue
 			}
-			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: s.host.Endpoint(s.pool, edsSpec(base.leaf, loc.ID, c, ep, sec)), Weight: ep.Weight})
+			e := s.host.Endpoint(s.pool, edsSpec(base.leaf, loc.ID, c, ep, sec))
+			cl.scale(e, c.MaxConnectionsPerHost)
+			l.Endpoints = append(l.Endpoints, lbpolicy.WeightedEndpoint{Endpoint: e, Weight: ep.Weight})
 		}
 		if len(l.Endpoints) > 0 {
 			p := prios[loc.Priority]
@@ -406,6 +413,7 @@ func (s *Set) unbuildLocked(cl *Cluster) {
 	for c := range cl.conns() {
 		s.dropUserLocked(c, cl)
 	}
+	cl.scaled = nil // dropUserLocked took each setting back
 	for _, w := range cl.dnsUsed {
 		delete(w.users, cl)
 	}

@@ -97,6 +97,25 @@ func (d Done) Finish(err error, serverLoad any) {
 	}
 }
 
+// Abandon undoes the pick instead of Finish: the request was not sent, and
+// the transport holds it to be picked again (grpcxds: the endpoint's
+// connections were all at the server's MAX_CONCURRENT_STREAMS while
+// another was being made, gRFC A105). It gives back what Pick counted,
+// and records no outcome: unlike Unsent, the load report does not count
+// it issued, since its next pick will.
+func (d Done) Abandon() {
+	if d.p == nil {
+		return
+	}
+	d.p.inflight.Add(-1)
+	if d.ll != nil && !d.p.inflight.startOnSend {
+		d.ll.CallUnstarted()
+	}
+	if d.counted {
+		d.ep.CallFinished()
+	}
+}
+
 // Started records, with Config.StartOnSend, that the picked request left
 // for its endpoint (HTTP: it has a connection): LRS counts it issued and
 // in progress from now. Each pick so started ends with Finish; without

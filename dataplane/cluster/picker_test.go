@@ -145,3 +145,23 @@ func TestPriorityPicker(t *testing.T) {
 func TestZeroDone(t *testing.T) {
 	Done{}.Finish(errors.New("boom"), nil)
 }
+
+// Abandon gives back the place a pick took under the circuit breaker, as
+// if the request had not been picked; the zero Done's does nothing.
+func TestDoneAbandon(t *testing.T) {
+	p := prio(endpoint.Ready, []uint32{1})
+	p.maxRequests = 1
+	pp := p.picker(endpoint.Ready, testHeaderHash)
+	res, err := pp.Pick(nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Done.Abandon()
+	if n := p.inflight.Load(); n != 0 {
+		t.Fatalf("after Abandon: %d in flight, want 0", n)
+	}
+	if _, err := pp.Pick(nil, 0); err != nil {
+		t.Errorf("pick after the only one was abandoned, with max_requests 1: %v", err)
+	}
+	Done{}.Abandon()
+}

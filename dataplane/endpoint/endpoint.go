@@ -102,6 +102,8 @@ type Endpoint struct {
 	err   error
 	// inflight counts the requests on the endpoint (least_request's).
 	inflight atomic.Int64
+	// scale is its users' connection scaling (scale.go), nil for none.
+	scale *scaling
 }
 
 // Key is the endpoint's key in its pool: the addresses joined by ",",

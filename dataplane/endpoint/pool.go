@@ -69,6 +69,7 @@ func (p *Pool) AddUser(ep *Endpoint, u User) { ep.users.add(u) }
 // Prune to drop unless some user takes it again.
 func (p *Pool) RemoveUser(ep *Endpoint, u User) {
 	ep.users.remove(u)
+	p.SetMaxConns(ep, u, 0)
 	if ep.users.one == nil {
 		p.orphans[ep] = struct{}{}
 	}

@@ -7,6 +7,8 @@ import (
 	"net"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/goxds/xds/internal/h2settings"
 )
 
 // ClientOptions configure NewClientCredentials.
@@ -57,7 +59,23 @@ func (c *clientCreds) ClientHandshake(ctx context.Context, authority string, raw
 		State:          conn.ConnectionState(),
 		CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
 	}
+	if l := h2settings.LimitFrom(credentials.ClientHandshakeInfoFromContext(ctx).Attributes, h2settings.Handshake); l != nil {
+		// gRFC A105: the server's MAX_CONCURRENT_STREAMS, which only this
+		// side of the TLS sees, for the balancer's connection scaling.
+		return l.Wrap(conn), info, nil
+	}
 	return conn, info, nil
+}
+
+// Plaintext reports whether c leaves a connection in plaintext when no
+// cluster security config applies to it: c is insecure, or xdscreds' with
+// insecure fallback credentials. Connection scaling (gRFC A105, package
+// grpcxds) reads such a connection's HTTP/2 settings at its dialer.
+func Plaintext(c credentials.TransportCredentials) bool {
+	if x, ok := c.(*clientCreds); ok {
+		c = x.fallback
+	}
+	return c == nil || c.Info().SecurityProtocol == "insecure"
 }
 
 func (c *clientCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
