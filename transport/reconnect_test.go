@@ -62,83 +62,77 @@ func TestSotWReconnectResubscribesWithLastVersions(t *testing.T) {
 }
 
 // A server that fails every stream without answering pushes the client into
-// exponential backoff.
+// exponential backoff: after each failure the client waits, on its clock,
+// for a timer due at the next delay.
 func TestBackoffGrowsWhileServerNeverAnswers(t *testing.T) {
 	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 		opts := transport.Options{
 			Backoff:           backoff.Config{BaseDelay: 40 * time.Millisecond, Multiplier: 2, MaxDelay: time.Second},
 			MinStreamInterval: time.Millisecond,
+			Clock:             clk,
 		}
 		e := newEnv(t, sotw, opts, nil)
 		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-		var starts []time.Time
-		for range 4 {
-			st, err := e.fs.NextStream(ctxT(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			starts = append(starts, st.Opened)
-			st.Cut(status.Error(codes.Unavailable, "no"))
-		}
-		// Delays ~40, 80, 160 ms (no jitter configured).
-		checkStartGaps(t, starts, []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond})
+		// Delays 40, 80, 160 ms (no jitter configured).
+		waitStarts(t, e, clk, []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 160 * time.Millisecond},
+			func(st *testutils.FakeStream) { st.Cut(status.Error(codes.Unavailable, "no")) })
 	})
 }
 
 // A server that answers once and hangs up resets the backoff each time, but
 // the minimum interval between stream starts still bounds the reconnect
-// rate: no hot loop.
+// rate: no hot loop. The client waits for MinStreamInterval from the last
+// start, not for its 1 ms backoff.
 func TestAnswerOnceAndHangUpIsBoundedByMinInterval(t *testing.T) {
 	forEachAPIType(t, sotwVariants, func(t *testing.T, sotw bootstrap.APIType) {
+		clk := testutils.NewFakeClock(time.Unix(1_700_000_000, 0))
 		opts := transport.Options{
 			Backoff:           backoff.Config{BaseDelay: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond},
 			MinStreamInterval: 100 * time.Millisecond,
+			Clock:             clk,
 		}
 		e := newEnv(t, sotw, opts, nil)
 		e.tr.UpdateSubscriptions(ldsURL, []string{"L1"}, nil)
-		var starts []time.Time
-		for range 4 {
-			st, err := e.fs.NextStream(ctxT(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			starts = append(starts, st.Opened)
-			if _, err := st.NextRequest(ctxT(t)); err != nil {
-				t.Fatal(err)
-			}
-			st.Send(testutils.SotWResponse(ldsURL, "v1", "n1"))
-			if _, err := st.NextRequest(ctxT(t)); err != nil { // the ACK
-				t.Fatal(err)
-			}
-			st.Cut(nil)
-		}
-		checkStartGaps(t, starts, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond})
+		waitStarts(t, e, clk, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+			func(st *testutils.FakeStream) {
+				if _, err := st.NextRequest(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+				st.Send(testutils.SotWResponse(ldsURL, "v1", "n1"))
+				if _, err := st.NextRequest(ctxT(t)); err != nil { // the ACK
+					t.Fatal(err)
+				}
+				st.Cut(nil)
+			})
 	})
 }
 
-// The fake server reads a stream's start when its handler runs, which the
-// scheduler may delay by tens of milliseconds under -race on a loaded
-// 2-core machine; the client enforces its gaps on its own clock. So each gap
-// seen at the server may fall short of its floor by up to half of it, which
-// still fails a reconnect loop by orders of magnitude, and the span from the
-// first start to the last, whose noise does not add up across gaps, may fall
-// short of the sum of the floors by spanNoise only.
-const spanNoise = 50 * time.Millisecond
-
-// checkStartGaps asserts that the streams, as the server saw them open,
-// started about floors[i] apart or more, and at least the sum of the floors
-// from the first to the last: the reconnect rate is bounded.
-func checkStartGaps(t *testing.T, starts []time.Time, floors []time.Duration) {
+// waitStarts takes len(delays)+1 streams from the server, ending each with
+// end, and checks that after stream i ends the client waits to start the
+// next for a timer due delays[i] after that stream started: the fake clock
+// stands still while a stream runs, so its start is the clock's time when
+// it ends. The timer is waited for before the clock moves, so a client
+// that started sooner, or waited on a shorter timer, fails the test.
+func waitStarts(t *testing.T, e *env, clk *testutils.FakeClock, delays []time.Duration, end func(*testutils.FakeStream)) {
 	t.Helper()
-	var total time.Duration
-	for i, floor := range floors {
-		total += floor
-		if gap := starts[i+1].Sub(starts[i]); gap < floor/2 {
-			t.Errorf("stream %d started %v after the previous one, want ≥ %v", i+2, gap, floor)
+	for i := 0; ; i++ {
+		st, err := e.fs.NextStream(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if span := starts[len(floors)].Sub(starts[0]); span < total-spanNoise {
-		t.Errorf("streams 1 to %d started within %v, want ≥ %v", len(floors)+1, span, total)
+		started := clk.Now()
+		end(st)
+		if i == len(delays) {
+			return
+		}
+		if err := clk.WaitForTimerAt(ctxT(t), started.Add(delays[i])); err != nil {
+			t.Fatalf("after stream %d ended, the client did not wait %v to start the next: %v", i+1, delays[i], err)
+		}
+		if n := e.fs.StreamCount(); n != i+1 {
+			t.Fatalf("%d streams started while the client waited %v after stream %d", n, delays[i], i+1)
+		}
+		clk.Advance(delays[i])
 	}
 }
 
