@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/resources"
@@ -19,7 +18,7 @@ func (c *Call) mutate(h map[string][]string, set []extauthz.HeaderOption, remove
 	rules := &c.p.cfg.MutationRules
 	set = slices.Clone(set)
 	for i, o := range set {
-		if err := validMutation(o.Key, o.Value); err != nil {
+		if err := extauthz.ValidHeader(o.Key, o.Value); err != nil {
 			return nil, fmt.Errorf("%s.set_headers[%d]: %v", field, i, err)
 		}
 		if rules.DisallowIsError && !rules.Allowed(o.Key) {
@@ -39,7 +38,7 @@ func (c *Call) mutate(h map[string][]string, set []extauthz.HeaderOption, remove
 	}
 	extauthz.Apply(out, ms)
 	for i, k := range remove {
-		if err := validMutation(k, ""); err != nil {
+		if err := extauthz.ValidHeader(k, ""); err != nil {
 			return nil, fmt.Errorf("%s.remove_headers[%d]: %v", field, i, err)
 		}
 		if !rules.Allowed(k) {
@@ -51,46 +50,6 @@ func (c *Call) mutate(h map[string][]string, set []extauthz.HeaderOption, remove
 		delete(out, k)
 	}
 	return out, nil
-}
-
-// maxHeaderLen is gRFC A102's limit on a header name or value.
-const maxHeaderLen = 16384
-
-// validMutation is gRFC A102's rule for a header a processor changes: its
-// name is a lower-case gRPC header name (token characters) that is not
-// host, a pseudo-header or grpc-*, and its value (unless the header is
-// binary, -bin, whose value is raw bytes) printable ASCII; each at most
-// 16384 bytes.
-func validMutation(key, value string) error {
-	switch {
-	case key == "":
-		return fmt.Errorf("empty header name")
-	case len(key) > maxHeaderLen:
-		return fmt.Errorf("header name longer than %d bytes", maxHeaderLen)
-	case key[0] == ':':
-		return fmt.Errorf("header %q is a pseudo-header, which no processor may change", key)
-	case key == "host":
-		return fmt.Errorf("header %q may not be changed", key)
-	case strings.HasPrefix(key, "grpc-"):
-		return fmt.Errorf("header %q is in the grpc- space gRPC reserves", key)
-	case len(value) > maxHeaderLen:
-		return fmt.Errorf("header %q: value longer than %d bytes", key, maxHeaderLen)
-	}
-	for i := 0; i < len(key); i++ {
-		b := key[i]
-		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-' || b == '_' || b == '.') {
-			return fmt.Errorf("header name %q is not a valid gRPC header name (byte %q)", key, b)
-		}
-	}
-	if strings.HasSuffix(key, "-bin") {
-		return nil
-	}
-	for i := 0; i < len(value); i++ {
-		if b := value[i]; b < 0x20 || b > 0x7e {
-			return fmt.Errorf("header %q: value has byte 0x%02x, which gRPC cannot send", key, b)
-		}
-	}
-	return nil
 }
 
 // forwarded is the part of h forward_rules let the processor see.
