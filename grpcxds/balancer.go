@@ -65,12 +65,8 @@ type xdsBalancer struct {
 	// written as SubConns are made and shut down, read by pickers
 	// (authority.go).
 	authorities sync.Map
-	// scaling: the process turned gRFC A105's connection scaling on
-	// (resources.EnvConnectionScaling), so connections are followed for
-	// their server's MAX_CONCURRENT_STREAMS (scale.go). waking: a
-	// publication of the picker for RPCs queued is on its way.
-	scaling bool
-	waking  atomic.Bool
+	// scale is gRFC A105's connection scaling (scale.go).
+	scale scaleState
 
 	mu     sync.Mutex
 	closed bool
@@ -101,9 +97,6 @@ type xdsBalancer struct {
 	// (rlsplugin.go).
 	rls rlsState
 	balancerConnMetrics
-	// warnedUnfollowed: the log was told that an endpoint allowed more
-	// connections keeps one (scale.go).
-	warnedUnfollowed bool
 }
 
 // balancerLogs are what a balancer logs, guarded by its mu.

@@ -52,7 +52,7 @@ func (balancerBuilder) Build(cc balancer.ClientConn, opts balancer.BuildOptions)
 		xdsCreds: xdscreds.UsesXDS(opts.DialCreds),
 		tls:      tlsState{warnedPlain: make(map[string]bool)},
 		ch:       channelInfo{id: rand.Uint64(), maxConns: 1},
-		scaling:  resources.ConnectionScalingEnabled(),
+		scale:    scaleState{on: resources.ConnectionScalingEnabled()},
 		clock:    lbpolicy.RealClock{},
 	}
 	b.logger = client.DefaultLogger()

@@ -59,6 +59,19 @@ var (
 	queuedPicks  atomic.Int64
 )
 
+// scaleState is a balancer's part in connection scaling.
+type scaleState struct {
+	// on: the process turned scaling on (resources.EnvConnectionScaling),
+	// so connections are followed for their server's
+	// MAX_CONCURRENT_STREAMS. Read-only after Build.
+	on bool
+	// waking: a publication of the picker for RPCs queued is on its way.
+	waking atomic.Bool
+	// warnedUnfollowed: the log was told that an endpoint allowed more
+	// connections keeps one. Under the balancer's mu.
+	warnedUnfollowed bool
+}
+
 // member is one connection of a scaled endpoint: a SubConn, its server's
 // MAX_CONCURRENT_STREAMS, the RPCs picked for it and not yet done.
 type member struct {
@@ -112,7 +125,7 @@ func (b *xdsBalancer) followLayerLocked(tag *connTag) h2settings.Layer {
 // endpoint scales can change with any update, and a server announces
 // its limit only as the connection starts.
 func (b *xdsBalancer) followLocked(c *subConn, tag *connTag, addrs []resolver.Address) {
-	if !b.scaling {
+	if !b.scale.on {
 		return
 	}
 	layer := b.followLayerLocked(tag)
@@ -160,10 +173,10 @@ func (b *xdsBalancer) MaxConnsChanged(ep *endpoint.Endpoint) {
 // warnUnfollowedLocked logs, once per channel, that an endpoint allowed
 // more connections keeps one: its server's limit cannot be read.
 func (b *xdsBalancer) warnUnfollowedLocked(c *subConn) {
-	if b.warnedUnfollowed {
+	if b.scale.warnedUnfollowed {
 		return
 	}
-	b.warnedUnfollowed = true
+	b.scale.warnedUnfollowed = true
 	why := "the channel's transport credentials are neither insecure nor xdscreds' (whose TLS goxds runs)"
 	if xdscreds.Plaintext(b.bopts.DialCreds) {
 		why = "the channel was made without the goxds dialer (Builder.DialOptions), or its scaling switch was off when the connection was made"
@@ -386,12 +399,12 @@ func (c *subConn) limitChanged() {
 // the balancer's lock), once however many ask before it runs: gRPC picks
 // again every RPC it queued.
 func (b *xdsBalancer) wakePickers() {
-	if !b.waking.CompareAndSwap(false, true) {
+	if !b.scale.waking.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {
 		b.mu.Lock()
-		b.waking.Store(false)
+		b.scale.waking.Store(false)
 		b.republish = b.republish || !b.closed
 		b.finishAndUnlock()
 	}()
