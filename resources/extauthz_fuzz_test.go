@@ -18,7 +18,8 @@ func FuzzExtAuthzConfig(f *testing.F) {
 		a := &anypb.Any{TypeUrl: "type.googleapis.com/" + extAuthzName, Value: b}
 		if c, err := parseExtAuthzAny(trusted, a); err == nil {
 			g := c.(*ExtAuthzConfig).GrpcService
-			if !g.Trusted || g.TargetURI == "" || g.ChannelCredentials == "" || g.Allowed != nil {
+			if !g.Trusted || g.TargetURI == "" || g.ChannelCredentials == "" || g.Allowed != nil ||
+				(g.TLS != nil) != (g.ChannelCredentials == GrpcChannelTLS) || (g.TLS != nil && g.TLS.RootInstance != "roots") {
 				t.Fatalf("trusted: %+v", g)
 			}
 		}
@@ -32,12 +33,12 @@ func FuzzExtAuthzConfig(f *testing.F) {
 }
 
 // TestExtAuthzFuzzSeeds keeps the seeds (basic, full: most fields set,
-// minimal) ExtAuthz messages that decode from both servers.
+// minimal, tls and xds: TlsCredentials and XdsCredentials) ExtAuthz messages that decode from both servers.
 func TestExtAuthzFuzzSeeds(t *testing.T) {
 	trusted, untrusted := authzContexts()
 	files, err := filepath.Glob(filepath.Join("testdata", "fuzz", "FuzzExtAuthzConfig", "*"))
-	if err != nil || len(files) < 3 {
-		t.Fatalf("%d seeds (%v), want at least 3", len(files), err)
+	if err != nil || len(files) < 5 {
+		t.Fatalf("%d seeds (%v), want at least 5", len(files), err)
 	}
 	for _, file := range files {
 		b, err := readSeed(file)

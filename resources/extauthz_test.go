@@ -12,7 +12,6 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
 	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
-	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc/codes"
@@ -26,12 +25,12 @@ import (
 const authzTarget = "dns:///authz.example.com:443"
 
 // extAuthzMsg is a valid ExtAuthz naming target, with insecure channel
-// credentials, an access token and initial metadata in its GrpcService.
+// credentials (after a plugin type gRPC does not know, which is skipped), an access token and initial metadata in its GrpcService.
 func extAuthzMsg(target string) *extauthzv3.ExtAuthz {
 	return &extauthzv3.ExtAuthz{Services: &extauthzv3.ExtAuthz_GrpcService{GrpcService: &corev3.GrpcService{
 		TargetSpecifier: &corev3.GrpcService_GoogleGrpc_{GoogleGrpc: &corev3.GrpcService_GoogleGrpc{
 			TargetUri:                target,
-			ChannelCredentialsPlugin: []*anypb.Any{toAny(&tlscredsv3.TlsCredentials{}), toAny(&insecurev3.InsecureCredentials{})},
+			ChannelCredentialsPlugin: []*anypb.Any{toAny(&wrapperspb.StringValue{}), toAny(&insecurev3.InsecureCredentials{})},
 			CallCredentialsPlugin:    []*anypb.Any{toAny(&accesstokenv3.AccessTokenCredentials{Token: "secret"})},
 		}},
 		Timeout:         durationpb.New(2 * time.Second),
@@ -50,11 +49,13 @@ func extAuthzListener(m *extauthzv3.ExtAuthz) *anypb.Any {
 }
 
 // authzContexts are a trusted and an untrusted server of a bootstrap that
-// allows authzTarget.
+// allows authzTarget and defines the certificate provider instance
+// "roots" (for TlsCredentials).
 func authzContexts() (trusted, untrusted *DecodeContext) {
-	b := &bootstrap.Config{AllowedGRPCServices: map[string]bootstrap.AllowedGRPCService{
+	b := bootstrapWith("roots")
+	b.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{
 		authzTarget: {ChannelCreds: []bootstrap.ChannelCreds{{Type: bootstrap.CredsInsecure}}},
-	}}
+	}
 	trusted = &DecodeContext{Bootstrap: b, Server: &bootstrap.ServerConfig{
 		ServerURI: "trusted.example.com:443", ServerFeatures: []string{bootstrap.FeatureTrustedXDSServer},
 	}}
@@ -148,7 +149,7 @@ func TestExtAuthzInvalid(t *testing.T) {
 			m.GetGrpcService().Timeout = &durationpb.Duration{Seconds: 1, Nanos: -1}
 		}, "grpc_service.timeout"},
 		{"no supported channel creds", func(m *extauthzv3.ExtAuthz) {
-			m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{toAny(&tlscredsv3.TlsCredentials{})}
+			m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{toAny(&wrapperspb.StringValue{})}
 		}, "channel_credentials_plugin: no supported type"},
 		{"empty token", func(m *extauthzv3.ExtAuthz) {
 			m.GetGrpcService().GetGoogleGrpc().CallCredentialsPlugin = []*anypb.Any{toAny(&accesstokenv3.AccessTokenCredentials{})}

@@ -12,6 +12,9 @@ import (
 	googledefaultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/google_default/v3"
 	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
 	localv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/local/v3"
+	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
+	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -41,8 +44,17 @@ type GrpcService struct {
 	// message. Otherwise they are empty and Allowed gives the credentials.
 	Trusted bool
 	// ChannelCredentials is the first supported channel_credentials_plugin
-	// entry (trusted servers only).
+	// entry (trusted servers only); for an XdsCredentials entry, its
+	// fallback_credentials' type (see XdsFallback).
 	ChannelCredentials GrpcChannelCredentials
+	// TLS is the TlsCredentials entry's certificate provider instances,
+	// set when ChannelCredentials is GrpcChannelTLS.
+	TLS *GrpcTLSCredentials
+	// XdsFallback: the entry chosen was XdsCredentials, and
+	// ChannelCredentials (and TLS) are its fallback_credentials. A side
+	// channel has no xDS security configuration of its own (no cluster
+	// sends it one), so XdsCredentials always fall back there (gRFC A102).
+	XdsFallback bool
 	// AccessTokens are the tokens of the call_credentials_plugin
 	// AccessTokenCredentials entries, in order (trusted servers only):
 	// each is sent as "authorization: Bearer <token>", and only on a
@@ -64,14 +76,33 @@ type GrpcService struct {
 // GrpcService (gRFC A102).
 type GrpcChannelCredentials string
 
-// The channel credentials plugins goxds supports. TlsCredentials and
-// XdsCredentials are not (yet) among them: a list holding only those is
-// invalid, as one holding no supported type is.
+// The channel credentials plugins goxds reads. XdsCredentials has no
+// value of its own: it is read as its fallback (GrpcService.XdsFallback).
 const (
 	GrpcChannelInsecure      GrpcChannelCredentials = "insecure"
 	GrpcChannelGoogleDefault GrpcChannelCredentials = "google_default"
 	GrpcChannelLocal         GrpcChannelCredentials = "local"
+	GrpcChannelTLS           GrpcChannelCredentials = "tls"
 )
+
+// GrpcTLSCredentials is a TlsCredentials plugin: certificate provider
+// instances of the bootstrap's certificate_providers, checked against the
+// bootstrap as a CommonTlsContext's are (gRFC A29).
+type GrpcTLSCredentials struct {
+	// RootInstance and RootCertName verify the server (required).
+	RootInstance, RootCertName string
+	// IdentityInstance and IdentityCertName give the client's certificate
+	// for mutual TLS; empty for none.
+	IdentityInstance, IdentityCertName string
+}
+
+// String names the instances, for channel keys and logs.
+func (t *GrpcTLSCredentials) String() string {
+	if t == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("root %q/%q identity %q/%q", t.RootInstance, t.RootCertName, t.IdentityInstance, t.IdentityCertName)
+}
 
 // HeaderValue is one header to add to calls.
 type HeaderValue struct {
@@ -90,7 +121,14 @@ func (g *GrpcService) String() string {
 		fmt.Fprintf(&b, ", timeout %v", g.Timeout)
 	}
 	if g.Trusted {
-		fmt.Fprintf(&b, ", trusted, channel credentials %s, %d access token(s), %d initial metadata", g.ChannelCredentials, len(g.AccessTokens), len(g.InitialMetadata))
+		creds := string(g.ChannelCredentials)
+		if g.TLS != nil {
+			creds += " (" + g.TLS.String() + ")"
+		}
+		if g.XdsFallback {
+			creds = "xds, fallback " + creds
+		}
+		fmt.Fprintf(&b, ", trusted, channel credentials %s, %d access token(s), %d initial metadata", creds, len(g.AccessTokens), len(g.InitialMetadata))
 	} else {
 		b.WriteString(", credentials from allowed_grpc_services")
 	}
@@ -132,9 +170,11 @@ func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, 
 	if srv != nil && srv.TrustedXDSServer() {
 		g.Trusted = true
 		var err error
-		if g.ChannelCredentials, err = channelCredentialsPlugin(gg.GetChannelCredentialsPlugin()); err != nil {
+		cc, err := channelCredentialsPlugin(ctx, gg.GetChannelCredentialsPlugin())
+		if err != nil {
 			return nil, at("google_grpc.channel_credentials_plugin", err)
 		}
+		g.ChannelCredentials, g.TLS, g.XdsFallback = cc.kind, cc.tls, cc.xds
 		if g.AccessTokens, err = callCredentialsPlugin(gg.GetCallCredentialsPlugin()); err != nil {
 			return nil, at("google_grpc.call_credentials_plugin", err)
 		}
@@ -180,35 +220,118 @@ const (
 	insecureCredsName      = "envoy.extensions.grpc_service.channel_credentials.insecure.v3.InsecureCredentials"
 	googleDefaultCredsName = "envoy.extensions.grpc_service.channel_credentials.google_default.v3.GoogleDefaultCredentials"
 	localCredsName         = "envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"
+	tlsCredsName           = "envoy.extensions.grpc_service.channel_credentials.tls.v3.TlsCredentials"
+	xdsCredsName           = "envoy.extensions.grpc_service.channel_credentials.xds.v3.XdsCredentials"
 	accessTokenCredsName   = "envoy.extensions.grpc_service.call_credentials.access_token.v3.AccessTokenCredentials"
 )
 
+// channelCreds is a channel_credentials_plugin entry as read.
+type channelCreds struct {
+	kind GrpcChannelCredentials
+	tls  *GrpcTLSCredentials
+	xds  bool
+}
+
 // channelCredentialsPlugin picks the first entry of a supported type; none
-// is an error, as is a supported entry that does not unmarshal.
-func channelCredentialsPlugin(list []*anypb.Any) (GrpcChannelCredentials, error) {
+// is an error, as is a supported entry that is invalid.
+func channelCredentialsPlugin(ctx *DecodeContext, list []*anypb.Any) (channelCreds, error) {
 	for i, a := range list {
-		var kind GrpcChannelCredentials
-		var m proto.Message
-		switch messageName(a.GetTypeUrl()) {
-		case insecureCredsName:
-			kind, m = GrpcChannelInsecure, new(insecurev3.InsecureCredentials)
-		case googleDefaultCredsName:
-			kind, m = GrpcChannelGoogleDefault, new(googledefaultv3.GoogleDefaultCredentials)
-		case localCredsName:
-			kind, m = GrpcChannelLocal, new(localv3.LocalCredentials)
-		default:
-			continue
+		cc, ok, err := channelCredential(ctx, a, true)
+		if err != nil {
+			return channelCreds{}, at(index("", i), err)
 		}
-		if err := proto.Unmarshal(a.GetValue(), m); err != nil {
-			return "", fmt.Errorf("[%d]: unmarshal %s: %v", i, messageName(a.GetTypeUrl()), err)
+		if ok {
+			return cc, nil
 		}
-		return kind, nil
 	}
 	types := make([]string, len(list))
 	for i, a := range list {
 		types[i] = messageName(a.GetTypeUrl())
 	}
-	return "", fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials)", types)
+	return channelCreds{}, fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials, XdsCredentials)", types)
+}
+
+// channelCredential reads one entry; ok is false for a type goxds does not
+// read. XdsCredentials is read only where withXds (not as its own
+// fallback, which would have nothing to fall back to).
+func channelCredential(ctx *DecodeContext, a *anypb.Any, withXds bool) (cc channelCreds, ok bool, err error) {
+	name := messageName(a.GetTypeUrl())
+	var m proto.Message
+	switch name {
+	case insecureCredsName:
+		cc.kind, m = GrpcChannelInsecure, new(insecurev3.InsecureCredentials)
+	case googleDefaultCredsName:
+		cc.kind, m = GrpcChannelGoogleDefault, new(googledefaultv3.GoogleDefaultCredentials)
+	case localCredsName:
+		cc.kind, m = GrpcChannelLocal, new(localv3.LocalCredentials)
+	case tlsCredsName:
+		cc.kind, m = GrpcChannelTLS, new(tlscredsv3.TlsCredentials)
+	case xdsCredsName:
+		if !withXds {
+			return cc, false, nil
+		}
+		m = new(xdscredsv3.XdsCredentials)
+	default:
+		return cc, false, nil
+	}
+	if err := proto.Unmarshal(a.GetValue(), m); err != nil {
+		return cc, false, fmt.Errorf("unmarshal %s: %v", name, err)
+	}
+	switch m := m.(type) {
+	case *tlscredsv3.TlsCredentials:
+		if cc.tls, err = tlsCredentials(ctx, m); err != nil {
+			return cc, false, err
+		}
+	case *xdscredsv3.XdsCredentials:
+		fb := m.GetFallbackCredentials()
+		if fb == nil {
+			return cc, false, fieldErrorf("fallback_credentials", "must be set")
+		}
+		cc, ok, err = channelCredential(ctx, fb, false)
+		if err != nil {
+			return cc, false, at("fallback_credentials", err)
+		}
+		if !ok {
+			return cc, false, fieldErrorf("fallback_credentials", "unsupported type %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials)", messageName(fb.GetTypeUrl()))
+		}
+		cc.xds = true
+	}
+	return cc, true, nil
+}
+
+// tlsCredentials validates a TlsCredentials plugin: a root provider
+// instance is required, an identity one optional, and each must be one
+// the bootstrap defines (when a bootstrap is known), as gRFC A29 checks a
+// CommonTlsContext's: a channel naming any other could never handshake.
+func tlsCredentials(ctx *DecodeContext, m *tlscredsv3.TlsCredentials) (*GrpcTLSCredentials, error) {
+	root := m.GetRootCertificateProvider()
+	if root == nil {
+		return nil, fieldErrorf("root_certificate_provider", "must be set")
+	}
+	t := &GrpcTLSCredentials{RootInstance: root.GetInstanceName(), RootCertName: root.GetCertificateName()}
+	if err := providerInstance(ctx, "root", root); err != nil {
+		return nil, at("root_certificate_provider", err)
+	}
+	if id := m.GetIdentityCertificateProvider(); id != nil {
+		if err := providerInstance(ctx, "identity", id); err != nil {
+			return nil, at("identity_certificate_provider", err)
+		}
+		t.IdentityInstance, t.IdentityCertName = id.GetInstanceName(), id.GetCertificateName()
+	}
+	return t, nil
+}
+
+// providerInstance checks one certificate provider reference.
+func providerInstance(ctx *DecodeContext, kind string, p *tlsv3.CommonTlsContext_CertificateProviderInstance) error {
+	name := p.GetInstanceName()
+	if name == "" {
+		return fieldErrorf("instance_name", "must not be empty")
+	}
+	if ctx == nil || ctx.Bootstrap == nil || ctx.Bootstrap.HasCertificateProvider(name) {
+		return nil
+	}
+	return fieldErrorf("instance_name", "%s certificate provider instance name %q missing in bootstrap configuration (%s)",
+		kind, name, definedProviders(ctx.Bootstrap))
 }
 
 // callCredentialsPlugin reads every supported entry; unsupported ones are
