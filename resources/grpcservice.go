@@ -94,6 +94,11 @@ type GrpcTLSCredentials struct {
 	// IdentityInstance and IdentityCertName give the client's certificate
 	// for mutual TLS; empty for none.
 	IdentityInstance, IdentityCertName string
+	// Bootstrap is the bootstrap of the decoding client, whose
+	// certificate_providers the channel builds the instances from: the
+	// resource names them, the bootstrap defines them. Nil when decoded
+	// outside a client, and then no channel can be made.
+	Bootstrap *bootstrap.Config
 }
 
 // String names the instances, for channel keys and logs.
@@ -309,6 +314,9 @@ func tlsCredentials(ctx *DecodeContext, m *tlscredsv3.TlsCredentials) (*GrpcTLSC
 		return nil, fieldErrorf("root_certificate_provider", "must be set")
 	}
 	t := &GrpcTLSCredentials{RootInstance: root.GetInstanceName(), RootCertName: root.GetCertificateName()}
+	if ctx != nil {
+		t.Bootstrap = ctx.Bootstrap
+	}
 	if err := providerInstance(ctx, "root", root); err != nil {
 		return nil, at("root_certificate_provider", err)
 	}

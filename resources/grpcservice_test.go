@@ -43,7 +43,8 @@ func TestGrpcServiceTLSAndXdsCredentials(t *testing.T) {
 		RootCertificateProvider:     certInstance("roots", "r"),
 		IdentityCertificateProvider: certInstance("id", "i"),
 	})
-	wantTLS := GrpcTLSCredentials{RootInstance: "roots", RootCertName: "r", IdentityInstance: "id", IdentityCertName: "i"}
+	// The bootstrap rides along: the channel builds the instances from it.
+	wantTLS := GrpcTLSCredentials{RootInstance: "roots", RootCertName: "r", IdentityInstance: "id", IdentityCertName: "i", Bootstrap: ctx.Bootstrap}
 	for _, tc := range []struct {
 		name    string
 		plugins []*anypb.Any
@@ -53,7 +54,7 @@ func TestGrpcServiceTLSAndXdsCredentials(t *testing.T) {
 	}{
 		{"tls", []*anypb.Any{toAny(&wrapperspb.StringValue{}), tlsCreds, toAny(&insecurev3.InsecureCredentials{})}, GrpcChannelTLS, &wantTLS, false},
 		{"tls root only", []*anypb.Any{toAny(&tlscredsv3.TlsCredentials{RootCertificateProvider: certInstance("roots", "")})},
-			GrpcChannelTLS, &GrpcTLSCredentials{RootInstance: "roots"}, false},
+			GrpcChannelTLS, &GrpcTLSCredentials{RootInstance: "roots", Bootstrap: ctx.Bootstrap}, false},
 		{"xds fallback tls", []*anypb.Any{toAny(&xdscredsv3.XdsCredentials{FallbackCredentials: tlsCreds})}, GrpcChannelTLS, &wantTLS, true},
 		{"xds fallback insecure", []*anypb.Any{toAny(&xdscredsv3.XdsCredentials{FallbackCredentials: toAny(&insecurev3.InsecureCredentials{})}), tlsCreds},
 			GrpcChannelInsecure, nil, true},

@@ -55,6 +55,9 @@ type Channels struct {
 type service struct {
 	conn  *grpc.ClientConn
 	creds *bootstrap.ChannelCredentials // closed after conn; nil if none
+	// release frees what TlsCredentials hold (their certificate
+	// providers), after conn; nil if nothing.
+	release func()
 }
 
 // errClosed is the failure of a check after Close.
@@ -105,6 +108,9 @@ func (c *Channels) Close() {
 	for _, s := range m {
 		s.conn.Close()
 		s.creds.Close()
+		if s.release != nil {
+			s.release()
+		}
 	}
 }
 
@@ -114,7 +120,7 @@ func channelKey(gs *resources.GrpcService) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%q trusted=%v creds=%s tokens=%q", gs.TargetURI, gs.Trusted, gs.ChannelCredentials, gs.AccessTokens)
 	if gs.TLS != nil {
-		fmt.Fprintf(&b, " tls=%s", gs.TLS)
+		fmt.Fprintf(&b, " tls=%s bootstrap=%p", gs.TLS, gs.TLS.Bootstrap)
 	}
 	if a := gs.Allowed; a != nil {
 		for _, cc := range a.ChannelCreds {
@@ -131,10 +137,11 @@ func channelKey(gs *resources.GrpcService) string {
 // gives it, after extra.
 func dial(gs *resources.GrpcService, extra []grpc.DialOption) (*service, error) {
 	var creds *bootstrap.ChannelCredentials
+	var release func()
 	var err error
 	switch {
 	case gs.Trusted:
-		creds, err = trustedCredentials(gs)
+		creds, release, err = trustedCredentials(gs)
 	case gs.Allowed != nil:
 		creds, err = gs.Allowed.ChannelCredentials()
 	default:
@@ -155,13 +162,18 @@ func dial(gs *resources.GrpcService, extra []grpc.DialOption) (*service, error) 
 	conn, err := grpc.NewClient(gs.TargetURI, opts...)
 	if err != nil {
 		creds.Close()
+		if release != nil {
+			release()
+		}
 		return nil, fmt.Errorf("extauthzgrpc: channel to %q: %w", gs.TargetURI, err)
 	}
-	return &service{conn: conn, creds: creds}, nil
+	return &service{conn: conn, creds: creds, release: release}, nil
 }
 
-// trustedCredentials builds the credentials a trusted server named.
-func trustedCredentials(gs *resources.GrpcService) (*bootstrap.ChannelCredentials, error) {
+// trustedCredentials builds the credentials a trusted server named, and
+// what frees TlsCredentials' providers (nil for the other types).
+func trustedCredentials(gs *resources.GrpcService) (*bootstrap.ChannelCredentials, func(), error) {
+	var release func()
 	var creds *bootstrap.ChannelCredentials
 	switch gs.ChannelCredentials {
 	case resources.GrpcChannelLocal:
@@ -175,19 +187,21 @@ func trustedCredentials(gs *resources.GrpcService) (*bootstrap.ChannelCredential
 		var err error
 		s := bootstrap.ServerConfig{ServerURI: gs.TargetURI, ChannelCreds: []bootstrap.ChannelCreds{{Type: typ}}}
 		if creds, err = s.ChannelCredentials(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	case resources.GrpcChannelTLS:
-		// Decoded and validated (resources), but not built yet: refused
-		// here rather than dialled without the TLS it asked for.
-		return nil, fmt.Errorf("channel credentials TlsCredentials (%s) for %q: not supported on side channels yet", gs.TLS, gs.TargetURI)
+		tc, rel, err := tlsCredentials(gs)
+		if err != nil {
+			return nil, nil, err
+		}
+		creds, release = &bootstrap.ChannelCredentials{Transport: tc}, rel
 	default:
-		return nil, fmt.Errorf("unsupported channel credentials %q for %q", gs.ChannelCredentials, gs.TargetURI)
+		return nil, nil, fmt.Errorf("unsupported channel credentials %q for %q", gs.ChannelCredentials, gs.TargetURI)
 	}
 	for _, tok := range gs.AccessTokens {
 		creds.Call = append(creds.Call, accessToken(tok))
 	}
-	return creds, nil
+	return creds, release, nil
 }
 
 // accessToken sends "authorization: Bearer <token>", and only on a channel

@@ -9,6 +9,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 
+	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/resources"
@@ -38,15 +39,23 @@ func TestXdsCredentialsFallBack(t *testing.T) {
 	}
 }
 
-// TlsCredentials, though they decode, are not built on side channels
-// yet: the channel is refused with an error saying so, never dialled
-// without TLS.
-func TestTLSCredentialsRefused(t *testing.T) {
+// TlsCredentials whose instances cannot be built (no bootstrap: decoded
+// outside a client; an instance the bootstrap lacks) refuse the channel
+// with an error saying why, never dialling without TLS.
+func TestTLSCredentialsUnbuildable(t *testing.T) {
 	chans := &extauthzgrpc.Channels{}
 	defer chans.Close()
-	_, err := chans.Client(&resources.GrpcService{TargetURI: "dns:///authz.example.com", Trusted: true,
-		ChannelCredentials: resources.GrpcChannelTLS, TLS: &resources.GrpcTLSCredentials{RootInstance: "roots"}})
-	if err == nil || !strings.Contains(err.Error(), `TlsCredentials (root "roots"/"" identity ""/"") for "dns:///authz.example.com": not supported on side channels yet`) {
-		t.Fatalf("Client = %v, want TlsCredentials refused", err)
+	for _, tc := range []struct {
+		b    *bootstrap.Config
+		want string
+	}{
+		{nil, `TlsCredentials for "dns:///authz.example.com": no bootstrap to build certificate provider instances from`},
+		{&bootstrap.Config{}, `certificate_providers has no instance "roots"`},
+	} {
+		_, err := chans.Client(&resources.GrpcService{TargetURI: "dns:///authz.example.com", Trusted: true,
+			ChannelCredentials: resources.GrpcChannelTLS, TLS: &resources.GrpcTLSCredentials{RootInstance: "roots", Bootstrap: tc.b}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Client = %v, want %q", err, tc.want)
+		}
 	}
 }
