@@ -3,8 +3,8 @@ package grpcxds_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -23,33 +23,6 @@ import (
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
 )
-
-// authzCount is one ExtAuthzMetrics measurement.
-type authzCount struct {
-	target, cluster string
-	outcome         string
-}
-
-// authzRecorder is an ExtAuthzMetrics that keeps what it is told.
-type authzRecorder struct {
-	mu     sync.Mutex
-	counts []authzCount
-}
-
-func (r *authzRecorder) ClientExtAuthz(target, backendService string, outcome string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.counts = append(r.counts, authzCount{target, backendService, outcome})
-}
-
-// take returns the measurements so far and forgets them.
-func (r *authzRecorder) take() []authzCount {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.counts
-	r.counts = nil
-	return out
-}
 
 // authzByHeader allows an RPC, denies it (x-want: deny, with the status
 // message "no quota left") or fails the call (x-want: fail).
@@ -76,7 +49,7 @@ func TestExtAuthzClientMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	rec := &authzRecorder{}
+	rec := &testutils.AuthzCounts{}
 	e := authzEnvWith(t, testutils.AllowGRPCService(a.Target()), grpcxds.Options{ExtAuthzMetrics: rec})
 	b := startBackend(t, "a")
 
@@ -102,53 +75,41 @@ func TestExtAuthzClientMetrics(t *testing.T) {
 	e.update(res)
 	conn := e.dial()
 
-	want := func(outcome string) []authzCount {
-		return []authzCount{{"goxds:///" + listener, "A", outcome}}
+	want := func(outcome string) []testutils.AuthzCount {
+		return []testutils.AuthzCount{{Target: "goxds:///" + listener, Cluster: "A", Outcome: outcome}}
 	}
 	if _, err := call(e.ctx, conn, grpc.WaitForReady(true)); err != nil {
 		t.Fatalf("allowed RPC: %v", err)
 	}
-	if got := rec.take(); !equalCounts(got, want("allowed")) {
+	if got := rec.Take(); !slices.Equal(got, want("allowed")) {
 		t.Errorf("allowed RPC counted %v, want %v", got, want("allowed"))
 	}
 	_, err = call(metadata.AppendToOutgoingContext(e.ctx, "x-want", "deny"), conn)
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "no quota left") {
 		t.Errorf("denied RPC: %v, want PERMISSION_DENIED with the service's message", err)
 	}
-	if got := rec.take(); !equalCounts(got, want("denied")) {
+	if got := rec.Take(); !slices.Equal(got, want("denied")) {
 		t.Errorf("denied RPC counted %v, want %v", got, want("denied"))
 	}
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-want", "fail"), conn); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("RPC whose check failed: %v, want PERMISSION_DENIED (status_on_error unset: 403)", err)
 	}
-	if got := rec.take(); !equalCounts(got, want("failed")) {
+	if got := rec.Take(); !slices.Equal(got, want("failed")) {
 		t.Errorf("RPC whose check failed counted %v, want %v", got, want("failed"))
 	}
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-route", "sampled", "x-want", "deny"), conn); err != nil {
 		t.Errorf("RPC the filter is disabled for: %v", err)
 	}
-	if got := rec.take(); !equalCounts(got, want("filter_disabled")) {
+	if got := rec.Take(); !slices.Equal(got, want("filter_disabled")) {
 		t.Errorf("RPC the filter is disabled for counted %v, want %v", got, want("filter_disabled"))
 	}
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-route", "open", "x-want", "deny"), conn); err != nil {
 		t.Errorf("RPC on the route that turns both filters off: %v", err)
 	}
-	if got := rec.take(); len(got) != 0 {
+	if got := rec.Take(); len(got) != 0 {
 		t.Errorf("RPC on the route that turns both filters off counted %v, want nothing", got)
 	}
 	if n := len(a.Checks()); n != 3 {
 		t.Errorf("%d checks, want 3 (allowed, denied, failed)", n)
 	}
-}
-
-func equalCounts(a, b []authzCount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

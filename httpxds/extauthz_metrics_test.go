@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 
 	mutationv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
@@ -16,45 +15,6 @@ import (
 
 	"github.com/goxds/xds/httpxds"
 	"github.com/goxds/xds/testutils"
-)
-
-// authzCount is one measurement of an ExtAuthzMetrics or
-// ServerExtAuthzMetrics (cluster "" and server for the latter).
-type authzCount struct {
-	target, cluster string
-	outcome         string
-}
-
-// authzRecorder keeps what it is told, client side and server side.
-type authzRecorder struct {
-	mu     sync.Mutex
-	counts []authzCount
-}
-
-func (r *authzRecorder) ClientExtAuthz(target, backendService string, outcome string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.counts = append(r.counts, authzCount{target, backendService, outcome})
-}
-
-func (r *authzRecorder) ServerExtAuthz(outcome string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.counts = append(r.counts, authzCount{"server", "", outcome})
-}
-
-// take returns the measurements so far and forgets them.
-func (r *authzRecorder) take() []authzCount {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.counts
-	r.counts = nil
-	return out
-}
-
-var (
-	_ httpxds.ExtAuthzMetrics       = (*authzRecorder)(nil)
-	_ httpxds.ServerExtAuthzMetrics = (*authzRecorder)(nil)
 )
 
 // The Transport counts each check once on its outcome, labelled with the
@@ -73,7 +33,7 @@ func TestClientExtAuthzMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	rec := &authzRecorder{}
+	rec := &testutils.AuthzCounts{}
 	e := newCEnv(t, cenvOptions{edit: testutils.AllowGRPCService(a.Target()), opts: func(o *httpxds.TransportOptions) { o.ExtAuthzMetrics = rec }})
 	b := newBackend(t, "a")
 	e.update(authzWorld(b, testutils.ExtAuthzFilter(a.Target(), nil)))
@@ -81,17 +41,17 @@ func TestClientExtAuthzMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		path, want string
 		status     int
-		counts     []authzCount
+		counts     []testutils.AuthzCount
 	}{
-		{"/x", "allow", http.StatusOK, []authzCount{{"", "c", "allowed"}}},
-		{"/x", "deny", http.StatusUnauthorized, []authzCount{{"", "c", "denied"}}},
-		{"/x", "fail", http.StatusForbidden, []authzCount{{"", "c", "failed"}}},
+		{"/x", "allow", http.StatusOK, []testutils.AuthzCount{{Target: "", Cluster: "c", Outcome: "allowed"}}},
+		{"/x", "deny", http.StatusUnauthorized, []testutils.AuthzCount{{Target: "", Cluster: "c", Outcome: "denied"}}},
+		{"/x", "fail", http.StatusForbidden, []testutils.AuthzCount{{Target: "", Cluster: "c", Outcome: "failed"}}},
 		{"/open", "deny", http.StatusOK, nil},
 	} {
 		if got := e.get(tc.path, "x-want: "+tc.want); got.status != tc.status {
 			t.Errorf("%s x-want %s: %d, want %d", tc.path, tc.want, got.status, tc.status)
 		}
-		if got := rec.take(); !slices.Equal(got, tc.counts) {
+		if got := rec.Take(); !slices.Equal(got, tc.counts) {
 			t.Errorf("%s x-want %s counted %v, want %v", tc.path, tc.want, got, tc.counts)
 		}
 	}
@@ -102,7 +62,7 @@ func TestClientExtAuthzMetrics(t *testing.T) {
 // filter counts nothing.
 func TestServerExtAuthzMetrics(t *testing.T) {
 	a := startAuthzServer(t)
-	rec := &authzRecorder{}
+	rec := &testutils.AuthzCounts{}
 	e := authzServerEnvWith(t, a.Target(), func(m *extauthzv3.ExtAuthz) {
 		m.DecoderHeaderMutationRules = &mutationv3.HeaderMutationRules{
 			DisallowExpression: &matcherv3.RegexMatcher{Regex: "x-forbidden"},
@@ -112,17 +72,17 @@ func TestServerExtAuthzMetrics(t *testing.T) {
 	for _, tc := range []struct {
 		path, want string
 		status     int
-		counts     []authzCount
+		counts     []testutils.AuthzCount
 	}{
-		{"/x", "allow", http.StatusOK, []authzCount{{"server", "", "allowed"}}},
-		{"/x", "deny", http.StatusUnauthorized, []authzCount{{"server", "", "denied"}}},
-		{"/x", "disallowed", http.StatusInternalServerError, []authzCount{{"server", "", "failed"}}},
+		{"/x", "allow", http.StatusOK, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "allowed"}}},
+		{"/x", "deny", http.StatusUnauthorized, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "denied"}}},
+		{"/x", "disallowed", http.StatusInternalServerError, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "failed"}}},
 		{"/off", "deny", http.StatusOK, nil},
 	} {
 		if got := e.get(tc.path, "X-Want: "+tc.want); got.status != tc.status {
 			t.Errorf("%s x-want %s: %d, want %d", tc.path, tc.want, got.status, tc.status)
 		}
-		if got := rec.take(); !slices.Equal(got, tc.counts) {
+		if got := rec.Take(); !slices.Equal(got, tc.counts) {
 			t.Errorf("%s x-want %s counted %v, want %v", tc.path, tc.want, got, tc.counts)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -24,27 +23,6 @@ import (
 	"github.com/goxds/xds/testutils"
 	"github.com/goxds/xds/xdsserver"
 )
-
-// authzRecorder is an ExtAuthzMetrics that keeps the outcomes it is told.
-type authzRecorder struct {
-	mu       sync.Mutex
-	outcomes []string
-}
-
-func (r *authzRecorder) ServerExtAuthz(o string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.outcomes = append(r.outcomes, o)
-}
-
-// take returns the outcomes so far and forgets them.
-func (r *authzRecorder) take() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := r.outcomes
-	r.outcomes = nil
-	return out
-}
 
 // An allowed, a denied, a disabled (filter_enabled 0%) and a failed RPC
 // each count once, on its outcome (gRFC A92's grpc.server_ext_authz.*).
@@ -65,7 +43,7 @@ func TestExtAuthzServerMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(a.Stop)
-	rec := &authzRecorder{}
+	rec := &testutils.AuthzCounts{}
 	e := newEnvOpts(t, envOptions{edit: testutils.AllowGRPCService(a.Target()), server: func(e *env, cfg *bootstrap.Config) []grpc.ServerOption {
 		return append(e.defaultOptions(cfg), xdsserver.RecordExtAuthz(rec))
 	}})
@@ -91,26 +69,26 @@ func TestExtAuthzServerMetrics(t *testing.T) {
 	if err := call(withWant(e.ctx, "allow"), conn, sayHello); err != nil {
 		t.Fatalf("allowed RPC: %v", err)
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"allowed"}) {
+	if got := rec.Take(); !slices.Equal(got, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "allowed"}}) {
 		t.Errorf("allowed RPC counted %v", got)
 	}
 	err = call(withWant(e.ctx, "deny"), conn, sayHello)
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "no quota left") {
 		t.Errorf("denied RPC: %v, want PERMISSION_DENIED with the service's message", err)
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"denied"}) {
+	if got := rec.Take(); !slices.Equal(got, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "denied"}}) {
 		t.Errorf("denied RPC counted %v", got)
 	}
 	if err := call(withWant(e.ctx, "fail"), conn, sayHello); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("RPC whose check failed: %v, want PERMISSION_DENIED (status_on_error unset: 403)", err)
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"failed"}) {
+	if got := rec.Take(); !slices.Equal(got, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "failed"}}) {
 		t.Errorf("RPC whose check failed counted %v", got)
 	}
 	if err := call(withWant(e.ctx, "deny"), conn, sayBye); err != nil {
 		t.Errorf("RPC the filter is disabled for: %v", err)
 	}
-	if got := rec.take(); !slices.Equal(got, []string{"filter_disabled"}) {
+	if got := rec.Take(); !slices.Equal(got, []testutils.AuthzCount{{Target: "server", Cluster: "", Outcome: "filter_disabled"}}) {
 		t.Errorf("RPC the filter is disabled for counted %v", got)
 	}
 	if n := len(a.Checks()); n != 3 {
