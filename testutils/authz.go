@@ -38,13 +38,14 @@ type AuthzServer struct {
 }
 
 // StartAuthzServer starts an AuthzServer whose handler answers each check
-// (an error fails the call with it). Stop it when done.
-func StartAuthzServer(handler func(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error)) (*AuthzServer, error) {
+// (an error fails the call with it), its gRPC server made with opts (its
+// credentials, say: SideTLS.ServerOption). Stop it when done.
+func StartAuthzServer(handler func(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error), opts ...grpc.ServerOption) (*AuthzServer, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &AuthzServer{lis: lis, srv: grpc.NewServer(), handler: handler}
+	s := &AuthzServer{lis: lis, srv: grpc.NewServer(opts...), handler: handler}
 	authv3.RegisterAuthorizationServer(s.srv, s)
 	go s.srv.Serve(lis)
 	return s, nil

@@ -31,14 +31,15 @@ type ProcServer struct {
 }
 
 // StartProcServer starts a ProcServer whose handler plays each stream
-// (its error ends the stream with it; nil ends it with OK). Stop it when
-// done.
-func StartProcServer(handler func(procv3.ExternalProcessor_ProcessServer) error) (*ProcServer, error) {
+// (its error ends the stream with it; nil ends it with OK), its gRPC
+// server made with opts (its credentials, say: SideTLS.ServerOption).
+// Stop it when done.
+func StartProcServer(handler func(procv3.ExternalProcessor_ProcessServer) error, opts ...grpc.ServerOption) (*ProcServer, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	s := &ProcServer{lis: lis, srv: grpc.NewServer(), handler: handler}
+	s := &ProcServer{lis: lis, srv: grpc.NewServer(opts...), handler: handler}
 	procv3.RegisterExternalProcessorServer(s.srv, s)
 	go s.srv.Serve(lis)
 	return s, nil

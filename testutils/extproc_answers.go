@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -17,15 +18,16 @@ import (
 // messages they carry in GRPC body mode are StringValues.
 
 // StartProcCounting starts a ProcServer answering each request as f says
-// (ProcessEach), stopped when t ends, and counts the streams opened.
-func StartProcCounting(t testing.TB, f func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error)) (*ProcServer, *atomic.Int32) {
+// (ProcessEach), its gRPC server made with opts, stopped when t ends, and
+// counts the streams opened.
+func StartProcCounting(t testing.TB, f func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error), opts ...grpc.ServerOption) (*ProcServer, *atomic.Int32) {
 	t.Helper()
 	var streams atomic.Int32
 	each := ProcessEach(f)
 	p, err := StartProcServer(func(s procv3.ExternalProcessor_ProcessServer) error {
 		streams.Add(1)
 		return each(s)
-	})
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
