@@ -1,16 +1,26 @@
 package testutils
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 
+	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	procv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/goxds/xds/bootstrap"
@@ -107,4 +117,104 @@ func (s *SideTLS) Creds(roots string) *anypb.Any {
 // fallback (gRFC A102).
 func (s *SideTLS) XdsCreds(roots string) *anypb.Any {
 	return MarshalAny(&xdscredsv3.XdsCredentials{FallbackCredentials: s.Creds(roots)})
+}
+
+// SideTLSCase is one way a test configures a side channel's credentials,
+// and what must follow.
+type SideTLSCase struct {
+	// Side is the service's PKI and the bootstrap edit that reaches it.
+	Side *SideTLS
+	// Name names the subtest.
+	Name string
+	// Plugin is the GrpcService's channel_credentials_plugin entry.
+	Plugin *anypb.Any
+	// FailureModeAllow is the filter's failure_mode_allow.
+	FailureModeAllow bool
+	// Reached: the handshake succeeds and the service answers; otherwise
+	// it never hears of the request, and the filter's failure mode
+	// decides.
+	Reached bool
+}
+
+// Cases are the cases every user of side channels tests: TlsCredentials;
+// XdsCredentials falling back to them; and roots that do not trust the
+// service, under failure_mode_allow false and true.
+func (s *SideTLS) Cases() []SideTLSCase {
+	return []SideTLSCase{
+		{Side: s, Name: "tls", Plugin: s.Creds(SideRoots), Reached: true},
+		{Side: s, Name: "xds fallback tls", Plugin: s.XdsCreds(SideRoots), Reached: true},
+		{Side: s, Name: "wrong roots", Plugin: s.Creds(SideWrongRoots)},
+		{Side: s, Name: "wrong roots failure_mode_allow", Plugin: s.Creds(SideWrongRoots), FailureModeAllow: true},
+	}
+}
+
+// RunSideAuthz runs f on each case of a new SideTLS's Cases, a subtest
+// of t each, with an authorization service of its own (so that its
+// Checks are the subtest's) answering with handler over mutual TLS.
+func RunSideAuthz(t *testing.T, handler func(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error), f func(*testing.T, SideTLSCase, *AuthzServer)) {
+	t.Helper()
+	s := NewSideTLS(t)
+	for _, c := range s.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			a, err := StartAuthzServer(handler, s.ServerOption())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(a.Stop)
+			f(t, c, a)
+		})
+	}
+}
+
+// RunSideProc runs f on each case of a new SideTLS's Cases, a subtest of
+// t each, with a processor of its own answering as answer says
+// (StartProcCounting) over mutual TLS, and the count of its streams.
+func RunSideProc(t *testing.T, answer func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error), f func(*testing.T, SideTLSCase, *ProcServer, *atomic.Int32)) {
+	t.Helper()
+	s := NewSideTLS(t)
+	for _, c := range s.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			p, streams := StartProcCounting(t, answer, s.ServerOption())
+			f(t, c, p, streams)
+		})
+	}
+}
+
+// ExtAuthz edits an ExtAuthzFilter for the case: its credentials, its
+// failure_mode_allow (with the header that tells the handler), and
+// status_on_error 503, so that a failed check is told from a denial.
+func (c SideTLSCase) ExtAuthz(m *extauthzv3.ExtAuthz) {
+	m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{c.Plugin}
+	m.FailureModeAllow, m.FailureModeAllowHeaderAdd = c.FailureModeAllow, true
+	m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}
+}
+
+// ExtProc edits an ExtProcFilter for the case: its credentials and its
+// failure_mode_allow.
+func (c SideTLSCase) ExtProc(m *extprocv3.ExternalProcessor) {
+	m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{c.Plugin}
+	m.FailureModeAllow = c.FailureModeAllow
+}
+
+// WantProc checks what an RPC through an ext_proc filter of the case
+// gave: reached, no error, got is processed and one stream opened; under
+// failure_mode_allow, no error, got is unprocessed and no stream opened;
+// otherwise INTERNAL (gRFC A93's status for a processor that failed)
+// naming the certificate the handshake refused, and no stream.
+func (c SideTLSCase) WantProc(t testing.TB, got string, err error, streams int32, processed, unprocessed string) {
+	t.Helper()
+	switch {
+	case c.Reached:
+		if err != nil || got != processed || streams != 1 {
+			t.Fatalf("RPC: %q, %v, %d streams; want %q over one stream", got, err, streams, processed)
+		}
+	case c.FailureModeAllow:
+		if err != nil || got != unprocessed || streams != 0 {
+			t.Fatalf("failure_mode_allow: %q, %v, %d streams; want %q unprocessed, no stream", got, err, streams, unprocessed)
+		}
+	default:
+		if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "certificate") || streams != 0 {
+			t.Fatalf("RPC: %q, %v, %d streams; want INTERNAL naming the certificate, no stream", got, err, streams)
+		}
+	}
 }
