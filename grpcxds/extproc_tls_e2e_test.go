@@ -1,7 +1,6 @@
 package grpcxds_test
 
 import (
-	"sync/atomic"
 	"testing"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -17,14 +16,15 @@ import (
 // certificate, or with failure_mode_allow goes on unprocessed. The
 // processor requires a client certificate of its CA (testutils.SideTLS):
 // a side channel without TLS, or without the bootstrap's identity, opens
-// no stream, and the reached cases would fail with INTERNAL.
+// no stream, and the reached cases would fail with INTERNAL. The stream
+// carries the filter's access token, which goes only over TLS.
 func TestExtProcClientTLSCredentials(t *testing.T) {
-	testutils.RunSideProc(t, marking, func(t *testing.T, tc testutils.SideTLSCase, p *testutils.ProcServer, streams *atomic.Int32) {
+	testutils.RunSideProc(t, marking, func(t *testing.T, tc testutils.SideTLSCase, p *testutils.ProcServer) {
 		e := authzEnv(t, tc.Side.Bootstrap)
 		res := tree(routes(toCluster(prefix("/"), "A")), clusters("A"), eds("A", startEcho(t)))
 		res.Listeners = []*listenerv3.Listener{listenerWithFilters(t, testutils.ExtProcFilter(p.Target(), tc.ExtProc))}
 		e.update(res)
 		got, err := echo(e.ctx, e.dial(), "hi")
-		tc.WantProc(t, got, err, streams.Load(), "echo:hi/in", "echo:hi/")
+		tc.WantProc(t, got, err, p, "echo:hi/in", "echo:hi/")
 	})
 }

@@ -6,11 +6,12 @@ import (
 	"encoding/json"
 	"net"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
 	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -20,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/anypb"
 
@@ -35,6 +37,10 @@ const (
 	SideWrongRoots = "side-wrong-roots"
 	// SideIdentity is the client certificate the side service accepts.
 	SideIdentity = "side-id"
+	// SideToken is the AccessTokenCredentials token the filters of
+	// SideTLSCase carry: sent only on a channel with privacy and
+	// integrity (gRFC A102), so on these TLS side channels.
+	SideToken = "side-token"
 )
 
 // SideTLS is what a test of gRFC A102's TlsCredentials on a side channel
@@ -81,11 +87,13 @@ func (s *SideTLS) ServerOption() grpc.ServerOption {
 
 // Bootstrap is a bootstrap edit that defines SideRoots, SideWrongRoots
 // and SideIdentity as file_watcher instances (beside any the bootstrap
-// has) and marks its first server trusted_xds_server: gRFC A102 reads a
-// GrpcService's channel credentials only from a trusted server (an
-// untrusted one's get allowed_grpc_services' credentials instead).
+// has) and marks its first server, if any, trusted_xds_server: gRFC A102
+// reads a GrpcService's channel credentials only from a trusted server
+// (an untrusted one's get allowed_grpc_services' credentials instead).
 func (s *SideTLS) Bootstrap(c *bootstrap.Config) {
-	c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
+	if len(c.Servers) > 0 {
+		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
+	}
 	if c.CertificateProviders == nil {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{}
 	}
@@ -167,42 +175,80 @@ func RunSideAuthz(t *testing.T, handler func(context.Context, *authv3.CheckReque
 }
 
 // RunSideProc runs f on each case of a new SideTLS's Cases, a subtest of
-// t each, with a processor of its own answering as answer says
-// (StartProcCounting) over mutual TLS, and the count of its streams.
-func RunSideProc(t *testing.T, answer func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error), f func(*testing.T, SideTLSCase, *ProcServer, *atomic.Int32)) {
+// t each, with a processor of its own (so that its Metadata are the
+// subtest's streams) answering as answer says over mutual TLS.
+func RunSideProc(t *testing.T, answer func(*procv3.ProcessingRequest) ([]*procv3.ProcessingResponse, error), f func(*testing.T, SideTLSCase, *ProcServer)) {
 	t.Helper()
 	s := NewSideTLS(t)
 	for _, c := range s.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			p, streams := StartProcCounting(t, answer, s.ServerOption())
-			f(t, c, p, streams)
+			p, _ := StartProcCounting(t, answer, s.ServerOption())
+			f(t, c, p)
 		})
 	}
 }
 
-// ExtAuthz edits an ExtAuthzFilter for the case: its credentials, its
-// failure_mode_allow (with the header that tells the handler), and
-// status_on_error 503, so that a failed check is told from a denial.
+// ExtAuthz edits an ExtAuthzFilter for the case: its credentials (and
+// SideToken), its failure_mode_allow (with the header that tells the
+// handler), and status_on_error 503, so that a failed check is told from
+// a denial.
 func (c SideTLSCase) ExtAuthz(m *extauthzv3.ExtAuthz) {
-	m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{c.Plugin}
+	c.credentials(m.GetGrpcService())
 	m.FailureModeAllow, m.FailureModeAllowHeaderAdd = c.FailureModeAllow, true
 	m.StatusOnError = &typev3.HttpStatus{Code: typev3.StatusCode_ServiceUnavailable}
 }
 
-// ExtProc edits an ExtProcFilter for the case: its credentials and its
-// failure_mode_allow.
+// ExtProc edits an ExtProcFilter for the case: its credentials (and
+// SideToken) and its failure_mode_allow.
 func (c SideTLSCase) ExtProc(m *extprocv3.ExternalProcessor) {
-	m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{c.Plugin}
+	c.credentials(m.GetGrpcService())
 	m.FailureModeAllow = c.FailureModeAllow
 }
 
+// credentials gives gs the case's channel credentials and SideToken.
+func (c SideTLSCase) credentials(gs *corev3.GrpcService) {
+	gg := gs.GetGoogleGrpc()
+	gg.ChannelCredentialsPlugin = []*anypb.Any{c.Plugin}
+	gg.CallCredentialsPlugin = []*anypb.Any{MarshalAny(&accesstokenv3.AccessTokenCredentials{Token: SideToken})}
+}
+
+// WantChecks checks that a received reached checks if the case is
+// Reached (each carrying SideToken: the side channel was TLS, which
+// gRFC A102's access tokens need), and none otherwise.
+func (c SideTLSCase) WantChecks(t testing.TB, a *AuthzServer, reached int) {
+	t.Helper()
+	checks := a.Checks()
+	if !c.Reached {
+		reached = 0
+	}
+	if len(checks) != reached {
+		t.Fatalf("%d checks reached the service, want %d", len(checks), reached)
+	}
+	for _, ch := range checks {
+		wantToken(t, ch.Metadata)
+	}
+}
+
+func wantToken(t testing.TB, md metadata.MD) {
+	t.Helper()
+	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+SideToken {
+		t.Fatalf("the side call carried authorization %q, want the access token over TLS", got)
+	}
+}
+
 // WantProc checks what an RPC through an ext_proc filter of the case
-// gave: reached, no error, got is processed and one stream opened; under
+// gave, and p the processor saw: reached, no error, got is processed and
+// one stream opened with SideToken; under
 // failure_mode_allow, no error, got is unprocessed and no stream opened;
 // otherwise INTERNAL (gRFC A93's status for a processor that failed)
 // naming the certificate the handshake refused, and no stream.
-func (c SideTLSCase) WantProc(t testing.TB, got string, err error, streams int32, processed, unprocessed string) {
+func (c SideTLSCase) WantProc(t testing.TB, got string, err error, p *ProcServer, processed, unprocessed string) {
 	t.Helper()
+	opened := p.Metadata()
+	for _, md := range opened {
+		wantToken(t, md)
+	}
+	streams := len(opened)
 	switch {
 	case c.Reached:
 		if err != nil || got != processed || streams != 1 {

@@ -2,7 +2,6 @@ package xdsserver_test
 
 import (
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -18,6 +17,8 @@ import (
 // services require a client certificate of their CA (testutils.SideTLS),
 // so a side channel without TLS, or without the bootstrap's identity,
 // reaches neither: the cases that want a check or a stream would fail.
+// Each side call carries the filter's access token, which goes only over
+// a channel with privacy and integrity.
 
 // The authorization service over mutual TLS allows and denies as it
 // decides, with TlsCredentials and with XdsCredentials falling back to
@@ -36,15 +37,11 @@ func TestExtAuthzServerTLSCredentials(t *testing.T) {
 			if err := call(withWant(e.ctx, "deny"), conn, sayHello); status.Code(err) != codes.Unauthenticated {
 				t.Fatalf("denied: %v, want UNAUTHENTICATED (the service's 401)", err)
 			}
-			if n := len(a.Checks()); n != 2 {
-				t.Fatalf("%d checks over mutual TLS, want 2", n)
-			}
+			tc.WantChecks(t, a, 2)
 			return
 		}
 		got, err := echo(withWant(e.ctx, "allow"), conn, "x-envoy-auth-failure-mode-allowed")
-		if n := len(a.Checks()); n != 0 {
-			t.Fatalf("%d checks reached the service under roots that do not trust it", n)
-		}
+		tc.WantChecks(t, a, 2)
 		if tc.FailureModeAllow {
 			if err != nil || got != "true" {
 				t.Fatalf("failure_mode_allow: %v, x-envoy-auth-failure-mode-allowed %q; want served, true", err, got)
@@ -62,10 +59,10 @@ func TestExtAuthzServerTLSCredentials(t *testing.T) {
 // RPC fails with INTERNAL naming the certificate, or with
 // failure_mode_allow is served unprocessed.
 func TestExtProcServerTLSCredentials(t *testing.T) {
-	testutils.RunSideProc(t, testutils.ProcMarking(testutils.ProcSetHeaders("x-proc", "yes"), nil, nil), func(t *testing.T, tc testutils.SideTLSCase, p *testutils.ProcServer, streams *atomic.Int32) {
+	testutils.RunSideProc(t, testutils.ProcMarking(testutils.ProcSetHeaders("x-proc", "yes"), nil, nil), func(t *testing.T, tc testutils.SideTLSCase, p *testutils.ProcServer) {
 		e := authzEnv(t, tc.Side.Bootstrap, testutils.ExtProcFilter(p.Target(), tc.ExtProc))
 		e.waitMode(xdsserver.ServingModeServing)
 		got, err := echo(e.ctx, e.dial(), "x-proc")
-		tc.WantProc(t, got, err, streams.Load(), "yes", "")
+		tc.WantProc(t, got, err, p, "yes", "")
 	})
 }
