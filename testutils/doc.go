@@ -98,6 +98,16 @@
 // http_11_proxy, and [ViaProxy] names the proxy in an assignment's
 // endpoint metadata.
 //
+// # Side services
+//
+// [AuthzServer] and [ProcServer] are the authorization service (gRFC A92)
+// and the processor (gRFC A93) a filter's GrpcService names, on 127.0.0.1.
+// [SideTLS] makes either one a mutual-TLS service and gives what reaches
+// it (gRFC A102's TlsCredentials and XdsCredentials plugins, the
+// bootstrap's certificate provider instances); [RunSideAuthz] and
+// [RunSideProc] run the cases every user of side channels tests, each with
+// a service of its own.
+//
 // # Files
 //
 // [WriteResponseFile] writes a DiscoveryResponse as a FILESYSTEM server's
