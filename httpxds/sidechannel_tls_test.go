@@ -9,15 +9,17 @@ import (
 	"github.com/goxds/xds/testutils"
 )
 
-// gRFC A102's TlsCredentials on the side channels of the HTTP server and
-// the HTTP client (their ext_authz filters; neither runs ext_proc), from
-// a trusted management server: roots and client certificate come from
-// the bootstrap's certificate provider instances. The authorization
-// service requires a client certificate of its CA (testutils.SideTLS),
-// so a side channel without TLS, or without the bootstrap's identity,
-// never gets a check to it: the reached cases would answer 503. Each
-// check carries the filter's access token, which goes only over a
-// channel with privacy and integrity.
+// TLS on the side channels of the HTTP server and the HTTP client (their
+// ext_authz filters; neither runs ext_proc), gRFC A102, each case of
+// testutils.SideTLS: from a trusted management server, TlsCredentials
+// (and XdsCredentials falling back to them) whose roots and client
+// certificate come from the bootstrap's certificate provider instances;
+// from an untrusted one, the "tls" credentials of the bootstrap's
+// allowed_grpc_services entry. The authorization service requires a
+// client certificate of its CA, so a side channel without TLS, or without
+// the bootstrap's identity, never gets a check to it: the reached cases
+// would answer 503. A trusted server's access token goes with each check,
+// as only a channel with privacy and integrity sends it.
 
 // The server's filter reaches the service over mutual TLS, which allows
 // and denies; under roots that do not trust it the request gets
@@ -26,7 +28,7 @@ import (
 func TestServerExtAuthzTLSCredentials(t *testing.T) {
 	testutils.RunSideAuthz(t, serverAuthzDecide, func(t *testing.T, tc testutils.SideTLSCase, a *testutils.AuthzServer) {
 		logs := make(records, 64)
-		e := newEnv(t, envOptions{edit: tc.Side.Bootstrap, handler: authzHandler, logger: slog.New(logs)})
+		e := newEnv(t, envOptions{edit: tc.Bootstrap(a.Target()), handler: authzHandler, logger: slog.New(logs)})
 		e.serve(e.listener(routes("rc", serveRoute(prefix("/"))), "", nil, testutils.ExtAuthzFilter(a.Target(), tc.ExtAuthz)))
 		got := e.get("/x", "X-Want: allow")
 		switch {
@@ -51,7 +53,7 @@ func TestServerExtAuthzTLSCredentials(t *testing.T) {
 // the certificate, or with failure_mode_allow reaches the backend marked.
 func TestClientExtAuthzTLSCredentials(t *testing.T) {
 	testutils.RunSideAuthz(t, authzDecide, func(t *testing.T, tc testutils.SideTLSCase, a *testutils.AuthzServer) {
-		e := newCEnv(t, cenvOptions{edit: tc.Side.Bootstrap})
+		e := newCEnv(t, cenvOptions{edit: tc.Bootstrap(a.Target())})
 		b := newBackend(t, "a")
 		e.update(authzWorld(b, testutils.ExtAuthzFilter(a.Target(), tc.ExtAuthz)))
 		got := e.get("/x", "x-want: allow")

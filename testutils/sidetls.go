@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,15 +86,10 @@ func (s *SideTLS) ServerOption() grpc.ServerOption {
 	}))
 }
 
-// Bootstrap is a bootstrap edit that defines SideRoots, SideWrongRoots
-// and SideIdentity as file_watcher instances (beside any the bootstrap
-// has) and marks its first server, if any, trusted_xds_server: gRFC A102
-// reads a GrpcService's channel credentials only from a trusted server
-// (an untrusted one's get allowed_grpc_services' credentials instead).
-func (s *SideTLS) Bootstrap(c *bootstrap.Config) {
-	if len(c.Servers) > 0 {
-		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
-	}
+// Providers is a bootstrap edit that defines SideRoots, SideWrongRoots
+// and SideIdentity as file_watcher instances, beside any the bootstrap
+// has.
+func (s *SideTLS) Providers(c *bootstrap.Config) {
 	if c.CertificateProviders == nil {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{}
 	}
@@ -130,12 +126,20 @@ func (s *SideTLS) XdsCreds(roots string) *anypb.Any {
 // SideTLSCase is one way a test configures a side channel's credentials,
 // and what must follow.
 type SideTLSCase struct {
-	// Side is the service's PKI and the bootstrap edit that reaches it.
+	// Side is the service's PKI.
 	Side *SideTLS
 	// Name names the subtest.
 	Name string
-	// Plugin is the GrpcService's channel_credentials_plugin entry.
+	// Plugin is the GrpcService's channel_credentials_plugin entry, used
+	// as given when the management server is trusted.
 	Plugin *anypb.Any
+	// Untrusted: the management server is not trusted_xds_server, so the
+	// side channel has the credentials of the bootstrap's
+	// allowed_grpc_services entry for the service (gRFC A102): gRFC A65's
+	// "tls", with the client certificate and the roots of allowedCA. The
+	// filter's own credentials and access token are not used.
+	Untrusted bool
+	allowedCA string
 	// FailureModeAllow is the filter's failure_mode_allow.
 	FailureModeAllow bool
 	// Reached: the handshake succeeds and the service answers; otherwise
@@ -144,15 +148,40 @@ type SideTLSCase struct {
 	Reached bool
 }
 
-// Cases are the cases every user of side channels tests: TlsCredentials;
-// XdsCredentials falling back to them; and roots that do not trust the
-// service, under failure_mode_allow false and true.
+// Cases are the cases every user of side channels tests: from a trusted
+// server, TlsCredentials, XdsCredentials falling back to them, and roots
+// that do not trust the service under failure_mode_allow false and true;
+// from an untrusted one, allowed_grpc_services' "tls" credentials with
+// roots that trust the service and with roots that do not.
 func (s *SideTLS) Cases() []SideTLSCase {
 	return []SideTLSCase{
 		{Side: s, Name: "tls", Plugin: s.Creds(SideRoots), Reached: true},
 		{Side: s, Name: "xds fallback tls", Plugin: s.XdsCreds(SideRoots), Reached: true},
 		{Side: s, Name: "wrong roots", Plugin: s.Creds(SideWrongRoots)},
 		{Side: s, Name: "wrong roots failure_mode_allow", Plugin: s.Creds(SideWrongRoots), FailureModeAllow: true},
+		{Side: s, Name: "allowed tls", Plugin: s.Creds(SideWrongRoots), Untrusted: true, allowedCA: s.PKI.CAFile, Reached: true},
+		{Side: s, Name: "allowed wrong roots", Plugin: s.Creds(SideRoots), Untrusted: true, allowedCA: s.Other.CAFile},
+	}
+}
+
+// Bootstrap is the bootstrap edit of the case, for the service at target:
+// the certificate provider instances (Providers), and either the first
+// server marked trusted_xds_server (gRFC A102 reads a GrpcService's
+// credentials only from a trusted server) or, for an Untrusted case,
+// target's allowed_grpc_services entry.
+func (c SideTLSCase) Bootstrap(target string) func(*bootstrap.Config) {
+	return func(b *bootstrap.Config) {
+		c.Side.Providers(b)
+		if c.Untrusted {
+			b.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{target: {ChannelCreds: []bootstrap.ChannelCreds{{
+				Type: bootstrap.CredsTLS,
+				TLS:  &bootstrap.TLSCreds{CACertificateFile: c.allowedCA, CertificateFile: c.Side.client.CertFile, PrivateKeyFile: c.Side.client.KeyFile},
+			}}}}
+			return
+		}
+		if len(b.Servers) > 0 {
+			b.Servers[0].ServerFeatures = append(b.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
+		}
 	}
 }
 
@@ -213,8 +242,9 @@ func (c SideTLSCase) credentials(gs *corev3.GrpcService) {
 }
 
 // WantChecks checks that a received reached checks if the case is
-// Reached (each carrying SideToken: the side channel was TLS, which
-// gRFC A102's access tokens need), and none otherwise.
+// Reached, and none otherwise; each carries SideToken from a trusted
+// server (the side channel was TLS, which gRFC A102's access tokens
+// need), none from an untrusted one.
 func (c SideTLSCase) WantChecks(t testing.TB, a *AuthzServer, reached int) {
 	t.Helper()
 	checks := a.Checks()
@@ -225,20 +255,26 @@ func (c SideTLSCase) WantChecks(t testing.TB, a *AuthzServer, reached int) {
 		t.Fatalf("%d checks reached the service, want %d", len(checks), reached)
 	}
 	for _, ch := range checks {
-		wantToken(t, ch.Metadata)
+		c.wantToken(t, ch.Metadata)
 	}
 }
 
-func wantToken(t testing.TB, md metadata.MD) {
+// wantToken checks the authorization a side call carried: SideToken
+// from a trusted server, none from an untrusted one.
+func (c SideTLSCase) wantToken(t testing.TB, md metadata.MD) {
 	t.Helper()
-	if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+SideToken {
-		t.Fatalf("the side call carried authorization %q, want the access token over TLS", got)
+	want := []string{"Bearer " + SideToken}
+	if c.Untrusted {
+		want = nil
+	}
+	if got := md.Get("authorization"); !slices.Equal(got, want) {
+		t.Fatalf("the side call carried authorization %q, want %q", got, want)
 	}
 }
 
 // WantProc checks what an RPC through an ext_proc filter of the case
 // gave, and p the processor saw: reached, no error, got is processed and
-// one stream opened with SideToken; under
+// one stream opened (with SideToken from a trusted server); under
 // failure_mode_allow, no error, got is unprocessed and no stream opened;
 // otherwise INTERNAL (gRFC A93's status for a processor that failed)
 // naming the certificate the handshake refused, and no stream.
@@ -246,7 +282,7 @@ func (c SideTLSCase) WantProc(t testing.TB, got string, err error, p *ProcServer
 	t.Helper()
 	opened := p.Metadata()
 	for _, md := range opened {
-		wantToken(t, md)
+		c.wantToken(t, md)
 	}
 	streams := len(opened)
 	switch {

@@ -11,14 +11,16 @@ import (
 	"github.com/goxds/xds/xdsserver"
 )
 
-// gRFC A102's TlsCredentials on the side channels of an xDS-enabled
-// server, from a trusted management server: roots and client certificate
-// come from the server's bootstrap certificate provider instances. The
-// services require a client certificate of their CA (testutils.SideTLS),
-// so a side channel without TLS, or without the bootstrap's identity,
-// reaches neither: the cases that want a check or a stream would fail.
-// Each side call carries the filter's access token, which goes only over
-// a channel with privacy and integrity.
+// TLS on the side channels of an xDS-enabled server (gRFC A102), each
+// case of testutils.SideTLS: from a trusted management server,
+// TlsCredentials (and XdsCredentials falling back to them) whose roots
+// and client certificate come from the server's bootstrap certificate
+// provider instances; from an untrusted one, the "tls" credentials of the
+// bootstrap's allowed_grpc_services entry. The services require a client
+// certificate of their CA, so a side channel without TLS, or without the
+// bootstrap's identity, reaches neither: the cases that want a check or a
+// stream would fail. A trusted server's access token goes with each side
+// call, as only a channel with privacy and integrity sends it.
 
 // The authorization service over mutual TLS allows and denies as it
 // decides, with TlsCredentials and with XdsCredentials falling back to
@@ -27,7 +29,7 @@ import (
 // goes on with the header that says so.
 func TestExtAuthzServerTLSCredentials(t *testing.T) {
 	testutils.RunSideAuthz(t, authzDecider, func(t *testing.T, tc testutils.SideTLSCase, a *testutils.AuthzServer) {
-		e := authzEnv(t, tc.Side.Bootstrap, testutils.ExtAuthzFilter(a.Target(), tc.ExtAuthz))
+		e := authzEnv(t, tc.Bootstrap(a.Target()), testutils.ExtAuthzFilter(a.Target(), tc.ExtAuthz))
 		e.waitMode(xdsserver.ServingModeServing)
 		conn := e.dial()
 		if tc.Reached {
@@ -60,7 +62,7 @@ func TestExtAuthzServerTLSCredentials(t *testing.T) {
 // failure_mode_allow is served unprocessed.
 func TestExtProcServerTLSCredentials(t *testing.T) {
 	testutils.RunSideProc(t, testutils.ProcMarking(testutils.ProcSetHeaders("x-proc", "yes"), nil, nil), func(t *testing.T, tc testutils.SideTLSCase, p *testutils.ProcServer) {
-		e := authzEnv(t, tc.Side.Bootstrap, testutils.ExtProcFilter(p.Target(), tc.ExtProc))
+		e := authzEnv(t, tc.Bootstrap(p.Target()), testutils.ExtProcFilter(p.Target(), tc.ExtProc))
 		e.waitMode(xdsserver.ServingModeServing)
 		got, err := echo(e.ctx, e.dial(), "x-proc")
 		tc.WantProc(t, got, err, p, "yes", "")

@@ -31,7 +31,7 @@ func TestChannelsKeyedByCredentials(t *testing.T) {
 	}
 	side := testutils.NewSideTLS(t)
 	b := &bootstrap.Config{}
-	side.Bootstrap(b)
+	side.Providers(b)
 	plain, err := testutils.StartAuthzServer(allow)
 	if err != nil {
 		t.Fatal(err)
