@@ -59,3 +59,78 @@ func TestTLSCredentialsUnbuildable(t *testing.T) {
 		}
 	}
 }
+
+// One owner's side channels are told apart by their credentials, not only
+// their target: a TlsCredentials GrpcService to a target a plaintext
+// channel already reaches gets a TLS channel of its own, which the
+// plaintext service refuses (sharing the plaintext channel would send in
+// the clear what was configured to go over TLS); insecure credentials to
+// a target a TLS channel reaches get a plaintext channel, which the TLS
+// service refuses; and roots that trust the service do not get the
+// channel of roots that do not. The access token goes only over TLS
+// (gRFC A102).
+func TestChannelsKeyedByCredentials(t *testing.T) {
+	allow := func(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+		return &authv3.CheckResponse{Status: &rpcstatus.Status{}}, nil
+	}
+	side := testutils.NewSideTLS(t)
+	b := &bootstrap.Config{}
+	side.Providers(b)
+	plain, err := testutils.StartAuthzServer(allow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Stop()
+	secure, err := testutils.StartAuthzServer(allow, side.ServerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Stop()
+
+	chans := &extauthzgrpc.Channels{}
+	defer chans.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	check := func(target string, creds resources.GrpcChannelCredentials, roots string) error {
+		gs := &resources.GrpcService{TargetURI: target, Trusted: true, ChannelCredentials: creds, AccessTokens: []string{testutils.SideToken}}
+		if creds == resources.GrpcChannelTLS {
+			gs.TLS = &resources.GrpcTLSCredentials{RootInstance: roots, IdentityInstance: testutils.SideIdentity, Bootstrap: b}
+		}
+		c, err := chans.Client(gs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Check(ctx, &extauthz.CheckRequest{})
+		return err
+	}
+	for _, step := range []struct {
+		name          string
+		server        *testutils.AuthzServer
+		creds         resources.GrpcChannelCredentials
+		roots         string
+		ok            bool
+		authorization string
+	}{
+		{"insecure to the plaintext service", plain, resources.GrpcChannelInsecure, "", true, ""},
+		{"tls to the plaintext service", plain, resources.GrpcChannelTLS, testutils.SideRoots, false, ""},
+		{"wrong roots to the TLS service", secure, resources.GrpcChannelTLS, testutils.SideWrongRoots, false, ""},
+		{"tls to the TLS service", secure, resources.GrpcChannelTLS, testutils.SideRoots, true, "Bearer " + testutils.SideToken},
+		{"insecure to the TLS service", secure, resources.GrpcChannelInsecure, "", false, ""},
+	} {
+		before := len(step.server.Checks())
+		err := check(step.server.Target(), step.creds, step.roots)
+		checks := step.server.Checks()[before:]
+		if !step.ok {
+			if err == nil || len(checks) != 0 {
+				t.Fatalf("%s: check succeeded (%d reached the service); want its handshake refused", step.name, len(checks))
+			}
+			continue
+		}
+		if err != nil || len(checks) != 1 {
+			t.Fatalf("%s: %v, %d checks; want one", step.name, err, len(checks))
+		}
+		if got := strings.Join(checks[0].Metadata.Get("authorization"), ","); got != step.authorization {
+			t.Errorf("%s: authorization %q, want %q", step.name, got, step.authorization)
+		}
+	}
+}
