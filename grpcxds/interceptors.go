@@ -15,6 +15,7 @@ import (
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extprocgrpc"
 )
 
 // maxReplayBytes bounds what a stream keeps of its sent messages to replay
@@ -27,7 +28,7 @@ const maxReplayBytes = 256 << 10
 // the RPC's context and selection, whose finish the caller calls once the
 // RPC is over, the changes the filters make to the response headers
 // (nil for most RPCs), and the external processing filters that run on
-// the rest of the RPC (nil for most: extproc.go). A nil selection means
+// the rest of the RPC (nil for most: internal/extprocgrpc). A nil selection means
 // the RPC goes to gRPC as it is, to fail there (a closed channel).
 func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, []*httpfilter.Proc, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
@@ -112,8 +113,8 @@ func (cs *channelState) unary(appCtx context.Context, method string, req, reply 
 		defer addResponseHeaders(opts, respHeaders)
 	}
 	if procs != nil {
-		// Once per RPC, outside its attempts (extproc.go).
-		return cs.unaryProc(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
+		// Once per RPC, outside its attempts (internal/extprocgrpc).
+		return extprocgrpc.InvokeUnary(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
 			return cs.invokeAttempts(ctx, sel, method, req, reply, cc, invoker, opts)
 		})
 	}
@@ -167,16 +168,16 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 	if err != nil {
 		return nil, deliverDenial(err, opts)
 	}
-	var ps *procSet
+	var ps *extprocgrpc.ClientRPC
 	if procs != nil {
-		// Once per RPC, outside its attempts (extproc.go).
-		ctx, ps = newProcSet(appCtx, ctx, procs, !desc.ServerStreams)
-		opts = ps.callOptions(opts)
+		// Once per RPC, outside its attempts (internal/extprocgrpc).
+		ctx, ps = extprocgrpc.NewClientRPC(appCtx, ctx, procs, !desc.ServerStreams)
+		opts = ps.CallOptions(opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
 		sel.finish()
-		return nil, ps.finish(err)
+		return nil, ps.Finish(err)
 	}
 	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, attempt: first}
 	s.rs.Attempts = 1
@@ -189,7 +190,7 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 		out = &authzHeaderStream{retryStream: s, ms: respHeaders}
 	}
 	if ps != nil {
-		return ps.wrap(out, desc, opts), nil
+		return ps.Wrap(out, desc, opts), nil
 	}
 	return out, nil
 }
