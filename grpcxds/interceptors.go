@@ -15,6 +15,7 @@ import (
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/extprocgrpc"
 )
 
@@ -110,7 +111,7 @@ func (cs *channelState) unary(appCtx context.Context, method string, req, reply 
 	if respHeaders != nil {
 		// Deferred after finish, so run before it: once gRPC has filled
 		// the call options, whichever way the RPC ended.
-		defer addResponseHeaders(opts, respHeaders)
+		defer extauthzgrpc.AddResponseHeaders(opts, respHeaders)
 	}
 	if procs != nil {
 		// Once per RPC, outside its attempts (internal/extprocgrpc).
@@ -187,7 +188,7 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 	s.committed = s.policy == nil
 	var out grpc.ClientStream = s
 	if respHeaders != nil {
-		out = &authzHeaderStream{retryStream: s, ms: respHeaders}
+		out = extauthzgrpc.WithResponseHeaders(s, desc, opts, respHeaders)
 	}
 	if ps != nil {
 		return ps.Wrap(out, desc, opts), nil

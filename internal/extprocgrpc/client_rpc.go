@@ -12,6 +12,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/extproc"
 	"github.com/goxds/xds/dataplane/httpfilter"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 )
 
 // The external processing filter (gRFC A93) on a channel's RPCs, the
@@ -125,18 +126,8 @@ func (r *ClientRPC) Finish(err error) error {
 // left in the RPC's grpc.Header and grpc.Trailer call options, which
 // gRPC filled with the server's.
 func setCallOptions(opts []grpc.CallOption, header, trailer metadata.MD) {
-	for _, o := range opts {
-		switch o := o.(type) {
-		case grpc.HeaderCallOption:
-			if o.HeaderAddr != nil {
-				*o.HeaderAddr = header.Copy()
-			}
-		case grpc.TrailerCallOption:
-			if o.TrailerAddr != nil {
-				*o.TrailerAddr = trailer.Copy()
-			}
-		}
-	}
+	extauthzgrpc.SetHeaderOption(opts, header)
+	extauthzgrpc.SetTrailerOption(opts, trailer)
 }
 
 // InvokeUnary runs a unary RPC through the external processing filters
