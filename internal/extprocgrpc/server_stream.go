@@ -4,9 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/extproc"
 	"github.com/goxds/xds/resources"
@@ -105,7 +103,7 @@ func (p *ServerRPC) unary(ctx context.Context, req any, skipBody bool, next grpc
 		return nil, err
 	}
 	if len(got) != 1 {
-		return nil, status.Errorf(codes.Internal, "%s: the processor gave %d response messages for a unary RPC, want 1", ServerPrefix, len(got))
+		return nil, notOneMessage(ServerPrefix, "response", len(got))
 	}
 	return got[0], nil
 }
