@@ -111,16 +111,9 @@ func CheckServerRPC(ctx context.Context, channels *Channels, c *resources.ExtAut
 	}
 	client, err := channels.Client(c.GrpcService)
 	if err != nil {
-		client = failingClient{err}
+		client = extauthz.FailingClient(err)
 	}
 	return (&extauthz.Checker{Config: c, Client: client}).Check(ctx, req)
-}
-
-// failingClient fails every check with err.
-type failingClient struct{ err error }
-
-func (f failingClient) Check(context.Context, *extauthz.CheckRequest) (*extauthz.CheckResponse, error) {
-	return nil, f.err
 }
 
 // ServerDecision applies d, CheckServerRPC's decision on an RPC whose

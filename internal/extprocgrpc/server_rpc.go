@@ -28,21 +28,15 @@ import (
 const ServerPrefix = "xdsserver: ext_proc"
 
 // ClientOrFailing is NewClient's client of gs's processing service, or,
-// when no channel can be made, one whose streams fail to open with that
-// error: as a stream that fails to open, which failure_mode_allow may
-// let through.
+// when no channel can be made, extproc.FailingClient with that error: as
+// a stream that fails to open, which failure_mode_allow may let through.
 func ClientOrFailing(channels *extauthzgrpc.Channels, gs *resources.GrpcService) extproc.Client {
 	client, err := NewClient(channels, gs)
 	if err != nil {
-		return failingClient{err}
+		return extproc.FailingClient(err)
 	}
 	return client
 }
-
-// failingClient fails to open every stream with err.
-type failingClient struct{ err error }
-
-func (f failingClient) Open(context.Context) (extproc.Stream, error) { return nil, f.err }
 
 // StartServerRPC starts the external processing filter of c, whose
 // processor is proc, on a server's RPC to method with incoming metadata
@@ -75,24 +69,15 @@ func StartServerRPC(ctx context.Context, c *resources.ExtProcConfig, proc *extpr
 		attrs = serverAttributes(method, md, local, remote)
 	}
 	call := proc.NewCall(ctx, attrs)
-	h := make(map[string][]string, len(md)+2)
-	for k, v := range md {
-		h[k] = v
-	}
-	h[":path"], h[":method"] = []string{method}, []string{"POST"}
 	// The RPC's end (its deadline, the client's cancel) ends the filter's
 	// waits for the processor, this first one included.
 	stopDone := context.AfterFunc(ctx, call.Done)
-	out, err := call.ClientHeaders(h)
+	out, err := call.ClientMetadata(method, md)
 	if err != nil {
 		stopDone()
 		call.Done()
 		return nil, ctx, rpcStatus(ctx, err)
 	}
-	// Pseudo-headers are never changed (gRFC A102); the two added are not
-	// metadata.
-	delete(out, ":path")
-	delete(out, ":method")
 	ctx = metadata.NewIncomingContext(ctx, metadata.MD(out))
 	p := newServerRPC(ctx, call, c.Modes, real, stopDone)
 	return p, grpc.NewContextWithServerTransportStream(p.ctx, p), nil
