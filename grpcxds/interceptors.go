@@ -29,8 +29,9 @@ const maxReplayBytes = 256 << 10
 // the RPC's context and selection, whose finish the caller calls once the
 // RPC is over, the changes the filters make to the response headers
 // (nil for most RPCs), and the external processing filters that run on
-// the rest of the RPC (nil for most: internal/extprocgrpc). A nil selection means
-// the RPC goes to gRPC as it is, to fail there (a closed channel).
+// the rest of the RPC (nil for most: internal/extprocgrpc). A nil
+// selection means the RPC goes to gRPC as it is, to fail there (a closed
+// channel).
 func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, []*httpfilter.Proc, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
