@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -61,17 +62,30 @@ type SideTLS struct {
 	// Other is a CA that issued neither.
 	Other *PKI
 
-	t              testing.TB
 	server, client Cert
+	// providers are the instances Providers defines.
+	providers map[string]bootstrap.CertificateProvider
 }
 
 // NewSideTLS makes the two CAs and the certificates, in temporary
 // directories of t.
 func NewSideTLS(t testing.TB) *SideTLS {
 	t.Helper()
-	s := &SideTLS{t: t, PKI: NewPKI(t), Other: NewPKI(t)}
+	s := &SideTLS{PKI: NewPKI(t), Other: NewPKI(t)}
 	s.server = s.PKI.Issue("side-service", CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 	s.client = s.PKI.Issue("side-client", CertOptions{Client: true})
+	fileWatcher := func(cfg map[string]string) bootstrap.CertificateProvider {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bootstrap.CertificateProvider{PluginName: "file_watcher", Config: b}
+	}
+	s.providers = map[string]bootstrap.CertificateProvider{
+		SideRoots:      fileWatcher(map[string]string{"ca_certificate_file": s.PKI.CAFile}),
+		SideWrongRoots: fileWatcher(map[string]string{"ca_certificate_file": s.Other.CAFile}),
+		SideIdentity:   fileWatcher(map[string]string{"certificate_file": s.client.CertFile, "private_key_file": s.client.KeyFile}),
+	}
 	return s
 }
 
@@ -93,17 +107,7 @@ func (s *SideTLS) Providers(c *bootstrap.Config) {
 	if c.CertificateProviders == nil {
 		c.CertificateProviders = map[string]bootstrap.CertificateProvider{}
 	}
-	c.CertificateProviders[SideRoots] = s.fileWatcher(map[string]string{"ca_certificate_file": s.PKI.CAFile})
-	c.CertificateProviders[SideWrongRoots] = s.fileWatcher(map[string]string{"ca_certificate_file": s.Other.CAFile})
-	c.CertificateProviders[SideIdentity] = s.fileWatcher(map[string]string{"certificate_file": s.client.CertFile, "private_key_file": s.client.KeyFile})
-}
-
-func (s *SideTLS) fileWatcher(cfg map[string]string) bootstrap.CertificateProvider {
-	b, err := json.Marshal(cfg)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return bootstrap.CertificateProvider{PluginName: "file_watcher", Config: b}
+	maps.Copy(c.CertificateProviders, s.providers)
 }
 
 // Creds is a channel_credentials_plugin entry: TlsCredentials whose roots
@@ -136,10 +140,11 @@ type SideTLSCase struct {
 	// Untrusted: the management server is not trusted_xds_server, so the
 	// side channel has the credentials of the bootstrap's
 	// allowed_grpc_services entry for the service (gRFC A102): gRFC A65's
-	// "tls", with the client certificate and the roots of allowedCA. The
-	// filter's own credentials and access token are not used.
+	// "tls", with the client certificate and roots that trust the service
+	// when the case is Reached. The filter's own credentials (Plugin, which
+	// would give the other outcome) and access token are not used.
 	Untrusted bool
-	allowedCA string
+	allowedCA string // the roots of the allowed_grpc_services entry
 	// FailureModeAllow is the filter's failure_mode_allow.
 	FailureModeAllow bool
 	// Reached: the handshake succeeds and the service answers; otherwise
@@ -173,10 +178,13 @@ func (c SideTLSCase) Bootstrap(target string) func(*bootstrap.Config) {
 	return func(b *bootstrap.Config) {
 		c.Side.Providers(b)
 		if c.Untrusted {
-			b.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{target: {ChannelCreds: []bootstrap.ChannelCreds{{
+			if b.AllowedGRPCServices == nil {
+				b.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{}
+			}
+			b.AllowedGRPCServices[target] = bootstrap.AllowedGRPCService{ChannelCreds: []bootstrap.ChannelCreds{{
 				Type: bootstrap.CredsTLS,
 				TLS:  &bootstrap.TLSCreds{CACertificateFile: c.allowedCA, CertificateFile: c.Side.client.CertFile, PrivateKeyFile: c.Side.client.KeyFile},
-			}}}}
+			}}}
 			return
 		}
 		if len(b.Servers) > 0 {
