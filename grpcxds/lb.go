@@ -100,14 +100,15 @@ func (d *pickDone) end(di balancer.DoneInfo) {
 // (gRFC A105, scale.go): one of them, whose RPC count the Done gives back.
 func pickScaled(c *subConn, r cluster.Result, sel *selection) (balancer.PickResult, error) {
 	g := c.group.Load()
-	m, queue := g.pick()
+	m, queue := g.Pick()
 	if queue {
+		queuedPicks.Add(1)
 		r.Done.Abandon()
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	sc := c.SubConn // none ready: gRPC picks again once it sees so
 	if m != nil {
-		sc = m.sc
+		sc = m.Conn.sc
 	}
 	done := r.Done
 	return balancer.PickResult{SubConn: sc, Done: func(di balancer.DoneInfo) {
