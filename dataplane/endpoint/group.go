@@ -224,9 +224,13 @@ func (g *Group[C]) Add(m *Member[C]) {
 
 // SetState records m's state s, under the transport's lock. drop says the
 // group let m go: an extra connection lost while the endpoint has more
-// than it is allowed, for the transport to shut it down. wake says picks
-// were queued and are to be released: a connection that becomes ready,
-// fails or is lost changes where they go.
+// than it is allowed, for the transport to shut it down. wake says the
+// transport is to pick again the requests it holds: picks were queued,
+// and a connection that becomes ready, fails or is lost changes where
+// they go; or a ready connection was lost, which a request may have
+// picked just before, to find it gone (the gRFC's race of a pick with a
+// disconnection: the request waits for a new pick, and the endpoint,
+// ready on another connection, may not change state to give it one).
 func (g *Group[C]) SetState(m *Member[C], s State) (drop, wake bool) {
 	g.mu.Lock()
 	if !contains(g.members, m) {
@@ -245,7 +249,10 @@ func (g *Group[C]) SetState(m *Member[C], s State) (drop, wake bool) {
 		drop = true
 	}
 	g.mu.Unlock()
-	return drop, s != was && g.Woken()
+	if s == was {
+		return drop, false
+	}
+	return drop, g.Woken() || was == Ready
 }
 
 // State is the endpoint's state, own being its own connection's: ready

@@ -255,7 +255,9 @@ func TestGroupState(t *testing.T) {
 
 // Picks queued are released once: by the first stream freed, connection
 // state change or Woken (a server raised its limit) after they queued,
-// and not again until another queues.
+// and not again until another queues; a ready connection lost has the
+// transport pick again whatever it holds, queued or not (a request may
+// have picked the connection just before it was lost).
 func TestGroupReleaseWakes(t *testing.T) {
 	g := newTestGroup(t, limitOf(1), Ready, 2)
 	own := g.pick("own's stream", "own")
@@ -283,8 +285,14 @@ func TestGroupReleaseWakes(t *testing.T) {
 	if _, wake := g.SetState(b, Ready); !wake {
 		t.Error("b ready with a pick queued: no release")
 	}
-	if _, wake := g.SetState(b, Idle); wake {
-		t.Error("b lost with nothing queued since: released")
+	if _, wake := g.SetState(b, Idle); !wake {
+		t.Error("b, ready, lost: no new pick (a request may have picked it just before)")
+	}
+	if _, wake := g.SetState(b, Connecting); wake {
+		t.Error("b connecting again with nothing queued: released")
+	}
+	if _, wake := g.SetState(b, TransientFailure); wake {
+		t.Error("b failed, not ready since, nothing queued: released")
 	}
 }
 
