@@ -7,6 +7,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	pickfirstv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/load_balancing_policies/pick_first/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -124,4 +125,46 @@ func TestConnectionScalingPickFirstReadyToConnecting(t *testing.T) {
 	case <-e.ctx.Done():
 		t.Fatal("a went from READY to CONNECTING: b was not connected (pick_first did not start a new pass)")
 	}
+}
+
+// An extra connection failing leaves the endpoint READY on its own (gRFC
+// A105: "If there is at least one connection established, report
+// READY"), and backs off only the extra one: a's second connection
+// refused, pick_first stays on a (the RPC that asked for it waits for a's
+// stream, b is never connected); a's own connection lost then, it is
+// made again at once, unslowed by the extra one's backoff, and serves.
+func TestConnectionScalingExtraFailureKeepsEndpoint(t *testing.T) {
+	t.Setenv(resources.EnvConnectionScaling, "true")
+	a := startStreamsBackend(t, "a", 1)
+	b := startStreamsBackend(t, "b", 1)
+	b.handler.Store(nil)
+	e := newEnv(t)
+	e.update(tree(routes(toCluster(prefix("/"), "c")), []*clusterv3.Cluster{pickFirstScaled(t, 2)}, eds("c", a.backend, b.backend)))
+	// The failed connection's backoff outlasts the test: the endpoint has
+	// a connection in TRANSIENT_FAILURE throughout.
+	long := backoff.Config{BaseDelay: testTimeout, Multiplier: 1, MaxDelay: testTimeout}
+	conn := e.dial(grpc.WithConnectParams(grpc.ConnectParams{Backoff: long, MinConnectTimeout: testTimeout}))
+	first := startRPCs(e.ctx, conn, 1)
+	a.waitArrived(t, e.ctx, 1, "the first RPC")
+	a.refuse.Store(true)
+	second := startRPCs(e.ctx, conn, 1)
+	select {
+	case <-a.refused: // the second RPC's connection failed
+	case <-e.ctx.Done():
+		t.Fatal("no second connection was attempted")
+	}
+	a.refuse.Store(false)
+	a.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatalf("first RPC: %v", err)
+	}
+	a.waitArrived(t, e.ctx, 1, "the second RPC, on a's own connection (a still READY)")
+	finish(t, e.ctx, a, second, 1)
+	if n := b.conns.Load(); n != 0 {
+		t.Errorf("a's extra connection failed: b has %d connections, want none (a stayed READY)", n)
+	}
+
+	a.handler.Store(nil)
+	a.closeConn(0)
+	e.waitServed(conn, 1, func(name string) bool { return name == "a" })
 }
