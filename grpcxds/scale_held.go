@@ -19,7 +19,8 @@ import (
 // back as its next pick starts (pickFor), which counts it anew, or when
 // the context it was picked for ends first (grpc-go cancels an RPC's
 // context however it ends: failed by a later pick, by the channel's
-// closing, or by the application). An RPC without the goxds
+// closing, or by the application), from the context's goroutine: at
+// once, but maybe after the RPC returned. An RPC without the goxds
 // interceptors, which has no per-RPC state to find the place by, gives
 // it back at once (cluster.Done.Abandon).
 var (

@@ -66,6 +66,15 @@ func TestConnectionScalingQueuedCountsAgainstMaxRequests(t *testing.T) {
 	if err := <-queued; status.Code(err) != codes.Canceled {
 		t.Fatalf("the queued RPC, cancelled: %v", err)
 	}
+	// Its place is given back as its context ends, from a goroutine of
+	// the context's: maybe after the RPC returned.
+	for grpcxds.QueuedPlaces() != 0 {
+		select {
+		case <-e.ctx.Done():
+			t.Fatal("the cancelled RPC's place was not given back")
+		case <-time.After(time.Millisecond):
+		}
+	}
 	queuedBefore := grpcxds.QueuedPicks() // none is queued now
 	// Its place given back, another queues in it (not refused), and runs
 	// once the connection is made.
