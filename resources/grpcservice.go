@@ -140,6 +140,8 @@ func (g *GrpcService) String() string {
 	return b.String()
 }
 
+// The longest header name and value gRFC A102 accepts ("invalid if the
+// length exceeds 16384"), as Envoy's HeaderValue's max_bytes.
 const (
 	maxHeaderKeyLen   = 16384
 	maxHeaderValueLen = 16384
@@ -362,9 +364,13 @@ func callCredentialsPlugin(list []*anypb.Any) ([]string, error) {
 	return tokens, nil
 }
 
-// initialMetadata validates the headers to add to calls: names gRPC can
-// send (lower case, not pseudo-headers, not host, not grpc-), values
-// within gRPC's limits; a -bin header takes raw_value when set.
+// initialMetadata validates the headers to add to calls as gRFC A102
+// reads a HeaderValue: a name gRPC can send (lower case, not a
+// pseudo-header, not host, not grpc-), and as the value raw_value when it
+// is set, else the legacy value, for every header (not only -bin ones).
+// The value read is at most 16384 bytes and, unless the header is binary
+// (-bin, whose raw_value is its bytes as they are), printable ASCII;
+// errors name the field the value came from.
 func initialMetadata(in []*corev3.HeaderValue) ([]HeaderValue, error) {
 	var out []HeaderValue
 	for i, h := range in {
@@ -373,17 +379,19 @@ func initialMetadata(in []*corev3.HeaderValue) ([]HeaderValue, error) {
 		if err := validMetadataKey(key); err != nil {
 			return nil, fieldErrorf(path+".key", "%q: %v", truncate(key), err)
 		}
-		v := h.GetValue()
-		if strings.HasSuffix(key, "-bin") && len(h.GetRawValue()) > 0 {
-			v = string(h.GetRawValue())
+		v, field := h.GetValue(), ".value"
+		// raw_value is proto3 bytes, whose unset is empty: an empty
+		// raw_value leaves the legacy value to be read.
+		if raw := h.GetRawValue(); len(raw) > 0 {
+			v, field = string(raw), ".raw_value"
 		}
-		if len(v) >= maxHeaderValueLen {
-			return nil, fieldErrorf(path+".value", "longer than %d bytes", maxHeaderValueLen-1)
+		if len(v) > maxHeaderValueLen {
+			return nil, fieldErrorf(path+field, "longer than %d bytes", maxHeaderValueLen)
 		}
 		if !strings.HasSuffix(key, "-bin") {
 			for j := 0; j < len(v); j++ {
 				if v[j] < 0x20 || v[j] > 0x7e {
-					return nil, fieldErrorf(path+".value", "byte %#x at %d is not printable ASCII (key %q)", v[j], j, key)
+					return nil, fieldErrorf(path+field, "byte %#x at %d is not printable ASCII (key %q)", v[j], j, truncate(key))
 				}
 			}
 		}
@@ -397,8 +405,8 @@ func validMetadataKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("must not be empty")
-	case len(key) >= maxHeaderKeyLen:
-		return fmt.Errorf("longer than %d bytes", maxHeaderKeyLen-1)
+	case len(key) > maxHeaderKeyLen:
+		return fmt.Errorf("longer than %d bytes", maxHeaderKeyLen)
 	case key == "host" || strings.HasPrefix(key, ":"):
 		return errors.New("a pseudo-header or host cannot be set")
 	case strings.HasPrefix(key, "grpc-"):
