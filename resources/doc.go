@@ -173,7 +173,7 @@
 // given; from any other its target must be a key of the bootstrap's
 // allowed_grpc_services (else the Listener is invalid, the error naming
 // the target), whose credentials are used, and its initial_metadata is
-// ignored. Each initial_metadata header's value is its raw_value when set,
+// ignored, once valid: it is validated whoever sent it. Each initial_metadata header's value is its raw_value when set,
 // else its value, -bin or not (gRFC A102's HeaderValue). Such a Listener
 // depends on its source ([SourceDependent]).
 // The external processing filter (gRFC A93) is registered for neither side

@@ -151,7 +151,8 @@ const (
 // for the server in ctx (none known: untrusted). From an untrusted server
 // a target the bootstrap does not allow is an error naming it; the check
 // is left out only when no bootstrap is known (a resource decoded outside
-// a client), as the other bootstrap checks are.
+// a client), as the other bootstrap checks are. initial_metadata is
+// validated from any server and used only from a trusted one.
 func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, error) {
 	gg := m.GetGoogleGrpc()
 	if gg == nil {
@@ -173,10 +174,16 @@ func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, 
 			return nil, fieldErrorf("timeout", "must be positive, got %v", g.Timeout)
 		}
 	}
+	// gRFC A102 validates initial_metadata as part of the GrpcService
+	// whoever sent it (an invalid field makes the resource invalid);
+	// trust decides only whether it is used.
+	md, err := initialMetadata(m.GetInitialMetadata())
+	if err != nil {
+		return nil, err
+	}
 	srv := ctx.server()
 	if srv != nil && srv.TrustedXDSServer() {
-		g.Trusted = true
-		var err error
+		g.Trusted, g.InitialMetadata = true, md
 		cc, err := channelCredentialsPlugin(ctx, gg.GetChannelCredentialsPlugin())
 		if err != nil {
 			return nil, at("google_grpc.channel_credentials_plugin", err)
@@ -184,9 +191,6 @@ func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, 
 		g.ChannelCredentials, g.TLS, g.XdsFallback = cc.kind, cc.tls, cc.xds
 		if g.AccessTokens, err = callCredentialsPlugin(gg.GetCallCredentialsPlugin()); err != nil {
 			return nil, at("google_grpc.call_credentials_plugin", err)
-		}
-		if g.InitialMetadata, err = initialMetadata(m.GetInitialMetadata()); err != nil {
-			return nil, err
 		}
 		return g, nil
 	}

@@ -84,9 +84,12 @@ func shortHeaders(hs ...HeaderValue) string {
 // the name (empty, upper case, host, a pseudo-header, grpc-, not a gRPC
 // header name, over 16384 bytes) and the value read (raw_value when set,
 // else value: over 16384 bytes, or not printable ASCII for a header that
-// is not -bin).
+// is not -bin). The GrpcService is validated whoever sent it: an
+// untrusted server's initial_metadata is ignored once valid, not exempt
+// from validation (A102: a field that fails validation makes the
+// resource invalid).
 func TestGrpcServiceInitialMetadataInvalid(t *testing.T) {
-	trusted, _ := authzContexts()
+	trusted, untrusted := authzContexts()
 	over := strings.Repeat("v", 16385)
 	for _, tc := range []struct {
 		name string
@@ -110,6 +113,8 @@ func TestGrpcServiceInitialMetadataInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ok := &corev3.HeaderValue{Key: "x-ok", Value: "v"}
 			_, err := decodeMetadata(t, trusted, ok, tc.h)
+			checkErr(t, err, "grpc_service."+tc.want)
+			_, err = decodeMetadata(t, untrusted, ok, tc.h)
 			checkErr(t, err, "grpc_service."+tc.want)
 		})
 	}
