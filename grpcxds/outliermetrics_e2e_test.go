@@ -67,8 +67,9 @@ func (r *eventRecorder) wait(t *testing.T, ctx context.Context, when string, wan
 
 // gRFC A91 end to end, against go-control-plane's server: outlier
 // detection's failure percentage ejects the backend failing every RPC,
-// measured as an enforced ejection labelled with the channel's target,
-// the cluster (gRFC A89's grpc.lb.backend_service) and the method.
+// measured once as an enforced ejection labelled with the channel's
+// target, the cluster (gRFC A89's grpc.lb.backend_service) and the
+// method.
 func TestOutlierMetricsEndToEnd(t *testing.T) {
 	t.Parallel()
 	rec := newEventRecorder()
@@ -91,5 +92,16 @@ func TestOutlierMetricsEndToEnd(t *testing.T) {
 	// Round robin over the three: every third RPC fails until "bad" is
 	// ejected; 30 successes in a row mean it is out.
 	e.waitServed(conn, 30, func(name string) bool { return name == "a" || name == "b" })
-	rec.wait(t, e.ctx, "bad ejected", conn.CanonicalTarget()+" A failure_percentage enforced")
+	enforced := conn.CanonicalTarget() + " A failure_percentage enforced"
+	rec.wait(t, e.ctx, "bad ejected", enforced)
+	// Found again while ejected, it is not counted again (its ejection
+	// runs on for the test): more RPCs, and the intervals they span, add
+	// nothing.
+	e.waitServed(conn, 30, func(name string) bool { return name == "a" || name == "b" })
+	rec.mu.Lock()
+	got := slices.Clone(rec.lines)
+	rec.mu.Unlock()
+	if want := []string{enforced}; !slices.Equal(got, want) {
+		t.Errorf("measured %q, want %q", got, want)
+	}
 }
