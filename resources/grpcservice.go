@@ -11,7 +11,6 @@ import (
 	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
 	googledefaultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/google_default/v3"
 	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
-	localv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/local/v3"
 	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -81,8 +80,12 @@ type GrpcChannelCredentials string
 const (
 	GrpcChannelInsecure      GrpcChannelCredentials = "insecure"
 	GrpcChannelGoogleDefault GrpcChannelCredentials = "google_default"
-	GrpcChannelLocal         GrpcChannelCredentials = "local"
 	GrpcChannelTLS           GrpcChannelCredentials = "tls"
+	// GrpcChannelLocal is no longer read: gRFC A102 dropped
+	// LocalCredentials (grpc/proposal f616fce), so the decoder skips that
+	// type as it does any other it does not know. Kept for the side
+	// channels that still build it.
+	GrpcChannelLocal GrpcChannelCredentials = "local"
 )
 
 // GrpcTLSCredentials is a TlsCredentials plugin: certificate provider
@@ -230,7 +233,6 @@ func validateTargetURI(target string) error {
 const (
 	insecureCredsName      = "envoy.extensions.grpc_service.channel_credentials.insecure.v3.InsecureCredentials"
 	googleDefaultCredsName = "envoy.extensions.grpc_service.channel_credentials.google_default.v3.GoogleDefaultCredentials"
-	localCredsName         = "envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"
 	tlsCredsName           = "envoy.extensions.grpc_service.channel_credentials.tls.v3.TlsCredentials"
 	xdsCredsName           = "envoy.extensions.grpc_service.channel_credentials.xds.v3.XdsCredentials"
 	accessTokenCredsName   = "envoy.extensions.grpc_service.call_credentials.access_token.v3.AccessTokenCredentials"
@@ -259,7 +261,7 @@ func channelCredentialsPlugin(ctx *DecodeContext, list []*anypb.Any) (channelCre
 	for i, a := range list {
 		types[i] = messageName(a.GetTypeUrl())
 	}
-	return channelCreds{}, fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials, XdsCredentials)", types)
+	return channelCreds{}, fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, TlsCredentials, XdsCredentials)", types)
 }
 
 // channelCredential reads one entry; ok is false for a type goxds does not
@@ -273,8 +275,6 @@ func channelCredential(ctx *DecodeContext, a *anypb.Any, withXds bool) (cc chann
 		cc.kind, m = GrpcChannelInsecure, new(insecurev3.InsecureCredentials)
 	case googleDefaultCredsName:
 		cc.kind, m = GrpcChannelGoogleDefault, new(googledefaultv3.GoogleDefaultCredentials)
-	case localCredsName:
-		cc.kind, m = GrpcChannelLocal, new(localv3.LocalCredentials)
 	case tlsCredsName:
 		cc.kind, m = GrpcChannelTLS, new(tlscredsv3.TlsCredentials)
 	case xdsCredsName:
@@ -303,7 +303,7 @@ func channelCredential(ctx *DecodeContext, a *anypb.Any, withXds bool) (cc chann
 			return cc, false, at("fallback_credentials", err)
 		}
 		if !ok {
-			return cc, false, fieldErrorf("fallback_credentials", "unsupported type %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials)", messageName(fb.GetTypeUrl()))
+			return cc, false, fieldErrorf("fallback_credentials", "unsupported type %q (supported: InsecureCredentials, GoogleDefaultCredentials, TlsCredentials)", messageName(fb.GetTypeUrl()))
 		}
 		cc.xds = true
 	}
