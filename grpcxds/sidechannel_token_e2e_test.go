@@ -2,10 +2,15 @@ package grpcxds_test
 
 import (
 	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
@@ -88,5 +93,61 @@ func TestExtAuthzClientAccessTokens(t *testing.T) {
 				t.Fatalf("the service saw authorization %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// gRFC A102 with A97's call credentials: a GrpcService from an untrusted
+// server gets the credentials of its allowed_grpc_services entry, call
+// credentials included. Here a TLS entry with a jwt_token_file: the
+// authorization service sees the file's token as a bearer token, and none
+// of the GrpcService's own initial metadata.
+func TestExtAuthzClientAllowedServiceCallCredentials(t *testing.T) {
+	pki := testutils.NewPKI(t)
+	srvCert := pki.Issue("authz", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	a, err := testutils.StartAuthzServer(authzAllowUnlessDeny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert.TLS}})))
+	authv3.RegisterAuthorizationServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	target := "passthrough:///" + lis.Addr().String()
+
+	// An unsigned JWT: the client reads only its exp (gRFC A97).
+	enc := base64.RawURLEncoding
+	token := enc.EncodeToString([]byte(`{"alg":"none","typ":"JWT"}`)) + "." +
+		enc.EncodeToString([]byte(fmt.Sprintf(`{"sub":"side","exp":%d}`, time.Now().Add(time.Hour).Unix()))) + "." + enc.EncodeToString([]byte("sig"))
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := json.Marshal(map[string]string{"ca_certificate_file": pki.CAFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := authzEnv(t, func(c *bootstrap.Config) {
+		c.AllowedGRPCServices = map[string]bootstrap.AllowedGRPCService{target: {
+			ChannelCreds: []bootstrap.ChannelCreds{{Type: bootstrap.CredsTLS, Config: tlsConfig}},
+			CallCreds:    []bootstrap.CallCreds{{Type: bootstrap.CallCredsJWTTokenFile, JWT: &bootstrap.JWTCallCreds{TokenFile: tokenFile}}},
+		}}
+	})
+	b := startBackend(t, "a")
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter(target, nil)))
+	if _, err := call(e.ctx, e.dial(), grpc.WaitForReady(true)); err != nil {
+		t.Fatal(err)
+	}
+	checks := a.Checks()
+	if len(checks) != 1 {
+		t.Fatalf("%d checks, want 1", len(checks))
+	}
+	md := checks[0].Metadata
+	if got := strings.Join(md.Get("authorization"), ","); got != "Bearer "+token || len(md.Get("x-tenant")) != 0 {
+		t.Fatalf("the service saw authorization %q and x-tenant %q; want the token file's bearer token, no initial metadata", got, md.Get("x-tenant"))
 	}
 }
