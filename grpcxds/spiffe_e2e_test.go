@@ -3,6 +3,7 @@ package grpcxds_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +30,12 @@ func newSPIFFEEnv(t *testing.T, m *mesh, domains map[string]*testutils.PKI) *env
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSPIFFEEnvFile(t, m, bundles)
+}
+
+// newSPIFFEEnvFile is newSPIFFEEnv with the map at path bundles.
+func newSPIFFEEnvFile(t *testing.T, m *mesh, bundles string) *env {
+	t.Helper()
 	roots, err := json.Marshal(map[string]string{"spiffe_trust_bundle_map_file": bundles, "ca_certificate_file": testutils.NewPKI(t).CAFile})
 	if err != nil {
 		t.Fatal(err)
@@ -103,5 +110,25 @@ func TestClusterTLSWithSPIFFEBundleMap(t *testing.T) {
 				t.Errorf("the server saw %d plaintext connections", p)
 			}
 		})
+	}
+}
+
+// gRFC A87: a map that cannot be read when the provider starts leaves it
+// with no map, and new connections fail their handshake: the cluster's
+// RPCs fail with UNAVAILABLE, and nothing is sent in plaintext.
+func TestClusterTLSWithUnreadableSPIFFEBundleMap(t *testing.T) {
+	t.Parallel()
+	m := newMesh(t)
+	e := newSPIFFEEnvFile(t, m, filepath.Join(t.TempDir(), "missing.json"))
+	a := startTLSBackend(t, "a", m, 0)
+	e.update(tree(routes(toCluster(prefix("/"), "A")),
+		[]*clusterv3.Cluster{secureCluster(t, "A", "id", "roots", exactSAN(serverSPIFFE))}, eds("A", a.backend)))
+	err := e.waitFailing(e.dial(xdsCreds(t)))
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("RPC error = %v, want UNAVAILABLE", err)
+	}
+	t.Logf("RPC error: %v", err)
+	if p := a.plaintext.Load(); p != 0 {
+		t.Errorf("the server saw %d plaintext connections", p)
 	}
 }
