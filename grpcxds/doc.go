@@ -303,7 +303,9 @@
 // them (route.GRPCHeaders) and whether a failed attempt is retried
 // (route.RetryState.NextGRPC) are dataplane/route's rules, and the HTTP
 // filters dataplane/httpfilter's (filterchain.go, fault.go and extauthz.go
-// bind them). HTTP CONNECT's dial is internal/httpconnect's, shared with
+// bind them; the rest of ext_authz's and ext_proc's binding to grpc-go's
+// RPCs, the part a server shares, is internal/extauthzgrpc's and
+// internal/extprocgrpc's, which the interceptors call). HTTP CONNECT's dial is internal/httpconnect's, shared with
 // httpxds's client, and the client the Builder lends its channels
 // internal/sharedclient's.
 package grpcxds

@@ -10,7 +10,10 @@ import (
 )
 
 // The selection is the RPC as the HTTP filters see it
-// (httpfilter.Request): its outgoing metadata are its headers.
+// (httpfilter.Request): its outgoing metadata are its headers. The rest
+// of the external authorization filter's binding to grpc-go (the
+// response headers a check adds, on a unary RPC's call options or a
+// stream's headers) is internal/extauthzgrpc's; the interceptors call it.
 
 // AuthzRequest implements httpfilter.Request: the RPC's method and
 // outgoing metadata.
@@ -50,52 +53,6 @@ func deliverDenial(err error, opts []grpc.CallOption) error {
 	if !ok {
 		return err
 	}
-	for _, o := range opts {
-		if t, ok := o.(grpc.TrailerCallOption); ok && t.TrailerAddr != nil {
-			*t.TrailerAddr = d.trailer.Copy()
-		}
-	}
+	extauthzgrpc.SetTrailerOption(opts, d.trailer)
 	return d.st.Err()
-}
-
-// addResponseHeaders applies ms, an allowed RPC's response headers to add,
-// to the response headers gRPC put in the RPC's grpc.Header call options.
-// An RPC that got no response headers (a trailers-only response, or no
-// server reached) gets none added: there is no header block to add to.
-func addResponseHeaders(opts []grpc.CallOption, ms []extauthz.Mutation) {
-	for _, o := range opts {
-		if h, ok := o.(grpc.HeaderCallOption); ok && h.HeaderAddr != nil && *h.HeaderAddr != nil {
-			*h.HeaderAddr = extauthzgrpc.Mutations(*h.HeaderAddr, ms)
-		}
-	}
-}
-
-// authzHeaderStream is a stream whose RPC the authorization service
-// allowed with response headers to add: Header gives the server's with
-// them, and so do the grpc.Header call options once the stream ends.
-type authzHeaderStream struct {
-	*retryStream
-	ms   []extauthz.Mutation
-	done bool // the call options were changed; only the receiving goroutine
-}
-
-// Header implements grpc.ClientStream.
-func (s *authzHeaderStream) Header() (metadata.MD, error) {
-	md, err := s.retryStream.Header()
-	if md == nil {
-		return md, err
-	}
-	return extauthzgrpc.Mutations(md, s.ms), err
-}
-
-// RecvMsg implements grpc.ClientStream. gRPC fills the call options when
-// the stream ends: at the error that ends it, or at the one response of a
-// stream the server does not stream.
-func (s *authzHeaderStream) RecvMsg(m any) error {
-	err := s.retryStream.RecvMsg(m)
-	if !s.done && (err != nil || !s.desc.ServerStreams) {
-		s.done = true
-		addResponseHeaders(s.opts, s.ms)
-	}
-	return err
 }

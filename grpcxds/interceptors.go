@@ -15,6 +15,8 @@ import (
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/dataplane/httpfilter"
 	"github.com/goxds/xds/dataplane/route"
+	"github.com/goxds/xds/internal/extauthzgrpc"
+	"github.com/goxds/xds/internal/extprocgrpc"
 )
 
 // maxReplayBytes bounds what a stream keeps of its sent messages to replay
@@ -27,8 +29,9 @@ const maxReplayBytes = 256 << 10
 // the RPC's context and selection, whose finish the caller calls once the
 // RPC is over, the changes the filters make to the response headers
 // (nil for most RPCs), and the external processing filters that run on
-// the rest of the RPC (nil for most: extproc.go). A nil selection means
-// the RPC goes to gRPC as it is, to fail there (a closed channel).
+// the rest of the RPC (nil for most: internal/extprocgrpc). A nil
+// selection means the RPC goes to gRPC as it is, to fail there (a closed
+// channel).
 func (cs *channelState) start(ctx context.Context, method string, cc *grpc.ClientConn, opts []grpc.CallOption) (context.Context, *selection, []extauthz.Mutation, []*httpfilter.Proc, error) {
 	cfg, err := cs.current(ctx, cc, waitForReady(opts))
 	if err != nil || cfg == nil {
@@ -109,11 +112,11 @@ func (cs *channelState) unary(appCtx context.Context, method string, req, reply 
 	if respHeaders != nil {
 		// Deferred after finish, so run before it: once gRPC has filled
 		// the call options, whichever way the RPC ended.
-		defer addResponseHeaders(opts, respHeaders)
+		defer extauthzgrpc.AddResponseHeaders(opts, respHeaders)
 	}
 	if procs != nil {
-		// Once per RPC, outside its attempts (extproc.go).
-		return cs.unaryProc(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
+		// Once per RPC, outside its attempts (internal/extprocgrpc).
+		return extprocgrpc.InvokeUnary(appCtx, ctx, procs, req, reply, opts, func(ctx context.Context, req any, opts []grpc.CallOption) error {
 			return cs.invokeAttempts(ctx, sel, method, req, reply, cc, invoker, opts)
 		})
 	}
@@ -167,16 +170,16 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 	if err != nil {
 		return nil, deliverDenial(err, opts)
 	}
-	var ps *procSet
+	var ps *extprocgrpc.ClientRPC
 	if procs != nil {
-		// Once per RPC, outside its attempts (extproc.go).
-		ctx, ps = newProcSet(appCtx, ctx, procs, !desc.ServerStreams)
-		opts = ps.callOptions(opts)
+		// Once per RPC, outside its attempts (internal/extprocgrpc).
+		ctx, ps = extprocgrpc.NewClientRPC(appCtx, ctx, procs, !desc.ServerStreams)
+		opts = ps.CallOptions(opts)
 	}
 	first, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
 		sel.finish()
-		return nil, ps.finish(err)
+		return nil, ps.Finish(err)
 	}
 	s := &retryStream{cs: cs, ctx: ctx, desc: desc, cc: cc, method: method, streamer: streamer, opts: opts, attempt: first}
 	s.rs.Attempts = 1
@@ -186,10 +189,10 @@ func (cs *channelState) stream(appCtx context.Context, desc *grpc.StreamDesc, cc
 	s.committed = s.policy == nil
 	var out grpc.ClientStream = s
 	if respHeaders != nil {
-		out = &authzHeaderStream{retryStream: s, ms: respHeaders}
+		out = extauthzgrpc.WithResponseHeaders(s, desc, opts, respHeaders)
 	}
 	if ps != nil {
-		return ps.wrap(out, desc, opts), nil
+		return ps.Wrap(out, desc, opts), nil
 	}
 	return out, nil
 }

@@ -72,7 +72,10 @@
 //
 // The external processing filter (gRFC A93, draft 07a7c11) sends the RPC's
 // events to the processor its GrpcService names, on one stream per RPC,
-// as the processing mode says; the engine is package dataplane/extproc.
+// as the processing mode says; the engine is package dataplane/extproc,
+// its binding to grpc-go's server (the wrapped streams) package
+// internal/extprocgrpc's, as the check's of ext_authz is
+// internal/extauthzgrpc's.
 // The client's headers (with :path and :method) go while the chain's
 // filters run, so the filters after it, and the handler, see the
 // processor's changes; the handler's headers and trailers (the latter

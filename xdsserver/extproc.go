@@ -3,12 +3,9 @@ package xdsserver
 import (
 	"context"
 	"net/netip"
-	"strconv"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/extproc"
 	"github.com/goxds/xds/internal/extprocgrpc"
@@ -17,137 +14,22 @@ import (
 
 // The external processing filter (gRFC A93) on the server: the RPC's
 // events go to the processor as dataplane/extproc's Call decides, and
-// this file and extproc_rpc.go bind the Call to grpc-go's server API: the
-// client's headers are processed while the chain's filters run (so that
-// the filters after it see the processor's changes), the messages and
-// the server's headers and trailers through a wrapped ServerStream and
-// ServerTransportStream (procRPC) around the handler.
+// internal/extprocgrpc binds the Call to grpc-go's server API (the
+// client's headers while the chain's filters run, the rest of the RPC
+// around the handler: ServeUnary, ServeStream). What is here is the
+// server's: the filter's configuration, the channel to the processor
+// (the server's, kept until Stop) and the server's metrics.
 
 // extProc starts an external processing filter on an RPC to method: f is
-// the chain's filter and cfg its effective configuration. It sends the
-// client's headers (with :path and :method, which the metadata lacks)
-// and returns the filter's state for the rest of the RPC, and the context
-// the RPC goes on with: the processor's changes in its incoming metadata,
-// the filter's ServerTransportStream, and cancelled when the filter fails
-// the RPC. An error is the status the RPC fails with; the filter is then
-// over (nil procRPC).
+// the chain's filter and cfg its effective configuration. It returns
+// extprocgrpc.StartServerRPC's filter state for the rest of the RPC and
+// the context the RPC goes on with, or the status the RPC fails with.
 func (s *GRPCServer) extProc(ctx context.Context, f *resources.HTTPFilter, cfg resources.HTTPFilterConfig,
-	method string, md metadata.MD, local, remote netip.AddrPort) (*procRPC, context.Context, error) {
+	method string, md metadata.MD, local, remote netip.AddrPort) (*extprocgrpc.ServerRPC, context.Context, error) {
 	c, err := resources.ExtProcOf(cfg, f.Parsed)
 	if err != nil {
 		return nil, ctx, s.rpcError(codes.Internal, "HTTP filter %q: %v", f.Name, err)
 	}
-	var client extproc.Client
-	if client, err = extprocgrpc.NewClient(&s.authzChannels, c.GrpcService); err != nil {
-		// No channel can be made: as a stream that fails to open, which
-		// failure_mode_allow may let through.
-		client = failingProcClient{err}
-	}
-	real := grpc.ServerTransportStreamFromContext(ctx)
-	if real == nil {
-		return nil, ctx, status.Error(codes.Internal, "xdsserver: ext_proc: RPC without a ServerTransportStream")
-	}
-	if c.Modes.ResponseBody && !c.ObservabilityMode {
-		// gRFC A93: the processor's messages are not compressed, since
-		// whether the handler's could be (a sensitive payload) does not
-		// carry over to them. grpc-go's per-RPC setting, on the transport's
-		// own stream (an earlier processing filter wraps it).
-		base := real
-		for pr, ok := base.(*procRPC); ok; pr, ok = base.(*procRPC) {
-			base = pr.real
-		}
-		_ = grpc.SetSendCompressor(grpc.NewContextWithServerTransportStream(ctx, base), "identity")
-	}
-	var attrs map[string]any
-	if len(c.RequestAttributes) > 0 || len(c.ResponseAttributes) > 0 {
-		attrs = procAttributes(method, md, local, remote)
-	}
-	call := s.withProcMetrics(extproc.New(s.procOwner, c, client)).NewCall(ctx, attrs)
-	h := make(map[string][]string, len(md)+2)
-	for k, v := range md {
-		h[k] = v
-	}
-	h[":path"], h[":method"] = []string{method}, []string{"POST"}
-	// The RPC's end (its deadline, the client's cancel) ends the filter's
-	// waits for the processor, this first one included.
-	stopDone := context.AfterFunc(ctx, call.Done)
-	out, err := call.ClientHeaders(h)
-	if err != nil {
-		stopDone()
-		call.Done()
-		return nil, ctx, rpcStatus(ctx, err)
-	}
-	// Pseudo-headers are never changed (gRFC A102); the two added are not
-	// metadata.
-	delete(out, ":path")
-	delete(out, ":method")
-	ctx = metadata.NewIncomingContext(ctx, metadata.MD(out))
-	p := newProcRPC(ctx, call, c.Modes, real, stopDone)
-	return p, grpc.NewContextWithServerTransportStream(p.ctx, p), nil
-}
-
-// procAttributes are the attributes of an RPC the filter can send (gRFC
-// A93's request_attributes, the names of gRFC A106's CEL attributes that
-// a gRPC server knows before its handler runs); the configuration picks
-// among them.
-func procAttributes(method string, md metadata.MD, local, remote netip.AddrPort) map[string]any {
-	a := extproc.RequestAttributes(method, md)
-	a["source.address"] = remote.Addr().String()
-	a["source.port"] = strconv.Itoa(int(remote.Port()))
-	a["destination.address"] = local.Addr().String()
-	a["destination.port"] = strconv.Itoa(int(local.Port()))
-	return a
-}
-
-// procPrefix starts the server side's ext_proc error texts.
-const procPrefix = "xdsserver: ext_proc"
-
-// rpcStatus is extprocgrpc.Status(err), or the RPC's own end when ctx, the RPC's
-// context, is done: the RPC's end ended the processing stream, and its
-// error (a cancel) must not reach the client in place of the deadline the
-// client set, which the server's context may see first.
-func rpcStatus(ctx context.Context, err error) error {
-	if cerr := ctx.Err(); cerr != nil && err != nil {
-		return status.FromContextError(cerr).Err()
-	}
-	return extprocgrpc.Status(err)
-}
-
-// failingProcClient fails to open every stream with err.
-type failingProcClient struct{ err error }
-
-func (f failingProcClient) Open(context.Context) (extproc.Stream, error) { return nil, f.err }
-
-// unaryThrough runs the handler of a unary RPC inside the external
-// processing filters procs set up (in chain order: the last is nearest
-// the handler), or, when denied is set (a filter after them failed the
-// RPC), only their response side with that status.
-func unaryThrough(ctx context.Context, procs []*procRPC, req any, handler grpc.UnaryHandler, denied error) (any, error) {
-	if len(procs) == 0 {
-		if denied != nil {
-			return nil, denied
-		}
-		return handler(ctx, req)
-	}
-	return procs[0].unary(ctx, req, denied != nil, func(ctx context.Context, req any) (any, error) {
-		return unaryThrough(ctx, procs[1:], req, handler, denied)
-	})
-}
-
-// streamThrough runs the handler of a streaming RPC inside the external
-// processing filters procs set up, as unaryThrough does; ctx is the RPC's
-// context after every filter.
-func streamThrough(ctx context.Context, srv any, ss grpc.ServerStream, procs []*procRPC, handler grpc.StreamHandler, denied error) error {
-	for _, p := range procs {
-		p.link.next = ss
-		ss = &procStream{p: p}
-	}
-	err := denied
-	if err == nil {
-		err = handler(srv, serverStream{ss, ctx})
-	}
-	for i := len(procs) - 1; i >= 0; i-- {
-		err = procs[i].finish(err)
-	}
-	return err
+	proc := s.withProcMetrics(extproc.New(s.procOwner, c, extprocgrpc.ClientOrFailing(&s.authzChannels, c.GrpcService)))
+	return extprocgrpc.StartServerRPC(ctx, c, proc, method, md, local, remote)
 }

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/authz"
+	"github.com/goxds/xds/internal/extprocgrpc"
 	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/resources"
 )
@@ -23,7 +24,7 @@ import (
 func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	procs, err := g.check(&ctx, info.FullMethod)
 	if len(procs) > 0 {
-		return unaryThrough(ctx, procs, req, handler, err)
+		return extprocgrpc.ServeUnary(ctx, procs, req, handler, err)
 	}
 	if err != nil {
 		return nil, err
@@ -37,7 +38,7 @@ func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	ctx := ss.Context()
 	procs, err := g.check(&ctx, info.FullMethod)
 	if len(procs) > 0 {
-		return streamThrough(ctx, srv, ss, procs, handler, err)
+		return extprocgrpc.ServeStream(ctx, srv, ss, procs, handler, err)
 	}
 	if err != nil {
 		return err
@@ -58,7 +59,7 @@ func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // metadata). The external processing filters started are returned, even
 // with an error (a filter after them failed the RPC), for the caller to
 // run the rest of the RPC through.
-func (g *generation) check(ctxp *context.Context, method string) ([]*procRPC, error) {
+func (g *generation) check(ctxp *context.Context, method string) ([]*extprocgrpc.ServerRPC, error) {
 	ctx := *ctxp
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.LocalAddr == nil || p.Addr == nil {
@@ -101,7 +102,7 @@ func (g *generation) check(ctxp *context.Context, method string) ([]*procRPC, er
 		// gRFC A36: a server only serves routes that say so.
 		return nil, s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
-	var procs []*procRPC
+	var procs []*extprocgrpc.ServerRPC
 	err = g.runFilters(ctxp, &procs, fc, vh, route, method, md, local, remote, p)
 	return procs, err
 }
@@ -113,7 +114,7 @@ func (g *generation) check(ctxp *context.Context, method string) ([]*procRPC, er
 // and otherwise fails the RPC: it may be a security filter.
 // *ctxp is the RPC's context, which ext_authz and ext_proc may replace;
 // the external processing filters started are appended to *procs.
-func (g *generation) runFilters(ctxp *context.Context, procs *[]*procRPC, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+func (g *generation) runFilters(ctxp *context.Context, procs *[]*extprocgrpc.ServerRPC, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
 	s := g.l.s
 	for i := range fc.HTTPFilters {

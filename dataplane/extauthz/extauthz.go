@@ -174,6 +174,17 @@ type Client interface {
 	Check(ctx context.Context, req *CheckRequest) (*CheckResponse, error)
 }
 
+// FailingClient is a Client whose checks all fail with err: an adapter's
+// client of a service no channel can be made to, so that the check fails
+// as a failed call does, which the failure mode decides.
+func FailingClient(err error) Client { return failingClient{err} }
+
+type failingClient struct{ err error }
+
+func (f failingClient) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
+	return nil, f.err
+}
+
 // Outcome is which way a check went.
 type Outcome int
 

@@ -46,3 +46,23 @@ func RequestAttributes(path string, headers map[string][]string) map[string]any 
 	}
 	return a
 }
+
+// ClientMetadata runs a gRPC request's headers (its metadata, md, which
+// has no pseudo-headers) through ClientHeaders with :path path and
+// :method POST added, and returns the headers the request goes on with:
+// the processor's answer without the two, which are never changed (gRFC
+// A102) and are not metadata. md is not changed.
+func (c *Call) ClientMetadata(path string, md map[string][]string) (map[string][]string, error) {
+	h := make(map[string][]string, len(md)+2)
+	for k, v := range md {
+		h[k] = v
+	}
+	h[":path"], h[":method"] = []string{path}, []string{"POST"}
+	out, err := c.ClientHeaders(h)
+	if err != nil {
+		return nil, err
+	}
+	delete(out, ":path")
+	delete(out, ":method")
+	return out, nil
+}

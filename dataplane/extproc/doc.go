@@ -76,7 +76,8 @@
 // # Not done
 //
 // Trace propagation is not implemented. The adapters:
-// internal/extprocgrpc (the gRPC processing stream), xdsserver (the
-// server runtime), and grpcxds with dataplane/httpfilter (the client
-// runtime).
+// internal/extprocgrpc (the gRPC processing stream, and the Sessions'
+// binding to grpc-go's RPCs on both sides), called by xdsserver (the
+// server's filter loop) and by grpcxds with dataplane/httpfilter (the
+// client's chain and interceptors).
 package extproc

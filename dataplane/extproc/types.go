@@ -177,6 +177,16 @@ type Client interface {
 	Open(ctx context.Context) (Stream, error)
 }
 
+// FailingClient is a Client whose streams all fail to open with err: an
+// adapter's client of a service no channel can be made to, so that the
+// filter fails as for a stream that does not open, which
+// failure_mode_allow may let through.
+func FailingClient(err error) Client { return failingClient{err} }
+
+type failingClient struct{ err error }
+
+func (f failingClient) Open(context.Context) (Stream, error) { return nil, f.err }
+
 // Status is the status an RPC fails with: the processor's immediate
 // response, or INTERNAL when its stream failed.
 type Status struct {

@@ -87,7 +87,7 @@ type AuthzObserver interface {
 // when none can be had, for the failure mode to decide.
 func (r *authzRuntime) client(gs *resources.GrpcService, contextExtensions map[string]string) extauthz.Client {
 	if r.clients == nil {
-		return failedClient{fmt.Errorf("no channel to the authorization service %q can be made here", gs.TargetURI)}
+		return extauthz.FailingClient(fmt.Errorf("no channel to the authorization service %q can be made here", gs.TargetURI))
 	}
 	var cl extauthz.Client
 	var err error
@@ -97,14 +97,7 @@ func (r *authzRuntime) client(gs *resources.GrpcService, contextExtensions map[s
 		cl, err = r.clients.Client(gs)
 	}
 	if err != nil {
-		return failedClient{err}
+		return extauthz.FailingClient(err)
 	}
 	return cl
-}
-
-// failedClient fails every check with err: the failure mode decides.
-type failedClient struct{ err error }
-
-func (f failedClient) Check(context.Context, *extauthz.CheckRequest) (*extauthz.CheckResponse, error) {
-	return nil, f.err
 }

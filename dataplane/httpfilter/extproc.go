@@ -127,12 +127,7 @@ func (r *procRuntime) startProc(ctx context.Context, config resources.HTTPFilter
 	if !c.Modes.RequestHeaders {
 		return p, nil
 	}
-	h := make(map[string][]string, len(areq.Headers)+2)
-	for k, v := range areq.Headers {
-		h[k] = v
-	}
-	h[":path"], h[":method"] = []string{areq.Path}, []string{"POST"}
-	out, err := call.ClientHeaders(h)
+	out, err := call.ClientMetadata(areq.Path, areq.Headers)
 	if err != nil {
 		p.Release()
 		d := procDenial(r.name, err)
@@ -144,10 +139,6 @@ func (r *procRuntime) startProc(ctx context.Context, config resources.HTTPFilter
 	if c.ObservabilityMode {
 		return p, nil
 	}
-	// Pseudo-headers are never changed (gRFC A102); the two added are not
-	// the request's headers.
-	delete(out, ":path")
-	delete(out, ":method")
 	rep.ReplaceHeaders(out)
 	return p, nil
 }
@@ -168,12 +159,7 @@ func procDenial(name string, err error) *Denial {
 func (r *procRuntime) client(gs *resources.GrpcService) extproc.Client {
 	cl, err := r.clients.ProcClient(gs)
 	if err != nil {
-		return failedProcClient{err}
+		return extproc.FailingClient(err)
 	}
 	return cl
 }
-
-// failedProcClient fails to open every stream with err.
-type failedProcClient struct{ err error }
-
-func (f failedProcClient) Open(context.Context) (extproc.Stream, error) { return nil, f.err }

@@ -11,10 +11,10 @@ import (
 	"github.com/goxds/xds/dataplane/extproc"
 )
 
-// The pieces below are what the client's (grpcxds) and the server's
-// (xdsserver) interceptors both do around an extproc.Call. Error texts
-// start with prefix, the side's own ("goxds: ext_proc", "xdsserver:
-// ext_proc"), so that an RPC's status says which side failed it.
+// The pieces below are what the client's (client_rpc.go) and the
+// server's (server_rpc.go) sides both do around an extproc.Call. Error
+// texts start with prefix, the side's own (ClientPrefix, ServerPrefix),
+// so that an RPC's status says which side failed it.
 
 // Status is err as the status an RPC ends with: a Call's *extproc.Status
 // as a gRPC status (its message as given), a context's end as gRPC's,
@@ -87,7 +87,14 @@ func UnaryRequest(ctx context.Context, c *extproc.Call, prefix string, req any) 
 		}
 	}
 	if n != 1 {
-		return nil, status.Errorf(codes.Internal, "%s: the processor gave %d request messages for a unary RPC, want 1", prefix, n)
+		return nil, notOneMessage(prefix, "request", n)
 	}
 	return out, nil
+}
+
+// notOneMessage is the status of a unary RPC whose processor gave n
+// messages in direction dir ("request", "response"): INTERNAL, as a
+// unary RPC carries exactly one each way.
+func notOneMessage(prefix, dir string, n int) error {
+	return status.Errorf(codes.Internal, "%s: the processor gave %d %s messages for a unary RPC, want 1", prefix, n, dir)
 }

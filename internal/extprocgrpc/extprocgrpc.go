@@ -1,13 +1,21 @@
 // Package extprocgrpc binds the data plane's external processing
-// (dataplane/extproc, gRFC A93) to grpc-go: it opens processing streams
-// (envoy.service.ext_proc.v3.ExternalProcessor.Process) on the channel to
-// the service the filter's GrpcService names, which the owner's
-// extauthzgrpc.Channels keeps (gRFC A102's target and credentials), and
-// converts the data plane's plain messages to the protos and back.
-// Packages xdsserver and grpcxds use it, with the pieces of call.go
-// that both their interceptors run around an extproc.Call (a Call's
-// status as gRPC's, a message serialized for the processor and back, a
-// unary RPC's one request); httpxds runs no external processing.
+// (dataplane/extproc, gRFC A93) to grpc-go, both sides: it opens
+// processing streams (envoy.service.ext_proc.v3.ExternalProcessor.Process)
+// on the channel to the service the filter's GrpcService names, which the
+// owner's extauthzgrpc.Channels keeps (gRFC A102's target and
+// credentials), and converts the data plane's plain messages to the protos
+// and back; and it runs a grpc-go RPC through the filters' sessions
+// (extproc.Session): a channel's unary RPC and ClientStream
+// (client_rpc.go, client_stream.go: grpcxds's interceptors call
+// NewClientRPC and InvokeUnary once the chain has sent the headers), and
+// a server's RPC, its client headers among the chain's filters, then its
+// ServerStream and ServerTransportStream around the handler
+// (server_rpc.go, server_stream.go: xdsserver calls StartServerRPC,
+// ServeUnary and ServeStream). call.go has what both sides do around an
+// extproc.Call (a Call's status as gRPC's, a message serialized for the
+// processor and back, a unary RPC's one request). The adapters keep
+// their configuration, channels and metrics; httpxds runs no external
+// processing.
 package extprocgrpc
 
 import (

@@ -1,26 +1,23 @@
-package xdsserver
+package extprocgrpc
 
 import (
 	"context"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/extproc"
-	"github.com/goxds/xds/internal/extprocgrpc"
 	"github.com/goxds/xds/resources"
 )
 
-// procRPC is one external processing filter on one RPC, after the
-// client's headers: the ServerTransportStream the handler (and the
+// ServerRPC is one external processing filter on one server's RPC, after
+// the client's headers: the ServerTransportStream the handler (and the
 // filters after this one) set headers and trailers on, which the
 // filter's session (dataplane/extproc) holds until the processor has
 // seen them and runs the RPC's messages and end through. What is here
 // converts gRPC's types and statuses.
-type procRPC struct {
-	// Read-only after extProc.
+type ServerRPC struct {
+	// Read-only after StartServerRPC.
 	rpcCtx   context.Context // the RPC's, before this filter's cancel
 	ctx      context.Context // rpcCtx, cancelled when the filter fails the RPC
 	call     *extproc.Call
@@ -32,28 +29,28 @@ type procRPC struct {
 	stopDone func() bool // the RPC's end ending the call, undone
 }
 
-func newProcRPC(rpcCtx context.Context, call *extproc.Call, modes resources.ExtProcModes, real grpc.ServerTransportStream, stopDone func() bool) *procRPC {
+func newServerRPC(rpcCtx context.Context, call *extproc.Call, modes resources.ExtProcModes, real grpc.ServerTransportStream, stopDone func() bool) *ServerRPC {
 	ctx, cancel := context.WithCancel(rpcCtx)
-	p := &procRPC{rpcCtx: rpcCtx, ctx: ctx, call: call, modes: modes, real: real, link: &serverLink{real: real},
+	p := &ServerRPC{rpcCtx: rpcCtx, ctx: ctx, call: call, modes: modes, real: real, link: &serverLink{real: real},
 		cancel: cancel, stopDone: stopDone}
-	p.sess = call.Session(extproc.SessionOptions{Server: p.link, Ctx: rpcCtx, Fail: cancel, Code: extprocgrpc.Code, Prefix: procPrefix})
+	p.sess = call.Session(extproc.SessionOptions{Server: p.link, Ctx: rpcCtx, Fail: cancel, Code: Code, Prefix: ServerPrefix})
 	return p
 }
 
 // Method implements grpc.ServerTransportStream.
-func (p *procRPC) Method() string { return p.real.Method() }
+func (p *ServerRPC) Method() string { return p.real.Method() }
 
 // SetHeader implements grpc.ServerTransportStream: the headers are held
 // for the processor.
-func (p *procRPC) SetHeader(md metadata.MD) error { return extprocgrpc.Status(p.sess.SetHeader(md)) }
+func (p *ServerRPC) SetHeader(md metadata.MD) error { return Status(p.sess.SetHeader(md)) }
 
 // SendHeader implements grpc.ServerTransportStream: the headers go to the
 // processor, then as it says to the client.
-func (p *procRPC) SendHeader(md metadata.MD) error { return extprocgrpc.Status(p.sess.SendHeader(md)) }
+func (p *ServerRPC) SendHeader(md metadata.MD) error { return Status(p.sess.SendHeader(md)) }
 
 // SetTrailer implements grpc.ServerTransportStream: the trailers are held
 // for the processor.
-func (p *procRPC) SetTrailer(md metadata.MD) error {
+func (p *ServerRPC) SetTrailer(md metadata.MD) error {
 	p.sess.SetTrailer(md)
 	return nil
 }
@@ -62,8 +59,8 @@ func (p *procRPC) SetTrailer(md metadata.MD) error {
 // after this one) returned err: the session tells the processor the
 // response's end and sets the trailers it leaves, and the status the RPC
 // ends with is returned.
-func (p *procRPC) finish(err error) error {
-	ended := extprocgrpc.Status(p.sess.End(err))
+func (p *ServerRPC) finish(err error) error {
+	ended := Status(p.sess.End(err))
 	if ended != nil && p.rpcCtx.Err() != nil {
 		ended = rpcStatus(p.rpcCtx, ended)
 	}
@@ -77,9 +74,9 @@ func (p *procRPC) finish(err error) error {
 // message through the processor (which must give back exactly one), then
 // the response's headers, message and end. skipBody: a filter after this
 // one failed the RPC, and its message goes nowhere.
-func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.UnaryHandler) (any, error) {
+func (p *ServerRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.UnaryHandler) (any, error) {
 	if p.modes.RequestBody && !skipBody {
-		r, err := extprocgrpc.UnaryRequest(p.rpcCtx, p.call, procPrefix, req)
+		r, err := UnaryRequest(p.rpcCtx, p.call, ServerPrefix, req)
 		if err != nil {
 			return nil, p.finish(err)
 		}
@@ -90,7 +87,7 @@ func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.U
 		return nil, p.finish(err)
 	}
 	if herr := p.sess.TakeHeader(); herr != nil {
-		return nil, p.finish(extprocgrpc.Status(herr))
+		return nil, p.finish(Status(herr))
 	}
 	if !p.modes.ResponseBody {
 		return resp, p.finish(nil)
@@ -100,13 +97,13 @@ func (p *procRPC) unary(ctx context.Context, req any, skipBody bool, next grpc.U
 	var got []any
 	p.link.send = func(m any) error { got = append(got, m); return nil }
 	if err := p.sess.SendMsg(resp); err != nil {
-		return nil, p.finish(extprocgrpc.Status(err))
+		return nil, p.finish(Status(err))
 	}
 	if err := p.finish(nil); err != nil {
 		return nil, err
 	}
 	if len(got) != 1 {
-		return nil, status.Errorf(codes.Internal, "xdsserver: ext_proc: the processor gave %d response messages for a unary RPC, want 1", len(got))
+		return nil, notOneMessage(ServerPrefix, "response", len(got))
 	}
 	return got[0], nil
 }
@@ -133,13 +130,14 @@ func (l *serverLink) SetHeader(h map[string][]string) error  { return l.real.Set
 func (l *serverLink) SendHeader(h map[string][]string) error { return l.real.SendHeader(h) }
 func (l *serverLink) SetTrailer(t map[string][]string)       { _ = l.real.SetTrailer(t) }
 
-// procStream is the ServerStream of a streaming RPC inside one external
-// processing filter; its messages go through the filter's session.
-type procStream struct{ p *procRPC }
+// serverProcStream is the ServerStream of a streaming RPC inside one
+// external processing filter; its messages go through the filter's
+// session.
+type serverProcStream struct{ p *ServerRPC }
 
-func (s *procStream) Context() context.Context        { return s.p.ctx }
-func (s *procStream) SetHeader(md metadata.MD) error  { return s.p.SetHeader(md) }
-func (s *procStream) SendHeader(md metadata.MD) error { return s.p.SendHeader(md) }
-func (s *procStream) SetTrailer(md metadata.MD)       { _ = s.p.SetTrailer(md) }
-func (s *procStream) SendMsg(m any) error             { return extprocgrpc.Status(s.p.sess.SendMsg(m)) }
-func (s *procStream) RecvMsg(m any) error             { return extprocgrpc.Status(s.p.sess.RecvMsg(m)) }
+func (s *serverProcStream) Context() context.Context        { return s.p.ctx }
+func (s *serverProcStream) SetHeader(md metadata.MD) error  { return s.p.SetHeader(md) }
+func (s *serverProcStream) SendHeader(md metadata.MD) error { return s.p.SendHeader(md) }
+func (s *serverProcStream) SetTrailer(md metadata.MD)       { _ = s.p.SetTrailer(md) }
+func (s *serverProcStream) SendMsg(m any) error             { return Status(s.p.sess.SendMsg(m)) }
+func (s *serverProcStream) RecvMsg(m any) error             { return Status(s.p.sess.RecvMsg(m)) }

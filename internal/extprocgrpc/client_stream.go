@@ -1,4 +1,4 @@
-package grpcxds
+package extprocgrpc
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/goxds/xds/dataplane/extproc"
-	"github.com/goxds/xds/internal/extprocgrpc"
 )
 
 // A streaming RPC through the external processing filters: each filter's
@@ -17,14 +16,15 @@ import (
 // the RPC ends. The sequencing (held headers, the pumps, the end) is the
 // filter's Session; what is here converts gRPC's types and statuses.
 
-// wrap returns s, the RPC's stream toward the server, as the application
-// sees it through the filters.
-func (ps *procSet) wrap(s grpc.ClientStream, desc *grpc.StreamDesc, opts []grpc.CallOption) grpc.ClientStream {
-	for i := len(ps.procs) - 1; i >= 0; i-- {
-		ps.links[i].ClientStream = s
-		s = &procStream{s: ps.sess[i], next: s}
+// Wrap returns s, the RPC's stream toward the server (the one made with
+// the context NewClientRPC returned), as the application sees it through
+// the filters; the stream's end calls Finish.
+func (r *ClientRPC) Wrap(s grpc.ClientStream, desc *grpc.StreamDesc, opts []grpc.CallOption) grpc.ClientStream {
+	for i := len(r.procs) - 1; i >= 0; i-- {
+		r.links[i].ClientStream = s
+		s = &procStream{s: r.sess[i], next: s}
 	}
-	return &procEnd{ClientStream: s, ps: ps, desc: desc, opts: opts}
+	return &procEnd{ClientStream: s, r: r, desc: desc, opts: opts}
 }
 
 // clientLink is a session's peer: the stream toward the server, set
@@ -49,7 +49,7 @@ type procStream struct {
 // processor has seen them.
 func (s *procStream) Header() (metadata.MD, error) {
 	h, err := s.s.Header()
-	return h, extprocgrpc.Status(err)
+	return h, Status(err)
 }
 
 // Context implements grpc.ClientStream.
@@ -60,13 +60,13 @@ func (s *procStream) Context() context.Context { return s.next.Context() }
 func (s *procStream) Trailer() metadata.MD { return metadata.MD(s.s.Trailer()).Copy() }
 
 // SendMsg implements grpc.ClientStream.
-func (s *procStream) SendMsg(m any) error { return extprocgrpc.Status(s.s.SendMsg(m)) }
+func (s *procStream) SendMsg(m any) error { return Status(s.s.SendMsg(m)) }
 
 // CloseSend implements grpc.ClientStream.
-func (s *procStream) CloseSend() error { return extprocgrpc.Status(s.s.CloseSend()) }
+func (s *procStream) CloseSend() error { return Status(s.s.CloseSend()) }
 
 // RecvMsg implements grpc.ClientStream.
-func (s *procStream) RecvMsg(m any) error { return extprocgrpc.Status(s.s.RecvMsg(m)) }
+func (s *procStream) RecvMsg(m any) error { return Status(s.s.RecvMsg(m)) }
 
 // procEnd is the outermost stream of an RPC through external processing
 // filters: when the RPC ends, the filters' work ends, a filter's failure
@@ -74,7 +74,7 @@ func (s *procStream) RecvMsg(m any) error { return extprocgrpc.Status(s.s.RecvMs
 // get the headers and trailers as the filters left them.
 type procEnd struct {
 	grpc.ClientStream
-	ps   *procSet
+	r    *ClientRPC
 	desc *grpc.StreamDesc
 	opts []grpc.CallOption
 	done bool // only the receiving goroutine
@@ -89,7 +89,7 @@ func (s *procEnd) Header() (metadata.MD, error) {
 	if err == nil && md != nil {
 		return md, nil
 	}
-	if f, _ := s.ps.failure(); f != nil {
+	if f, _ := s.r.failure(); f != nil {
 		return nil, f
 	}
 	return md, err
@@ -98,7 +98,7 @@ func (s *procEnd) Header() (metadata.MD, error) {
 // Trailer implements grpc.ClientStream: an immediate response's trailers
 // come first.
 func (s *procEnd) Trailer() metadata.MD {
-	if _, t := s.ps.failure(); t != nil {
+	if _, t := s.r.failure(); t != nil {
 		return t
 	}
 	return s.ClientStream.Trailer()
@@ -113,7 +113,7 @@ func (s *procEnd) RecvMsg(m any) error {
 	s.done = true
 	hdr, _ := s.ClientStream.Header()
 	trailer := s.Trailer()
-	err = s.ps.finish(err)
+	err = s.r.Finish(err)
 	setCallOptions(s.opts, hdr, trailer)
 	return err
 }
