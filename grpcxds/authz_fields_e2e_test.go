@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	mutationv3 "github.com/envoyproxy/go-control-plane/envoy/config/common/mutation_rules/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -50,7 +51,8 @@ func filterDisabled(deny bool) func(*extauthzv3.ExtAuthz) {
 // nothing, and fails the RPC with status_on_error's code only if
 // deny_at_disable says so); allowed_headers and disallowed_headers (the
 // service hears the RPC's headers the first matches and the second does
-// not); decoder_header_mutation_rules (a change they disallow is ignored,
+// not; the request's time, method, path, size and protocol as the gRFC
+// fills them); decoder_header_mutation_rules (a change they disallow is ignored,
 // or under disallow_is_error fails the RPC, with UNKNOWN as Envoy's 500:
 // A102 says only that the RPC fails).
 func TestExtAuthzClientConfigFields(t *testing.T) {
@@ -74,11 +76,22 @@ func TestExtAuthzClientConfigFields(t *testing.T) {
 			m.DisallowedHeaders = &matcherv3.ListStringMatcher{Patterns: []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: "x-secret"}}}}
 		})
 		ctx := metadata.AppendToOutgoingContext(e.ctx, "x-a", "1", "x-secret", "s", "other", "o")
+		start := time.Now()
 		if _, err := call(ctx, conn, grpc.WaitForReady(true)); err != nil {
 			t.Fatal(err)
 		}
+		end := time.Now()
+		attrs := a.Checks()[0].Request.GetAttributes()
+		// The rest of the request as the gRFC fills it on a client: its
+		// start time, POST, the path, size -1, HTTP/2; no peers.
+		http := attrs.GetRequest().GetHttp()
+		if at := attrs.GetRequest().GetTime().AsTime(); at.Before(start.Truncate(time.Second)) || at.After(end) ||
+			http.GetMethod() != "POST" || http.GetPath() != sayHello || http.GetSize() != -1 || http.GetProtocol() != "HTTP/2" ||
+			attrs.GetSource() != nil || attrs.GetDestination() != nil {
+			t.Errorf("request attributes %v (the RPC ran from %v to %v)", attrs, start, end)
+		}
 		var got []string
-		for _, h := range a.Checks()[0].Request.GetAttributes().GetRequest().GetHttp().GetHeaderMap().GetHeaders() {
+		for _, h := range http.GetHeaderMap().GetHeaders() {
 			got = append(got, h.GetKey())
 		}
 		if !slices.Contains(got, "x-a") || slices.Contains(got, "x-secret") || slices.Contains(got, "other") {
