@@ -7,6 +7,8 @@ import (
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
@@ -17,8 +19,9 @@ import (
 
 // gRFC A95 on a goxds channel: an assignment whose locality takes its
 // endpoints from an LbEndpointCollection (served by go-control-plane over
-// delta ADS, the only way it serves them) sends RPCs to them, and a new
-// version of the collection moves them to its endpoints.
+// delta ADS, the only way it serves them) sends RPCs to them, a new
+// version of the collection moves them to its endpoints, and an empty one
+// leaves the locality unreachable.
 func TestEndpointCollectionServesRPCs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
@@ -44,10 +47,14 @@ func TestEndpointCollectionServesRPCs(t *testing.T) {
 	e := &env{t: t, ctx: ctx, ms: ms, builder: b}
 
 	a, other := startBackend(t, "a"), startBackend(t, "b")
-	withCollection := func(be *backend) testutils.Resources {
+	withCollection := func(bs ...*backend) testutils.Resources {
 		res := tree(routes(toCluster(prefix("/"), "A")), clusters("A"), testutils.EndpointsFromCollections("A",
 			testutils.CollectionLocality{Locality: testutils.Locality{Region: "r"}, Collection: "coll-a"}))
-		res.EndpointCollections = map[string]*endpointv3.LbEndpointCollection{"coll-a": testutils.EndpointCollection("127.0.0.1", be.port)}
+		var ports []uint32
+		for _, b := range bs {
+			ports = append(ports, b.port)
+		}
+		res.EndpointCollections = map[string]*endpointv3.LbEndpointCollection{"coll-a": testutils.EndpointCollection("127.0.0.1", ports...)}
 		return res
 	}
 	e.update(withCollection(a))
@@ -55,4 +62,9 @@ func TestEndpointCollectionServesRPCs(t *testing.T) {
 	e.waitServed(conn, 5, func(name string) bool { return name == "a" })
 	e.update(withCollection(other))
 	e.waitServed(conn, 5, func(name string) bool { return name == "b" })
+	// A collection without entries leaves its locality unreachable.
+	e.update(withCollection())
+	if err := e.waitFailing(conn); status.Code(err) != codes.Unavailable {
+		t.Fatalf("RPC with the collection empty: %v, want UNAVAILABLE", err)
+	}
 }
