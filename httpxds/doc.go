@@ -290,7 +290,8 @@
 // x-envoy-overloaded, the body naming the cluster and the limit), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
 // request's outcome (a 5xx, or a connection failure, reset or timeout, is
-// a failure; Envoy's consecutive_5xx and consecutive_gateway_failure eject
+// a failure, but not the timeout of a request still waiting for a
+// connection, which never reached the endpoint; Envoy's consecutive_5xx and consecutive_gateway_failure eject
 // an endpoint the moment its run of 5xx, or of 502, 503, 504 and
 // connection failures, reaches the threshold, as
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier
