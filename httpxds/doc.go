@@ -128,7 +128,12 @@
 // deny_at_disable, answer status_on_error (403 when unset) unless
 // failure_mode_allow lets the request on; a header change the
 // decoder_header_mutation_rules disallow, with disallow_is_error, 500.
-// Why is logged as a warning; the caller learns only that the filter
+// The service's header changes follow Envoy's HTTP filter, not gRPC's
+// rules (dataplane/extauthz's InterpretHTTP): grpc-* headers and any
+// valid HTTP header may be set, a new :authority (or host) becomes the
+// request's Host, the rules' defaults refuse host and x-envoy-*, and
+// validate_mutations makes an invalid change a 500 (without it the change
+// is left out). Why is logged as a warning; the caller learns only that the filter
 // refused. With Options.ExtAuthzMetrics each check is counted by its
 // outcome (goxds.http.server_ext_authz.*_requests; the Transport's
 // TransportOptions.ExtAuthzMetrics, goxds.http.client_ext_authz.*).
@@ -209,7 +214,8 @@
 //     size, path with its query, and headers (lower case, with
 //     :authority, :method and :path) in header_map and in the headers
 //     map Envoy fills by default; an allowed request is
-//     sent with ok_response's header changes and its response gets
+//     sent with ok_response's header changes (by Envoy's rules, as on
+//     the server) and its response gets
 //     response_headers_to_add; a denied one is answered with
 //     denied_response's status (403 when unset), body and headers, and
 //     one the service could not decide with status_on_error (403 when

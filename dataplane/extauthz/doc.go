@@ -60,7 +60,14 @@
 //     disallow_is_error, failing the request with UNKNOWN (Envoy's HTTP
 //     500), even where it would have changed nothing. append_action's
 //     four values are honoured; keep_empty_value is not read: a change
-//     that leaves a header empty keeps it.
+//     that leaves a header empty keeps it. A plain HTTP request
+//     (Request.HTTP) follows Envoy's HTTP filter instead (InterpretHTTP):
+//     any valid HTTP header, grpc-* included, names lower-cased; host
+//     and pseudo-headers never removed; decoder_header_mutation_rules,
+//     when set, read as Envoy reads them (allow_all_routing, allow_envoy,
+//     disallow_system and the defaults they change), on the request's
+//     headers only; validate_mutations making an invalid change a 500,
+//     and without it the change left out.
 //
 // The per-route overrides are resolved before: a filter turned off by a
 // FilterConfig wrapper does not run, and an ExtAuthzPerRoute override
