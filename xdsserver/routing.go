@@ -127,7 +127,7 @@ func (g *generation) runFilters(ctxp *context.Context, procs *[]*extprocgrpc.Ser
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
 		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
-			ctx, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p)
+			ctx, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p, g.served.leaf(local, remote))
 			if err != nil {
 				return err
 			}
