@@ -65,7 +65,11 @@
 // handler with the incoming metadata the service changed, and the
 // service's response headers sent first; a denied one fails with the
 // service's status and trailers; a failed call fails it with
-// status_on_error unless failure_mode_allow. The channels to the services
+// status_on_error unless failure_mode_allow. Over TLS from xDS server
+// credentials (grpcxds/xdscreds), the destination's principal is the
+// certificate the handshake served, kept by connection address since
+// grpc-go's peer has credentials.TLSInfo, with no place for it (other
+// transport credentials: no principal). The channels to the services
 // are made at the first RPC that needs them and closed by Stop. With
 // RecordExtAuthz each check is counted by its outcome
 // (grpc.server_ext_authz.*).
