@@ -42,11 +42,24 @@ func TestServedIsTheCertificateSent(t *testing.T) {
 	}
 }
 
-// handshake runs a TLS handshake over a pipe and returns the leaf the
-// client received.
+// handshake runs a TLS handshake over loopback TCP (buffered: a pipe
+// would hold the server's session tickets until the client reads) and
+// returns the leaf the client received.
 func handshake(t *testing.T, srvCfg, cliCfg *tls.Config) *x509.Certificate {
 	t.Helper()
-	c1, c2 := net.Pipe()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	c2, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c1, err := lis.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	srv := tls.Server(c1, srvCfg)
