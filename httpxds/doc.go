@@ -117,9 +117,10 @@
 // :path with the query, scheme, protocol, size and headers (lower case,
 // with :authority, :method, :path and :scheme, filtered by allowed_headers
 // and disallowed_headers; in header_map and in the headers map Envoy
-// fills by default), the peer, and with
-// with_request_body its body (raw_body with pack_as_bytes) and
-// x-envoy-auth-partial-body; a body over max_request_bytes is answered
+// fills by default), the peer, over TLS the principal of the
+// certificate the server served on the connection (the destination's,
+// gRFC A92), and with with_request_body its body (raw_body with
+// pack_as_bytes) and x-envoy-auth-partial-body; a body over max_request_bytes is answered
 // 413 before the service is asked, unless allow_partial_message. An
 // allowed request reaches the filters after it and the handler with the
 // service's header changes, and its response gets

@@ -60,7 +60,7 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 		attrs.Scheme = "https"
 	}
 	ar := &extauthz.Request{Path: a.Path + a.Query, Headers: checkHeaders(req, attrs.Scheme), HTTP: attrs, Time: time.Now(),
-		Server: true, Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates}
+		Server: true, Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates, LocalCertificate: servedCert(r)}
 	x := extauthzgrpc.HTTPExtras{ContextExtensions: settings.GetContextExtensions()}
 	if wb := bodySettings(c.Raw, settings); wb != nil {
 		body, partial, err := bufferBody(r, wb.GetMaxRequestBytes())

@@ -21,10 +21,9 @@ import (
 // gRFC A92 on an xDS-enabled server over mutual TLS, configured by
 // go-control-plane's server: the authorization service is told the
 // client's principal (its certificate's first URI SAN) and, with
-// include_peer_certificate, its certificate (PEM, URL-encoded). Not
-// checked: the destination's principal, the server's own certificate's
-// identity, which the gRFC also asks for: no adapter sets
-// extauthz.Request.LocalCertificate yet, so it is empty.
+// include_peer_certificate, its certificate (PEM, URL-encoded), and the
+// destination's principal is the server's own certificate's identity (its
+// only SAN, a DNS name), as the certificate provider served it.
 func TestExtAuthzPeerIdentityOverTLS(t *testing.T) {
 	a := startAuthz(t)
 	pki := testutils.NewPKI(t)
@@ -73,5 +72,8 @@ func TestExtAuthzPeerIdentityOverTLS(t *testing.T) {
 	}
 	if blk, _ := pem.Decode([]byte(raw)); blk == nil || string(pem.EncodeToMemory(blk)) != string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: client.TLS.Certificate[0]})) {
 		t.Errorf("source certificate %q, want the client's leaf, PEM", attrs.GetSource().GetCertificate())
+	}
+	if p := attrs.GetDestination().GetPrincipal(); p != serverName {
+		t.Errorf("destination principal %q, want the server certificate's DNS SAN %q", p, serverName)
 	}
 }

@@ -2,6 +2,7 @@ package xdsserver
 
 import (
 	"context"
+	"crypto/x509"
 	"net/netip"
 
 	"google.golang.org/grpc"
@@ -25,13 +26,15 @@ import (
 // decision as the server's API carries it) internal/extauthzgrpc's; the
 // channel to the service is the server's (s.authzChannels), made at the
 // first RPC that needs it and kept until Stop, and so are the metrics.
+// served is the certificate the server sent on the RPC's connection (nil
+// without TLS).
 func (s *GRPCServer) extAuthz(ctx context.Context, f *resources.HTTPFilter, cfg resources.HTTPFilterConfig,
-	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) (context.Context, *extauthzgrpc.ServerHeaders, error) {
+	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer, served *x509.Certificate) (context.Context, *extauthzgrpc.ServerHeaders, error) {
 	c, err := resources.ExtAuthzOf(cfg, f.Parsed)
 	if err != nil {
 		return ctx, nil, s.rpcError(codes.Internal, "HTTP filter %q: %v", f.Name, err)
 	}
-	d := extauthzgrpc.CheckServerRPC(ctx, &s.authzChannels, c, method, md, local, remote, p)
+	d := extauthzgrpc.CheckServerRPC(ctx, &s.authzChannels, c, method, md, local, remote, p, served)
 	if m := s.opts.authzMetrics; m != nil {
 		m.ServerExtAuthz(d.Outcome.String())
 	}

@@ -129,7 +129,7 @@ func (g *generation) runFilters(ctxp *context.Context, layers *[]layer, fc *reso
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
 		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
-			ctx, hdrs, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p)
+			ctx, hdrs, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p, g.served.leaf(local, remote))
 			if err != nil {
 				return err
 			}

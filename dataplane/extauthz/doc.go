@@ -31,9 +31,11 @@
 //     ([Request].HTTP, as Envoy's HTTP filter sends them); and on a
 //     server the source (peer address, principal, and with
 //     include_peer_certificate its certificate, PEM, URL-encoded) and the
-//     destination (local address, and principal when the adapter knows
-//     the local certificate). A principal is a certificate's first URI
-//     SAN, else its first DNS SAN, else its subject.
+//     destination (local address, and over TLS the principal of the
+//     certificate the server served on the connection, which xdsserver,
+//     with xDS server credentials, and httpxds record at the handshake).
+//     A principal is a certificate's first URI SAN, else its first DNS
+//     SAN, else its subject.
 //   - The call runs under the GrpcService's timeout. If it fails, or the
 //     response is malformed (a header change gRFC A102 calls invalid),
 //     the request fails with status_on_error, unless failure_mode_allow

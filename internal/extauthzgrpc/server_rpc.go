@@ -2,6 +2,7 @@ package extauthzgrpc
 
 import (
 	"context"
+	"crypto/x509"
 	"net/netip"
 	"sync"
 	"time"
@@ -24,12 +25,15 @@ import (
 // CheckServerRPC checks a grpc-go server's RPC to method, with incoming
 // metadata md, between local and remote, from peer p, under c: the
 // client's certificates are the TLS handshake's (the verified chain when
-// the peer's own are not kept). The service is reached on a channel of
+// the peer's own are not kept); served is the certificate the server sent
+// on the connection (nil without TLS), the destination's principal. The
+// service is reached on a channel of
 // channels; when none can be made the check fails with that error, which
 // the failure mode decides.
 func CheckServerRPC(ctx context.Context, channels *Channels, c *resources.ExtAuthzConfig, method string, md metadata.MD,
-	local, remote netip.AddrPort, p *grpcpeer.Peer) extauthz.Decision {
-	req := &extauthz.Request{Path: method, Headers: md, Time: time.Now(), Server: true, Local: local, Remote: remote}
+	local, remote netip.AddrPort, p *grpcpeer.Peer, served *x509.Certificate) extauthz.Decision {
+	req := &extauthz.Request{Path: method, Headers: md, Time: time.Now(), Server: true, Local: local, Remote: remote,
+		LocalCertificate: served}
 	if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
 		req.PeerCertificates = ti.State.PeerCertificates
 		if len(req.PeerCertificates) == 0 && len(ti.State.VerifiedChains) > 0 {
