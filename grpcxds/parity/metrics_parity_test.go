@@ -337,20 +337,21 @@ func TestParityOutlierDetectionMetrics(t *testing.T) {
 // gRFC A94 on both clients: cluster A over three backends, a and b in
 // locality r/z1/s, c in r/z2/s. What each channel recorded of
 // grpc.subchannel.* is compared once all three serve (an attempt
-// succeeded and a connection open per backend, by locality), and again
-// once c has stopped (c's connection lost and closed, attempts to it
-// failing), with the same labels: the channel's target, the cluster
-// and the locality as grpc-go spells them. Known differences, asserted: grpc-go labels
-// open_connections with grpc.security_level ("NoSecurity" here), which
-// goxds's balancer cannot see; and grpc-go tells why a connection was
-// lost (grpc.disconnect_error from the transport's error or GOAWAY)
-// where goxds's balancer hears only that its SubConn went idle:
-// "unknown". c stops gracefully (GOAWAY NO_ERROR first), so that
-// grpc-go's reason does not hang on whether its socket read an EOF or a
-// reset. The failed connection attempts to the stopped c are held
-// to at least one on each side, with the same labels, not to a count:
-// each client retries after its own backoff (1s and up, jittered), so
-// how many an instant holds is timing.
+// succeeded and a connection open per backend, by locality), once c has
+// stopped (c's connection lost and closed, attempts to it failing), and
+// once an EDS update has dropped b (its connection shut down: "subchannel
+// shutdown" on both), with the same labels: the channel's target, the
+// cluster and the locality as grpc-go spells them. Known differences,
+// asserted: grpc-go labels open_connections with grpc.security_level
+// ("NoSecurity" here), which goxds's balancer cannot see; and grpc-go
+// tells why a connection was lost underneath it (grpc.disconnect_error
+// from the transport's error or GOAWAY) where goxds's balancer hears
+// only that its SubConn went idle: "unknown". c stops gracefully (GOAWAY
+// NO_ERROR first), so that grpc-go's reason does not hang on whether its
+// socket read an EOF or a reset. The failed connection attempts to the
+// stopped c are held to at least one on each side, with the same labels,
+// not to a count: each client retries after its own backoff (1s and up,
+// jittered), so how many an instant holds is timing.
 func TestParitySubchannelMetrics(t *testing.T) {
 	t.Parallel()
 	p, gx, gg := newMetricsPair(t)
@@ -383,6 +384,12 @@ func TestParitySubchannelMetrics(t *testing.T) {
 	stopped.add(openConnections, labels(loc2), 0)
 	stopped.add(disconnections, labels(loc2, keyDisconnectError, "unknown"), 1)
 	stopped.add(attemptsFailed, labels(loc2), 1)
+	dropped := snap{}
+	for _, pt := range stopped {
+		dropped.add(pt.name, pt.labels, pt.v)
+	}
+	dropped.add(openConnections, labels(loc1), -1)
+	dropped.add(disconnections, labels(loc1, keyDisconnectError, "subchannel shutdown"), 1)
 
 	// grpcGoTerms puts what grpc-go recorded in goxds's terms: the known
 	// differences, each asserted.
@@ -395,6 +402,9 @@ func TestParitySubchannelMetrics(t *testing.T) {
 				}
 				delete(l, keySecurityLevel)
 			case disconnections:
+				if l[keyLocality] == loc1 {
+					break // b's, shut down by the balancer: the same reason
+				}
 				if r := l[keyDisconnectError]; r != "GOAWAY NO_ERROR" {
 					t.Errorf("grpc-go's %s has %s=%q; the known difference was GOAWAY NO_ERROR", name, keyDisconnectError, r)
 				}
@@ -440,6 +450,11 @@ func TestParitySubchannelMetrics(t *testing.T) {
 
 	c.srv.GracefulStop() // a GOAWAY, then the connection closed
 	stage("c stopped", stopped)
+
+	p.update(tree(vhost(toCluster("A")), nil, clusters("A"), testutils.Endpoints("A", []testutils.EndpointSpec{
+		{Host: "127.0.0.1", Port: a.port, Locality: z1}, {Host: "127.0.0.1", Port: c.port, Locality: z2},
+	})))
+	stage("b dropped by EDS", dropped)
 }
 
 // sums is m's total per metric, whatever the labels.
