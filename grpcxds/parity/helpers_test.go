@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/goxds/xds/bootstrap"
-	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
 )
@@ -42,6 +41,7 @@ type backend struct {
 	port    uint32
 	rpcs    atomic.Int64
 	handler atomic.Pointer[func(context.Context) error]
+	srv     *grpc.Server // a test may stop it early; its cleanup stops it again
 }
 
 type greeter interface {
@@ -119,8 +119,8 @@ func startBackend(t *testing.T, name string) *backend {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &backend{name: name, port: uint32(lis.Addr().(*net.TCPAddr).Port)}
 	srv := grpc.NewServer()
+	b := &backend{name: name, port: uint32(lis.Addr().(*net.TCPAddr).Port), srv: srv}
 	srv.RegisterService(&greeterDesc, b)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(lis) }()
@@ -145,6 +145,13 @@ func newPair(t *testing.T) *pair {
 // newPairWith is newPair with a management server started with msOpts.
 func newPairWith(t *testing.T, msOpts testutils.ManagementServerOptions) *pair {
 	t.Helper()
+	return newPairOpts(t, msOpts, grpcxds.Options{})
+}
+
+// newPairOpts is newPairWith with goxds's Builder given opts (its
+// Bootstrap and loggers set here) and grpc-go's channel given grpcGo.
+func newPairOpts(t *testing.T, msOpts testutils.ManagementServerOptions, opts grpcxds.Options, grpcGo ...grpc.DialOption) *pair {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(msOpts)
@@ -158,7 +165,8 @@ func newPairWith(t *testing.T, msOpts testutils.ManagementServerOptions) *pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
+	opts.Bootstrap, opts.Logger, opts.ClientOptions.Logger = cfg, quietLogger, quietLogger
+	b, err := grpcxds.NewBuilder(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +179,7 @@ func newPairWith(t *testing.T, msOpts testutils.ManagementServerOptions) *pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.dial("grpc-go", "xds", grpc.WithResolvers(rb))
+	p.dial("grpc-go", "xds", append(grpcGo, grpc.WithResolvers(rb))...)
 	return p
 }
 
