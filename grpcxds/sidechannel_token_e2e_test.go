@@ -32,21 +32,7 @@ import (
 // and the check is still made.
 func TestExtAuthzClientAccessTokens(t *testing.T) {
 	pki := testutils.NewPKI(t)
-	srvCert := pki.Issue("authz", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	a, err := testutils.StartAuthzServer(authzAllowUnlessDeny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Stop)
-	// The same service over TLS.
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert.TLS}})))
-	authv3.RegisterAuthorizationServer(srv, a)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
+	a, tlsTarget := startTLSAuthz(t, pki)
 
 	roots, err := json.Marshal(map[string]string{"ca_certificate_file": pki.CAFile})
 	if err != nil {
@@ -66,7 +52,7 @@ func TestExtAuthzClientAccessTokens(t *testing.T) {
 		tls    bool
 		want   string
 	}{
-		{"tls", "passthrough:///" + lis.Addr().String(), true, "Bearer secret"},
+		{"tls", tlsTarget, true, "Bearer secret"},
 		{"insecure", a.Target(), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -103,21 +89,7 @@ func TestExtAuthzClientAccessTokens(t *testing.T) {
 // of the GrpcService's own initial metadata.
 func TestExtAuthzClientAllowedServiceCallCredentials(t *testing.T) {
 	pki := testutils.NewPKI(t)
-	srvCert := pki.Issue("authz", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
-	a, err := testutils.StartAuthzServer(authzAllowUnlessDeny)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Stop)
-	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert.TLS}})))
-	authv3.RegisterAuthorizationServer(srv, a)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	target := "passthrough:///" + lis.Addr().String()
+	a, target := startTLSAuthz(t, pki)
 
 	// An unsigned JWT: the client reads only its exp (gRFC A97).
 	enc := base64.RawURLEncoding
@@ -150,4 +122,27 @@ func TestExtAuthzClientAllowedServiceCallCredentials(t *testing.T) {
 	if got := strings.Join(md.Get("authorization"), ","); got != "Bearer "+token || len(md.Get("x-tenant")) != 0 {
 		t.Fatalf("the service saw authorization %q and x-tenant %q; want the token file's bearer token, no initial metadata", got, md.Get("x-tenant"))
 	}
+}
+
+// startTLSAuthz starts an authorization service answering as
+// authzAllowUnlessDeny, in plaintext (a.Target()) and, the same service,
+// over TLS with a certificate of pki for 127.0.0.1 (tlsTarget); both stop
+// with the test.
+func startTLSAuthz(t *testing.T, pki *testutils.PKI) (a *testutils.AuthzServer, tlsTarget string) {
+	t.Helper()
+	srvCert := pki.Issue("authz", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	a, err := testutils.StartAuthzServer(authzAllowUnlessDeny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Stop)
+	srv := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{srvCert.TLS}})))
+	authv3.RegisterAuthorizationServer(srv, a)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return a, "passthrough:///" + lis.Addr().String()
 }

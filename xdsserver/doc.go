@@ -66,8 +66,12 @@
 // service's response headers added to the handler's when these are sent
 // (at its first message or SendHeader, or at its end if it set any); an
 // RPC that ends Trailers-Only goes without them, as the gRFC says (draft
-// of 2026-05-26, grpc/proposal commit 207a967); a denied one fails with the
-// service's status and trailers; a failed call fails it with
+// of 2026-05-26, grpc/proposal commit 207a967). Holding them wraps the
+// RPC's ServerTransportStream, so in an RPC allowed with response headers
+// to add a handler's grpc.SetSendCompressor and
+// grpc.ClientSupportedCompressors fail, as inside an external processing
+// filter (below). A denied RPC fails with the service's status and
+// trailers; a failed call fails it with
 // status_on_error unless failure_mode_allow. Over TLS from xDS server
 // credentials (grpcxds/xdscreds), the destination's principal is the
 // certificate the handshake served, kept by connection address since
