@@ -104,25 +104,30 @@ func (h *ServerHeaders) Method() string { return h.real.Method() }
 // headers go on.
 func (h *ServerHeaders) SetHeader(md metadata.MD) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.sent {
+		h.mu.Unlock()
 		return h.real.SetHeader(md)
 	}
 	h.held = metadata.Join(h.held, md)
+	h.mu.Unlock()
 	return nil
 }
 
 // SendHeader implements grpc.ServerTransportStream: the headers held and
 // md, with the service's, go on.
+//
+// The stream below is called after h.mu is released: it may be ext_proc's,
+// whose SendHeader waits for the processor's answer.
 func (h *ServerHeaders) SendHeader(md metadata.MD) error {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.sent {
+		h.mu.Unlock()
 		return h.real.SendHeader(md)
 	}
 	h.sent = true
 	out := Mutations(metadata.Join(h.held, md), h.ms)
 	h.held = nil
+	h.mu.Unlock()
 	return h.real.SendHeader(out)
 }
 
@@ -134,16 +139,18 @@ func (h *ServerHeaders) SetTrailer(md metadata.MD) error { return h.real.SetTrai
 // went already) and the service's are dropped. Later calls pass through.
 func (h *ServerHeaders) release(message bool) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.sent {
+		h.mu.Unlock()
 		return
 	}
 	h.sent = true
-	if message || len(h.held) > 0 {
-		// An error here is the stream's end, which the RPC reports.
-		_ = h.real.SetHeader(Mutations(h.held, h.ms))
-	}
+	held := h.held
 	h.held = nil
+	h.mu.Unlock()
+	if message || len(held) > 0 {
+		// An error here is the stream's end, which the RPC reports.
+		_ = h.real.SetHeader(Mutations(held, h.ms))
+	}
 }
 
 // Drop passes every later call through and drops the service's headers:
