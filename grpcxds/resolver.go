@@ -415,6 +415,10 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 		r.notTaken(cfg.gen, err)
 		return
 	}
+	// The side channels the configuration before named and this one does
+	// not close once their calls end (gRFC A92 keeps only those an update
+	// keeps); the chain's RPCs take them from now on.
+	r.authz.Name(r, sideServices(s))
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger.Debug("xDS configuration applied", "route_config", s.RouteConfig.Name,
 			"virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
