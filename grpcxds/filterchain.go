@@ -11,7 +11,6 @@ import (
 	"github.com/goxds/xds/dataplane/route"
 	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/resources"
-	"github.com/goxds/xds/watchers"
 )
 
 // The HTTP filters of a listener run on every RPC of its channels (gRFC
@@ -66,17 +65,6 @@ func newFilterChain(l *resources.Listener, env filterEnv) *filterChain {
 	}
 	c := httpfilter.NewChain(l, henv)
 	return &filterChain{Chain: c, err: c.Err(), authzMetrics: env.authzMetrics, target: env.target}
-}
-
-// sideServices are the side services (ext_authz's, ext_proc's) s's
-// filters and the overrides of its virtual host name.
-func sideServices(s *watchers.Snapshot) []*resources.GrpcService {
-	var named extauthzgrpc.Services
-	if s.Listener != nil {
-		named.AddFilters(s.Listener.HTTPFilters)
-	}
-	named.AddVirtualHost(s.VirtualHost)
-	return named
 }
 
 // run runs the filters routing chose for the RPC of sel.

@@ -418,7 +418,7 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	// The side channels the configuration before named and this one does
 	// not close once their calls end (gRFC A92 keeps only those an update
 	// keeps); the chain's RPCs take them from now on.
-	r.authz.Name(r, sideServices(s))
+	r.authz.Name(r, extauthzgrpc.ClientServices(s.Listener, s.VirtualHost))
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger.Debug("xDS configuration applied", "route_config", s.RouteConfig.Name,
 			"virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())

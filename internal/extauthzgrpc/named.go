@@ -64,3 +64,15 @@ func (s *Services) add(c resources.HTTPFilterConfig) {
 		*s = append(*s, gs)
 	}
 }
+
+// ClientServices are the services a client's configuration names: its
+// Listener's filters and the overrides of the virtual host it routes by
+// (either nil: none).
+func ClientServices(l *resources.Listener, vh *resources.VirtualHost) Services {
+	var s Services
+	if l != nil {
+		s.AddFilters(l.HTTPFilters)
+	}
+	s.AddVirtualHost(vh)
+	return s
+}
