@@ -394,7 +394,9 @@ type xdsResolver struct {
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
 	// authz are the channels to external authorization services that the
-	// channel's ext_authz filters use (extauthz.go), closed with it.
+	// channel's ext_authz filters use (extauthz.go): each Update names
+	// those its configuration names, the others close once their calls
+	// end; all close with it.
 	authz extauthzgrpc.Channels
 	// procMetrics labels the measures of the channel's external
 	// processing filters (extprocmetrics.go); nil: none.
