@@ -120,7 +120,10 @@ func TestAllowedGRPCServicesBuiltInCode(t *testing.T) {
 // seeds of FuzzParse's corpus are what their names say.
 func TestAllowedGRPCServicesSeedCorpus(t *testing.T) {
 	checkSeeds(t, map[string]string{
-		"allowed_grpc_services":          "",
-		"allowed_grpc_services_no_creds": `allowed_grpc_services["dns:///ext-proc.example.org:443"].channel_creds: no supported type in ["mtls_v2"]`,
+		"allowed_grpc_services":               "",
+		"allowed_grpc_services_no_creds":      `allowed_grpc_services["dns:///ext-proc.example.org:443"].channel_creds: no supported type in ["mtls_v2"]`,
+		"allowed_grpc_services_trusted":       "",
+		"allowed_grpc_services_key_no_scheme": `allowed_grpc_services["ratelimit.example.org"]: the key must be a fully-qualified target URI, with a scheme`,
+		"allowed_grpc_services_jwt_insecure":  `allowed_grpc_services["dns:///ext-authz.example.org:443"].call_creds[0]: "jwt_token_file" call credentials need a secure channel`,
 	})
 }

@@ -43,6 +43,16 @@ func FuzzParse(f *testing.F) {
 			_, _ = c.AuthorityListenerResourceName(name, "svc/[::1]:80")
 			_ = c.Authorities[name].FallbackOnReachabilityOnly
 		}
+		// gRFC A102: every allowed_grpc_services entry is found under its
+		// key and names it; a server's trust is a plain lookup.
+		for target := range c.AllowedGRPCServices {
+			if a, ok := c.AllowedGRPCService(target); !ok || a.Target != target || len(a.ChannelCreds) == 0 {
+				t.Fatalf("allowed_grpc_services[%q] read back as %+v, %v", target, a, ok)
+			}
+		}
+		for _, s := range c.Servers {
+			_ = s.TrustedXDSServer()
+		}
 		_ = c.ListenerResourceName("svc/[::1]:80")
 		_ = c.Node.Proto([]string{"f"})
 	})

@@ -174,12 +174,11 @@ func (c *subConn) onState(s balancer.SubConnState) {
 		return
 	}
 	c.state = s.ConnectivityState
-	state := s.ConnectivityState
+	state := endpointState(s.ConnectivityState)
 	if g := c.group.Load(); g != nil {
-		g.setState(g.first, state)
-		state = g.stateOf(state) // ready while another connection is
+		state = g.ownStateLocked(state) // ready while another connection is
 	}
-	if !b.set.Pool().SetState(c.ep, c, endpointState(state), s.ConnectionError) {
+	if !b.set.Pool().SetState(c.ep, c, state, s.ConnectionError) {
 		b.mu.Unlock()
 		return
 	}

@@ -183,8 +183,9 @@ func TestExtAuthzClientServiceDown(t *testing.T) {
 }
 
 // From a trusted management server the GrpcService is used as given, its
-// initial metadata included; the RPC's own metadata never rides along on
-// the call to the service.
+// initial metadata included, each header's raw_value read before its
+// value (gRFC A102, -bin or not); the RPC's own metadata never rides
+// along on the call to the service.
 func TestExtAuthzClientTrustedServer(t *testing.T) {
 	a, err := testutils.StartAuthzServer(authzAllowUnlessDeny)
 	if err != nil {
@@ -195,13 +196,23 @@ func TestExtAuthzClientTrustedServer(t *testing.T) {
 		c.Servers[0].ServerFeatures = append(c.Servers[0].ServerFeatures, bootstrap.FeatureTrustedXDSServer)
 	})
 	b := startBackend(t, "a")
-	e.update(authzTree(t, b, testutils.ExtAuthzFilter(a.Target(), nil)))
+	e.update(authzTree(t, b, testutils.ExtAuthzFilter(a.Target(), func(m *extauthzv3.ExtAuthz) {
+		m.GetGrpcService().InitialMetadata = append(m.GetGrpcService().InitialMetadata,
+			&corev3.HeaderValue{Key: "x-raw", RawValue: []byte("r")},
+			&corev3.HeaderValue{Key: "x-both", Value: "legacy", RawValue: []byte("raw")},
+			&corev3.HeaderValue{Key: "x-id-bin", RawValue: []byte{0, 0xff}})
+	})))
 	if _, err := call(metadata.AppendToOutgoingContext(e.ctx, "x-app", "1"), e.dial(), grpc.WaitForReady(true)); err != nil {
 		t.Fatal(err)
 	}
 	checks := a.Checks()
 	if len(checks) != 1 || strings.Join(checks[0].Metadata.Get("x-tenant"), ",") != "blue" || len(checks[0].Metadata.Get("x-app")) != 0 {
 		t.Fatalf("checks %v, want one carrying x-tenant: blue and not the RPC's x-app", checks)
+	}
+	md := checks[0].Metadata
+	if got, want := [3]string{strings.Join(md.Get("x-raw"), ","), strings.Join(md.Get("x-both"), ","), strings.Join(md.Get("x-id-bin"), ",")},
+		[3]string{"r", "raw", "\x00\xff"}; got != want {
+		t.Fatalf("the service got x-raw, x-both, x-id-bin %q, want %q (raw_value before value)", got, want)
 	}
 }
 

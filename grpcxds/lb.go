@@ -1,6 +1,7 @@
 package grpcxds
 
 import (
+	"context"
 	"sync"
 
 	"google.golang.org/grpc/balancer"
@@ -36,12 +37,15 @@ func pickIn(cp cluster.Picker, info balancer.PickInfo, hash uint64) (balancer.Pi
 // pickFor is pickIn for the RPC of sel (nil: one without the goxds
 // interceptors).
 func pickFor(cp cluster.Picker, info balancer.PickInfo, hash uint64, sel *selection) (balancer.PickResult, error) {
+	if sel != nil && nQueued.Load() != 0 {
+		releasePlace(sel) // queued for a connection, picked again (scale_held.go)
+	}
 	r, err := cp.Pick(info.Ctx, hash)
 	if err != nil {
 		return balancer.PickResult{}, pickError(err)
 	}
 	if c, _ := r.Conn.(*subConn); c != nil && c.group.Load() != nil {
-		return pickScaled(c, r, sel) // gRFC A105 (scale.go)
+		return pickScaled(c, r, info.Ctx, sel) // gRFC A105 (scale.go)
 	}
 	d := newPickDone()
 	d.done = r.Done
@@ -98,16 +102,23 @@ func (d *pickDone) end(di balancer.DoneInfo) {
 
 // pickScaled is pickFor's end for an endpoint of several connections
 // (gRFC A105, scale.go): one of them, whose RPC count the Done gives back.
-func pickScaled(c *subConn, r cluster.Result, sel *selection) (balancer.PickResult, error) {
+// An RPC queued for a connection keeps its place under the circuit
+// breaker until it is picked again (scale_held.go).
+func pickScaled(c *subConn, r cluster.Result, ctx context.Context, sel *selection) (balancer.PickResult, error) {
 	g := c.group.Load()
-	m, queue := g.pick()
+	m, queue := g.Pick()
 	if queue {
-		r.Done.Abandon()
+		queuedPicks.Add(1)
+		if sel != nil && ctx != nil {
+			holdPlace(ctx, sel, r.Done)
+		} else {
+			r.Done.Abandon()
+		}
 		return balancer.PickResult{}, balancer.ErrNoSubConnAvailable
 	}
 	sc := c.SubConn // none ready: gRPC picks again once it sees so
 	if m != nil {
-		sc = m.sc
+		sc = m.Conn.sc
 	}
 	done := r.Done
 	return balancer.PickResult{SubConn: sc, Done: func(di balancer.DoneInfo) {

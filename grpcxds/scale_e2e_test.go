@@ -42,6 +42,10 @@ type streamsBackend struct {
 	hold atomic.Pointer[chan struct{}]
 	// holding is told of each connection held.
 	holding chan struct{}
+	// refuse, when set, has the listener close each connection as it
+	// accepts it (a failed connection attempt), and tell refused.
+	refuse  atomic.Bool
+	refused chan struct{}
 	// open are the server side of the connections accepted.
 	mu   sync.Mutex
 	open []*closeCounting
@@ -54,7 +58,8 @@ func startStreamsBackend(t testing.TB, name string, mcs uint32, opts ...grpc.Ser
 		t.Fatal(err)
 	}
 	sb := &streamsBackend{backend: &backend{name: name, addr: lis.Addr().String(), port: uint32(lis.Addr().(*net.TCPAddr).Port)},
-		arrived: make(chan struct{}, 16), release: make(chan struct{}, 16), holding: make(chan struct{}, 16)}
+		arrived: make(chan struct{}, 16), release: make(chan struct{}, 16), holding: make(chan struct{}, 16),
+		refused: make(chan struct{}, 64)}
 	h := func(ctx context.Context) error {
 		n := sb.running.Add(1)
 		defer sb.running.Add(-1)
@@ -89,6 +94,14 @@ type streamsListener struct {
 
 func (l *streamsListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
+	for err == nil && l.b.refuse.Load() {
+		c.Close()
+		select {
+		case l.b.refused <- struct{}{}:
+		default:
+		}
+		c, err = l.Listener.Accept()
+	}
 	if err != nil {
 		return nil, err
 	}

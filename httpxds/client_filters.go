@@ -85,6 +85,12 @@ func (v *reqView) MutateHeaders(ms []extauthz.Mutation) {
 	if r.Header == nil {
 		r.Header = make(http.Header)
 	}
+	// A new host (:authority, from a plain HTTP request's service) is
+	// the request's Host, which net/http keeps outside its headers.
+	ms, host, ok := extauthz.HostMutation(ms)
+	if ok {
+		r.Host = host
+	}
 	applyAuthz(r.Header, ms)
 	v.r = r
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goxds/xds/dataplane/cluster"
+	"github.com/goxds/xds/dataplane/route"
 )
 
 // Envoy's max_pending_requests and max_connections
@@ -129,6 +130,25 @@ func (pw *pendingWait) end() bool {
 		return false
 	}
 	return pw.state.Load() == 1
+}
+
+// pendingOutcome is what outlier detection hears of a pending request
+// that never got a connection, whose round trip under the attempt's
+// context ctx failed with err (gone: its caller went away). A connection
+// that could not be made is the endpoint's failure; a wait that the
+// attempt's own end (its per-try or route timeout) cut short is not:
+// Envoy's outlier detection counts as locally originated the events that
+// interrupted or prevented communication with the host (timeouts,
+// resets, failures to connect:
+// https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier),
+// and a request still waiting in the pool had none with it. A dial's own
+// failure (a connect timeout included) is known by its error, however the
+// attempt ended (nil: nothing to count).
+func pendingOutcome(ctx context.Context, err error, gone bool) error {
+	if gone || (ctx.Err() != nil && failureOf(err) != route.ConnectFailure) {
+		return nil
+	}
+	return upstreamFailure{err}
 }
 
 // claimed ends a pick's wait, if pending, once its round trip returned,

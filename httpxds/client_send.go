@@ -323,12 +323,7 @@ func (a *attempt) do(ctx context.Context, req *http.Request, try int) (*http.Res
 		switch {
 		case pw != nil && !busy:
 			// It never had a connection, so never left: not issued.
-			// A connection that failed is still the endpoint's failure.
-			var outcome error
-			if !gone {
-				outcome = upstreamFailure{err}
-			}
-			res.Done.Unsent(outcome)
+			res.Done.Unsent(pendingOutcome(ctx, err, gone))
 		case gone:
 			// The caller went away (its context cancelled or past its
 			// own deadline): nothing is known of the endpoint.

@@ -3,6 +3,7 @@ package httpxds
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"log"
 	"net"
 	"net/http"
@@ -62,6 +63,17 @@ type chainConn struct {
 	// closes); nil: not counted.
 	fresh *freshConns
 	seen  atomic.Bool
+	// leaf is the certificate its TLS handshake served (nil: not TLS).
+	leaf atomic.Pointer[x509.Certificate]
+}
+
+// servedCert is the certificate the server sent on r's connection, gRFC
+// A92's destination principal; nil without TLS.
+func servedCert(r *http.Request) *x509.Certificate {
+	if cc, _ := r.Context().Value(chainKey{}).(*chainConn); cc != nil {
+		return cc.leaf.Load()
+	}
+	return nil
 }
 
 // served records that the connection's first request has reached the

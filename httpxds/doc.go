@@ -117,9 +117,10 @@
 // :path with the query, scheme, protocol, size and headers (lower case,
 // with :authority, :method, :path and :scheme, filtered by allowed_headers
 // and disallowed_headers; in header_map and in the headers map Envoy
-// fills by default), the peer, and with
-// with_request_body its body (raw_body with pack_as_bytes) and
-// x-envoy-auth-partial-body; a body over max_request_bytes is answered
+// fills by default), the peer, over TLS the principal of the
+// certificate the server served on the connection (the destination's,
+// gRFC A92), and with with_request_body its body (raw_body with
+// pack_as_bytes) and x-envoy-auth-partial-body; a body over max_request_bytes is answered
 // 413 before the service is asked, unless allow_partial_message. An
 // allowed request reaches the filters after it and the handler with the
 // service's header changes, and its response gets
@@ -128,7 +129,12 @@
 // deny_at_disable, answer status_on_error (403 when unset) unless
 // failure_mode_allow lets the request on; a header change the
 // decoder_header_mutation_rules disallow, with disallow_is_error, 500.
-// Why is logged as a warning; the caller learns only that the filter
+// The service's header changes follow Envoy's HTTP filter, not gRPC's
+// rules (dataplane/extauthz's InterpretHTTP): grpc-* headers and any
+// valid HTTP header may be set, a new :authority (or host) becomes the
+// request's Host, the rules' defaults refuse host and x-envoy-*, and
+// validate_mutations makes an invalid change a 500 (without it the change
+// is left out). Why is logged as a warning; the caller learns only that the filter
 // refused. With Options.ExtAuthzMetrics each check is counted by its
 // outcome (goxds.http.server_ext_authz.*_requests; the Transport's
 // TransportOptions.ExtAuthzMetrics, goxds.http.client_ext_authz.*).
@@ -209,7 +215,8 @@
 //     size, path with its query, and headers (lower case, with
 //     :authority, :method and :path) in header_map and in the headers
 //     map Envoy fills by default; an allowed request is
-//     sent with ok_response's header changes and its response gets
+//     sent with ok_response's header changes (by Envoy's rules, as on
+//     the server) and its response gets
 //     response_headers_to_add; a denied one is answered with
 //     denied_response's status (403 when unset), body and headers, and
 //     one the service could not decide with status_on_error (403 when
@@ -290,7 +297,8 @@
 // x-envoy-overloaded, the body naming the cluster and the limit), no healthy
 // endpoint (503 naming the cluster), outlier detection fed by each
 // request's outcome (a 5xx, or a connection failure, reset or timeout, is
-// a failure; Envoy's consecutive_5xx and consecutive_gateway_failure eject
+// a failure, but not the timeout of a request still waiting for a
+// connection, which never reached the endpoint; Envoy's consecutive_5xx and consecutive_gateway_failure eject
 // an endpoint the moment its run of 5xx, or of 502, 503, 504 and
 // connection failures, reaches the threshold, as
 // https://www.envoyproxy.io/docs/envoy/latest/intro/arch_overview/upstream/outlier

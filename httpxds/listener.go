@@ -135,7 +135,13 @@ func (l *listener) Deliver(g *generation, conn net.Conn, local, remote netip.Add
 		// starts it), reading the chain's providers then: never a
 		// plaintext fallback for a chain with a DownstreamTlsContext.
 		c = tls.Server(c, &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			return g.gen.TLSConfig(hello.Context(), fc, []string{"h2", "http/1.1"})
+			cfg, err := g.gen.TLSConfig(hello.Context(), fc, []string{"h2", "http/1.1"})
+			if cfg != nil {
+				// What the handshake serves, for ext_authz's destination
+				// principal: http.Request.TLS has only the client's.
+				cc.leaf.Store(servertls.Served(cfg, hello))
+			}
+			return cfg, err
 		}})
 	}
 	if !g.gen.Lis.Deliver(c) {

@@ -2,7 +2,6 @@ package httpxds
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -61,7 +60,7 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 		attrs.Scheme = "https"
 	}
 	ar := &extauthz.Request{Path: a.Path + a.Query, Headers: checkHeaders(req, attrs.Scheme), HTTP: attrs, Time: time.Now(),
-		Server: true, Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates}
+		Server: true, Local: a.Local, Remote: a.Remote, PeerCertificates: a.PeerCertificates, LocalCertificate: servedCert(r)}
 	x := extauthzgrpc.HTTPExtras{ContextExtensions: settings.GetContextExtensions()}
 	if wb := bodySettings(c.Raw, settings); wb != nil {
 		body, partial, err := bufferBody(r, wb.GetMaxRequestBytes())
@@ -78,13 +77,12 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 		x.Body, x.RawBody = body, wb.GetPackAsBytes()
 		ar.Headers[partialBodyHeader] = []string{strconv.FormatBool(partial)}
 	}
-	var d extauthz.Decision
-	if client, err := g.l.s.authzChannels.HTTPClient(c.GrpcService, x); err != nil {
+	client, err := g.l.s.authzChannels.HTTPClient(c.GrpcService, x)
+	if err != nil {
 		// No channel can be made: as a failed call.
-		d = (&extauthz.Checker{Config: c, Client: failingClient{err}}).Check(r.Context(), ar)
-	} else {
-		d = (&extauthz.Checker{Config: c, Client: client}).Check(r.Context(), ar)
+		client = extauthz.FailingClient(fmt.Errorf("no channel to the authorization service: %w", err))
 	}
+	d := (&extauthz.Checker{Config: c, Client: client}).Check(r.Context(), ar)
 	if m := g.l.s.opts.ExtAuthzMetrics; m != nil {
 		m.ServerExtAuthz(d.Outcome.String())
 	}
@@ -93,8 +91,13 @@ func (g *generation) extAuthz(w http.ResponseWriter, req *request, f *resources.
 		return w, false
 	}
 	if len(d.RequestHeaders) > 0 {
-		// What the service adds, the filters after and the handler see.
-		apply(steps(d.RequestHeaders), r.Header)
+		// What the service adds, the filters after and the handler see;
+		// a new host (:authority) is the request's Host.
+		ms, host, ok := extauthz.HostMutation(d.RequestHeaders)
+		if ok {
+			r.Host = host
+		}
+		apply(steps(ms), r.Header)
 	}
 	if len(d.ResponseHeaders) > 0 {
 		w = &mutatingWriter{ResponseWriter: w, steps: steps(d.ResponseHeaders)}
@@ -211,12 +214,4 @@ func steps(ms []extauthz.Mutation) []headerStep {
 		out[i].add = []headerAdd{{name: name, value: m.Value, action: corev3.HeaderValueOption_HeaderAppendAction(m.Action), keepEmpty: true}}
 	}
 	return out
-}
-
-// failingClient fails every check with err: the service's channel could
-// not be made.
-type failingClient struct{ err error }
-
-func (f failingClient) Check(context.Context, *extauthz.CheckRequest) (*extauthz.CheckResponse, error) {
-	return nil, fmt.Errorf("no channel to the authorization service: %w", f.err)
 }

@@ -171,6 +171,9 @@ func TestServerExtAuthz(t *testing.T) {
 	if src := attrs.GetSource().GetAddress().GetSocketAddress(); src.GetAddress() != "127.0.0.1" || attrs.GetDestination().GetAddress().GetSocketAddress().GetPortValue() != e.port {
 		t.Errorf("source %v, destination %v", attrs.GetSource(), attrs.GetDestination())
 	}
+	if p := attrs.GetDestination().GetPrincipal(); p != "" {
+		t.Errorf("destination principal %q without TLS, want none", p)
+	}
 
 	got = e.get("/x", "X-Want: deny")
 	if got.status != http.StatusUnauthorized || got.body != "go away" || got.header.Get("X-Reason") != "nope" {

@@ -30,14 +30,14 @@ const (
 
 // tlsEnv is an env whose bootstrap has certificate providers: "server-id"
 // (the server's certificate) and "roots" (the CA), and two client
-// certificates.
+// certificates; extra edit the bootstrap further.
 type tlsEnv struct {
 	*env
 	pki           *testutils.PKI
 	client, other testutils.Cert
 }
 
-func newTLSEnv(t *testing.T) *tlsEnv {
+func newTLSEnv(t *testing.T, extra ...func(*bootstrap.Config)) *tlsEnv {
 	t.Helper()
 	pki := testutils.NewPKI(t)
 	srvCert := pki.Issue("server", testutils.CertOptions{DNSNames: []string{serverName}})
@@ -53,6 +53,9 @@ func newTLSEnv(t *testing.T) *tlsEnv {
 			"server-id": {PluginName: "file_watcher", Config: cfg(map[string]string{
 				"certificate_file": srvCert.CertFile, "private_key_file": srvCert.KeyFile, "refresh_interval": "0.020s"})},
 			"roots": {PluginName: "file_watcher", Config: cfg(map[string]string{"ca_certificate_file": pki.CAFile})},
+		}
+		for _, f := range extra {
+			f(c)
 		}
 	}})
 	return &tlsEnv{env: e, pki: pki,

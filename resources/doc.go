@@ -173,7 +173,9 @@
 // given; from any other its target must be a key of the bootstrap's
 // allowed_grpc_services (else the Listener is invalid, the error naming
 // the target), whose credentials are used, and its initial_metadata is
-// ignored. Such a Listener depends on its source ([SourceDependent]).
+// ignored, once valid: it is validated whoever sent it. Each initial_metadata header's value is its raw_value when set,
+// else its value, -bin or not (gRFC A102's HeaderValue). Such a Listener
+// depends on its source ([SourceDependent]).
 // The external processing filter (gRFC A93) is registered for neither side
 // until a client or server runtime runs it: a Listener that requires it is
 // NACKed, an optional one skipped. Its config is an [*ExtProcConfig] (bodies in GRPC mode or not at all,

@@ -36,6 +36,9 @@ func FuzzExtProcConfig(f *testing.F) {
 				if ctx == trusted && (!g.Trusted || g.TargetURI == "" || g.ChannelCredentials == "" || g.Allowed != nil) {
 					t.Fatalf("trusted: %+v", g)
 				}
+				if ctx == trusted {
+					checkInitialMetadata(t, g)
+				}
 				if ctx == untrusted && (g.Trusted || g.TargetURI != authzTarget || g.Allowed == nil || g.InitialMetadata != nil || g.AccessTokens != nil || g.ChannelCredentials != "") {
 					t.Fatalf("untrusted: %+v", g)
 				}

@@ -11,7 +11,6 @@ import (
 	accesstokenv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/call_credentials/access_token/v3"
 	googledefaultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/google_default/v3"
 	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
-	localv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/local/v3"
 	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -81,8 +80,12 @@ type GrpcChannelCredentials string
 const (
 	GrpcChannelInsecure      GrpcChannelCredentials = "insecure"
 	GrpcChannelGoogleDefault GrpcChannelCredentials = "google_default"
-	GrpcChannelLocal         GrpcChannelCredentials = "local"
 	GrpcChannelTLS           GrpcChannelCredentials = "tls"
+	// GrpcChannelLocal is no longer read: gRFC A102 dropped
+	// LocalCredentials (grpc/proposal f616fce), so the decoder skips that
+	// type as it does any other it does not know. Kept for the side
+	// channels that still build it.
+	GrpcChannelLocal GrpcChannelCredentials = "local"
 )
 
 // GrpcTLSCredentials is a TlsCredentials plugin: certificate provider
@@ -140,6 +143,8 @@ func (g *GrpcService) String() string {
 	return b.String()
 }
 
+// The longest header name and value gRFC A102 accepts ("invalid if the
+// length exceeds 16384"), as Envoy's HeaderValue's max_bytes.
 const (
 	maxHeaderKeyLen   = 16384
 	maxHeaderValueLen = 16384
@@ -149,7 +154,8 @@ const (
 // for the server in ctx (none known: untrusted). From an untrusted server
 // a target the bootstrap does not allow is an error naming it; the check
 // is left out only when no bootstrap is known (a resource decoded outside
-// a client), as the other bootstrap checks are.
+// a client), as the other bootstrap checks are. initial_metadata is
+// validated from any server and used only from a trusted one.
 func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, error) {
 	gg := m.GetGoogleGrpc()
 	if gg == nil {
@@ -171,10 +177,16 @@ func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, 
 			return nil, fieldErrorf("timeout", "must be positive, got %v", g.Timeout)
 		}
 	}
+	// gRFC A102 validates initial_metadata as part of the GrpcService
+	// whoever sent it (an invalid field makes the resource invalid);
+	// trust decides only whether it is used.
+	md, err := initialMetadata(m.GetInitialMetadata())
+	if err != nil {
+		return nil, err
+	}
 	srv := ctx.server()
 	if srv != nil && srv.TrustedXDSServer() {
-		g.Trusted = true
-		var err error
+		g.Trusted, g.InitialMetadata = true, md
 		cc, err := channelCredentialsPlugin(ctx, gg.GetChannelCredentialsPlugin())
 		if err != nil {
 			return nil, at("google_grpc.channel_credentials_plugin", err)
@@ -182,9 +194,6 @@ func parseGrpcService(ctx *DecodeContext, m *corev3.GrpcService) (*GrpcService, 
 		g.ChannelCredentials, g.TLS, g.XdsFallback = cc.kind, cc.tls, cc.xds
 		if g.AccessTokens, err = callCredentialsPlugin(gg.GetCallCredentialsPlugin()); err != nil {
 			return nil, at("google_grpc.call_credentials_plugin", err)
-		}
-		if g.InitialMetadata, err = initialMetadata(m.GetInitialMetadata()); err != nil {
-			return nil, err
 		}
 		return g, nil
 	}
@@ -224,7 +233,6 @@ func validateTargetURI(target string) error {
 const (
 	insecureCredsName      = "envoy.extensions.grpc_service.channel_credentials.insecure.v3.InsecureCredentials"
 	googleDefaultCredsName = "envoy.extensions.grpc_service.channel_credentials.google_default.v3.GoogleDefaultCredentials"
-	localCredsName         = "envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"
 	tlsCredsName           = "envoy.extensions.grpc_service.channel_credentials.tls.v3.TlsCredentials"
 	xdsCredsName           = "envoy.extensions.grpc_service.channel_credentials.xds.v3.XdsCredentials"
 	accessTokenCredsName   = "envoy.extensions.grpc_service.call_credentials.access_token.v3.AccessTokenCredentials"
@@ -253,7 +261,7 @@ func channelCredentialsPlugin(ctx *DecodeContext, list []*anypb.Any) (channelCre
 	for i, a := range list {
 		types[i] = messageName(a.GetTypeUrl())
 	}
-	return channelCreds{}, fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials, XdsCredentials)", types)
+	return channelCreds{}, fmt.Errorf("no supported type in %q (supported: InsecureCredentials, GoogleDefaultCredentials, TlsCredentials, XdsCredentials)", types)
 }
 
 // channelCredential reads one entry; ok is false for a type goxds does not
@@ -267,8 +275,6 @@ func channelCredential(ctx *DecodeContext, a *anypb.Any, withXds bool) (cc chann
 		cc.kind, m = GrpcChannelInsecure, new(insecurev3.InsecureCredentials)
 	case googleDefaultCredsName:
 		cc.kind, m = GrpcChannelGoogleDefault, new(googledefaultv3.GoogleDefaultCredentials)
-	case localCredsName:
-		cc.kind, m = GrpcChannelLocal, new(localv3.LocalCredentials)
 	case tlsCredsName:
 		cc.kind, m = GrpcChannelTLS, new(tlscredsv3.TlsCredentials)
 	case xdsCredsName:
@@ -297,7 +303,7 @@ func channelCredential(ctx *DecodeContext, a *anypb.Any, withXds bool) (cc chann
 			return cc, false, at("fallback_credentials", err)
 		}
 		if !ok {
-			return cc, false, fieldErrorf("fallback_credentials", "unsupported type %q (supported: InsecureCredentials, GoogleDefaultCredentials, LocalCredentials, TlsCredentials)", messageName(fb.GetTypeUrl()))
+			return cc, false, fieldErrorf("fallback_credentials", "unsupported type %q (supported: InsecureCredentials, GoogleDefaultCredentials, TlsCredentials)", messageName(fb.GetTypeUrl()))
 		}
 		cc.xds = true
 	}
@@ -362,9 +368,13 @@ func callCredentialsPlugin(list []*anypb.Any) ([]string, error) {
 	return tokens, nil
 }
 
-// initialMetadata validates the headers to add to calls: names gRPC can
-// send (lower case, not pseudo-headers, not host, not grpc-), values
-// within gRPC's limits; a -bin header takes raw_value when set.
+// initialMetadata validates the headers to add to calls as gRFC A102
+// reads a HeaderValue: a name gRPC can send (lower case, not a
+// pseudo-header, not host, not grpc-), and as the value raw_value when it
+// is set, else the legacy value, for every header (not only -bin ones).
+// The value read is at most 16384 bytes and, unless the header is binary
+// (-bin, whose raw_value is its bytes as they are), printable ASCII;
+// errors name the field the value came from.
 func initialMetadata(in []*corev3.HeaderValue) ([]HeaderValue, error) {
 	var out []HeaderValue
 	for i, h := range in {
@@ -373,17 +383,19 @@ func initialMetadata(in []*corev3.HeaderValue) ([]HeaderValue, error) {
 		if err := validMetadataKey(key); err != nil {
 			return nil, fieldErrorf(path+".key", "%q: %v", truncate(key), err)
 		}
-		v := h.GetValue()
-		if strings.HasSuffix(key, "-bin") && len(h.GetRawValue()) > 0 {
-			v = string(h.GetRawValue())
+		v, field := h.GetValue(), ".value"
+		// raw_value is proto3 bytes, whose unset is empty: an empty
+		// raw_value leaves the legacy value to be read.
+		if raw := h.GetRawValue(); len(raw) > 0 {
+			v, field = string(raw), ".raw_value"
 		}
-		if len(v) >= maxHeaderValueLen {
-			return nil, fieldErrorf(path+".value", "longer than %d bytes", maxHeaderValueLen-1)
+		if len(v) > maxHeaderValueLen {
+			return nil, fieldErrorf(path+field, "longer than %d bytes", maxHeaderValueLen)
 		}
 		if !strings.HasSuffix(key, "-bin") {
 			for j := 0; j < len(v); j++ {
 				if v[j] < 0x20 || v[j] > 0x7e {
-					return nil, fieldErrorf(path+".value", "byte %#x at %d is not printable ASCII (key %q)", v[j], j, key)
+					return nil, fieldErrorf(path+field, "byte %#x at %d is not printable ASCII (key %q)", v[j], j, truncate(key))
 				}
 			}
 		}
@@ -397,8 +409,8 @@ func validMetadataKey(key string) error {
 	switch {
 	case key == "":
 		return errors.New("must not be empty")
-	case len(key) >= maxHeaderKeyLen:
-		return fmt.Errorf("longer than %d bytes", maxHeaderKeyLen-1)
+	case len(key) > maxHeaderKeyLen:
+		return fmt.Errorf("longer than %d bytes", maxHeaderKeyLen)
 	case key == "host" || strings.HasPrefix(key, ":"):
 		return errors.New("a pseudo-header or host cannot be set")
 	case strings.HasPrefix(key, "grpc-"):

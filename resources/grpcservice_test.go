@@ -6,6 +6,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	googledefaultv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/google_default/v3"
 	insecurev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/insecure/v3"
+	localv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/local/v3"
 	tlscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/tls/v3"
 	xdscredsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/grpc_service/channel_credentials/xds/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
@@ -110,4 +111,22 @@ func TestGrpcServiceTLSAndXdsCredentialsInvalid(t *testing.T) {
 	m.GetGrpcService().GetGoogleGrpc().ChannelCredentialsPlugin = []*anypb.Any{toAny(&tlscredsv3.TlsCredentials{RootCertificateProvider: certInstance("nope", "")})}
 	_, _, err := decodeExtAuthz(t, ctx, m)
 	checkErr(t, err, `grpc_service.google_grpc.channel_credentials_plugin[0].root_certificate_provider.instance_name: root certificate provider instance name "nope" missing`)
+}
+
+// gRFC A102 reads InsecureCredentials, GoogleDefaultCredentials,
+// TlsCredentials and XdsCredentials; LocalCredentials, dropped from it
+// (grpc/proposal f616fce), is a type gRPC does not read: skipped, and
+// alone an error, as grpc-go v1.85 has it (internal/grpcparity
+// TestGrpcServiceVerdicts).
+func TestGrpcServiceLocalCredentialsNotRead(t *testing.T) {
+	ctx := trustedWith()
+	local := toAny(&localv3.LocalCredentials{})
+	_, err := parseGrpcService(ctx, grpcServiceWith(local))
+	checkErr(t, err, `channel_credentials_plugin: no supported type in ["envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"]`)
+	g, err := parseGrpcService(ctx, grpcServiceWith(local, toAny(&insecurev3.InsecureCredentials{})))
+	if err != nil || g.ChannelCredentials != GrpcChannelInsecure {
+		t.Fatalf("LocalCredentials then InsecureCredentials: %v, %v; want insecure", g, err)
+	}
+	_, err = parseGrpcService(ctx, grpcServiceWith(toAny(&xdscredsv3.XdsCredentials{FallbackCredentials: local})))
+	checkErr(t, err, `fallback_credentials: unsupported type "envoy.extensions.grpc_service.channel_credentials.local.v3.LocalCredentials"`)
 }

@@ -63,9 +63,16 @@
 // bootstrap's allowed_grpc_services) whether the RPC may go on; the
 // decision is package dataplane/extauthz's. An allowed RPC reaches its
 // handler with the incoming metadata the service changed, and the
-// service's response headers sent first; a denied one fails with the
+// service's response headers added to the handler's when these are sent
+// (at its first message or SendHeader, or at its end if it set any); an
+// RPC that ends Trailers-Only goes without them, as the gRFC says (draft
+// of 2026-05-26, grpc/proposal commit 207a967); a denied one fails with the
 // service's status and trailers; a failed call fails it with
-// status_on_error unless failure_mode_allow. The channels to the services
+// status_on_error unless failure_mode_allow. Over TLS from xDS server
+// credentials (grpcxds/xdscreds), the destination's principal is the
+// certificate the handshake served, kept by connection address since
+// grpc-go's peer has credentials.TLSInfo, with no place for it (other
+// transport credentials: no principal). The channels to the services
 // are made at the first RPC that needs them and closed by Stop. With
 // RecordExtAuthz each check is counted by its outcome
 // (grpc.server_ext_authz.*).

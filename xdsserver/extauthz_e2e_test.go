@@ -149,6 +149,9 @@ func TestExtAuthzAllowDenyAndRouteDisable(t *testing.T) {
 	if src := attrs.GetSource().GetAddress().GetSocketAddress(); src.GetAddress() != "127.0.0.1" || attrs.GetDestination().GetAddress().GetSocketAddress().GetPortValue() != e.port {
 		t.Errorf("source %v, destination %v", attrs.GetSource(), attrs.GetDestination())
 	}
+	if p := attrs.GetDestination().GetPrincipal(); p != "" {
+		t.Errorf("destination principal %q without TLS, want none", p)
+	}
 	if v := checks[0].Metadata.Get("x-tenant"); len(v) != 0 {
 		t.Errorf("the untrusted server's initial_metadata reached the service: x-tenant %q", v)
 	}

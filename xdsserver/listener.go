@@ -37,6 +37,9 @@ type generation struct {
 	l   *listener
 	gen *serverlds.Generation
 	srv *grpc.Server
+	// served are the certificates its TLS connections served, for
+	// ext_authz's destination principal (creds.go).
+	served servedCerts
 }
 
 // Start implements serverlds.Server: a grpc.Server serving gen's version.
@@ -85,7 +88,7 @@ func (l *listener) Deliver(g *generation, conn net.Conn, local, remote netip.Add
 	if fc == nil {
 		return false // no chain for this peer
 	}
-	return g.gen.Lis.Deliver(&chainConn{Conn: conn, gen: g.gen, fc: fc})
+	return g.gen.Lis.Deliver(&chainConn{Conn: conn, gen: g.gen, fc: fc, served: &g.served, key: connKey{local, remote}})
 }
 
 // NotServerListener implements serverlds.Server, in grpc-go's words.

@@ -14,17 +14,17 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/dataplane/authz"
-	"github.com/goxds/xds/internal/extprocgrpc"
 	"github.com/goxds/xds/internal/serverconn"
 	"github.com/goxds/xds/resources"
 )
 
 // unary routes and authorizes a unary RPC of the generation, and runs it
-// through the chain's external processing filters, if any.
+// through the chain's filters that take part in its response (external
+// processing, external authorization's response headers), if any.
 func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	procs, err := g.check(&ctx, info.FullMethod)
-	if len(procs) > 0 {
-		return extprocgrpc.ServeUnary(ctx, procs, req, handler, err)
+	layers, err := g.check(&ctx, info.FullMethod)
+	if len(layers) > 0 {
+		return serveUnary(ctx, layers, req, handler, err)
 	}
 	if err != nil {
 		return nil, err
@@ -33,12 +33,13 @@ func (g *generation) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 // stream routes and authorizes a streaming RPC of the generation, and
-// runs it through the chain's external processing filters, if any.
+// runs it through the chain's filters that take part in its response, as
+// unary does.
 func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	ctx := ss.Context()
-	procs, err := g.check(&ctx, info.FullMethod)
-	if len(procs) > 0 {
-		return extprocgrpc.ServeStream(ctx, srv, ss, procs, handler, err)
+	layers, err := g.check(&ctx, info.FullMethod)
+	if len(layers) > 0 {
+		return serveStream(ctx, srv, ss, layers, handler, err)
 	}
 	if err != nil {
 		return err
@@ -56,10 +57,11 @@ func (g *generation) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // connection's addresses: a generation's Listener never changes, so it is
 // the one the connection was accepted with. *ctxp is the RPC's context,
 // which a filter may replace (ext_authz and ext_proc changing its
-// metadata). The external processing filters started are returned, even
-// with an error (a filter after them failed the RPC), for the caller to
-// run the rest of the RPC through.
-func (g *generation) check(ctxp *context.Context, method string) ([]*extprocgrpc.ServerRPC, error) {
+// metadata). The filters that take part in the response (external
+// processing filters started, external authorization's response headers)
+// are returned, even with an error (a filter after them failed the RPC),
+// for the caller to run the rest of the RPC through.
+func (g *generation) check(ctxp *context.Context, method string) ([]layer, error) {
 	ctx := *ctxp
 	p, ok := peer.FromContext(ctx)
 	if !ok || p.LocalAddr == nil || p.Addr == nil {
@@ -102,9 +104,9 @@ func (g *generation) check(ctxp *context.Context, method string) ([]*extprocgrpc
 		// gRFC A36: a server only serves routes that say so.
 		return nil, s.rpcError(codes.Unavailable, "the incoming RPC matched to a route that was not of action type non forwarding: %s matched a route whose action is %v", method, route.Action)
 	}
-	var procs []*extprocgrpc.ServerRPC
-	err = g.runFilters(ctxp, &procs, fc, vh, route, method, md, local, remote, p)
-	return procs, err
+	var layers []layer
+	err = g.runFilters(ctxp, &layers, fc, vh, route, method, md, local, remote, p)
+	return layers, err
 }
 
 // runFilters runs the chain's HTTP filters, each with its most specific
@@ -113,8 +115,8 @@ func (g *generation) check(ctxp *context.Context, method string) ([]*extprocgrpc
 // if it is optional, as gRFC A39 says of an unsupported optional filter,
 // and otherwise fails the RPC: it may be a security filter.
 // *ctxp is the RPC's context, which ext_authz and ext_proc may replace;
-// the external processing filters started are appended to *procs.
-func (g *generation) runFilters(ctxp *context.Context, procs *[]*extprocgrpc.ServerRPC, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
+// the filters that take part in the response are appended to *layers.
+func (g *generation) runFilters(ctxp *context.Context, layers *[]layer, fc *resources.FilterChain, vh *resources.VirtualHost, route *resources.Route,
 	method string, md metadata.MD, local, remote netip.AddrPort, p *peer.Peer) error {
 	s := g.l.s
 	for i := range fc.HTTPFilters {
@@ -127,9 +129,12 @@ func (g *generation) runFilters(ctxp *context.Context, procs *[]*extprocgrpc.Ser
 		case *resources.RouterConfig:
 			// The terminal filter: the RPC goes to its handler.
 		case *resources.ExtAuthzConfig, *resources.ExtAuthzPerRouteConfig:
-			ctx, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p)
+			ctx, hdrs, err := s.extAuthz(*ctxp, f, c, method, md, local, remote, p, g.served.leaf(local, remote))
 			if err != nil {
 				return err
+			}
+			if hdrs != nil {
+				*layers = append(*layers, layer{hdrs: hdrs})
 			}
 			*ctxp = ctx
 			md, _ = metadata.FromIncomingContext(ctx)
@@ -138,7 +143,7 @@ func (g *generation) runFilters(ctxp *context.Context, procs *[]*extprocgrpc.Ser
 			if err != nil {
 				return err
 			}
-			*procs = append(*procs, pr)
+			*layers = append(*layers, layer{proc: pr})
 			*ctxp = ctx
 			md, _ = metadata.FromIncomingContext(ctx)
 		case *resources.RBACConfig:

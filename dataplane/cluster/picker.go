@@ -103,18 +103,7 @@ func (d Done) Finish(err error, serverLoad any) {
 // another was being made, gRFC A105). It gives back what Pick counted,
 // and records no outcome: unlike Unsent, the load report does not count
 // it issued, since its next pick will.
-func (d Done) Abandon() {
-	if d.p == nil {
-		return
-	}
-	d.p.inflight.Add(-1)
-	if d.ll != nil && !d.p.inflight.startOnSend {
-		d.ll.CallUnstarted()
-	}
-	if d.counted {
-		d.ep.CallFinished()
-	}
-}
+func (d Done) Abandon() { d.Queue().Release() }
 
 // Started records, with Config.StartOnSend, that the picked request left
 // for its endpoint (HTTP: it has a connection): LRS counts it issued and

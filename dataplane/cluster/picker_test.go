@@ -165,3 +165,38 @@ func TestDoneAbandon(t *testing.T) {
 	}
 	Done{}.Abandon()
 }
+
+// Queue keeps the place a pick took under the circuit breaker until its
+// Place is released: with max_requests 1, a request queued for a
+// connection (gRFC A105) refuses the next one, and its release lets one
+// in; what least_request counted is given back at once.
+func TestDoneQueueHoldsPlace(t *testing.T) {
+	p := prio(endpoint.Ready, []uint32{1})
+	p.maxRequests = 1
+	pp := p.picker(endpoint.Ready, testHeaderHash)
+	res, err := pp.Pick(nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Endpoint.CallStarted() // as least_request counts a pick
+	res.Done.counted = true
+	h := res.Done.Queue()
+	if n := res.Endpoint.InFlight(); n != 0 {
+		t.Errorf("queued: least_request's count %d, want 0", n)
+	}
+	var overload *OverloadError
+	if _, err := pp.Pick(nil, 0); !errors.As(err, &overload) {
+		t.Fatalf("pick with one request queued, max_requests 1: %v, want the circuit breaker's refusal", err)
+	}
+	h.Release()
+	if n := p.inflight.Load(); n != 0 {
+		t.Fatalf("after Release: %d in flight, want 0", n)
+	}
+	if _, err := pp.Pick(nil, 0); err != nil {
+		t.Errorf("pick after the queued one was released: %v", err)
+	}
+	Place{}.Release()
+	if h := (Done{}).Queue(); h != (Place{}) {
+		t.Errorf("the zero Done's Queue: %+v, want the zero Place", h)
+	}
+}

@@ -39,3 +39,39 @@ func (s *Set) applyScaleLocked(cl *Cluster, old map[*endpoint.Endpoint]uint32) {
 		}
 	}
 }
+
+// Queue undoes the pick as Abandon does, but for its place under the leaf
+// cluster's circuit breaker: the request was not sent, and the transport
+// queues it for a connection of the endpoint picked that is being made
+// (gRFC A105, endpoint.Group). The gRFC counts such a request against
+// max_requests while it waits: "implementations will need to increment
+// the counter in the picker. It will then be necessary to decrement the
+// counter when the RPC finishes, regardless of whether it was actually
+// sent out or whether the subchannel failed it." The Place keeps it
+// until its Release, which the transport calls once: when it picks the
+// request again (that pick counts it anew) or the request ends queued.
+// The load report and least_request's count are given back at once, as
+// Abandon gives them back: the next pick counts them.
+func (d Done) Queue() Place {
+	if d.p == nil {
+		return Place{}
+	}
+	if d.ll != nil && !d.p.inflight.startOnSend {
+		d.ll.CallUnstarted()
+	}
+	if d.counted {
+		d.ep.CallFinished()
+	}
+	return Place{c: d.p.inflight}
+}
+
+// Place is a queued request's place under its leaf cluster's circuit
+// breaker (Done.Queue). The zero Place is none.
+type Place struct{ c *leafCounter }
+
+// Release gives the place back. Once per Place.
+func (h Place) Release() {
+	if h.c != nil {
+		h.c.Add(-1)
+	}
+}

@@ -73,4 +73,15 @@
 // released ([ConnEvents] collects them). grpcxds feeds it its SubConns'
 // states under the balancer's lock; httpxds each TCP connection's dial,
 // handshake, errors and close.
+//
+// # Connection scaling
+//
+// gRFC A105 lets an endpoint have several connections, made as the
+// server's MAX_CONCURRENT_STREAMS run out: the pool keeps each user's
+// setting ([Pool.SetMaxConns], [Endpoint.MaxConns]), and a [Group] is
+// the connections of one such endpoint and the choice among them: which
+// takes a request, when another is made, which requests wait, and the
+// endpoint's state. The transport makes the connections, reports their
+// states and reads their limits ([StreamLimit]); grpcxds binds a Group
+// to SubConns.
 package endpoint

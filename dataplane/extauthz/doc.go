@@ -31,9 +31,11 @@
 //     ([Request].HTTP, as Envoy's HTTP filter sends them); and on a
 //     server the source (peer address, principal, and with
 //     include_peer_certificate its certificate, PEM, URL-encoded) and the
-//     destination (local address, and principal when the adapter knows
-//     the local certificate). A principal is a certificate's first URI
-//     SAN, else its first DNS SAN, else its subject.
+//     destination (local address, and over TLS the principal of the
+//     certificate the server served on the connection, which xdsserver,
+//     with xDS server credentials, and httpxds record at the handshake).
+//     A principal is a certificate's first URI SAN, else its first DNS
+//     SAN, else its subject.
 //   - The call runs under the GrpcService's timeout. If it fails, or the
 //     response is malformed (a header change gRFC A102 calls invalid),
 //     the request fails with status_on_error, unless failure_mode_allow
@@ -60,7 +62,14 @@
 //     disallow_is_error, failing the request with UNKNOWN (Envoy's HTTP
 //     500), even where it would have changed nothing. append_action's
 //     four values are honoured; keep_empty_value is not read: a change
-//     that leaves a header empty keeps it.
+//     that leaves a header empty keeps it. A plain HTTP request
+//     (Request.HTTP) follows Envoy's HTTP filter instead (InterpretHTTP):
+//     any valid HTTP header, grpc-* included, names lower-cased; host
+//     and pseudo-headers never removed; decoder_header_mutation_rules,
+//     when set, read as Envoy reads them (allow_all_routing, allow_envoy,
+//     disallow_system and the defaults they change), on the request's
+//     headers only; validate_mutations making an invalid change a 500,
+//     and without it the change left out.
 //
 // The per-route overrides are resolved before: a filter turned off by a
 // FilterConfig wrapper does not run, and an ExtAuthzPerRoute override

@@ -289,7 +289,11 @@ func (c *Checker) Check(ctx context.Context, req *Request) Decision {
 	if err != nil {
 		return c.failed(fmt.Errorf("authorization call to %s failed: %w", cfg.GrpcService.TargetURI, err))
 	}
-	d, err := Interpret(cfg, resp)
+	interpret := Interpret
+	if req.HTTP != nil {
+		interpret = InterpretHTTP // Envoy's HTTP filter's header rules
+	}
+	d, err := interpret(cfg, resp)
 	if err != nil {
 		return c.failed(err)
 	}
@@ -409,19 +413,10 @@ func Interpret(cfg *resources.ExtAuthzConfig, resp *CheckResponse) (Decision, er
 	}
 	rules := &cfg.MutationRules
 	if resp.Code != codeOK {
-		msg := "ext_authz: denied by the authorization service"
-		if resp.Message != "" {
-			// The service's own words on why (gRFC A92: the status's text
-			// goes in the RPC's message; its code does not decide it).
-			msg += ": " + resp.Message
-		}
-		d := Decision{Outcome: Denied, Message: msg, Body: resp.DeniedBody}
-		status := resp.DeniedStatus
-		if status == 0 {
-			status = 403
-		}
-		code, _ := resources.HTTPStatusToCode(status)
-		d.Code, d.HTTPStatus = uint32(code), status
+		// The service's own words on why in the denial's message (gRFC
+		// A92: the status's text goes in the RPC's message; its code does
+		// not decide it).
+		d := denial(resp)
 		if _, err := mutations(nil, resp.DeniedHeaders, "denied_response.headers"); err != nil {
 			return Decision{}, err
 		}

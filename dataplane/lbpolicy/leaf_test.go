@@ -127,12 +127,13 @@ func TestPickFirst(t *testing.T) {
 		t.Errorf("pick_first: %v, want all to a", got)
 	}
 	a := l.ep(0, 0)
-	l.set(a, endpoint.TransientFailure)
+	l.set(a, endpoint.Idle)
 	// Its connection lost, pick_first is idle until a request asks
 	// (gRFC A62): then a, failing, is passed over.
 	if _, err := readyPicker(t, l).Pick(0); err != ErrIdle {
 		t.Fatalf("pick_first with a lost: %v, want ErrIdle", err)
 	}
+	l.set(a, endpoint.TransientFailure)
 	if !l.ExitIdle() {
 		t.Fatal("ExitIdle found no idle group")
 	}

@@ -104,7 +104,9 @@ func (l *Leaf) pickFirst(g *group) Picker {
 //     nothing, and its picker asks for a new pass (ExitIdle), from the
 //     first endpoint, when a request comes (gRFC A62; gRPC's pick_first
 //     goes IDLE and its picker calls ExitIdle). The chosen endpoint
-//     ejected by outlier detection starts a new pass at once.
+//     ejected by outlier detection, or going from ready to connecting or
+//     failing (gRFC A105's endpoint of several connections), starts a new
+//     pass at once.
 func (l *Leaf) pickFirstStep(g *group) {
 	if g.idle {
 		return
@@ -114,7 +116,12 @@ func (l *Leaf) pickFirstStep(g *group) {
 			g.stopTimer()
 			return
 		}
-		lost := !l.ejected(g.chosen)
+		// Lost (its connection idle): idle until asked. CONNECTING or
+		// TRANSIENT_FAILURE straight from READY, which only an endpoint of
+		// several connections goes to (gRFC A105: its last ready one lost
+		// while another is being made, or in the backoff of one that
+		// failed), or ejected: a new pass at once.
+		lost := !l.ejected(g.chosen) && g.chosen.Reported() == endpoint.Idle
 		g.chosen, g.tried = nil, 0
 		if lost {
 			g.idle = true

@@ -235,3 +235,35 @@ func TestPickFirstIdleAcrossUpdate(t *testing.T) {
 	o.update()
 	o.check(t, "asked", "a", "")
 }
+
+// The chosen endpoint going from READY to CONNECTING or TRANSIENT_FAILURE,
+// which only an endpoint of several connections does (gRFC A105: its last
+// ready connection lost while another is being made, or during the
+// backoff of one that failed), starts a new pass at once, from the first
+// endpoint (A105: "If the selected (READY) subchannel transitions to
+// CONNECTING or TRANSIENT_FAILURE state, then pick_first will go back into
+// CONNECTING state. It will start the happy eyeballs pass across all
+// subchannels"); going IDLE, it waits for a request (A62).
+func TestPickFirstChosenConnectingOrFailingStartsNewPass(t *testing.T) {
+	for _, s := range []endpoint.State{endpoint.Connecting, endpoint.TransientFailure} {
+		t.Run(s.String(), func(t *testing.T) {
+			o := newPFOwner(3)
+			o.set("a", endpoint.Connecting)
+			o.set("a", endpoint.TransientFailure)
+			o.set("b", endpoint.Ready)
+			o.check(t, "b ready", "b", "b")
+			o.set("b", s)
+			if o.Idle() {
+				t.Errorf("b %v: the leaf is Idle, want it connecting", s)
+			}
+			// a, failing still, is passed over at once; b is started.
+			want := "ab"
+			if s == endpoint.TransientFailure {
+				want = "abc" // b failed too: c's turn at once
+			}
+			o.check(t, "b "+s.String(), want, "")
+			o.set("b", endpoint.Ready)
+			o.check(t, "b ready again", "b", "b")
+		})
+	}
+}

@@ -57,10 +57,11 @@ func StartServerRPC(ctx context.Context, c *resources.ExtProcConfig, proc *extpr
 		// gRFC A93: the processor's messages are not compressed, since
 		// whether the handler's could be (a sensitive payload) does not
 		// carry over to them. grpc-go's per-RPC setting, on the transport's
-		// own stream (an earlier processing filter wraps it).
+		// own stream (an earlier processing filter, or an authorization
+		// filter's held response headers, wraps it).
 		base := real
-		for pr, ok := base.(*ServerRPC); ok; pr, ok = base.(*ServerRPC) {
-			base = pr.real
+		for u, ok := base.(unwrapper); ok; u, ok = base.(unwrapper) {
+			base = u.Unwrap()
 		}
 		_ = grpc.SetSendCompressor(grpc.NewContextWithServerTransportStream(ctx, base), "identity")
 	}
@@ -81,6 +82,11 @@ func StartServerRPC(ctx context.Context, c *resources.ExtProcConfig, proc *extpr
 	ctx = metadata.NewIncomingContext(ctx, metadata.MD(out))
 	p := newServerRPC(ctx, call, c.Modes, real, stopDone)
 	return p, grpc.NewContextWithServerTransportStream(p.ctx, p), nil
+}
+
+// unwrapper is a ServerTransportStream around another.
+type unwrapper interface {
+	Unwrap() grpc.ServerTransportStream
 }
 
 // serverAttributes are the attributes of an RPC the filter can send

@@ -37,6 +37,9 @@ func newServerRPC(rpcCtx context.Context, call *extproc.Call, modes resources.Ex
 	return p
 }
 
+// Unwrap is the ServerTransportStream the filter's headers go to.
+func (p *ServerRPC) Unwrap() grpc.ServerTransportStream { return p.real }
+
 // Method implements grpc.ServerTransportStream.
 func (p *ServerRPC) Method() string { return p.real.Method() }
 

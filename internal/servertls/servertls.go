@@ -203,3 +203,41 @@ func (c *Chain) End() {
 		sec.Close()
 	}
 }
+
+// Served returns the leaf certificate a handshake with cfg serves to the
+// client of hello, chosen among cfg.Certificates as crypto/tls chooses
+// (the only one; else the first the client supports, by its SNI,
+// signature schemes and curves; else the first), for gRFC A92's
+// destination principal. A resumed session sends no certificate: its
+// answer is then the one a full handshake would serve now. Called from
+// GetConfigForClient, which every handshake runs, resumed or not; cfg is
+// one of Security.Config's (no GetCertificate). Nil when cfg has none or
+// the leaf cannot be parsed.
+func Served(cfg *tls.Config, hello *tls.ClientHelloInfo) *x509.Certificate {
+	certs := cfg.Certificates
+	if len(certs) == 0 {
+		return nil
+	}
+	chosen := &certs[0]
+	if len(certs) > 1 {
+		for i := range certs {
+			if hello.SupportsCertificate(&certs[i]) == nil {
+				chosen = &certs[i]
+				break
+			}
+		}
+	}
+	if chosen.Leaf != nil {
+		return chosen.Leaf
+	}
+	if len(chosen.Certificate) == 0 {
+		return nil
+	}
+	// Key material built without tls.X509KeyPair (or under GODEBUG
+	// x509keypairleaf=0) has no parsed leaf.
+	leaf, err := x509.ParseCertificate(chosen.Certificate[0])
+	if err != nil {
+		return nil
+	}
+	return leaf
+}
