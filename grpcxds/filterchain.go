@@ -25,7 +25,9 @@ import (
 // configurations.
 type filterEnv struct {
 	// authz are the channels to external authorization services (gRFC
-	// A92), closed with the channel's resolver; nil: none can be made.
+	// A92), closed once the configuration in force no longer names them
+	// and their calls end, and with the channel's resolver; nil: none can
+	// be made.
 	authz *extauthzgrpc.Channels
 	// authzMetrics, when not nil, counts the ext_authz checks of the
 	// channel's RPCs, labelled target (Options.ExtAuthzMetrics).

@@ -394,7 +394,9 @@ type xdsResolver struct {
 	// routes' (rlsplugin.go): the tree follows them too.
 	clusters *watchers.ClusterSet
 	// authz are the channels to external authorization services that the
-	// channel's ext_authz filters use (extauthz.go), closed with it.
+	// channel's ext_authz filters use (extauthz.go): each Update names
+	// those its configuration names, the others close once their calls
+	// end; all close with it.
 	authz extauthzgrpc.Channels
 	// procMetrics labels the measures of the channel's external
 	// processing filters (extprocmetrics.go); nil: none.
@@ -415,6 +417,10 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 		r.notTaken(cfg.gen, err)
 		return
 	}
+	// The side channels the configuration before named and this one does
+	// not close once their calls end (gRFC A92 keeps only those an update
+	// keeps); the chain's RPCs take them from now on.
+	r.authz.Name(r, extauthzgrpc.ClientServices(s.Listener, s.VirtualHost))
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger.Debug("xDS configuration applied", "route_config", s.RouteConfig.Name,
 			"virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())

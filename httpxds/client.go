@@ -139,7 +139,8 @@ type Transport struct {
 	pickers atomic.Pointer[published]
 	// authz are the channels to the authorization services the
 	// listeners' ext_authz filters call (client_filters.go), with a lock of
-	// their own; closed by Close.
+	// their own; each host names those its configuration names (the
+	// others close once their calls end), and Close closes them all.
 	authz extauthzgrpc.Channels
 
 	// mu guards what follows, the Set's state included (cluster.Host's

@@ -11,6 +11,7 @@ import (
 
 	"github.com/goxds/xds/dataplane/cluster"
 
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/treeerr"
 	"github.com/goxds/xds/resources"
 	"github.com/goxds/xds/watchers"
@@ -193,6 +194,9 @@ func (h *hostWatch) Update(s *watchers.Snapshot) {
 		"route_config", s.RouteConfig.Name, "virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())
 	applied := t.applied
 	t.finishAndUnlock()
+	// The side channels this host's configuration before named and this
+	// one does not close once their calls end (gRFC A92).
+	t.nameSide(h, extauthzgrpc.ClientServices(s.Listener, s.VirtualHost))
 	h.setState(&hostState{cfg: cfg})
 	if applied != nil {
 		applied(h.key.host, h.key.authority, s, nil)
@@ -323,6 +327,7 @@ func (t *Transport) updateSetLocked(h *hostWatch, prev *watchers.Snapshot) {
 func (t *Transport) sweepHosts() {
 	now := t.clock.Now().UnixNano()
 	var cancels []func()
+	var gone []*hostWatch
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
@@ -335,6 +340,7 @@ func (t *Transport) sweepHosts() {
 		}
 		delete(t.hosts, key)
 		h.gone = true
+		gone = append(gone, h)
 		cancels = append(cancels, h.cancel)
 		if h.snap != nil {
 			h.snap = nil
@@ -352,5 +358,24 @@ func (t *Transport) sweepHosts() {
 	t.finishAndUnlock()
 	for _, c := range cancels {
 		c()
+	}
+	for _, h := range gone {
+		t.nameSide(h, nil)
+	}
+}
+
+// nameSide tells t's side channels the services h's configuration names
+// (none once h is gone): those no host names close once their calls end.
+// An Update that named them as the sweep dropped h takes them back.
+func (t *Transport) nameSide(h *hostWatch, named []*resources.GrpcService) {
+	t.authz.Name(h, named)
+	if named == nil {
+		return
+	}
+	t.mu.Lock()
+	gone := h.gone
+	t.mu.Unlock()
+	if gone {
+		t.authz.Name(h, nil)
 	}
 }

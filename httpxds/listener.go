@@ -37,7 +37,8 @@ func newListener(s *Server, raw net.Listener, name string) *listener {
 	if _, p, err := net.SplitHostPort(raw.Addr().String()); err == nil {
 		l.port, _ = strconv.Atoi(p)
 	}
-	l.core = serverlds.New(serverlds.Config[*generation]{Client: s.xc, Bootstrap: s.b, Raw: raw, Name: name, Server: l, Reports: s.reports, Applied: s.applied})
+	l.core = serverlds.New(serverlds.Config[*generation]{Client: s.xc, Bootstrap: s.b, Raw: raw, Name: name, Server: l, Reports: s.reports, Applied: s.applied,
+		Side: &s.authzChannels})
 	return l
 }
 

@@ -25,7 +25,9 @@ import (
 // check's binding to grpc-go (the request from the RPC's peer, the
 // decision as the server's API carries it) internal/extauthzgrpc's; the
 // channel to the service is the server's (s.authzChannels), made at the
-// first RPC that needs it and kept until Stop, and so are the metrics.
+// first RPC that needs it and kept while a Listener version in force
+// names it (closed once its calls end after one that does not, and at
+// Stop), and so are the metrics.
 // served is the certificate the server sent on the RPC's connection (nil
 // without TLS).
 func (s *GRPCServer) extAuthz(ctx context.Context, f *resources.HTTPFilter, cfg resources.HTTPFilterConfig,

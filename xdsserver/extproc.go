@@ -18,7 +18,8 @@ import (
 // client's headers while the chain's filters run, the rest of the RPC
 // around the handler: ServeUnary, ServeStream). What is here is the
 // server's: the filter's configuration, the channel to the processor
-// (the server's, kept until Stop) and the server's metrics.
+// (the server's, kept while a Listener version in force names it) and the
+// server's metrics.
 
 // extProc starts an external processing filter on an RPC to method: f is
 // the chain's filter and cfg its effective configuration. It returns

@@ -27,7 +27,8 @@ var _ serverlds.Server[*generation] = (*listener)(nil)
 
 func newListener(s *GRPCServer, raw net.Listener, name string) *listener {
 	l := &listener{s: s}
-	l.core = serverlds.New(serverlds.Config[*generation]{Client: s.xc, Bootstrap: s.opts.bootstrap, Raw: raw, Name: name, Server: l, Reports: s.reports})
+	l.core = serverlds.New(serverlds.Config[*generation]{Client: s.xc, Bootstrap: s.opts.bootstrap, Raw: raw, Name: name, Server: l, Reports: s.reports,
+		Side: &s.authzChannels})
 	return l
 }
 

@@ -15,11 +15,9 @@ package extauthzgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -33,91 +31,6 @@ import (
 	"github.com/goxds/xds/dataplane/extauthz"
 	"github.com/goxds/xds/resources"
 )
-
-// Channels keeps the channels to authorization services of one owner (a
-// gRPC channel's resolver, an xDS-enabled server), one per target and
-// credentials, so that a configuration update that keeps them keeps the
-// channel (gRFC A92). Channels are made at the first check that needs
-// them and closed by Close. The zero value is ready to use.
-//
-// A check or processing stream is a call on one of these channels with the
-// data-plane RPC's context as its parent (its values, not always its
-// cancellation), so that a stats handler of DialOptions (an OpenTelemetry
-// one, say) sees the RPC's trace and makes the side call its child span
-// (gRFC A92, A93).
-type Channels struct {
-	// DialOptions are given to every channel before its credentials,
-	// which they cannot replace: the owner's users' stats handlers,
-	// interceptors, keepalives. Set before the first Client or Conn.
-	DialOptions []grpc.DialOption
-
-	mu     sync.Mutex
-	m      map[string]*service
-	closed bool
-}
-
-// service is one channel and its credentials.
-type service struct {
-	conn  *grpc.ClientConn
-	creds *bootstrap.ChannelCredentials // closed after conn; nil if none
-	// release frees what TlsCredentials hold (their certificate
-	// providers), after conn; nil if nothing.
-	release func()
-}
-
-// errClosed is the failure of a check after Close.
-var errClosed = errors.New("extauthzgrpc: closed")
-
-// Client returns the client of gs's service, making its channel if none
-// is open.
-func (c *Channels) Client(gs *resources.GrpcService) (extauthz.Client, error) {
-	conn, md, err := c.Conn(gs)
-	if err != nil {
-		return nil, err
-	}
-	return &client{ac: authv3.NewAuthorizationClient(conn), md: md}, nil
-}
-
-// Conn returns the channel to gs's service, making it if none is open,
-// and the metadata every call on it carries (a trusted server's
-// initial_metadata): for the other side-channel services a filter names
-// (ext_proc's, gRFC A93, internal/extprocgrpc), which share the channels
-// of one owner.
-func (c *Channels) Conn(gs *resources.GrpcService) (grpc.ClientConnInterface, metadata.MD, error) {
-	key := channelKey(gs)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return nil, nil, errClosed
-	}
-	s, ok := c.m[key]
-	if !ok {
-		var err error
-		if s, err = dial(gs, c.DialOptions); err != nil {
-			return nil, nil, err
-		}
-		if c.m == nil {
-			c.m = make(map[string]*service)
-		}
-		c.m[key] = s
-	}
-	return s.conn, initialMetadata(gs), nil
-}
-
-// Close closes every channel; later checks fail.
-func (c *Channels) Close() {
-	c.mu.Lock()
-	m := c.m
-	c.m, c.closed = nil, true
-	c.mu.Unlock()
-	for _, s := range m {
-		s.conn.Close()
-		s.creds.Close()
-		if s.release != nil {
-			s.release()
-		}
-	}
-}
 
 // channelKey identifies a channel: its target and credentials, not the
 // timeout or initial metadata, which are per call.

@@ -41,19 +41,24 @@ func tlsCredentials(gs *resources.GrpcService) (credentials.TransportCredentials
 	if c.roots, err = build(t.RootInstance, certprovider.BuildOptions{CertName: t.RootCertName, WantRoot: true}); err != nil {
 		return nil, nil, err
 	}
+	c.rootFiles = watchedFiles(t.Bootstrap, t.RootInstance)
 	if t.IdentityInstance != "" {
 		if c.identity, err = build(t.IdentityInstance, certprovider.BuildOptions{CertName: t.IdentityCertName, WantIdentity: true}); err != nil {
 			c.roots.Close()
 			return nil, nil, err
 		}
+		c.identityFiles = watchedFiles(t.Bootstrap, t.IdentityInstance)
 	}
 	return c, c.close, nil
 }
 
 // providerCreds is client-side TLS with key material from certificate
-// providers.
+// providers. A file_watcher instance's files are known (rootFiles,
+// identityFiles; nil for another plugin), so that a handshake need not
+// wait for a provider that has nothing yet.
 type providerCreds struct {
-	roots, identity certprovider.Provider
+	roots, identity          certprovider.Provider
+	rootFiles, identityFiles *fileWatcherFiles
 }
 
 func (c *providerCreds) close() {
@@ -63,8 +68,20 @@ func (c *providerCreds) close() {
 	}
 }
 
+// ClientHandshake takes the providers' key material as it is now. grpc-go's
+// file_watcher provider has none until it has read its files, which it
+// does at its creation and then every refresh_interval: until then its
+// KeyMaterial blocks. Waiting for it with the dial's context would hold
+// every call on the channel (a fail-fast check too) for the whole
+// connection timeout, saying only that no connection was ready. Instead a
+// file_watcher instance with nothing yet has its files read here, so
+// that the handshake fails at once naming the instance and the file it
+// cannot read (the channel goes TRANSIENT_FAILURE with that error, which
+// a fail-fast call reports), and succeeds at the next attempt once the
+// files are there, without waiting for the provider's next refresh.
+// Another plugin's provider is waited for, bounded by ctx.
 func (c *providerCreds) ClientHandshake(ctx context.Context, authority string, raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	km, err := c.roots.KeyMaterial(ctx)
+	km, err := keyMaterial(ctx, c.roots, c.rootFiles, true)
 	if err != nil {
 		return nil, nil, fmt.Errorf("TlsCredentials: no root certificates: %w", err)
 	}
@@ -73,13 +90,32 @@ func (c *providerCreds) ClientHandshake(ctx context.Context, authority string, r
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: km.Roots}
 	if c.identity != nil {
-		id, err := c.identity.KeyMaterial(ctx)
+		id, err := keyMaterial(ctx, c.identity, c.identityFiles, false)
 		if err != nil {
 			return nil, nil, fmt.Errorf("TlsCredentials: no identity certificate: %w", err)
 		}
 		cfg.Certificates = id.Certs
 	}
 	return credentials.NewTLS(cfg).ClientHandshake(ctx, authority, raw)
+}
+
+// keyMaterial is p's key material if it has some now; else, for a
+// file_watcher instance (files not nil), its files' (roots or identity),
+// read now; else p's once it has some, waited for within ctx.
+func keyMaterial(ctx context.Context, p certprovider.Provider, files *fileWatcherFiles, roots bool) (*certprovider.KeyMaterial, error) {
+	// A provider that has key material returns it even to a done context.
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	if km, err := p.KeyMaterial(now); err == nil {
+		return km, nil
+	}
+	if files == nil {
+		return p.KeyMaterial(ctx)
+	}
+	if roots {
+		return files.roots()
+	}
+	return files.identity()
 }
 
 func (c *providerCreds) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {

@@ -2,12 +2,17 @@ package extauthzgrpc_test
 
 import (
 	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/dataplane/extauthz"
@@ -132,5 +137,86 @@ func TestChannelsKeyedByCredentials(t *testing.T) {
 		if got := strings.Join(checks[0].Metadata.Get("authorization"), ","); got != step.authorization {
 			t.Errorf("%s: authorization %q, want %q", step.name, got, step.authorization)
 		}
+	}
+}
+
+// A TlsCredentials identity whose file_watcher files are missing fails
+// each call at once, naming the instance and the file, rather than holding
+// it until its deadline for a connection that cannot be made; once the
+// files are written, a later call gets through, long before the
+// provider's own refresh would have read them.
+func TestTLSCredentialsMissingFilesFailFast(t *testing.T) {
+	allow := func(context.Context, *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+		return &authv3.CheckResponse{Status: &rpcstatus.Status{}}, nil
+	}
+	side := testutils.NewSideTLS(t)
+	b := &bootstrap.Config{}
+	side.Providers(b)
+	var id struct {
+		Cert string `json:"certificate_file"`
+		Key  string `json:"private_key_file"`
+	}
+	if err := json.Unmarshal(b.CertificateProviders[testutils.SideIdentity].Config, &id); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	late := struct {
+		Cert    string `json:"certificate_file"`
+		Key     string `json:"private_key_file"`
+		Refresh string `json:"refresh_interval"`
+	}{filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), "3600s"}
+	cfg, err := json.Marshal(late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.CertificateProviders["late-id"] = bootstrap.CertificateProvider{PluginName: "file_watcher", Config: cfg}
+	secure, err := testutils.StartAuthzServer(allow, side.ServerOption())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Stop()
+
+	// A short reconnect backoff: the attempt after the files appear comes
+	// soon.
+	chans := &extauthzgrpc.Channels{DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 10 * time.Millisecond, Multiplier: 1, MaxDelay: 10 * time.Millisecond},
+		MinConnectTimeout: 10 * time.Second})}}
+	defer chans.Close()
+	c, err := chans.Client(&resources.GrpcService{TargetURI: secure.Target(), Trusted: true, ChannelCredentials: resources.GrpcChannelTLS,
+		TLS: &resources.GrpcTLSCredentials{RootInstance: testutils.SideRoots, IdentityInstance: "late-id", Bootstrap: b}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// gRPC quotes the handshake's error in the status message.
+	want := `no identity certificate: certificate provider instance \"late-id\" (file_watcher) has none yet: certificate_file: open ` + late.Cert
+	_, err = c.Check(ctx, &extauthz.CheckRequest{})
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("check with the identity's files missing: %v, want an error containing %q", err, want)
+	}
+
+	for _, f := range [][2]string{{id.Cert, late.Cert}, {id.Key, late.Key}} {
+		pem, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1], pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Calls fail with the cached error until the channel's next attempt,
+	// which reads the files: each failure must be that error.
+	for {
+		_, err := c.Check(ctx, &extauthz.CheckRequest{})
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("check after the files were written: %v, want success (or, until the channel reconnects, %q)", err, want)
+		}
+	}
+	if n := len(secure.Checks()); n != 1 {
+		t.Errorf("%d checks reached the service, want 1", n)
 	}
 }

@@ -29,4 +29,8 @@
 //     it has been handled (routes and generation replaced), with no lock
 //     held: tests wait on it for a configuration to take effect rather
 //     than polling with requests.
+//   - Config.Side, the server's side channels (internal/extauthzgrpc), is
+//     told at the same point which side services the version in force
+//     names, per listener, so that the channels none names close once
+//     their calls end.
 package serverlds

@@ -11,7 +11,9 @@ import (
 
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
+	"github.com/goxds/xds/internal/extauthzgrpc"
 	"github.com/goxds/xds/internal/serverconn"
+	"github.com/goxds/xds/internal/servertls"
 	"github.com/goxds/xds/resources"
 )
 
@@ -67,6 +69,11 @@ type Config[G comparable] struct {
 	// wait on for a configuration to take effect, rather than polling
 	// with requests.
 	Applied func()
+	// Side, if set, are the server's channels to side services: each
+	// update tells them which services the version in force names (its
+	// chains' filters, their route configurations), so that channels no
+	// configuration names close once their calls end (Channels.Name).
+	Side *extauthzgrpc.Channels
 }
 
 // Listener is one address a server serves: the Listener watch, the route
@@ -98,6 +105,10 @@ type Listener[G comparable] struct {
 	// cancelLDS ends the Listener watch; nil until Serve starts it.
 	cancelLDS func()
 	closed    bool
+
+	// sideMu orders the Listener's reports to Config.Side, so that an
+	// older one never follows a newer.
+	sideMu sync.Mutex
 
 	// said is what the log was last told of this listener, for Log; only
 	// the Reporter, one goroutine at a time, touches it.
@@ -277,6 +288,7 @@ func (l *Listener[G]) after(old G, cancels []func()) {
 	for _, c := range cancels {
 		c()
 	}
+	l.nameSide()
 	l.stop(old, true)
 	l.cfg.Reports.flush()
 	if l.cfg.Applied != nil {
@@ -336,7 +348,32 @@ func (l *Listener[G]) Close(graceful bool) {
 		c()
 	}
 	l.cfg.Raw.Close()
+	l.nameSide()
 	l.stop(g, graceful)
+}
+
+// nameSide tells Config.Side the services the version in force names
+// (none when not serving or closed); the draining generations' RPCs still
+// have theirs until their calls end.
+func (l *Listener[G]) nameSide() {
+	if l.cfg.Side == nil {
+		return
+	}
+	l.sideMu.Lock()
+	defer l.sideMu.Unlock()
+	l.mu.Lock()
+	sl, rs := l.curCfg, l.routes.Load()
+	l.mu.Unlock()
+	var named extauthzgrpc.Services
+	if sl != nil {
+		for _, fc := range servertls.Chains(sl) {
+			named.AddFilters(fc.HTTPFilters)
+			if rc, err := rs.Config(fc); err == nil {
+				named.AddRouteConfig(rc)
+			}
+		}
+	}
+	l.cfg.Side.Name(l, named)
 }
 
 // CloseAll stops at once every generation whose server has not stopped,
