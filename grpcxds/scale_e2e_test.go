@@ -35,6 +35,11 @@ type streamsBackend struct {
 	closed  atomic.Int64 // connections closed (by either side)
 	arrived chan struct{}
 	release chan struct{}
+	// gone is told of each RPC that ended with its context (its connection
+	// lost, its caller gone) rather than by a release: a test that closes
+	// a connection waits for it before releasing the others, lest the
+	// handler of the lost RPC, not yet told, take their release.
+	gone    chan struct{}
 	running atomic.Int64
 	most    atomic.Int64 // RPCs running at once, at most
 	// hold, when set, is a listener's Accept waiting on it: a connection
@@ -58,7 +63,7 @@ func startStreamsBackend(t testing.TB, name string, mcs uint32, opts ...grpc.Ser
 		t.Fatal(err)
 	}
 	sb := &streamsBackend{backend: &backend{name: name, addr: lis.Addr().String(), port: uint32(lis.Addr().(*net.TCPAddr).Port)},
-		arrived: make(chan struct{}, 16), release: make(chan struct{}, 16), holding: make(chan struct{}, 16),
+		arrived: make(chan struct{}, 16), release: make(chan struct{}, 16), gone: make(chan struct{}, 16), holding: make(chan struct{}, 16),
 		refused: make(chan struct{}, 64)}
 	h := func(ctx context.Context) error {
 		n := sb.running.Add(1)
@@ -70,6 +75,10 @@ func startStreamsBackend(t testing.TB, name string, mcs uint32, opts ...grpc.Ser
 		case <-sb.release:
 			return nil
 		case <-ctx.Done():
+			select {
+			case sb.gone <- struct{}{}:
+			default: // no test waits for so many
+			}
 			return ctx.Err()
 		}
 	}
@@ -151,6 +160,17 @@ func startRPCs(ctx context.Context, conn *grpc.ClientConn, n int) <-chan error {
 		}()
 	}
 	return errs
+}
+
+// waitGone waits for the handler of an RPC whose connection the test
+// closed to see it end.
+func (sb *streamsBackend) waitGone(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	select {
+	case <-sb.gone:
+	case <-ctx.Done():
+		t.Fatalf("%s: the backend did not see its RPC end: %v", what, ctx.Err())
+	}
 }
 
 // waitArrived waits for n RPCs to reach the backend.
@@ -325,6 +345,7 @@ func TestConnectionScalingLostWithRPCsQueued(t *testing.T) {
 	case <-e.ctx.Done():
 		t.Fatal("the RPC on the lost connection did not end")
 	}
+	sb.waitGone(t, e.ctx, "the RPC on the lost connection")
 	sb.hold.Store(nil)
 	close(hold)
 	sb.waitArrived(t, e.ctx, 1, "the queued RPC, once a connection is made")

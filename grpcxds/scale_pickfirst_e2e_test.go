@@ -68,6 +68,7 @@ func TestConnectionScalingPickFirst(t *testing.T) {
 
 	a.closeConn(0) // a's own connection lost; its extra one is ready
 	wantUnavailable(t, e.ctx, errs, "a's first connection closed")
+	a.waitGone(t, e.ctx, "a's first connection closed")
 	finish(t, e.ctx, a, errs, 1)
 	more := startRPCs(e.ctx, conn, 1)
 	a.waitArrived(t, e.ctx, 1, "an RPC with one of a's connections left")
