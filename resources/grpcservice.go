@@ -81,11 +81,8 @@ const (
 	GrpcChannelInsecure      GrpcChannelCredentials = "insecure"
 	GrpcChannelGoogleDefault GrpcChannelCredentials = "google_default"
 	GrpcChannelTLS           GrpcChannelCredentials = "tls"
-	// GrpcChannelLocal is no longer read: gRFC A102 dropped
-	// LocalCredentials (grpc/proposal f616fce), so the decoder skips that
-	// type as it does any other it does not know. Kept for the side
-	// channels that still build it.
-	GrpcChannelLocal GrpcChannelCredentials = "local"
+	// LocalCredentials is not read: gRFC A102 dropped it (grpc/proposal
+	// f616fce), so the decoder skips that type as any it does not know.
 )
 
 // GrpcTLSCredentials is a TlsCredentials plugin: certificate provider

@@ -23,7 +23,6 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/local"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -94,8 +93,6 @@ func trustedCredentials(gs *resources.GrpcService) (*bootstrap.ChannelCredential
 	var release func()
 	var creds *bootstrap.ChannelCredentials
 	switch gs.ChannelCredentials {
-	case resources.GrpcChannelLocal:
-		creds = &bootstrap.ChannelCredentials{Transport: local.NewCredentials()}
 	case resources.GrpcChannelInsecure, resources.GrpcChannelGoogleDefault:
 		// The bootstrap builds these two for management servers too.
 		typ := bootstrap.CredsInsecure
