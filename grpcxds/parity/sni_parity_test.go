@@ -46,53 +46,7 @@ func TestParityAutoSNISANValidationWithoutSNI(t *testing.T) {
 	a, sniA := startTLSBackend(t, "a", cert.TLS)
 	b, _ := startTLSBackend(t, "b", cert.TLS)
 
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ms.Stop)
-	p := &pair{t: t, ms: ms, conns: make(map[string]*grpc.ClientConn)}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	p.ctx = ctx
-	withProviders := func(node string, features []string) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: node, ServerFeatures: features}), &m); err != nil {
-			t.Fatal(err)
-		}
-		m["certificate_providers"] = map[string]any{"roots": map[string]any{
-			"plugin_name": "file_watcher", "config": map[string]any{"ca_certificate_file": pki.CAFile}}}
-		out, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-
-	cfg, err := bootstrap.Parse(withProviders("goxds", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bld.Close)
-	goxdsCreds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("goxds", grpcxds.DefaultScheme, goxdsCreds, bld.DialOptions()...)
-
-	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", []string{"xds_v3"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcCreds, err := grpcxdscreds.NewClientCredentials(grpcxdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("grpc-go", "xds", grpcCreds, grpc.WithResolvers(rb))
+	p := newTLSPair(t, map[string]any{"ca_certificate_file": pki.CAFile})
 
 	toB := toCluster("B")
 	toB.Match.Headers = []*routev3.HeaderMatcher{{Name: "x-b", HeaderMatchSpecifier: &routev3.HeaderMatcher_PresentMatch{PresentMatch: true}}}
@@ -172,4 +126,59 @@ func startTLSBackend(t *testing.T, name string, cert tls.Certificate) (*backend,
 	go func() { defer close(done); _ = srv.Serve(lis) }()
 	t.Cleanup(func() { srv.Stop(); <-done })
 	return b, sni
+}
+
+// newTLSPair is a pair of channels, goxds's and grpc-go's, each with its
+// xDS credentials (plaintext fallback), served by one management server
+// of their own; their bootstraps' certificate provider instance "roots"
+// is a file_watcher of config roots.
+func newTLSPair(t *testing.T, roots map[string]any) *pair {
+	t.Helper()
+	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Stop)
+	p := &pair{t: t, ms: ms, conns: make(map[string]*grpc.ClientConn)}
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	t.Cleanup(cancel)
+	p.ctx = ctx
+	withProviders := func(node string, features []string) []byte {
+		var m map[string]any
+		if err := json.Unmarshal(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: node, ServerFeatures: features}), &m); err != nil {
+			t.Fatal(err)
+		}
+		m["certificate_providers"] = map[string]any{"roots": map[string]any{"plugin_name": "file_watcher", "config": roots}}
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	cfg, err := bootstrap.Parse(withProviders("goxds", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bld, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(bld.Close)
+	goxdsCreds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.dialCreds("goxds", grpcxds.DefaultScheme, goxdsCreds, bld.DialOptions()...)
+
+	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", []string{"xds_v3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcCreds, err := grpcxdscreds.NewClientCredentials(grpcxdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.dialCreds("grpc-go", "xds", grpcCreds, grpc.WithResolvers(rb))
+	return p
 }

@@ -2,7 +2,6 @@ package parity_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"testing"
@@ -11,19 +10,11 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	grpcxdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
-	"github.com/goxds/xds/bootstrap"
-	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/grpcxds"
-	"github.com/goxds/xds/grpcxds/xdscreds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -60,53 +51,7 @@ func TestParitySPIFFEBundleMap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ms.Stop)
-	p := &pair{t: t, ms: ms, conns: make(map[string]*grpc.ClientConn)}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	p.ctx = ctx
-	withProviders := func(node string, features []string) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: node, ServerFeatures: features}), &m); err != nil {
-			t.Fatal(err)
-		}
-		m["certificate_providers"] = map[string]any{"roots": map[string]any{"plugin_name": "file_watcher", "config": map[string]any{
-			"spiffe_trust_bundle_map_file": bundles, "ca_certificate_file": other.CAFile}}}
-		out, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-
-	cfg, err := bootstrap.Parse(withProviders("goxds", nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bld.Close)
-	goxdsCreds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("goxds", grpcxds.DefaultScheme, goxdsCreds, bld.DialOptions()...)
-
-	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", []string{"xds_v3"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcCreds, err := grpcxdscreds.NewClientCredentials(grpcxdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("grpc-go", "xds", grpcCreds, grpc.WithResolvers(rb))
+	p := newTLSPair(t, map[string]any{"spiffe_trust_bundle_map_file": bundles, "ca_certificate_file": other.CAFile})
 
 	byHeader := func(h, cluster string) *routev3.Route {
 		r := toCluster(cluster)
