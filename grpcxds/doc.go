@@ -131,8 +131,10 @@
 //     A102); a denied RPC fails
 //     with the service's status and its headers as trailers (grpc.Trailer),
 //     an allowed one's response_headers_to_add reach grpc.Header and a
-//     stream's Header; a channel keeps one connection per service, closed
-//     with it. With Options.ExtAuthzMetrics each check is counted by its
+//     stream's Header; a channel keeps one connection per service (its
+//     target and credentials) while its configuration names it, closed
+//     once an update no longer does and the calls on it have ended, or
+//     with the channel. With Options.ExtAuthzMetrics each check is counted by its
 //     outcome (grpc.client_ext_authz.*, labelled with the channel's target
 //     and the route's cluster). External processing (gRFC A93; package dataplane/extproc
 //     runs the processing stream, one per RPC, over the same channels):
@@ -292,9 +294,12 @@
 // connections are SubConns (conns.go), secured by xdscreds (security.go,
 // over internal/upstreamtls's Cache of HandshakeInfos, which httpxds's
 // client shares), resolved by gRPC's "dns" resolver (dns.go); RLS's
-// targets are the Set's Holds (rlsplugin.go), and A94's connection
+// targets are the Set's Holds (rlsplugin.go), A94's connection
 // events are judged by dataplane/endpoint's ConnMeter
-// (subchannelmetrics.go); it hands the configuration
+// (subchannelmetrics.go), and A105's several connections of an endpoint
+// are dataplane/endpoint's Group, whose connections are SubConns
+// (scale.go; an RPC queued for one keeps its place under max_requests,
+// scale_held.go); it hands the configuration
 // to the channel's interceptors (channel.go) before it publishes the
 // picker made from it, so that no RPC chooses from a configuration newer
 // than its picker's. The interceptors (interceptors.go, selector.go)

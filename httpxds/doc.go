@@ -109,7 +109,9 @@
 // # External authorization
 //
 // The ext_authz filter asks the authorization service of its grpc_service
-// (gRFC A102's trust rules, the channel kept until the server stops)
+// (gRFC A102's trust rules, the channel kept while the Listener in
+// force names the service, and closed once its calls end after an
+// update that does not)
 // with Envoy's HTTP semantics
 // (https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter);
 // the decision is dataplane/extauthz's, as on an xdsserver (gRFC A92)
@@ -208,7 +210,8 @@
 //     authorization (ext_authz, gRFC A92 with Envoy's HTTP semantics,
 //     https://www.envoyproxy.io/docs/envoy/latest/configuration/http/http_filters/ext_authz_filter).
 //     The authorization service is called over gRPC, on channels the
-//     Transport keeps until Close, with gRFC A102's rules as for gRPC: a
+//     Transport keeps while a host's configuration names the service
+//     (closed once none does and their calls end, or at Close), with gRFC A102's rules as for gRPC: a
 //     service named by a server not marked trusted_xds_server must be in
 //     the bootstrap's allowed_grpc_services, whose credentials it gets.
 //     The service is told the request's method, host, scheme, protocol,

@@ -77,7 +77,9 @@
 // certificate the handshake served, kept by connection address since
 // grpc-go's peer has credentials.TLSInfo, with no place for it (other
 // transport credentials: no principal). The channels to the services
-// are made at the first RPC that needs them and closed by Stop. With
+// are made at the first RPC that needs them and closed once no Listener
+// version in force names their service and their calls have ended, or
+// by Stop. With
 // RecordExtAuthz each check is counted by its outcome
 // (grpc.server_ext_authz.*).
 //

@@ -5,7 +5,10 @@
 // allowed_grpc_services entry for an untrusted one), and speaks
 // envoy.service.auth.v3.Authorization on it. Packages grpcxds (client
 // side), xdsserver (server side) and httpxds (its client and its server,
-// which call the service over gRPC too) share it. It also binds the
+// which call the service over gRPC too) share it, each owner's channels
+// in a Channels (channels.go), which closes those its configuration no
+// longer names once their calls end (Channels.Name; Services, named.go,
+// gathers what a configuration names). It also binds the
 // filter to grpc-go's RPCs: a server's check from the RPC's peer and its
 // decision on grpc-go's server API (server_rpc.go, for xdsserver), and on
 // a channel the response headers a check adds (client_rpc.go, for
