@@ -106,7 +106,9 @@
 // it (gRFC A102's TlsCredentials and XdsCredentials plugins, the
 // bootstrap's certificate provider instances); [RunSideAuthz] and
 // [RunSideProc] run the cases every user of side channels tests, each with
-// a service of its own.
+// a service of its own. [HeldAuthz] holds a check until released and
+// counts its connections, for tests of a side channel's life across
+// configuration updates.
 //
 // # Files
 //

@@ -83,5 +83,8 @@
 // xdsserver.ExtAuthzMetrics, httpxds's, through dataplane/httpfilter's
 // AuthzObserver on clients), passing [Outcome.String]. A check that a
 // disallow_is_error rule fails counts as failed. Trace context
-// propagation to the authorization call is not done.
+// propagation is the adapters': the call is made in the context given
+// to [Checker.Check], the RPC's (gRFC A92), on a channel with their
+// users' SideChannelDialOptions, so a tracing stats handler there makes
+// it the RPC's child span.
 package extauthz

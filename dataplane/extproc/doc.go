@@ -73,9 +73,12 @@
 // are protocol buffers, serialized for the processor (the GRPC body
 // mode).
 //
-// # Not done
+// # Traces and adapters
 //
-// Trace propagation is not implemented. The adapters:
+// The stream is opened in a context with the RPC's values
+// ([Processor.NewCall]), and the adapters' channels take their users'
+// SideChannelDialOptions, so a tracing stats handler there makes it the
+// RPC's child span (gRFC A93). The adapters:
 // internal/extprocgrpc (the gRPC processing stream, and the Sessions'
 // binding to grpc-go's RPCs on both sides), called by xdsserver (the
 // server's filter loop) and by grpcxds with dataplane/httpfilter (the

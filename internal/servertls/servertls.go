@@ -3,7 +3,9 @@
 // names, built from the bootstrap when a first handshake asks for them,
 // and the tls.Config of each handshake from their current key material.
 // Both xDS servers share it: xdsserver (gRPC, through xDS server
-// credentials) and httpxds (net/http).
+// credentials) and httpxds (net/http), each of which records at the
+// handshake the certificate it served ([Served]), ext_authz's
+// destination principal (gRFC A92).
 package servertls
 
 import (
