@@ -15,8 +15,11 @@ import (
 // updates (a check in flight when the update comes).
 type HeldAuthz struct {
 	*AuthzServer
-	Conns   ConnEvents
+	// Conns counts the connections the service accepts and closes.
+	Conns ConnEvents
+	// Entered receives once each time a held check is in.
 	Entered chan struct{}
+	// Release, closed, lets every held check (and those to come) go on.
 	Release chan struct{}
 }
 

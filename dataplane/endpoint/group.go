@@ -42,6 +42,8 @@ import (
 // announced it, known false until it has (HTTP/2: unlimited). grpcxds
 // reads it off the connection (internal/h2settings.Limit).
 type StreamLimit interface {
+	// Get returns the limit the server last announced, and whether it
+	// has announced one.
 	Get() (v uint32, known bool)
 }
 
