@@ -2,14 +2,10 @@ package test
 
 import (
 	"errors"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/testutils"
@@ -24,7 +20,6 @@ func TestE2EJWTTokenInvalid(t *testing.T) {
 	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
 		t.Parallel()
 		pki := testutils.NewPKI(t)
-		srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 		gate := newTokenGate()
 		token := jwtToken("valid", time.Now().Add(time.Hour))
 		gate.accept(token)
@@ -32,24 +27,7 @@ func TestE2EJWTTokenInvalid(t *testing.T) {
 		if err := testutils.WriteFileAtomically(tokenFile, []byte("not-a-jwt")); err != nil {
 			t.Fatal(err)
 		}
-		ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
-			GRPCServerOptions: []grpc.ServerOption{
-				grpc.Creds(credentials.NewServerTLSFromCert(&srvCert.TLS)),
-				grpc.StreamInterceptor(gate.intercept),
-			},
-			Initial: map[string]testutils.Resources{nodeID: svc(1001)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ms.Stop)
-		c, err := client.New(jwtBootstrap(t, ms.Address(), p, pki.CAFile, tokenFile),
-			client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		tr := watchTree(c)
+		tr := gatedTree(t, p, pki, gate, tokenFile)
 		e := tr.l.next(t)
 		if e.kind == "update" || !errors.Is(e.err, client.ErrServerUnavailable) || !strings.Contains(e.err.Error(), "Unauthenticated") {
 			t.Fatalf("first event %v, want the server unavailable, the stream UNAUTHENTICATED", e)

@@ -173,6 +173,33 @@ func TestE2EJWTCallCredsRotated(t *testing.T) {
 	})
 }
 
+// gatedTree watches the demo tree through a client of protocol p whose
+// jwt_token_file call credentials read tokenFile, from a management
+// server over TLS (a certificate of pki's) that serves only the streams
+// whose token gate accepts.
+func gatedTree(t *testing.T, p protocol, pki *testutils.PKI, gate *tokenGate, tokenFile string) tree {
+	t.Helper()
+	srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
+	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
+		GRPCServerOptions: []grpc.ServerOption{
+			grpc.Creds(credentials.NewServerTLSFromCert(&srvCert.TLS)),
+			grpc.StreamInterceptor(gate.intercept),
+		},
+		Initial: map[string]testutils.Resources{nodeID: svc(1001)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ms.Stop)
+	c, err := client.New(jwtBootstrap(t, ms.Address(), p, pki.CAFile, tokenFile),
+		client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return watchTree(c)
+}
+
 // jwtBootstrap is the bootstrap of a client of the TLS server at addr,
 // speaking p, trusting caFile, with the call_creds of gRFC A97.
 func jwtBootstrap(t *testing.T, addr string, p protocol, caFile, tokenFile string) *bootstrap.Config {
@@ -229,29 +256,11 @@ func TestE2EJWTTokenFileWrittenLate(t *testing.T) {
 	forEachProtocol(t, protocols, func(t *testing.T, p protocol) {
 		t.Parallel()
 		pki := testutils.NewPKI(t)
-		srvCert := pki.Issue("xds-server", testutils.CertOptions{IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}})
 		gate := newTokenGate()
 		token := jwtToken("late", time.Now().Add(time.Hour))
 		gate.accept(token)
 		tokenFile := filepath.Join(t.TempDir(), "token")
-		ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{
-			GRPCServerOptions: []grpc.ServerOption{
-				grpc.Creds(credentials.NewServerTLSFromCert(&srvCert.TLS)),
-				grpc.StreamInterceptor(gate.intercept),
-			},
-			Initial: map[string]testutils.Resources{nodeID: svc(1001)},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(ms.Stop)
-		c, err := client.New(jwtBootstrap(t, ms.Address(), p, pki.CAFile, tokenFile),
-			client.Options{WatchExpiry: noExpiry, TransportOptions: fastTransport, Logger: testLogger()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(c.Close)
-		tr := watchTree(c)
+		tr := gatedTree(t, p, pki, gate, tokenFile)
 		e := tr.l.next(t)
 		if e.kind == "update" || !errors.Is(e.err, client.ErrServerUnavailable) || !strings.Contains(e.err.Error(), tokenFile) {
 			t.Fatalf("first event %v, want the server unavailable, naming the token file %s", e, tokenFile)
