@@ -403,6 +403,10 @@ type xdsResolver struct {
 	procMetrics procMetricsFunc
 }
 
+// pendingScope names, for a resolver's side channels (extauthzgrpc.Channels.Name),
+// the services of the configuration it is putting in force.
+type pendingScope struct{ r *xdsResolver }
+
 // Update implements watchers.TreeWatcher: the snapshot becomes the
 // channel's state. The goxds balancer, taking it, hands the interceptors
 // their part (channelConfig) before it publishes the picker made from it;
@@ -413,14 +417,25 @@ func (r *xdsResolver) Update(s *watchers.Snapshot) {
 	cfg := &channelConfig{gen: r.cs.nextGen(), src: &r.source, snap: s, chain: newFilterChain(s.Listener, r.filterEnv()), nodeID: r.nodeID}
 	st := configState(r.sc, cfg)
 	st.Attributes = st.Attributes.WithValue(clusterSetKey{}, r.clusters)
-	if err := r.cc.UpdateState(st); err != nil {
+	// The new configuration's side services are named before UpdateState
+	// puts it in force, alongside those of the one before: an RPC under it
+	// in the meantime would otherwise make a channel no configuration
+	// names yet, closed as its call ended and made again by the next one
+	// (gRFC A92 keeps a channel across an update that keeps its service).
+	services := extauthzgrpc.ClientServices(s.Listener, s.VirtualHost)
+	r.authz.Name(pendingScope{r}, services)
+	err := r.cc.UpdateState(st)
+	if err == nil {
+		// The side channels the configuration before named and this one
+		// does not close once their calls end (gRFC A92 keeps only those
+		// an update keeps); the chain's RPCs take them from now on.
+		r.authz.Name(r, services)
+	}
+	r.authz.Name(pendingScope{r}, nil)
+	if err != nil {
 		r.notTaken(cfg.gen, err)
 		return
 	}
-	// The side channels the configuration before named and this one does
-	// not close once their calls end (gRFC A92 keeps only those an update
-	// keeps); the chain's RPCs take them from now on.
-	r.authz.Name(r, extauthzgrpc.ClientServices(s.Listener, s.VirtualHost))
 	if r.logger.Enabled(context.Background(), slog.LevelDebug) {
 		r.logger.Debug("xDS configuration applied", "route_config", s.RouteConfig.Name,
 			"virtual_host", s.VirtualHost.Name, "clusters", s.Clusters.Len())

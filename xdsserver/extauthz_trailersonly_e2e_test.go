@@ -108,8 +108,12 @@ func respSummary(md metadata.MD) string {
 // or headers of its own, x-resp joins them; unary and streaming alike.
 func TestExtAuthzResponseHeadersTrailersOnly(t *testing.T) {
 	a := startAuthz(t)
-	e := authzEnv(t, testutils.AllowGRPCService(a.Target()), testutils.ExtAuthzFilter(a.Target(), nil))
+	// respDesc is registered before the Listener comes: a server version
+	// started before RegisterService would not serve it.
+	e := newEnvWith(t, testutils.ManagementServerOptions{}, testutils.AllowGRPCService(a.Target()))
 	e.srv.RegisterService(&respDesc, struct{}{})
+	e.update(testutils.Resources{Listeners: []*listenerv3.Listener{
+		e.serverListener(nil, authzRoutes(), testutils.ExtAuthzFilter(a.Target(), nil))}})
 	e.waitMode(xdsserver.ServingModeServing)
 	conn := e.dial()
 	for _, c := range respCases {
