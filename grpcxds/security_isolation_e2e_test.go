@@ -2,6 +2,7 @@ package grpcxds_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,13 @@ import (
 // timer set to expiry.
 func newSecureEnvExpiry(t *testing.T, m *mesh, expiry time.Duration) *env {
 	t.Helper()
+	return newSecureEnvProviders(t, m, expiry, nil)
+}
+
+// newSecureEnvProviders is newSecureEnvExpiry with the certificate provider
+// instances of extra beside the mesh's.
+func newSecureEnvProviders(t *testing.T, m *mesh, expiry time.Duration, extra map[string]bootstrap.CertificateProvider) *env {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	t.Cleanup(cancel)
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
@@ -39,6 +47,7 @@ func newSecureEnvExpiry(t *testing.T, m *mesh, expiry time.Duration) *env {
 		t.Fatal(err)
 	}
 	cfg.CertificateProviders = m.providers(t)
+	maps.Copy(cfg.CertificateProviders, extra)
 	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, ClientOptions: client.Options{
 		Logger:           quietLogger,
 		WatchExpiry:      expiry,

@@ -1,7 +1,6 @@
 package grpcxds_test
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -9,15 +8,11 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/goxds/xds/bootstrap"
-	"github.com/goxds/xds/client"
-	"github.com/goxds/xds/grpcxds"
 	"github.com/goxds/xds/testutils"
-	"github.com/goxds/xds/transport"
 )
 
 // newSPIFFEEnv is newSecureEnv whose "roots" provider is a file_watcher
@@ -40,29 +35,7 @@ func newSPIFFEEnvFile(t *testing.T, m *mesh, bundles string) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ms.Stop)
-	cfg, err := bootstrap.Parse(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: nodeID}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.CertificateProviders = m.providers(t)
-	cfg.CertificateProviders["roots"] = bootstrap.CertificateProvider{PluginName: "file_watcher", Config: roots}
-	b, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, ClientOptions: client.Options{
-		Logger:           quietLogger,
-		WatchExpiry:      2 * time.Second,
-		TransportOptions: transport.Options{Backoff: fastBackoff, DialOptions: []grpc.DialOption{fastConnect}},
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	return &env{t: t, ctx: ctx, ms: ms, builder: b}
+	return newSecureEnvProviders(t, m, 2*time.Second, map[string]bootstrap.CertificateProvider{"roots": {PluginName: "file_watcher", Config: roots}})
 }
 
 // gRFC A87 on a goxds channel, against go-control-plane's server: a

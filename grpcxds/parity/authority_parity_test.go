@@ -2,7 +2,6 @@ package parity_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,8 +16,6 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	grpcxdscreds "google.golang.org/grpc/credentials/xds"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
@@ -27,7 +24,6 @@ import (
 	"github.com/goxds/xds/bootstrap"
 	"github.com/goxds/xds/client"
 	"github.com/goxds/xds/grpcxds"
-	"github.com/goxds/xds/grpcxds/xdscreds"
 	"github.com/goxds/xds/testutils"
 )
 
@@ -67,50 +63,7 @@ func testParityAuthorityRewriteTLS(t *testing.T) {
 	pki := testutils.NewPKI(t)
 	a, _ := startTLSBackend(t, "a", pki.Issue("server", testutils.CertOptions{DNSNames: []string{"*.wild.goxds.test"}}).TLS)
 	echoAuthority(a)
-	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ms.Stop)
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	t.Cleanup(cancel)
-	p := &pair{t: t, ctx: ctx, ms: ms, conns: make(map[string]*grpc.ClientConn)}
-	withProviders := func(node string, features ...string) []byte {
-		var m map[string]any
-		if err := json.Unmarshal(testutils.BootstrapJSON(testutils.BootstrapOptions{ServerURI: ms.Address(), NodeID: node, ServerFeatures: features}), &m); err != nil {
-			t.Fatal(err)
-		}
-		m["certificate_providers"] = map[string]any{"roots": map[string]any{
-			"plugin_name": "file_watcher", "config": map[string]any{"ca_certificate_file": pki.CAFile}}}
-		out, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
-	cfg, err := bootstrap.Parse(withProviders("goxds", bootstrap.FeatureTrustedXDSServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bld, err := grpcxds.NewBuilder(grpcxds.Options{Bootstrap: cfg, Logger: quietLogger, ClientOptions: client.Options{Logger: quietLogger}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(bld.Close)
-	goxdsCreds, err := xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("goxds", grpcxds.DefaultScheme, goxdsCreds, bld.DialOptions()...)
-	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", "xds_v3", bootstrap.FeatureTrustedXDSServer))
-	if err != nil {
-		t.Fatal(err)
-	}
-	grpcCreds, err := grpcxdscreds.NewClientCredentials(grpcxdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.dialCreds("grpc-go", "xds", grpcCreds, grpc.WithResolvers(rb))
+	p := newTLSPair(t, map[string]any{"ca_certificate_file": pki.CAFile}, bootstrap.FeatureTrustedXDSServer)
 
 	tlsCluster := func(name string) *clusterv3.Cluster {
 		c := testutils.Cluster(name, "")

@@ -131,8 +131,9 @@ func startTLSBackend(t *testing.T, name string, cert tls.Certificate) (*backend,
 // newTLSPair is a pair of channels, goxds's and grpc-go's, each with its
 // xDS credentials (plaintext fallback), served by one management server
 // of their own; their bootstraps' certificate provider instance "roots"
-// is a file_watcher of config roots.
-func newTLSPair(t *testing.T, roots map[string]any) *pair {
+// is a file_watcher of config roots; both bootstraps name the server
+// features (grpc-go's also xds_v3).
+func newTLSPair(t *testing.T, roots map[string]any, features ...string) *pair {
 	t.Helper()
 	ms, err := testutils.StartManagementServer(testutils.ManagementServerOptions{})
 	if err != nil {
@@ -156,7 +157,7 @@ func newTLSPair(t *testing.T, roots map[string]any) *pair {
 		return out
 	}
 
-	cfg, err := bootstrap.Parse(withProviders("goxds", nil))
+	cfg, err := bootstrap.Parse(withProviders("goxds", features))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func newTLSPair(t *testing.T, roots map[string]any) *pair {
 	}
 	p.dialCreds("goxds", grpcxds.DefaultScheme, goxdsCreds, bld.DialOptions()...)
 
-	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", []string{"xds_v3"}))
+	rb, err := xds.NewXDSResolverWithConfigForTesting(withProviders("grpc-go", append([]string{"xds_v3"}, features...)))
 	if err != nil {
 		t.Fatal(err)
 	}
